@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// A small GGUF writer for tests and tools: metadata of every type, tensors of every type we can
+// dequantize (quantized from float with simple reference quantizers), v2 or v3, any alignment.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/ggml_types.h"
+#include "engine/gguf.h"
+
+namespace sinkscope {
+
+class GgufWriter {
+ public:
+  explicit GgufWriter(uint32_t version = 3, size_t alignment = 32);
+
+  void set_u8(const std::string& key, uint8_t v);
+  void set_i8(const std::string& key, int8_t v);
+  void set_u16(const std::string& key, uint16_t v);
+  void set_i16(const std::string& key, int16_t v);
+  void set_u32(const std::string& key, uint32_t v);
+  void set_i32(const std::string& key, int32_t v);
+  void set_u64(const std::string& key, uint64_t v);
+  void set_i64(const std::string& key, int64_t v);
+  void set_f32(const std::string& key, float v);
+  void set_f64(const std::string& key, double v);
+  void set_bool(const std::string& key, bool v);
+  void set_string(const std::string& key, const std::string& v);
+  void set_string_array(const std::string& key, const std::vector<std::string>& v);
+  void set_i32_array(const std::string& key, const std::vector<int32_t>& v);
+  void set_f32_array(const std::string& key, const std::vector<float>& v);
+  void set_u8_array(const std::string& key, const std::vector<uint8_t>& v);
+
+  // Adds a tensor given as float values in ggml order (dims[0] fastest); it is quantized to
+  // `type` (dims[0] must be a multiple of the block size).
+  void add_tensor(const std::string& name, const std::vector<int64_t>& dims, GgmlType type,
+                  const std::vector<float>& values);
+  // Adds a tensor whose bytes are already encoded in `type`.
+  void add_raw_tensor(const std::string& name, const std::vector<int64_t>& dims, GgmlType type,
+                      std::vector<uint8_t> bytes);
+
+  std::vector<uint8_t> to_bytes() const;
+  // Writes atomically (temp file + rename). Throws std::runtime_error on I/O failure.
+  void write(const std::filesystem::path& path) const;
+
+ private:
+  struct Kv {
+    std::string key;
+    std::vector<uint8_t> encoded;  // type id + value, GGUF encoding
+  };
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> dims;
+    GgmlType type;
+    std::vector<uint8_t> bytes;
+  };
+  void put_kv(const std::string& key, std::vector<uint8_t> encoded);
+  uint32_t m_version;
+  size_t m_alignment;
+  std::vector<Kv> m_kv;
+  std::vector<Tensor> m_tensors;
+};
+
+// Encodes float values into `type` blocks (reference quantizers, not optimised for quality).
+std::vector<uint8_t> quantize_row(GgmlType t, const float* src, int64_t n);
+
+// Shape of a Llama-family model for random-weight test models.
+struct TestModelShape {
+  std::string architecture = "llama";  // llama | qwen2
+  int n_layer = 2;
+  int n_embd = 64;
+  int n_head = 4;
+  int n_head_kv = 2;
+  int n_ff = 128;
+  int n_vocab = 300;
+  int n_ctx = 512;
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied_embeddings = true;
+  GgmlType weight_type = GgmlType::kF32;  // for 2-D projection weights
+};
+
+// A random-weight model with a byte-level BPE vocabulary (256 byte tokens + merges + specials),
+// loadable by the engine. Deterministic for a seed.
+GgufWriter make_random_llama(const TestModelShape& shape, uint64_t seed);
+
+}  // namespace sinkscope

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tokenizer built from GGUF metadata (tokenizer.ggml.*):
+//  - "gpt2": byte-level BPE with a pre-tokenizer chosen by tokenizer.ggml.pre (SmolLM2, Qwen2,
+//    Llama 3, GPT-2 regexes);
+//  - "llama": SentencePiece-style BPE over scores, with byte fallback (<0xNN>) and the
+//    U+2581 space marker.
+// Special/control tokens are matched as whole strings before normal tokenization when
+// `parse_special` is set. Chat formats: ChatML (SmolLM2, Qwen) and Llama 3.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sinkscope {
+
+class GgufFile;
+
+class TokenizerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using TokenId = int32_t;
+
+struct ChatMessage {
+  std::string role;  // system | user | assistant
+  std::string content;
+};
+
+enum class ChatFormat { kNone, kChatML, kLlama3 };
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Builds the tokenizer described by the file's metadata. Throws TokenizerError naming the
+  // missing or inconsistent key.
+  static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
+
+  // Text to ids. add_bos follows tokenizer.ggml.add_bos_token unless overridden.
+  // Invalid UTF-8 is not an error: bytes are encoded as-is (byte-level) or by byte fallback.
+  virtual std::vector<TokenId> encode(std::string_view text, bool parse_special = false,
+                                      std::optional<bool> add_bos = std::nullopt) const = 0;
+  // Ids to text (bytes; may be invalid UTF-8 for a partial multi-byte sequence).
+  virtual std::string decode(const std::vector<TokenId>& ids, bool skip_special = false) const = 0;
+  // One token's bytes, for streaming output.
+  virtual std::string token_to_piece(TokenId id) const = 0;
+
+  virtual int32_t vocab_size() const = 0;
+  virtual TokenId bos() const = 0;  // -1 when absent
+  virtual TokenId eos() const = 0;  // -1 when absent
+  virtual bool is_eog(TokenId id) const = 0;  // end of generation (eos, <|im_end|>, <|eot_id|>)
+  virtual TokenId find_token(std::string_view text) const = 0;  // -1 when absent
+  virtual std::string model_name() const = 0;  // "gpt2" | "llama"
+
+  // Chat formatting (template picked from tokenizer.chat_template or the vocabulary).
+  virtual ChatFormat chat_format() const = 0;
+  // Renders messages and appends the assistant prompt header.
+  std::string apply_chat_template(const std::vector<ChatMessage>& messages) const;
+};
+
+std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages);
+
+}  // namespace sinkscope
