@@ -48,12 +48,14 @@ struct GgufValue {
   GgufValueType type = GgufValueType::kUint8;
   GgufValueType array_type = GgufValueType::kUint8;  // element type when type == kArray
   // Scalar storage (ints as int64/uint64, floats as double, bool as bool, string as string).
+  // Every integer type is held as int64_t except uint64, which is held as uint64_t.
   std::variant<std::monostate, int64_t, uint64_t, double, bool, std::string> scalar;
   // Array storage: exactly one of these is filled, depending on array_type.
   std::vector<int64_t> ints;          // all signed/unsigned ints up to 32 bit, int64, bool
   std::vector<uint64_t> uints64;      // uint64
   std::vector<double> floats;         // float32 / float64
   std::vector<std::string> strings;   // string
+  std::vector<GgufValue> arrays;      // array (arrays of arrays; each element has type kArray)
   size_t array_size() const;          // number of elements (0 for scalars)
 
   // Typed access; throws GgufError naming the key if the value does not convert.

@@ -34,6 +34,9 @@ class GgufWriter {
   void set_i32_array(const std::string& key, const std::vector<int32_t>& v);
   void set_f32_array(const std::string& key, const std::vector<float>& v);
   void set_u8_array(const std::string& key, const std::vector<uint8_t>& v);
+  // Any value as the reader returns it, including arrays of every element type and arrays of
+  // arrays (used by round-trip tests). Throws std::invalid_argument for an inconsistent value.
+  void set_value(const std::string& key, const GgufValue& v);
 
   // Adds a tensor given as float values in ggml order (dims[0] fastest); it is quantized to
   // `type` (dims[0] must be a multiple of the block size).
@@ -43,6 +46,9 @@ class GgufWriter {
   void add_raw_tensor(const std::string& name, const std::vector<int64_t>& dims, GgmlType type,
                       std::vector<uint8_t> bytes);
 
+  // Setting a key again replaces its value in place. The alignment is fixed at construction
+  // (general.alignment is written when it differs from the default 32); setting
+  // general.alignment directly throws std::invalid_argument.
   std::vector<uint8_t> to_bytes() const;
   // Writes atomically (temp file + rename). Throws std::runtime_error on I/O failure.
   void write(const std::filesystem::path& path) const;
@@ -85,7 +91,15 @@ struct TestModelShape {
 };
 
 // A random-weight model with a byte-level BPE vocabulary (256 byte tokens + merges + specials),
-// loadable by the engine. Deterministic for a seed.
+// loadable by the engine. Deterministic for a seed (own PRNG, not <random>'s distributions).
+// Vocabulary rule: n_vocab >= 259; ids 0..255 are the GPT-2 byte tokens (bytes_to_unicode order),
+// then n_vocab - 259 merges (a fixed list of common English merges first -- all present when
+// n_vocab >= 259 + kRandomLlamaEnglishMerges -- then generated letter extensions), then the
+// specials <|endoftext|>, <|im_start|> (bos), <|im_end|> (eos). n_embd and n_ff must be
+// multiples of weight_type's block size and n_embd of n_head, n_head of n_head_kv.
+// Throws std::invalid_argument when the shape breaks these rules.
 GgufWriter make_random_llama(const TestModelShape& shape, uint64_t seed);
+// Number of fixed English merges make_random_llama uses first ("Ġ t", "h e", ..., "Ġwor ld").
+inline constexpr int kRandomLlamaEnglishMerges = 40;
 
 }  // namespace sinkscope

@@ -60,10 +60,21 @@ class Tokenizer {
 
   // Chat formatting (template picked from tokenizer.chat_template or the vocabulary).
   virtual ChatFormat chat_format() const = 0;
-  // Renders messages and appends the assistant prompt header.
+  // The Jinja source from tokenizer.chat_template ("" when absent). Only read for the few facts
+  // the fixed renderers need (e.g. SmolLM2's default system prompt); it is never executed.
+  virtual const std::string& chat_template() const;
+  // Renders messages and appends the assistant prompt header, as HF's
+  // apply_chat_template(add_generation_prompt=True) does for the supported templates
+  // (including a default system prompt the template inserts when the first message is not one).
   std::string apply_chat_template(const std::vector<ChatMessage>& messages) const;
 };
 
-std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages);
+// `default_system`, when not empty, is rendered as a system message first unless the first
+// message already is one. kNone renders "role: content" lines ending with "assistant: ".
+std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
+                        std::string_view default_system = {});
+// The default system prompt a ChatML template inserts when the conversation has none
+// (SmolLM2, Qwen2.5); empty when the template has none.
+std::string chatml_default_system(std::string_view chat_template);
 
 }  // namespace sinkscope

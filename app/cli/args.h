@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: Apache-2.0
+// A small command-line parser for the CLI's subcommands: long options only ("--name value" or
+// "--name=value"), flags without values, typed getters with range checks. Every problem is a
+// UsageError whose message names the option and what is wrong with it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sinkscope::cli {
+
+// A mistake in how the program was called (exit status 2).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Strict number parsing shared by the getters: the whole text must be the number.
+int64_t parse_int(std::string_view option, std::string_view text, int64_t lo, int64_t hi);
+uint64_t parse_uint64(std::string_view option, std::string_view text);
+// min_exclusive: the value must be strictly greater than lo.
+double parse_double(std::string_view option, std::string_view text, double lo, double hi,
+                    bool min_exclusive = false);
+
+class ArgParser {
+ public:
+  // usage: e.g. "sinkscope-cli generate [options]"; summary: one line of what it does.
+  ArgParser(std::string usage, std::string summary);
+
+  ArgParser& flag(std::string name, std::string help);  // "--json"
+  ArgParser& option(std::string name, std::string metavar, std::string help);  // "--seed", "S"
+  ArgParser& epilog(std::string text);  // extra help text (examples, notes)
+
+  // Parses arguments (without the program and subcommand names). "--help" / "-h" stops parsing
+  // and sets help_requested(). Throws UsageError on an unknown option, a missing value, a value
+  // given to a flag, a repeated option or a positional argument.
+  void parse(std::span<const std::string> args);
+
+  bool help_requested() const { return m_help; }
+  std::string help() const;
+
+  bool has(std::string_view name) const;  // given on the command line (flag or option)
+  std::optional<std::string> get(std::string_view name) const;
+  int64_t get_int(std::string_view name, int64_t fallback, int64_t lo, int64_t hi) const;
+  uint64_t get_uint64(std::string_view name, uint64_t fallback) const;
+  double get_double(std::string_view name, double fallback, double lo, double hi,
+                    bool min_exclusive = false) const;
+
+ private:
+  struct Spec {
+    std::string name, metavar, help;
+    bool takes_value;
+  };
+  const Spec* find_spec(std::string_view name) const;
+  const Spec& spec_or_throw(std::string_view name) const;
+
+  std::string m_usage, m_summary, m_epilog;
+  std::vector<Spec> m_specs;
+  std::vector<std::pair<std::string, std::string>> m_values;  // name -> value ("" for flags)
+  bool m_help = false;
+};
+
+}  // namespace sinkscope::cli

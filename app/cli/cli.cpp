@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "engine/version.h"
+
+namespace sinkscope::cli {
+
+namespace {
+
+const char* const kTopHelp =
+    "Usage: sinkscope-cli COMMAND [options]\n"
+    "\n"
+    "Headless front end of the SinkScope inference engine.\n"
+    "\n"
+    "Commands:\n"
+    "  generate     generate text from a prompt (streams tokens, or --json)\n"
+    "  perplexity   score a text file\n"
+    "  info         show a model's configuration, tensors and tokenizer\n"
+    "\n"
+    "Options:\n"
+    "  -h, --help   show this help (COMMAND --help for a command's options)\n"
+    "  --version    show the version\n"
+    "\n"
+    "Without --model the default model is used: $SINKSCOPE_MODEL, else\n"
+    "SmolLM2-135M-Instruct.Q4_1.gguf in $SINKSCOPE_CACHE_DIR, $XDG_CACHE_HOME/sinkscope or\n"
+    "~/.cache/sinkscope (packaging/setup.sh fetches it).\n"
+    "Exit status: 0 success, 1 runtime error, 2 usage error.\n";
+
+std::string version_line() {
+  return std::string("sinkscope-cli ") + SINKSCOPE_VERSION + " (git " + SINKSCOPE_GIT_SHA + ")\n";
+}
+
+}  // namespace
+
+int run_cli(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  std::string command;
+  try {
+    if (args.empty()) {
+      err << kTopHelp;
+      return 2;
+    }
+    command = args[0];
+    const auto rest = args.subspan(1);
+    if (command == "-h" || command == "--help" || command == "help") {
+      out << kTopHelp;
+      return 0;
+    }
+    if (command == "--version" || command == "version") {
+      out << version_line();
+      return 0;
+    }
+    if (command == "generate") return run_generate(parse_generate_args(rest), out, err);
+    if (command == "perplexity") return run_perplexity(parse_perplexity_args(rest), out, err);
+    if (command == "info") return run_info(parse_info_args(rest), out, err);
+    const std::string what = command.rfind("-", 0) == 0 ? "unknown option '" : "unknown command '";
+    command.clear();
+    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info)");
+  } catch (const UsageError& e) {
+    out.flush();
+    const std::string who = command.empty() ? "sinkscope-cli" : "sinkscope-cli " + command;
+    err << who << ": error: " << e.what() << "\nTry '" << who << " --help'.\n";
+    return 2;
+  } catch (const std::exception& e) {
+    out.flush();
+    err << "sinkscope-cli" << (command.empty() ? "" : " " + command) << ": error: " << e.what()
+        << "\n";
+    return 1;
+  } catch (...) {
+    err << "sinkscope-cli: error: unknown exception\n";
+    return 1;
+  }
+}
+
+}  // namespace sinkscope::cli

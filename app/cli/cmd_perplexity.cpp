@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <iomanip>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/cli/common.h"
+#include "engine/json.h"
+#include "engine/session.h"
+
+namespace sinkscope::cli {
+
+int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.help) {
+    out << a.help_text;
+    return 0;
+  }
+  const std::string text = read_text_file(a.file, "--file");
+  if (text.empty()) throw UsageError("--file: the file is empty (" + a.file + ")");
+  const auto model_path = resolve_model_path(a.model);
+  auto model = load_model(model_path, a.json ? nullptr : &err);
+  const BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
+  auto backend = make_cpu_backend(model, bopts);
+
+  const std::vector<TokenId> tokens = model->tokenizer().encode(text);
+  if (tokens.size() < 2)
+    throw UsageError("--file: " + std::to_string(tokens.size()) +
+                     " token(s) after tokenization; perplexity needs at least 2");
+  err << "sinkscope-cli: scoring " << tokens.size() << " tokens in chunks of " << a.ctx
+      << " (" << backend->name() << ", " << resolved_threads(a.threads) << " threads)\n";
+
+  const bool tty = stderr_is_tty();
+  Throttle throttle(tty ? 0.5 : 10.0);
+  bool drew = false;
+  const auto progress = [&](const PerplexityProgress& p) {
+    const bool last = p.chunk >= p.n_chunks;
+    if (!throttle.ready(last)) return;
+    err << (tty ? "\r" : "") << "perplexity: chunk " << p.chunk << "/" << p.n_chunks;
+    if (!last) err << ", about " << format_duration(p.eta_s) << " left";
+    err << (tty ? "          " : "\n");
+    err.flush();
+    drew = true;
+  };
+  const PerplexityResult r = perplexity(*backend, tokens, a.ctx, progress);
+  if (drew && tty) err << "\n";
+
+  if (a.json) {
+    json::Writer w;
+    w.begin_object();
+    w.field("model", model->path().string());
+    w.field("file", a.file);
+    w.field("backend", backend->name());
+    w.field("threads", resolved_threads(a.threads));
+    w.field("ctx", a.ctx);
+    w.field("tokens", static_cast<long long>(tokens.size()));
+    w.field("predicted_tokens", static_cast<long long>(r.n_predicted));
+    w.field("chunks", r.n_chunks);
+    w.field("perplexity", r.perplexity);
+    w.field("mean_nll", r.mean_nll);
+    w.field("seconds", r.seconds);
+    w.field("chunk_perplexity", r.chunk_ppl);
+    w.end_object();
+    out << w.str() << "\n";
+    return 0;
+  }
+  out << std::fixed << std::setprecision(4) << "perplexity: " << r.perplexity
+      << "\nmean nll: " << r.mean_nll << " nats/token\n"
+      << "tokens: " << tokens.size() << " (" << r.n_predicted << " scored)\n"
+      << "chunks: " << r.n_chunks << " x " << a.ctx << "\n"
+      << std::setprecision(2) << "seconds: " << r.seconds << "\n";
+  return 0;
+}
+
+}  // namespace sinkscope::cli

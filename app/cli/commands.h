@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CLI's subcommands. Each returns the exit status; usage mistakes throw UsageError and
+// runtime failures throw std::exception (run_cli turns both into messages and statuses).
+#pragma once
+
+#include <iosfwd>
+#include <span>
+#include <string>
+
+#include "app/cli/options.h"
+
+namespace sinkscope::cli {
+
+int run_generate(const GenerateArgs& args, std::ostream& out, std::ostream& err);
+int run_perplexity(const PerplexityArgs& args, std::ostream& out, std::ostream& err);
+int run_info(const InfoArgs& args, std::ostream& out, std::ostream& err);
+
+// The whole program after argv: dispatches a subcommand, prints errors, returns the status
+// (0 success, 1 runtime error, 2 usage error). Never throws.
+int run_cli(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+
+}  // namespace sinkscope::cli

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// Attention settings shared by every backend, and the dynamic-sparse skip rule (contract in
+// ARCHITECTURE.md): KV tiles visited in position order; tile t is skipped for a query tile when,
+// for every row r, m~_r - m_r < ln(lambda), m_r being the running max before t and m~_r the
+// row's max inside t. The first visited tile is never skipped; lambda = 0 is dense.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sinkscope {
+
+enum class AttentionType { kDense, kDynamicSparse };
+enum class ThresholdMode { kFixed, kLengthScaled };
+
+struct AttentionSettings {
+  AttentionType type = AttentionType::kDense;
+  ThresholdMode threshold_mode = ThresholdMode::kFixed;
+  double threshold_prefill = 0.0;  // lambda, or c when length-scaled
+  double threshold_decode = 0.0;
+  int min_sequence_length = 0;     // hybrid: sparse only when L_kv >= this
+  int block_size = 64;             // KV tile = KV page (64 or 128)
+  bool skip_value_load = true;
+  bool skip_softmax_exp = true;
+};
+
+// The lambda in force for one attention call over l_kv keys; 0 means dense.
+inline double effective_lambda(const AttentionSettings& s, bool decode, int64_t l_kv) {
+  if (s.type != AttentionType::kDynamicSparse) return 0.0;
+  if (l_kv < s.min_sequence_length) return 0.0;
+  double v = decode ? s.threshold_decode : s.threshold_prefill;
+  if (s.threshold_mode == ThresholdMode::kLengthScaled) v = l_kv > 0 ? v / double(l_kv) : 0.0;
+  return v > 0.0 ? v : 0.0;
+}
+
+// ln(lambda) as the comparison threshold; -inf for lambda = 0 (nothing is ever below it).
+inline float log_threshold(double lambda) {
+  return lambda > 0.0 ? static_cast<float>(std::log(lambda)) : -INFINITY;
+}
+
+// Skip counters for one (layer, head), prefill and decode kept apart.
+struct TileCounts {
+  int64_t visited = 0;  // causally visible tiles (the denominator of sparsity)
+  int64_t skipped = 0;
+  double sparsity() const { return visited ? double(skipped) / double(visited) : 0.0; }
+};
+
+struct AttentionProbes {
+  int n_layer = 0, n_head = 0;
+  std::vector<TileCounts> prefill;  // (layer, head)
+  std::vector<TileCounts> decode;   // (layer, head)
+  void reset(int layers, int heads) {
+    n_layer = layers;
+    n_head = heads;
+    prefill.assign(size_t(layers) * heads, {});
+    decode.assign(size_t(layers) * heads, {});
+  }
+  TileCounts total(bool decode_phase) const {
+    TileCounts t;
+    for (const auto& c : decode_phase ? decode : prefill) {
+      t.visited += c.visited;
+      t.skipped += c.skipped;
+    }
+    return t;
+  }
+};
+
+}  // namespace sinkscope

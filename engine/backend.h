@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// The backend interface: one forward over a batch of new tokens, appending to the backend's KV
+// cache. The CPU backend is the reference; a CUDA backend slots in beside it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/attention.h"
+#include "engine/model.h"
+#include "profiler/spans.h"
+
+namespace sinkscope {
+
+class BackendError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Cancelled : public std::runtime_error {
+ public:
+  Cancelled() : std::runtime_error("cancelled") {}
+};
+
+enum class LogitsMode { kLast, kAll };
+
+struct BackendOptions {
+  int n_threads = 0;    // 0: hardware concurrency
+  int max_context = 0;  // KV capacity in tokens; 0: the model's trained context
+  AttentionSettings attention;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu" or the device name
+  virtual const Model& model() const = 0;
+
+  // Runs tokens at positions [n_past, n_past + n) and appends their K/V. Writes logits for the
+  // last token (n_vocab floats) or every token (n * n_vocab). Throws BackendError when the
+  // context would overflow (nothing is appended then), Cancelled when `cancel` is raised.
+  virtual void forward(std::span<const TokenId> tokens, LogitsMode mode,
+                       std::vector<float>& logits) = 0;
+
+  virtual int n_past() const = 0;
+  virtual int capacity() const = 0;
+  virtual void reset() = 0;  // empties the KV cache and the probes
+
+  virtual void set_attention(const AttentionSettings& s) = 0;
+  virtual const AttentionSettings& attention() const = 0;
+  virtual const AttentionProbes& probes() const = 0;
+
+  void set_cancel_flag(const std::atomic<bool>* flag) { m_cancel = flag; }
+  void set_span_recorder(prof::SpanRecorder* r) { m_spans = r; }
+
+ protected:
+  void check_cancel() const {
+    if (m_cancel && m_cancel->load(std::memory_order_relaxed)) throw Cancelled();
+  }
+  const std::atomic<bool>* m_cancel = nullptr;
+  prof::SpanRecorder* m_spans = nullptr;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model,
+                                          const BackendOptions& options);
+
+}  // namespace sinkscope

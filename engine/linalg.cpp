@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine/linalg.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/thread_pool.h"
+
+#ifdef SINKSCOPE_HAVE_BLAS
+#include <cblas.h>
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+namespace sinkscope {
+
+bool have_blas() {
+#ifdef SINKSCOPE_HAVE_BLAS
+  return true;
+#else
+  return false;
+#endif
+}
+
+void set_blas_threads(int n) {
+#ifdef SINKSCOPE_HAVE_BLAS
+  openblas_set_num_threads(std::max(1, n));
+#else
+  (void)n;
+#endif
+}
+
+namespace {
+
+// Fallback: each task owns a block of output columns (rows of W), so W is streamed once per
+// block of x rows and every output element is written by one task.
+[[maybe_unused]] void linear_fallback(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
+                     ThreadPool* pool) {
+  constexpr int64_t kColBlock = 64;
+  const int64_t n_blocks = (n + kColBlock - 1) / kColBlock;
+  auto task = [&](int64_t b) {
+    const int64_t j0 = b * kColBlock, j1 = std::min(n, j0 + kColBlock);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * k;
+      for (int64_t j = j0; j < j1; ++j) {
+        const float* wj = w + j * k;
+        float acc = 0.0f;
+        for (int64_t t = 0; t < k; ++t) acc += xi[t] * wj[t];
+        y[i * n + j] = acc;
+      }
+    }
+  };
+  if (pool) {
+    pool->parallel_for(n_blocks, task);
+  } else {
+    for (int64_t b = 0; b < n_blocks; ++b) task(b);
+  }
+}
+
+}  // namespace
+
+void linear(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
+            ThreadPool* pool) {
+#ifdef SINKSCOPE_HAVE_BLAS
+  (void)pool;
+  if (m == 1) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, w, int(k), x, 1, 0.0f, y, 1);
+  } else {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x, int(k),
+                w, int(k), 0.0f, y, int(n));
+  }
+#else
+  linear_fallback(x, w, y, m, n, k, pool);
+#endif
+}
+
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
+  // Accumulate in double: a 576-wide sum of squares in float drifts by ~1e-7 relative, which is
+  // harmless, but double costs nothing here and keeps us closest to the float32 oracle.
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float scale = float(1.0 / std::sqrt(ss / double(n) + double(eps)));
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+}  // namespace sinkscope

@@ -1,0 +1,26 @@
+// SPDX-License-Identifier: Apache-2.0
+// Dense float32 kernels for the CPU backend.
+#pragma once
+
+#include <cstdint>
+
+namespace sinkscope {
+
+class ThreadPool;
+
+// y (m, n) = x (m, k) * W^T, W stored (n, k) row-major — a linear layer over m rows.
+// OpenBLAS sgemm when available, else a blocked multithreaded fallback on `pool`.
+void linear(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
+            ThreadPool* pool);
+
+// Sets the BLAS library's own thread count (no-op without OpenBLAS).
+void set_blas_threads(int n);
+bool have_blas();
+
+// out = x * rsqrt(mean(x^2) + eps) * w over n elements.
+void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
+
+// out = silu(gate) * up, element-wise.
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+}  // namespace sinkscope

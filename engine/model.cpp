@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine/model.h"
+
+#include <sstream>
+
+#include "engine/sha256.h"
+
+namespace sinkscope {
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::ostringstream s;
+  s << '[';
+  for (size_t i = 0; i < d.size(); ++i) s << (i ? ", " : "") << d[i];
+  s << ']';
+  return s.str();
+}
+
+int positive_int(const GgufFile& f, const std::string& key, int64_t v) {
+  if (v <= 0 || v > (int64_t(1) << 30))
+    throw ModelError(f.path() + ": metadata '" + key + "' = " + std::to_string(v) +
+                     " is out of range (1 .. 2^30)");
+  return int(v);
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const GgufFile& f) {
+  ModelConfig c;
+  c.architecture = f.get_string_or("general.architecture", "");
+  if (c.architecture.empty())
+    throw ModelError(f.path() + ": missing metadata key 'general.architecture'");
+  if (c.architecture != "llama" && c.architecture != "qwen2")
+    throw ModelError(f.path() + ": architecture '" + c.architecture +
+                     "' is not supported (supported: llama, qwen2)");
+  const std::string a = c.architecture + ".";
+  auto req = [&](const std::string& k) {
+    if (!f.has(a + k)) throw ModelError(f.path() + ": missing metadata key '" + a + k + "'");
+    return positive_int(f, a + k, f.get_int(a + k));
+  };
+  c.name = f.get_string_or("general.name", "");
+  c.n_layer = req("block_count");
+  c.n_embd = req("embedding_length");
+  c.n_ff = req("feed_forward_length");
+  c.n_head = req("attention.head_count");
+  c.n_head_kv = f.has(a + "attention.head_count_kv") ? req("attention.head_count_kv") : c.n_head;
+  c.n_ctx_train = f.has(a + "context_length") ? req("context_length") : 2048;
+  if (c.n_head % c.n_head_kv != 0)
+    throw ModelError(f.path() + ": head_count " + std::to_string(c.n_head) +
+                     " is not a multiple of head_count_kv " + std::to_string(c.n_head_kv));
+  c.head_dim = f.has(a + "attention.key_length") ? req("attention.key_length")
+                                                  : c.n_embd / c.n_head;
+  if (c.head_dim % 2 != 0 || (!f.has(a + "attention.key_length") && c.n_embd % c.n_head != 0))
+    throw ModelError(f.path() + ": head dimension " + std::to_string(c.head_dim) +
+                     " is not usable (must be even and divide the width)");
+  c.rope_dim = f.has(a + "rope.dimension_count") ? req("rope.dimension_count") : c.head_dim;
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    throw ModelError(f.path() + ": rope.dimension_count " + std::to_string(c.rope_dim) +
+                     " must be even and <= head dim " + std::to_string(c.head_dim));
+  c.rope_theta = float(f.get_float_or(a + "rope.freq_base", 10000.0));
+  c.rms_eps = float(f.get_float_or(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  // llama.cpp writes Llama Q/K weights permuted for adjacent-pair RoPE; Qwen2 keeps HF's
+  // half-split (NeoX) layout.
+  c.rope_neox = c.architecture == "qwen2";
+  c.qkv_bias = c.architecture == "qwen2";
+
+  const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
+  if (scaling == "none" || scaling.empty()) {
+    c.rope_scaling = RopeScalingType::kNone;
+  } else if (scaling == "linear") {
+    c.rope_scaling = RopeScalingType::kLinear;
+    c.rope_scale_factor = float(f.get_float_or(a + "rope.scaling.factor", 1.0));
+    if (!(c.rope_scale_factor > 0))
+      throw ModelError(f.path() + ": rope.scaling.factor must be > 0");
+  } else {
+    throw ModelError(f.path() + ": rope scaling '" + scaling +
+                     "' is not supported (supported: none, linear, llama3 rope_freqs)");
+  }
+  c.rope_orig_ctx = int(f.get_int_or(a + "rope.scaling.original_context_length", 0));
+
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (!embd) throw ModelError(f.path() + ": missing tensor 'token_embd.weight'");
+  if (embd->dims.size() != 2 || embd->dims[0] != c.n_embd)
+    throw ModelError(f.path() + ": tensor 'token_embd.weight' has shape " + dims_str(embd->dims) +
+                     ", expected [" + std::to_string(c.n_embd) + ", n_vocab]");
+  c.n_vocab = int(embd->dims[1]);
+  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
+                                         const std::function<void(LoadProgress)>& progress) {
+  std::shared_ptr<Model> m(new Model());
+  m->m_path = path;
+  m->m_file = GgufFile::open(path);
+  const GgufFile& f = *m->m_file;
+  m->m_config = read_model_config(f);
+  const ModelConfig& c = m->m_config;
+  m->m_tokenizer = Tokenizer::from_gguf(f);
+  if (m->m_tokenizer->vocab_size() > c.n_vocab)
+    throw ModelError(f.path() + ": tokenizer has " +
+                     std::to_string(m->m_tokenizer->vocab_size()) +
+                     " tokens but token_embd.weight has only " + std::to_string(c.n_vocab) +
+                     " rows");
+
+  const int total = 3 + c.n_layer;
+  int done = 0;
+  auto tick = [&] {
+    ++done;
+    if (progress) progress({done, total});
+  };
+
+  // Loads a tensor, checking its shape against the expectation (ggml order: [in, out]).
+  auto load = [&](const std::string& name, std::vector<int64_t> want,
+                  bool optional = false) -> std::vector<float> {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (!t) {
+      if (optional) return {};
+      throw ModelError(f.path() + ": missing tensor '" + name + "'");
+    }
+    if (t->dims != want)
+      throw ModelError(f.path() + ": tensor '" + name + "' has shape " + dims_str(t->dims) +
+                       ", expected " + dims_str(want));
+    return f.dequantize(*t);
+  };
+
+  ModelWeights& w = m->m_weights;
+  const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
+  w.tok_embd = load("token_embd.weight", {D, V});
+  tick();
+  w.output_norm = load("output_norm.weight", {D});
+  w.output = load("output.weight", {D, V}, /*optional=*/true);
+  tick();
+  w.rope_freqs = load("rope_freqs.weight", {c.rope_dim / 2}, /*optional=*/true);
+  tick();
+  w.layers.resize(size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[size_t(l)];
+    L.attn_norm = load(p + "attn_norm.weight", {D});
+    L.wq = load(p + "attn_q.weight", {D, Q});
+    L.wk = load(p + "attn_k.weight", {D, KV});
+    L.wv = load(p + "attn_v.weight", {D, KV});
+    if (c.qkv_bias) {
+      L.bq = load(p + "attn_q.bias", {Q});
+      L.bk = load(p + "attn_k.bias", {KV});
+      L.bv = load(p + "attn_v.bias", {KV});
+    }
+    L.wo = load(p + "attn_output.weight", {Q, D});
+    L.ffn_norm = load(p + "ffn_norm.weight", {D});
+    L.w_gate = load(p + "ffn_gate.weight", {D, F});
+    L.w_up = load(p + "ffn_up.weight", {D, F});
+    L.w_down = load(p + "ffn_down.weight", {F, D});
+    tick();
+  }
+  return m;
+}
+
+std::string Model::sha256() const {
+  std::call_once(m_sha256_once, [this] { m_sha256 = sha256_file(m_path); });
+  return m_sha256;
+}
+
+}  // namespace sinkscope

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// A Llama-family model loaded from GGUF: hyper-parameters, tokenizer and float32 weights.
+// Architectures: llama (SmolLM2, Llama 2/3, Mistral) and qwen2 (QKV bias).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "engine/tokenizer.h"
+
+namespace sinkscope {
+
+class ModelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class RopeScalingType { kNone, kLinear, kYarn, kLlama3 };
+
+struct ModelConfig {
+  std::string architecture;  // "llama" | "qwen2"
+  std::string name;          // general.name
+  int n_layer = 0;
+  int n_embd = 0;       // model width D
+  int n_head = 0;       // query heads
+  int n_head_kv = 0;    // key/value heads (GQA groups = n_head / n_head_kv)
+  int head_dim = 0;     // D / n_head unless given
+  int n_ff = 0;         // SwiGLU hidden width
+  int n_vocab = 0;
+  int n_ctx_train = 0;  // trained context length
+  float rope_theta = 10000.0f;
+  int rope_dim = 0;     // rotated dims per head (== head_dim for these models)
+  bool rope_neox = false;  // pairs (i, i+d/2) when true (qwen2); adjacent pairs (llama GGUF)
+  RopeScalingType rope_scaling = RopeScalingType::kNone;
+  float rope_scale_factor = 1.0f;
+  int rope_orig_ctx = 0;
+  float rms_eps = 1e-5f;
+  bool qkv_bias = false;
+  bool tied_embeddings = false;
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// Row-major float32 weights. A projection W has shape (out, in): y = W x.
+struct LayerWeights {
+  std::vector<float> attn_norm;  // (D)
+  std::vector<float> wq;         // (q_dim, D)
+  std::vector<float> wk;         // (kv_dim, D)
+  std::vector<float> wv;         // (kv_dim, D)
+  std::vector<float> bq, bk, bv; // (q_dim), (kv_dim), (kv_dim); empty without QKV bias
+  std::vector<float> wo;         // (D, q_dim)
+  std::vector<float> ffn_norm;   // (D)
+  std::vector<float> w_gate;     // (n_ff, D)
+  std::vector<float> w_up;       // (n_ff, D)
+  std::vector<float> w_down;     // (D, n_ff)
+};
+
+struct ModelWeights {
+  std::vector<float> tok_embd;    // (n_vocab, D)
+  std::vector<float> output_norm; // (D)
+  std::vector<float> output;      // (n_vocab, D); empty when tied to tok_embd
+  std::vector<float> rope_freqs;  // (rope_dim/2) optional per-pair frequency factors (llama3)
+  std::vector<LayerWeights> layers;
+  const float* lm_head() const { return output.empty() ? tok_embd.data() : output.data(); }
+};
+
+struct LoadProgress {
+  int done = 0;
+  int total = 0;
+};
+
+class Model {
+ public:
+  // Loads and dequantizes every weight. Throws ModelError / GgufError / TokenizerError with a
+  // message naming the file and the problem.
+  static std::shared_ptr<const Model> load(const std::filesystem::path& path,
+                                           const std::function<void(LoadProgress)>& progress = {});
+
+  const ModelConfig& config() const { return m_config; }
+  const ModelWeights& weights() const { return m_weights; }
+  const Tokenizer& tokenizer() const { return *m_tokenizer; }
+  const GgufFile& gguf() const { return *m_file; }
+  const std::filesystem::path& path() const { return m_path; }
+  // sha256 of the file, hex; computed on first call.
+  std::string sha256() const;
+
+ private:
+  Model() = default;
+  std::filesystem::path m_path;
+  std::unique_ptr<GgufFile> m_file;
+  std::unique_ptr<Tokenizer> m_tokenizer;
+  ModelConfig m_config;
+  ModelWeights m_weights;
+  mutable std::once_flag m_sha256_once;
+  mutable std::string m_sha256;
+};
+
+// Reads the hyper-parameters only (no weights). Throws ModelError naming a missing key.
+ModelConfig read_model_config(const GgufFile& file);
+
+}  // namespace sinkscope

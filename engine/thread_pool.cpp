@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine/thread_pool.h"
+
+#include <algorithm>
+
+namespace sinkscope {
+
+ThreadPool::ThreadPool(int n_threads) {
+  m_n = n_threads > 0 ? n_threads : std::max(1u, std::thread::hardware_concurrency());
+  for (int i = 1; i < m_n; ++i) m_threads.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(m_mutex);
+    m_stop = true;
+  }
+  m_wake.notify_all();
+  for (auto& t : m_threads) t.join();
+}
+
+void ThreadPool::run_items() {
+  for (;;) {
+    int64_t i;
+    {
+      std::lock_guard lock(m_mutex);
+      if (m_next >= m_count) return;
+      i = m_next++;
+    }
+    try {
+      (*m_fn)(i);
+    } catch (...) {
+      std::lock_guard lock(m_mutex);
+      if (!m_error) m_error = std::current_exception();
+      m_next = m_count;  // stop handing out work
+    }
+  }
+}
+
+void ThreadPool::worker_loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(m_mutex);
+      m_wake.wait(lock, [&] { return m_stop || m_generation != seen; });
+      if (m_stop) return;
+      seen = m_generation;
+      ++m_active;
+    }
+    run_items();
+    {
+      std::lock_guard lock(m_mutex);
+      --m_active;
+    }
+    m_done.notify_all();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn) {
+  if (n <= 0) return;
+  if (m_n == 1 || n == 1) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  {
+    std::lock_guard lock(m_mutex);
+    m_fn = &fn;
+    m_count = n;
+    m_next = 0;
+    m_error = nullptr;
+    ++m_generation;
+  }
+  m_wake.notify_all();
+  run_items();
+  std::exception_ptr err;
+  {
+    std::unique_lock lock(m_mutex);
+    m_done.wait(lock, [&] { return m_active == 0 && m_next >= m_count; });
+    m_fn = nullptr;
+    err = m_error;
+  }
+  if (err) std::rethrow_exception(err);
+}
+
+}  // namespace sinkscope

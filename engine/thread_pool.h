@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// A small fork-join pool. Idle workers sleep on a condition variable (no spinning), so they do
+// not steal cores from OpenBLAS's own threads between our parallel sections.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sinkscope {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);  // n_threads <= 0: hardware concurrency
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return m_n; }
+  // Calls fn(i) for i in [0, n), spread over the pool (the caller works too). Items are handed
+  // out dynamically, so uneven items balance. The first exception thrown is rethrown here.
+  void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
+
+ private:
+  void worker_loop();
+  void run_items();
+
+  int m_n;
+  std::vector<std::thread> m_threads;
+  std::mutex m_mutex;
+  std::condition_variable m_wake, m_done;
+  const std::function<void(int64_t)>* m_fn = nullptr;
+  int64_t m_count = 0;
+  int64_t m_next = 0;
+  int m_active = 0;
+  uint64_t m_generation = 0;
+  bool m_stop = false;
+  std::exception_ptr m_error;
+};
+
+}  // namespace sinkscope

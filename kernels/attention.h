@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: Apache-2.0
+// Host launcher API of the attention kernel family. Includers need no CUDA headers: the stream
+// is an opaque cudaStream_t passed as void*. Nothing here exits or throws: failures come back
+// as a status with a message naming the CUDA call, file and line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/attention_dispatch.h"
+#include "kernels/attention_params.h"
+
+namespace sinkscope::kernels {
+
+struct AttentionStatus {
+  bool ok = true;
+  std::string message;  // empty when ok
+  static AttentionStatus error(std::string m) { return {false, std::move(m)}; }
+};
+
+// Whether launch_attention() can run these parameters (shape checks only, no GPU needed).
+AttentionStatus attention_supported(const AttentionParams& p);
+
+// Bytes of AttentionParams::workspace the call needs on the current device (0 for prefill).
+// Asks the device for its multiprocessor count (cached), so it needs a CUDA device.
+uint64_t attention_workspace_bytes(const AttentionParams& p);
+
+// The variant launch_attention() would run (for logs and benchmarks).
+AttentionVariant attention_variant(const AttentionParams& p);
+
+// Enqueues the attention on `stream` (cudaStream_t, nullptr = legacy default stream). When
+// p.skip_mask is set, its tiles are first filled with kMaskNotVisible. Asynchronous: errors of
+// the kernels themselves show at the next synchronisation.
+AttentionStatus launch_attention(const AttentionParams& p, void* stream);
+
+}  // namespace sinkscope::kernels

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+// Host-side kernel selection for the attention family: ONE pure function picks the variant, used
+// by attention_supported() and by the launcher alike (STYLE.md #6). Plain C++, no CUDA, so CI
+// tests it without a GPU (tests/unit/test_attention_dispatch.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "kernels/attention_params.h"
+
+namespace sinkscope::kernels {
+
+enum class AttentionVariant : uint8_t {
+  kUnsupported,
+  kPrefillDense,        // tensor-core FA2-style kernel, no vote
+  kPrefillSparse,       // + block-wide skip vote; V prefetched with K (best when few tiles skip)
+  kPrefillSparseLazyV,  // + V of tile t loaded only after t's vote said "compute"
+  kDecodeDense,         // one query token: split-KV, one pass, then combine
+  kDecodeSparse,        // two passes (scores + tile maxima, then V of non-skipped tiles), combine
+};
+
+inline const char* variant_name(AttentionVariant v) {
+  switch (v) {
+    case AttentionVariant::kUnsupported: return "unsupported";
+    case AttentionVariant::kPrefillDense: return "prefill_dense";
+    case AttentionVariant::kPrefillSparse: return "prefill_sparse";
+    case AttentionVariant::kPrefillSparseLazyV: return "prefill_sparse_lazy_v";
+    case AttentionVariant::kDecodeDense: return "decode_dense";
+    case AttentionVariant::kDecodeSparse: return "decode_sparse";
+  }
+  return "?";
+}
+
+// What the choice depends on (a subset of AttentionParams, so tests can build it directly).
+struct AttentionShape {
+  int n_q_tokens = 0, n_q_heads = 0, n_kv_heads = 0, head_dim = 0, block_size = 0;
+  int64_t kv_len = 0, q_start = 0;
+  float log2_lambda = -std::numeric_limits<float>::infinity();
+  bool skip_value_load = true;
+  bool force_sparse_kernel = false;
+};
+
+inline AttentionShape shape_of(const AttentionParams& p) {
+  return {p.n_q_tokens, p.n_q_heads, p.n_kv_heads, p.head_dim, p.block_size, p.kv_len,
+          p.q_start,    p.log2_lambda, p.skip_value_load, p.force_sparse_kernel};
+}
+
+struct AttentionChoice {
+  AttentionVariant variant = AttentionVariant::kUnsupported;
+  const char* reason = "";  // why unsupported; empty otherwise
+  bool ok() const { return variant != AttentionVariant::kUnsupported; }
+};
+
+// log2(lambda) as the kernels compare it; -inf for lambda <= 0 (dense).
+inline float log2_of_lambda(double lambda) {
+  return lambda > 0.0 ? static_cast<float>(std::log2(lambda))
+                      : -std::numeric_limits<float>::infinity();
+}
+
+// The one selection function.
+inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
+  auto no = [](const char* why) { return AttentionChoice{AttentionVariant::kUnsupported, why}; };
+  if (s.head_dim != 64 && s.head_dim != 128) return no("head_dim must be 64 or 128");
+  if (s.block_size != 64 && s.block_size != 128) return no("block_size must be 64 or 128");
+  if (s.n_q_tokens < 1) return no("n_q_tokens must be >= 1");
+  if (s.n_q_heads < 1 || s.n_kv_heads < 1 || s.n_q_heads % s.n_kv_heads != 0)
+    return no("n_q_heads must be a positive multiple of n_kv_heads");
+  const int group = s.n_q_heads / s.n_kv_heads;
+  if (s.kv_len < 1) return no("kv_len must be >= 1");
+  if (s.q_start < 0 || s.q_start + s.n_q_tokens > s.kv_len)
+    return no("queries must lie inside the cache: 0 <= q_start, q_start + n_q_tokens <= kv_len");
+  if (std::isnan(s.log2_lambda) || s.log2_lambda >= 0.f)
+    return no("lambda must be in [0, 1)");
+  const bool sparse = s.log2_lambda > -std::numeric_limits<float>::infinity() ||
+                      s.force_sparse_kernel;
+  if (s.n_q_tokens == 1 && group <= 8) {
+    return {sparse ? AttentionVariant::kDecodeSparse : AttentionVariant::kDecodeDense, ""};
+  }
+  if (!sparse) return {AttentionVariant::kPrefillDense, ""};
+  return {s.skip_value_load ? AttentionVariant::kPrefillSparseLazyV
+                            : AttentionVariant::kPrefillSparse,
+          ""};
+}
+
+// Prefill tile shape per (head_dim, block_size): query rows per CTA are always
+// kPrefillQueryTile; each warp owns m_tiles*16 rows. Two 16-row tiles per warp halve the
+// shared-memory reads of K and V per FLOP, but with 128-key tiles the score and output
+// accumulators would no longer fit in registers, so those use one 16-row tile per warp.
+struct PrefillTileConfig {
+  int m_tiles;  // 16-row mma tiles per warp
+  int warps;    // kPrefillQueryTile / (16 * m_tiles)
+};
+inline constexpr PrefillTileConfig prefill_tile_config(int head_dim, int block_size) {
+  return block_size == 64 ? PrefillTileConfig{2, kPrefillQueryTile / 32}
+                          : PrefillTileConfig{1, kPrefillQueryTile / 16};
+}
+
+// Decode split-KV plan: tiles of the one query are cut into n_splits contiguous ranges so that
+// n_splits * n_kv_heads CTAs fill the GPU (ctas_per_sm resident per SM) with whole tiles each.
+struct DecodeSplitPlan {
+  int n_tiles = 0;          // visible KV tiles of the query
+  int n_splits = 0;         // CTAs per KV head
+  int tiles_per_split = 0;  // the last split may hold fewer
+};
+inline constexpr int kDecodeMaxTilesPerSplit = 512;  // bounds the per-CTA shared skip list
+inline DecodeSplitPlan decode_split_plan(int64_t visible_keys, int block_size, int n_kv_heads,
+                                         int n_sms, int ctas_per_sm = 2) {
+  DecodeSplitPlan p;
+  p.n_tiles = static_cast<int>((visible_keys + block_size - 1) / block_size);
+  if (p.n_tiles <= 0) return p;
+  const int target = std::max(1, (n_sms * ctas_per_sm + n_kv_heads - 1) / std::max(1, n_kv_heads));
+  int splits = std::clamp(target, 1, p.n_tiles);
+  splits = std::max(splits, (p.n_tiles + kDecodeMaxTilesPerSplit - 1) / kDecodeMaxTilesPerSplit);
+  p.tiles_per_split = (p.n_tiles + splits - 1) / splits;
+  p.n_splits = (p.n_tiles + p.tiles_per_split - 1) / p.tiles_per_split;  // no empty split
+  return p;
+}
+
+// Byte layout of the decode workspace (all fp32, each part 256-byte aligned):
+//   part_o  [n_q_heads][n_splits][head_dim]  partial outputs (unnormalised)
+//   part_ml [n_q_heads][n_splits][2]         partial (running max in log2 units, row sum)
+//   scores  [n_q_heads][n_tiles*block_size]  sparse pass 1: raw q.k (decode_sparse only)
+//   tmax    [n_q_heads][n_tiles]             sparse pass 1: per-tile raw max (decode_sparse)
+struct DecodeWorkspaceLayout {
+  uint64_t part_o = 0, part_ml = 0, scores = 0, tmax = 0, total = 0;
+};
+inline DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& s,
+                                                     const DecodeSplitPlan& plan, bool sparse) {
+  auto align = [](uint64_t x) { return (x + 255) & ~uint64_t(255); };
+  DecodeWorkspaceLayout w;
+  const uint64_t h = static_cast<uint64_t>(s.n_q_heads);
+  uint64_t off = 0;
+  w.part_o = off;
+  off = align(off + h * plan.n_splits * s.head_dim * 4);
+  w.part_ml = off;
+  off = align(off + h * plan.n_splits * 2 * 4);
+  if (sparse) {
+    w.scores = off;
+    off = align(off + h * uint64_t(plan.n_tiles) * s.block_size * 4);
+    w.tmax = off;
+    off = align(off + h * uint64_t(plan.n_tiles) * 4);
+  }
+  w.total = off;
+  return w;
+}
+
+// Keys the decode query sees: positions 0 .. min(kv_len-1, q_start).
+inline int64_t decode_visible_keys(const AttentionShape& s) {
+  return std::min<int64_t>(s.kv_len, s.q_start + 1);
+}
+
+}  // namespace sinkscope::kernels

@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// The one parameter struct of the attention kernel family (dense + dynamic block-sparse,
+// prefill + decode, paged KV). Plain C++: includers need no CUDA headers. Device pointers are
+// typed as raw storage (bf16 is carried as uint16_t bit patterns).
+//
+// Skip rule (ARCHITECTURE.md, contract): KV tiles (= KV pages, block_size keys) are visited in
+// position order; with m_r the running row max before tile t and m~_r the row's max inside t,
+// t is skipped for a query tile iff for every row (m~_r - m_r) * scale * log2(e) < log2(lambda).
+// A row with no causally visible key in t has m~_r = -inf and agrees to the skip. The first
+// visited tile is never skipped; lambda = 0 (log2_lambda = -inf) is dense. lambda must be < 1
+// (then a skipped tile can never raise the running max, so it is left out entirely).
+//
+// Query tile: prefill = 128 consecutive query tokens of ONE query head (kPrefillQueryTile);
+// decode (one query token) = that token of one query head, so decode decisions are per head
+// and the V page is loaded when any head of the KV group needs it.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+namespace sinkscope::kernels {
+
+// Rows of one prefill query tile; the skip vote and the mask granularity use it.
+inline constexpr int kPrefillQueryTile = 128;
+
+// Value written into skip_mask for a (query tile, KV tile) that is not causally visible.
+inline constexpr uint8_t kMaskNotVisible = 2;
+
+struct AttentionParams {
+  // ---- tensors (device memory, bf16 bit patterns) ----
+  const uint16_t* q = nullptr;  // [n_q_tokens][n_q_heads][head_dim], token-major, contiguous
+  uint16_t* o = nullptr;        // [n_q_tokens][n_q_heads][head_dim], same layout as q
+  // Paged KV pool. One page holds block_size consecutive positions of every KV head:
+  //   k_pages[page][kv_head][slot][head_dim]  (slot = position % block_size), same for v_pages.
+  // So one (page, kv_head) is a contiguous block_size*head_dim tile: one KV tile = one page.
+  const uint16_t* k_pages = nullptr;
+  const uint16_t* v_pages = nullptr;
+  // page_table[i] = pool index of the page holding positions [i*block_size, (i+1)*block_size).
+  // Length >= ceil(kv_len / block_size). Slots past kv_len in the last page are never read.
+  const int32_t* page_table = nullptr;
+
+  // ---- shape ----
+  int n_q_tokens = 0;  // queries in this call (1 = decode)
+  int n_q_heads = 0;
+  int n_kv_heads = 0;  // n_q_heads % n_kv_heads == 0; query head h reads KV head h / group
+  int head_dim = 0;    // 64 or 128
+  int block_size = 0;  // 64 or 128: page size = KV tile size
+  int64_t kv_len = 0;  // keys present in the cache (positions 0 .. kv_len-1)
+  // Causal: query i sits at absolute position q_start + i and sees keys <= q_start + i
+  // (and < kv_len). Plain prefill: q_start = 0, n_q_tokens = kv_len. Decode: q_start = kv_len-1.
+  int64_t q_start = 0;
+
+  // ---- softmax and skip rule ----
+  float scale = 0.f;                 // softmax scale, usually 1/sqrt(head_dim)
+  // log2(lambda); -inf = dense (see log2_of_lambda() in attention_dispatch.h).
+  float log2_lambda = -std::numeric_limits<float>::infinity();
+  bool skip_value_load = true;       // do not load V for skipped tiles (decode: always possible)
+  bool skip_softmax_exp = true;      // false: measure only (decide and count, still compute)
+  // Tests: run the sparse kernels even when lambda = 0 (they must then equal dense bit for bit).
+  bool force_sparse_kernel = false;
+
+  // ---- probes (optional, device memory) ----
+  // Per query head: += causally visible tiles, += skipped tiles (atomics). Not zeroed here.
+  uint64_t* tiles_visited = nullptr;  // [n_q_heads]
+  uint64_t* tiles_skipped = nullptr;  // [n_q_heads]
+  // skip_mask[head][q_tile][kv_tile] (uint8): 1 skipped, 0 computed, kMaskNotVisible otherwise.
+  // q tiles = ceil(n_q_tokens / kPrefillQueryTile) (1 for decode); kv tiles =
+  // ceil(kv_len / block_size). Holds one head (mask_head >= 0) or all heads (mask_head = -1).
+  uint8_t* skip_mask = nullptr;
+  int mask_head = 0;
+
+  // ---- scratch (device memory) for the decode splits; attention_workspace_bytes() says how
+  // much. Not needed by prefill.
+  void* workspace = nullptr;
+  uint64_t workspace_bytes = 0;
+};
+
+}  // namespace sinkscope::kernels

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CPU attention against an independent float64 reference: dense softmax attention, and a
+// tile-level oracle of the skip rule written directly from the contract text.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/cpu_attention.h"
+#include "engine/thread_pool.h"
+
+namespace sinkscope {
+namespace {
+
+struct Problem {
+  int n_q, q_pos0, n_head, n_head_kv, d;
+  std::vector<float> q, k, v;
+  int n_kv() const { return q_pos0 + n_q; }
+};
+
+Problem make_problem(int n_q, int q_pos0, int n_head, int n_head_kv, int d, uint32_t seed,
+                     float sink_logit = 0.0f) {
+  Problem p{n_q, q_pos0, n_head, n_head_kv, d, {}, {}, {}};
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  p.q.resize(size_t(n_q) * n_head * d);
+  p.k.resize(size_t(p.n_kv()) * n_head_kv * d);
+  p.v.resize(p.k.size());
+  for (auto& x : p.q) x = nd(rng);
+  for (auto& x : p.k) x = nd(rng);
+  for (auto& x : p.v) x = nd(rng);
+  if (sink_logit != 0.0f) {
+    // Make key 0 a strong sink: align it with every query direction's mean by giving it a large
+    // component along a shared direction that all queries also carry.
+    for (int i = 0; i < n_q; ++i)
+      for (int h = 0; h < n_head; ++h) p.q[(size_t(i) * n_head + h) * d] += 5.0f;
+    for (int g = 0; g < n_head_kv; ++g) p.k[size_t(g) * d] = sink_logit;
+  }
+  return p;
+}
+
+// float64 dense causal attention.
+std::vector<double> reference_dense(const Problem& p, float scale) {
+  const int group = p.n_head / p.n_head_kv;
+  std::vector<double> out(size_t(p.n_q) * p.n_head * p.d, 0.0);
+  for (int i = 0; i < p.n_q; ++i) {
+    const int pos = p.q_pos0 + i;
+    for (int h = 0; h < p.n_head; ++h) {
+      const int g = h / group;
+      std::vector<double> s(size_t(pos + 1));
+      double mx = -INFINITY;
+      for (int j = 0; j <= pos; ++j) {
+        double acc = 0;
+        for (int t = 0; t < p.d; ++t)
+          acc += double(p.q[(size_t(i) * p.n_head + h) * p.d + t]) *
+                 p.k[(size_t(j) * p.n_head_kv + g) * p.d + t];
+        s[size_t(j)] = acc * scale;
+        mx = std::max(mx, s[size_t(j)]);
+      }
+      double sum = 0;
+      for (auto& x : s) sum += (x = std::exp(x - mx));
+      for (int j = 0; j <= pos; ++j)
+        for (int t = 0; t < p.d; ++t)
+          out[(size_t(i) * p.n_head + h) * p.d + t] +=
+              s[size_t(j)] / sum * p.v[(size_t(j) * p.n_head_kv + g) * p.d + t];
+    }
+  }
+  return out;
+}
+
+// The contract, tile by tile, in float64: returns the skip decision per (head, qtile, kvtile)
+// (-1 not visited, 0 visited, 1 skipped) and the output with skipped tiles left out.
+struct SparseRef {
+  std::vector<int> decision;  // (head, qtile, kvtile)
+  std::vector<double> out;
+  std::vector<double> margin;  // max over rows of (m~ - m) - ln(lambda) for each decision
+  int n_qtiles, n_kvtiles;
+};
+
+SparseRef reference_sparse(const Problem& p, float scale, int bq, int bk, double lambda) {
+  const int group = p.n_head / p.n_head_kv;
+  SparseRef r;
+  r.n_qtiles = (p.n_q + bq - 1) / bq;
+  r.n_kvtiles = (p.n_kv() - 1) / bk + 1;
+  r.decision.assign(size_t(p.n_head) * r.n_qtiles * r.n_kvtiles, -1);
+  r.margin.assign(r.decision.size(), 0.0);
+  r.out.assign(size_t(p.n_q) * p.n_head * p.d, 0.0);
+  const double ll = std::log(lambda);
+  for (int h = 0; h < p.n_head; ++h) {
+    const int g = h / group;
+    for (int qt = 0; qt < r.n_qtiles; ++qt) {
+      const int r0 = qt * bq, r1 = std::min(p.n_q, r0 + bq);
+      const int last = p.q_pos0 + r1 - 1;
+      // Full score rows for the tile.
+      std::vector<std::vector<double>> s(size_t(r1 - r0));
+      for (int i = r0; i < r1; ++i) {
+        auto& row = s[size_t(i - r0)];
+        row.assign(size_t(last + 1), -INFINITY);
+        for (int j = 0; j <= p.q_pos0 + i; ++j) {
+          double acc = 0;
+          for (int t = 0; t < p.d; ++t)
+            acc += double(p.q[(size_t(i) * p.n_head + h) * p.d + t]) *
+                   p.k[(size_t(j) * p.n_head_kv + g) * p.d + t];
+          row[size_t(j)] = acc * scale;
+        }
+      }
+      std::vector<bool> kept(size_t(last + 1), true);
+      std::vector<double> m(size_t(r1 - r0), -INFINITY);
+      for (int t = 0; t * bk <= last; ++t) {
+        const int k0 = t * bk, k1 = std::min(last + 1, k0 + bk);
+        bool skip = t > 0;
+        double worst = -INFINITY;
+        std::vector<double> tmax(size_t(r1 - r0), -INFINITY);
+        for (int i = 0; i < r1 - r0; ++i) {
+          for (int j = k0; j < k1; ++j) tmax[size_t(i)] = std::max(tmax[size_t(i)], s[size_t(i)][size_t(j)]);
+          if (tmax[size_t(i)] > -INFINITY) {
+            const double diff = tmax[size_t(i)] - m[size_t(i)];
+            worst = std::max(worst, diff - ll);
+            if (!(diff < ll)) skip = false;
+          }
+        }
+        const size_t idx = (size_t(h) * r.n_qtiles + qt) * r.n_kvtiles + t;
+        r.decision[idx] = skip ? 1 : 0;
+        r.margin[idx] = worst;
+        if (skip) {
+          for (int j = k0; j < k1; ++j) kept[size_t(j)] = false;
+        } else {
+          for (int i = 0; i < r1 - r0; ++i) m[size_t(i)] = std::max(m[size_t(i)], tmax[size_t(i)]);
+        }
+      }
+      for (int i = r0; i < r1; ++i) {
+        const auto& row = s[size_t(i - r0)];
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j <= p.q_pos0 + i; ++j)
+          if (kept[size_t(j)]) mx = std::max(mx, row[size_t(j)]);
+        for (int j = 0; j <= p.q_pos0 + i; ++j)
+          if (kept[size_t(j)]) sum += std::exp(row[size_t(j)] - mx);
+        for (int j = 0; j <= p.q_pos0 + i; ++j) {
+          if (!kept[size_t(j)]) continue;
+          const double w = std::exp(row[size_t(j)] - mx) / sum;
+          for (int t = 0; t < p.d; ++t)
+            r.out[(size_t(i) * p.n_head + h) * p.d + t] +=
+                w * p.v[(size_t(j) * p.n_head_kv + g) * p.d + t];
+        }
+      }
+    }
+  }
+  return r;
+}
+
+struct AttnRun {
+  std::vector<float> out;
+  std::vector<TileCounts> counts;
+  std::vector<uint8_t> mask;
+  int mask_cols = 0;
+};
+
+AttnRun run_cpu(const Problem& p, float scale, int bq, int bk, double lambda, ThreadPool* pool,
+            int mask_head = -1, bool skip_exp = true) {
+  AttnRun r;
+  r.out.assign(size_t(p.n_q) * p.n_head * p.d, std::nanf(""));  // poison: every row must be written
+  r.counts.assign(size_t(p.n_head), {});
+  CpuAttentionArgs a;
+  a.q = p.q.data();
+  a.k = p.k.data();
+  a.v = p.v.data();
+  a.out = r.out.data();
+  a.n_q = p.n_q;
+  a.q_pos0 = p.q_pos0;
+  a.n_kv = p.n_kv();
+  a.n_head = p.n_head;
+  a.n_head_kv = p.n_head_kv;
+  a.d = p.d;
+  a.scale = scale;
+  a.block_size = bk;
+  a.q_tile = bq;
+  a.log_lambda = log_threshold(lambda);
+  a.skip_softmax_exp = skip_exp;
+  a.counts = r.counts.data();
+  a.mask_head = mask_head;
+  a.mask = &r.mask;
+  a.mask_cols = &r.mask_cols;
+  cpu_attention(a, pool);
+  return r;
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (std::isnan(a[i])) return INFINITY;
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// float32 accumulation over at most a few thousand keys: 1e-5 relative is ample headroom over
+// the ~1e-6 observed.
+constexpr double kTol = 1e-5;
+
+TEST(CpuAttention, DenseMatchesFloat64ReferenceAcrossShapes) {
+  ThreadPool pool(2);
+  struct Shape { int n_q, q_pos0, n_head, n_head_kv, d, bk; };
+  const Shape shapes[] = {{1, 0, 2, 2, 64, 64},   {7, 0, 3, 1, 64, 64},   {130, 0, 4, 2, 64, 64},
+                          {65, 100, 9, 3, 64, 128}, {1, 300, 8, 8, 128, 64}, {200, 0, 4, 1, 32, 128},
+                          {1, 1000, 9, 3, 64, 64}};
+  uint32_t seed = 1;
+  for (const Shape& s : shapes) {
+    Problem p = make_problem(s.n_q, s.q_pos0, s.n_head, s.n_head_kv, s.d, seed++);
+    const float scale = 1.0f / std::sqrt(float(s.d));
+    AttnRun r = run_cpu(p, scale, s.bk, s.bk, 0.0, &pool);
+    EXPECT_LT(rel_err(r.out, reference_dense(p, scale)), kTol)
+        << "n_q=" << s.n_q << " pos0=" << s.q_pos0 << " heads=" << s.n_head << "/" << s.n_head_kv
+        << " d=" << s.d;
+    for (const auto& c : r.counts) EXPECT_EQ(c.skipped, 0);
+  }
+}
+
+TEST(CpuAttention, CountsOnlyCausallyVisibleTiles) {
+  Problem p = make_problem(128, 0, 1, 1, 16, 5);
+  AttnRun r = run_cpu(p, 0.25f, 64, 64, 0.0, nullptr, 0);
+  // Query tile 0 sees KV tile 0 only; query tile 1 sees tiles 0 and 1.
+  EXPECT_EQ(r.counts[0].visited, 3);
+  ASSERT_EQ(r.mask_cols, 2);
+  EXPECT_EQ(r.mask, (std::vector<uint8_t>{1, 0, 1, 1}));
+}
+
+TEST(CpuAttention, SparseMatchesContractOracle) {
+  ThreadPool pool(2);
+  for (double lambda : {1e-3, 1e-2, 5e-2, 0.2}) {
+    for (int bk : {64, 128}) {
+      Problem p = make_problem(300, 40, 3, 1, 64, uint32_t(bk + 1000 * lambda), 30.0f);
+      const float scale = 0.125f;
+      SparseRef ref = reference_sparse(p, scale, bk, bk, lambda);
+      int64_t ref_skipped = 0, ref_visited = 0;
+      for (int dec : ref.decision) {
+        ref_visited += dec >= 0;
+        ref_skipped += dec == 1;
+      }
+      for (int mh = 0; mh < 3; ++mh) {
+        AttnRun r = run_cpu(p, scale, bk, bk, lambda, &pool, mh);
+        // Decisions: identical except where the float64 margin is within float32 noise.
+        int disagree = 0;
+        for (int qt = 0; qt < ref.n_qtiles; ++qt)
+          for (int t = 0; t < ref.n_kvtiles; ++t) {
+            const size_t idx = (size_t(mh) * ref.n_qtiles + qt) * ref.n_kvtiles + t;
+            const int want = ref.decision[idx];
+            const int got = int(r.mask[size_t(qt) * r.mask_cols + t]) - 1;
+            if (want != got) {
+              ++disagree;
+              EXPECT_LT(std::abs(ref.margin[idx]), 1e-4) << "lambda " << lambda;
+            }
+          }
+        (void)disagree;
+        if (mh == 0) {
+          EXPECT_LT(rel_err(r.out, ref.out), kTol) << "lambda " << lambda;
+          int64_t sk = 0, vi = 0;
+          for (const auto& c : r.counts) {
+            sk += c.skipped;
+            vi += c.visited;
+          }
+          EXPECT_EQ(sk, ref_skipped);
+          EXPECT_EQ(vi, ref_visited);
+        }
+      }
+      if (lambda >= 5e-2) EXPECT_GT(ref_skipped, 0) << "the sink input should make tiles skippable";
+    }
+  }
+}
+
+TEST(CpuAttention, FirstTileIsNeverSkippedEvenWithHugeLambda) {
+  Problem p = make_problem(64, 500, 2, 1, 32, 9, 20.0f);
+  AttnRun r = run_cpu(p, 0.2f, 64, 64, 0.999, nullptr, 0);
+  ASSERT_GT(r.mask_cols, 1);
+  EXPECT_EQ(r.mask[0], 1);  // visited, not skipped
+  for (int t = 1; t < r.mask_cols; ++t) EXPECT_NE(r.mask[size_t(t)], 0);
+  for (float x : r.out) EXPECT_TRUE(std::isfinite(x));
+}
+
+TEST(CpuAttention, LambdaZeroIsBitIdenticalToDense) {
+  ThreadPool pool(2);
+  Problem p = make_problem(150, 30, 4, 2, 64, 77, 8.0f);
+  AttnRun dense = run_cpu(p, 0.125f, 64, 64, 0.0, &pool);
+  AttnRun zero = run_cpu(p, 0.125f, 64, 64, effective_lambda({AttentionType::kDynamicSparse,
+                                                          ThresholdMode::kFixed, 0.0, 0.0},
+                                                         false, p.n_kv()),
+                     &pool);
+  EXPECT_EQ(dense.out, zero.out);
+}
+
+TEST(CpuAttention, KeepingExpInDenominatorOnlyDropsPv) {
+  // With skip_softmax_exp off, skipped tiles still add to the row sum, so the output norm can
+  // only shrink relative to the exp-skipping variant; both stay close to dense for small lambda.
+  Problem p = make_problem(128, 64, 2, 1, 64, 3, 30.0f);
+  AttnRun a = run_cpu(p, 0.125f, 64, 64, 0.05, nullptr, -1, true);
+  AttnRun b = run_cpu(p, 0.125f, 64, 64, 0.05, nullptr, -1, false);
+  ASSERT_GT(a.counts[0].skipped + a.counts[1].skipped, 0);
+  EXPECT_NE(a.out, b.out);
+  const auto dense = reference_dense(p, 0.125f);
+  EXPECT_LT(rel_err(b.out, dense), 0.2);
+}
+
+TEST(EffectiveLambda, ModesAndHybrid) {
+  AttentionSettings s;
+  s.type = AttentionType::kDynamicSparse;
+  s.threshold_prefill = 0.02;
+  s.threshold_decode = 0.005;
+  EXPECT_DOUBLE_EQ(effective_lambda(s, false, 1000), 0.02);
+  EXPECT_DOUBLE_EQ(effective_lambda(s, true, 1000), 0.005);
+  s.threshold_mode = ThresholdMode::kLengthScaled;
+  s.threshold_prefill = 40.0;
+  EXPECT_DOUBLE_EQ(effective_lambda(s, false, 2000), 0.02);
+  s.min_sequence_length = 4096;
+  EXPECT_DOUBLE_EQ(effective_lambda(s, false, 2000), 0.0);
+  s.type = AttentionType::kDense;
+  EXPECT_DOUBLE_EQ(effective_lambda(s, false, 100000), 0.0);
+  EXPECT_EQ(log_threshold(0.0), -INFINITY);
+}
+
+}  // namespace
+}  // namespace sinkscope
