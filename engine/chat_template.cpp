@@ -10,7 +10,9 @@
 namespace sinkscope {
 namespace {
 
-bool is_jinja_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_jinja_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 // Jinja's `| trim` (Python str.strip() on ASCII whitespace, which is what Llama 3's template uses).
 std::string_view trim(std::string_view s) {
@@ -31,10 +33,18 @@ bool unescape_literal(std::string_view s, std::string& out) {
       continue;
     }
     switch (const char e = s[++i]) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case 'r': out += '\r'; break;
-      default: out += e; break;  // \\ \' \"
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      default:
+        out += e;
+        break;  // \\ \' \"
     }
   }
   return true;
@@ -46,7 +56,8 @@ std::string chatml_default_system(std::string_view tmpl) {
   // The default prompt is a literal '<|im_start|>system\n...<|im_end|>' inside the template; a
   // system header followed by a closing quote is the branch that renders the user's own prompt.
   for (std::string_view header : {"<|im_start|>system\\n", "<|im_start|>system\n"}) {
-    for (size_t pos = tmpl.find(header); pos != std::string_view::npos; pos = tmpl.find(header, pos + 1)) {
+    for (size_t pos = tmpl.find(header); pos != std::string_view::npos;
+         pos = tmpl.find(header, pos + 1)) {
       const size_t begin = pos + header.size();
       const size_t end = tmpl.find("<|im_end|>", begin);
       if (end == std::string_view::npos) break;
@@ -60,7 +71,8 @@ std::string chatml_default_system(std::string_view tmpl) {
 std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
                         std::string_view default_system) {
   std::string out;
-  const bool add_default = !default_system.empty() && !messages.empty() && messages.front().role != "system";
+  const bool add_default =
+      !default_system.empty() && !messages.empty() && messages.front().role != "system";
   switch (format) {
     case ChatFormat::kChatML: {
       auto turn = [&](std::string_view role, std::string_view content) {
@@ -86,7 +98,8 @@ std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messa
     }
     case ChatFormat::kNone: {
       if (add_default) out.append("system: ").append(default_system).append("\n");
-      for (const ChatMessage& m : messages) out.append(m.role).append(": ").append(m.content).append("\n");
+      for (const ChatMessage& m : messages)
+        out.append(m.role).append(": ").append(m.content).append("\n");
       out += "assistant: ";
       break;
     }
@@ -96,7 +109,8 @@ std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messa
 
 std::string Tokenizer::apply_chat_template(const std::vector<ChatMessage>& messages) const {
   const ChatFormat format = chat_format();
-  const std::string system = format == ChatFormat::kChatML ? chatml_default_system(chat_template()) : "";
+  const std::string system =
+      format == ChatFormat::kChatML ? chatml_default_system(chat_template()) : "";
   return render_chat(format, messages, system);
 }
 

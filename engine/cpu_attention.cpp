@@ -63,22 +63,30 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
     uint8_t* mask_row =
         (a.mask && h == a.mask_head) ? a.mask->data() + size_t(qt) * n_kvtiles_total : nullptr;
 
+    std::vector<float> kt(size_t(d) * bk);  // K tile transposed: (d, bk)
     for (int t = 0; t < n_kvtiles; ++t) {
-      const int k0 = t * bk, k1 = std::min(k0 + bk, a.n_kv);
+      const int k0 = t * bk, k1 = std::min(k0 + bk, a.n_kv), nk = k1 - k0;
+      // Transpose the K tile once; every row of the query tile reuses it, and the score loop
+      // becomes broadcast-FMA over contiguous keys (no horizontal sums).
+      for (int j = 0; j < nk; ++j) {
+        const float* kj = a.k + int64_t(k0 + j) * kv_stride + int64_t(g) * d;
+        for (int i = 0; i < d; ++i) kt[size_t(i) * bk + j] = kj[i];
+      }
       // S = q k^T * scale, causally masked. QK^T is always computed (the rule needs it).
       for (int r = 0; r < rows; ++r) {
         const int pos = a.q_pos0 + r0 + r;
-        const float* qr = a.q + int64_t(r0 + r) * q_stride + int64_t(h) * d;
-        float* sr = s.data() + size_t(r) * bk;
-        float mx = -INFINITY;
-        for (int j = k0; j < k1; ++j) {
-          float v = -INFINITY;
-          if (j <= pos) {
-            v = dot(qr, a.k + int64_t(j) * kv_stride + int64_t(g) * d, d) * a.scale;
-            mx = std::max(mx, v);
-          }
-          sr[j - k0] = v;
+        const float* __restrict qr = a.q + int64_t(r0 + r) * q_stride + int64_t(h) * d;
+        float* __restrict sr = s.data() + size_t(r) * bk;
+        for (int j = 0; j < nk; ++j) sr[j] = 0.0f;
+        for (int i = 0; i < d; ++i) {
+          const float qv = qr[i] * a.scale;
+          const float* __restrict kr = kt.data() + size_t(i) * bk;
+          for (int j = 0; j < nk; ++j) sr[j] += qv * kr[j];
         }
+        float mx = -INFINITY;
+        const int vis = std::min(nk, pos - k0 + 1);  // keys of this tile the row may see
+        for (int j = 0; j < vis; ++j) mx = std::max(mx, sr[j]);
+        for (int j = std::max(vis, 0); j < nk; ++j) sr[j] = -INFINITY;
         tile_max[size_t(r)] = mx;
       }
       ++cnt.visited;
@@ -134,7 +142,10 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
   };
 
   const int64_t n_tasks = int64_t(a.n_head) * n_qtiles;
-  if (pool) {
+  // Below ~4M multiply-adds (about a millisecond on one core) waking the pool costs more than
+  // it saves: decode over short contexts stays on the calling thread.
+  const int64_t work = int64_t(a.n_q) * a.n_kv * a.n_head * d;
+  if (pool && work >= (int64_t(1) << 22)) {
     pool->parallel_for(n_tasks, run);
   } else {
     for (int64_t t = 0; t < n_tasks; ++t) run(t);

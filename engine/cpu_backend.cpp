@@ -8,6 +8,7 @@
 #include "engine/backend.h"
 #include "engine/cpu_attention.h"
 #include "engine/linalg.h"
+#include "engine/qgemv.h"
 #include "engine/rope.h"
 #include "engine/thread_pool.h"
 
@@ -23,7 +24,7 @@ class CpuBackend final : public Backend {
     m_rope = RopeTable(c, m_model->weights().rope_freqs);
     m_k.resize(size_t(c.n_layer));
     m_v.resize(size_t(c.n_layer));
-    set_blas_threads(m_pool.size());
+    set_blas_threads(1);  // linear() parallelises over our pool
     validate_attention(opt.attention);
     reset();
   }
@@ -111,6 +112,15 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
 
   const int n_kv = m_n_past + n;
   const double lambda = effective_lambda(m_attn, decode, n_kv);
+  // One token reads the quantized weights (memory-bound); a batch uses float32 sgemm.
+  auto proj = [&](const std::vector<float>& wf, const QuantMatrix& wq, const float* x, float* y,
+                  int64_t out, int64_t in) {
+    if (n == 1 && !wq.empty()) {
+      qgemv(wq, x, y, &m_pool);
+    } else {
+      linear(x, wf.data(), y, n, out, in, &m_pool);
+    }
+  };
   auto rows = [&](auto&& fn) {
     if (n >= 8) {
       m_pool.parallel_for(n, [&](int64_t i) { fn(int(i)); });
@@ -144,9 +154,9 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     }
     {
       prof::ScopedSpan s(m_spans, "qkv");
-      linear(m_xn.data(), L.wq.data(), m_q.data(), n, Q, D, &m_pool);
-      linear(m_xn.data(), L.wk.data(), m_kn.data(), n, KV, D, &m_pool);
-      linear(m_xn.data(), L.wv.data(), m_vn.data(), n, KV, D, &m_pool);
+      proj(L.wq, L.q.wq, m_xn.data(), m_q.data(), Q, D);
+      proj(L.wk, L.q.wk, m_xn.data(), m_kn.data(), KV, D);
+      proj(L.wv, L.q.wv, m_xn.data(), m_vn.data(), KV, D);
       if (c.qkv_bias) {
         for (int i = 0; i < n; ++i) {
           for (int64_t j = 0; j < Q; ++j) m_q[size_t(i * Q + j)] += L.bq[size_t(j)];
@@ -197,7 +207,7 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     }
     {
       prof::ScopedSpan s(m_spans, "o-proj");
-      linear(m_att.data(), L.wo.data(), m_tmp.data(), n, D, Q, &m_pool);
+      proj(L.wo, L.q.wo, m_att.data(), m_tmp.data(), D, Q);
       for (int64_t i = 0; i < n * D; ++i) m_x[size_t(i)] += m_tmp[size_t(i)];
     }
     {
@@ -205,10 +215,10 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
       rows([&](int i) {
         rms_norm(&m_x[size_t(i * D)], L.ffn_norm.data(), &m_xn[size_t(i * D)], D, c.rms_eps);
       });
-      linear(m_xn.data(), L.w_gate.data(), m_gate.data(), n, F, D, &m_pool);
-      linear(m_xn.data(), L.w_up.data(), m_up.data(), n, F, D, &m_pool);
+      proj(L.w_gate, L.q.w_gate, m_xn.data(), m_gate.data(), F, D);
+      proj(L.w_up, L.q.w_up, m_xn.data(), m_up.data(), F, D);
       swiglu(m_gate.data(), m_up.data(), m_gate.data(), n * F);
-      linear(m_gate.data(), L.w_down.data(), m_tmp.data(), n, D, F, &m_pool);
+      proj(L.w_down, L.q.w_down, m_gate.data(), m_tmp.data(), D, F);
       for (int64_t i = 0; i < n * D; ++i) m_x[size_t(i)] += m_tmp[size_t(i)];
     }
   }
@@ -222,7 +232,11 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     rms_norm(&m_x[size_t(i * D)], w.output_norm.data(), &m_xn[size_t((i - first) * D)], D,
              c.rms_eps);
   logits.resize(size_t(rows_out) * c.n_vocab);
-  linear(m_xn.data(), w.lm_head(), logits.data(), rows_out, c.n_vocab, D, &m_pool);
+  if (rows_out == 1 && !w.lm_head_q.empty()) {
+    qgemv(w.lm_head_q, m_xn.data(), logits.data(), &m_pool);
+  } else {
+    linear(m_xn.data(), w.lm_head(), logits.data(), rows_out, c.n_vocab, D, &m_pool);
+  }
 }
 
 }  // namespace

@@ -221,14 +221,8 @@ void read_value(Cursor& c, GgufValueType t, GgufValue& v, const std::string& key
     }
     case GgufValueType::kArray:
       v.arrays.resize(static_cast<size_t>(n));
-      for (auto& sub : v.arrays) {
-        const GgufValueType st = read_value_type(c, "element type of array " + quote(key));
-        if (st != GgufValueType::kArray) {
-          c.fail("array " + quote(key) + " of arrays holds an element of type " +
-                 gguf_value_type_name(st));
-        }
-        read_value(c, st, sub, key, depth + 1);
-      }
+      // Elements carry no type tag of their own: each is {element type, count, items}.
+      for (auto& sub : v.arrays) read_value(c, GgufValueType::kArray, sub, key, depth + 1);
       break;
   }
 }
@@ -350,7 +344,9 @@ GgufFile::~GgufFile() {
 void GgufFile::parse() {
   if (m_size == 0) throw GgufError(m_name + ": file is empty (0 bytes), not a GGUF file");
   Cursor c(m_data, m_size, m_name);
-  if (m_size < 4) c.fail("file too small (" + std::to_string(m_size) + " bytes) for a GGUF header");
+  if (m_size < 4) {
+    c.fail("file truncated: " + std::to_string(m_size) + " bytes is too small for a GGUF header");
+  }
   const uint32_t magic = c.read<uint32_t>("magic");
   if (magic != kMagic) {
     char hex[16];

@@ -130,8 +130,8 @@ void encode_payload(Enc& e, const GgufValue& v, const std::string& key) {
       break;
     case GgufValueType::kArray:
       for (const GgufValue& sub : v.arrays) {
+        // No per-element type tag: the outer array's element type says "array".
         if (sub.type != GgufValueType::kArray) bad("an element of an array of arrays is no array");
-        e.put_type(GgufValueType::kArray);
         encode_payload(e, sub, key);
       }
       break;

@@ -61,12 +61,26 @@ namespace {
 void linear(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
             ThreadPool* pool) {
 #ifdef SINKSCOPE_HAVE_BLAS
-  (void)pool;
-  if (m == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0f, w, int(k), x, 1, 0.0f, y, 1);
+  // OpenBLAS runs single-threaded (set_blas_threads(1) by the backend); we split the output
+  // columns over our own pool instead, so its spinning workers never compete with ours.
+  const int parts = pool ? pool->size() : 1;
+  const int64_t step = ((n + parts - 1) / parts + 15) / 16 * 16;
+  const int64_t n_parts = (n + step - 1) / step;
+  auto part = [&](int64_t p) {
+    const int64_t j0 = p * step, nj = std::min(n, j0 + step) - j0;
+    if (nj <= 0) return;
+    if (m == 1) {
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(nj), int(k), 1.0f, w + j0 * k, int(k), x, 1,
+                  0.0f, y + j0, 1);
+    } else {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(nj), int(k), 1.0f, x,
+                  int(k), w + j0 * k, int(k), 0.0f, y + j0, int(n));
+    }
+  };
+  if (pool && n_parts > 1) {
+    pool->parallel_for(n_parts, part);
   } else {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x, int(k),
-                w, int(k), 0.0f, y, int(n));
+    for (int64_t p = 0; p < n_parts; ++p) part(p);
   }
 #else
   linear_fallback(x, w, y, m, n, k, pool);

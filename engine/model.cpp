@@ -124,12 +124,24 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
     return f.dequantize(*t);
   };
 
+  auto quant = [&](const std::string& name) {
+    const GgufTensorInfo& t = f.tensor(name);
+    QuantMatrix q;
+    q.type = t.type;
+    q.data = t.data;
+    q.cols = t.dims[0];
+    q.rows = t.rows();
+    q.row_bytes = ggml_row_bytes(t.type, t.dims[0]);
+    return q;
+  };
+
   ModelWeights& w = m->m_weights;
   const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
   w.tok_embd = load("token_embd.weight", {D, V});
   tick();
   w.output_norm = load("output_norm.weight", {D});
   w.output = load("output.weight", {D, V}, /*optional=*/true);
+  w.lm_head_q = quant(w.output.empty() ? "token_embd.weight" : "output.weight");
   tick();
   w.rope_freqs = load("rope_freqs.weight", {c.rope_dim / 2}, /*optional=*/true);
   tick();
@@ -151,6 +163,9 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
     L.w_gate = load(p + "ffn_gate.weight", {D, F});
     L.w_up = load(p + "ffn_up.weight", {D, F});
     L.w_down = load(p + "ffn_down.weight", {F, D});
+    L.q = {quant(p + "attn_q.weight"),   quant(p + "attn_k.weight"), quant(p + "attn_v.weight"),
+           quant(p + "attn_output.weight"), quant(p + "ffn_gate.weight"),
+           quant(p + "ffn_up.weight"),  quant(p + "ffn_down.weight")};
     tick();
   }
   return m;

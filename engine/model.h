@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/gguf.h"
+#include "engine/qgemv.h"
 #include "engine/tokenizer.h"
 
 namespace sinkscope {
@@ -60,6 +61,11 @@ struct LayerWeights {
   std::vector<float> w_gate;     // (n_ff, D)
   std::vector<float> w_up;       // (n_ff, D)
   std::vector<float> w_down;     // (D, n_ff)
+  // The same projections in their GGUF encoding (pointing into the mapped file), for
+  // memory-bound single-token products.
+  struct Quant {
+    QuantMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  } q;
 };
 
 struct ModelWeights {
@@ -68,6 +74,7 @@ struct ModelWeights {
   std::vector<float> output;      // (n_vocab, D); empty when tied to tok_embd
   std::vector<float> rope_freqs;  // (rope_dim/2) optional per-pair frequency factors (llama3)
   std::vector<LayerWeights> layers;
+  QuantMatrix lm_head_q;  // output.weight, or token_embd.weight when tied (GGUF encoding)
   const float* lm_head() const { return output.empty() ? tok_embd.data() : output.data(); }
 };
 

@@ -31,7 +31,8 @@ Vocab load_vocab(const GgufFile& file) {
   Vocab v;
   const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
   if (!tokens || tokens->strings.empty())
-    throw TokenizerError(where(file, "tokenizer.ggml.tokens") + " is missing or not a string array");
+    throw TokenizerError(where(file, "tokenizer.ggml.tokens") +
+                         " is missing or not a string array");
   v.tokens = tokens->strings;
   const size_t n = v.tokens.size();
 
@@ -66,7 +67,8 @@ Vocab load_vocab(const GgufFile& file) {
   for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
     if (TokenId id = optional_id(file, key, n); id >= 0) eog.push_back(id);
   }
-  for (const char* text : {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|endoftext|>"}) {
+  for (const char* text :
+       {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|endoftext|>"}) {
     if (auto it = v.ids.find(text); it != v.ids.end()) eog.push_back(it->second);
   }
   std::sort(eog.begin(), eog.end());
@@ -76,13 +78,13 @@ Vocab load_vocab(const GgufFile& file) {
   v.always_matched.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
     if (!v.is_special(static_cast<TokenId>(i)) || v.tokens[i].empty()) continue;
-    v.special_by_byte[static_cast<unsigned char>(v.tokens[i][0])].push_back(static_cast<TokenId>(i));
+    v.special_by_byte[static_cast<unsigned char>(v.tokens[i][0])].push_back(
+        static_cast<TokenId>(i));
     v.always_matched[i] = v.types[i] == kUserDefined;
   }
   for (auto& bucket : v.special_by_byte) {
-    std::stable_sort(bucket.begin(), bucket.end(), [&](TokenId a, TokenId b) {
-      return v.tokens[a].size() > v.tokens[b].size();
-    });
+    std::stable_sort(bucket.begin(), bucket.end(),
+                     [&](TokenId a, TokenId b) { return v.tokens[a].size() > v.tokens[b].size(); });
   }
   return v;
 }
@@ -96,7 +98,8 @@ std::vector<Fragment> split_special(const Vocab& vocab, std::string_view text, b
     for (TokenId id : bucket) {  // longest first
       if (!parse_special && !vocab.always_matched[id]) continue;
       const std::string& s = vocab.tokens[id];
-      if (s.size() <= text.size() - pos && std::memcmp(text.data() + pos, s.data(), s.size()) == 0) {
+      if (s.size() <= text.size() - pos &&
+          std::memcmp(text.data() + pos, s.data(), s.size()) == 0) {
         hit = id;
         break;
       }
@@ -185,8 +188,10 @@ ChatFormat TokenizerBase::chat_format() const {
   if (t.find("<|start_header_id|>") != std::string::npos) return ChatFormat::kLlama3;
   if (t.find("<|im_start|>") != std::string::npos) return ChatFormat::kChatML;
   // No (recognised) template: fall back to the vocabulary's markers.
-  if (m_vocab.ids.count("<|start_header_id|>") && m_vocab.ids.count("<|eot_id|>")) return ChatFormat::kLlama3;
-  if (m_vocab.ids.count("<|im_start|>") && m_vocab.ids.count("<|im_end|>")) return ChatFormat::kChatML;
+  if (m_vocab.ids.count("<|start_header_id|>") && m_vocab.ids.count("<|eot_id|>"))
+    return ChatFormat::kLlama3;
+  if (m_vocab.ids.count("<|im_start|>") && m_vocab.ids.count("<|im_end|>"))
+    return ChatFormat::kChatML;
   return ChatFormat::kNone;
 }
 

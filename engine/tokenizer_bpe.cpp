@@ -43,7 +43,8 @@ PreSplit split_for(const std::string& pre, bool& ignore_merges) {
       return PreSplit::kLlama3;
     }
   }
-  // "default", "gpt2", an absent key, and anything unknown: the GPT-2 regex, the historical default.
+  // "default", "gpt2", an absent key, and anything unknown: the GPT-2 regex, the historical
+  // default.
   return PreSplit::kGpt2;
 }
 
@@ -75,7 +76,8 @@ class BpeTokenizer final : public TokenizerBase {
   std::string model_name() const override { return "gpt2"; }
 
  protected:
-  void encode_text(std::string_view text, bool after_special, std::vector<TokenId>& out) const override;
+  void encode_text(std::string_view text, bool after_special,
+                   std::vector<TokenId>& out) const override;
   void append_piece(TokenId id, std::string& out) const override { out += m_token_bytes[id]; }
 
  private:
@@ -128,7 +130,8 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, const GgufFile& file) : TokenizerBase(st
 
   const GgufValue* merges = file.find("tokenizer.ggml.merges");
   if (!merges || merges->strings.empty())
-    throw TokenizerError(file.path() + ": tokenizer.ggml.merges is missing or empty (needed by gpt2 BPE)");
+    throw TokenizerError(file.path() +
+                         ": tokenizer.ggml.merges is missing or empty (needed by gpt2 BPE)");
   m_merges.reserve(merges->strings.size() * 2);
   for (size_t rank = 0; rank < merges->strings.size(); ++rank) {
     const std::string& m = merges->strings[rank];
@@ -138,15 +141,18 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, const GgufFile& file) : TokenizerBase(st
       throw TokenizerError(file.path() + ": tokenizer.ggml.merges[" + std::to_string(rank) +
                            "] = '" + m + "' is not 'left right'");
     const std::string left = m.substr(0, sp), right = m.substr(sp + 1);
-    auto l = m_vocab.ids.find(left), r = m_vocab.ids.find(right), res = m_vocab.ids.find(left + right);
+    auto l = m_vocab.ids.find(left), r = m_vocab.ids.find(right),
+         res = m_vocab.ids.find(left + right);
     if (l == m_vocab.ids.end() || r == m_vocab.ids.end() || res == m_vocab.ids.end()) continue;
     // Keep the first (lowest) rank when a pair repeats.
-    m_merges.emplace(pair_key(l->second, r->second), Merge{static_cast<int32_t>(rank), res->second});
+    m_merges.emplace(pair_key(l->second, r->second),
+                     Merge{static_cast<int32_t>(rank), res->second});
   }
 }
 
 void BpeTokenizer::encode_text(std::string_view text, bool, std::vector<TokenId>& out) const {
-  for (const auto& [b, e] : unicode::pre_split(m_split, text)) encode_word(text.substr(b, e - b), out);
+  for (const auto& [b, e] : unicode::pre_split(m_split, text))
+    encode_word(text.substr(b, e - b), out);
 }
 
 void BpeTokenizer::encode_word(std::string_view word, std::vector<TokenId>& out) const {
@@ -174,7 +180,8 @@ void BpeTokenizer::encode_word(std::string_view word, std::vector<TokenId>& out)
   merge_word(word, out);
   std::lock_guard<std::mutex> lock(m_cache_mutex);
   if (m_cache.size() >= kCacheLimit) m_cache.clear();
-  m_cache.emplace(key, std::vector<TokenId>(out.begin() + static_cast<ptrdiff_t>(start), out.end()));
+  m_cache.emplace(key,
+                  std::vector<TokenId>(out.begin() + static_cast<ptrdiff_t>(start), out.end()));
 }
 
 void BpeTokenizer::merge_word(std::string_view word, std::vector<TokenId>& out) const {
@@ -207,7 +214,8 @@ void BpeTokenizer::merge_word(std::string_view word, std::vector<TokenId>& out) 
   auto push = [&](int32_t l, int32_t r) {
     if (l < 0 || r < 0) return;
     auto it = m_merges.find(pair_key(sym[l].id, sym[r].id));
-    if (it != m_merges.end()) heap.push({it->second.rank, l, r, sym[l].id, sym[r].id, it->second.result});
+    if (it != m_merges.end())
+      heap.push({it->second.rank, l, r, sym[l].id, sym[r].id, it->second.result});
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(sym.size()); ++i) push(i, i + 1);
 

@@ -34,8 +34,9 @@ struct Vocab {
   std::string chat_template;
 
   // Special tokens matched as whole strings in the input, bucketed by first byte and sorted
-  // longest first so the scan finds the leftmost-longest match (what HF's added-token matcher does).
-  // `always` holds user-defined tokens, which HF and llama.cpp match even without parse_special.
+  // longest first so the scan finds the leftmost-longest match (what HF's added-token matcher
+  // does). `always` holds user-defined tokens, which HF and llama.cpp match even without
+  // parse_special.
   std::array<std::vector<TokenId>, 256> special_by_byte;
   std::vector<bool> always_matched;
 

@@ -22,7 +22,8 @@ class SpmTokenizer final : public TokenizerBase {
   std::string model_name() const override { return "llama"; }
 
  protected:
-  void encode_text(std::string_view text, bool after_special, std::vector<TokenId>& out) const override;
+  void encode_text(std::string_view text, bool after_special,
+                   std::vector<TokenId>& out) const override;
   void append_piece(TokenId id, std::string& out) const override;
   void fix_first_piece(std::string& piece) const override {
     // Undo the space prefix encode added (HF's Metaspace decoder does the same for token 0).
@@ -45,7 +46,8 @@ class SpmTokenizer final : public TokenizerBase {
 
 SpmTokenizer::SpmTokenizer(Vocab vocab, const GgufFile& file) : TokenizerBase(std::move(vocab)) {
   if (m_vocab.scores.size() != m_vocab.tokens.size())
-    throw TokenizerError(file.path() + ": tokenizer.ggml.scores is missing (needed by the llama tokenizer)");
+    throw TokenizerError(file.path() +
+                         ": tokenizer.ggml.scores is missing (needed by the llama tokenizer)");
   m_add_space_prefix = file.get_bool_or("tokenizer.ggml.add_space_prefix", true);
   m_vocab.add_bos = file.get_bool_or("tokenizer.ggml.add_bos_token", true);
   for (int b = 0; b < 256; ++b) {
@@ -56,7 +58,8 @@ SpmTokenizer::SpmTokenizer(Vocab vocab, const GgufFile& file) : TokenizerBase(st
   }
 }
 
-void SpmTokenizer::encode_text(std::string_view text, bool after_special, std::vector<TokenId>& out) const {
+void SpmTokenizer::encode_text(std::string_view text, bool after_special,
+                               std::vector<TokenId>& out) const {
   std::string s;
   s.reserve(text.size() + 8);
   if (m_add_space_prefix && after_special) s += kSpaceMarker;

@@ -11,6 +11,9 @@ gguf.GGUFWriter, so the C++ test also cross-checks our reader against gguf-py's 
       F16 and BF16 also hold "f32_inputs" (float32, incl. round-to-nearest-even halfway cases)
       and "f16_of_inputs" / "bf16_of_inputs": numpy's float16 / gguf-py's bf16 encoding of them.
 
+  tests/golden/dequant/metadata.gguf
+      every metadata value type (typed arrays, arrays of arrays) and alignment 64, for the reader.
+
   tests/golden/dequant/smollm2_ref.gguf   (only when the default model is available)
       For a few tensors of SmolLM2-135M-Instruct.Q4_1.gguf, dequantized by gguf-py: the first 64
       values, every stride-th value, and float64 sum / sum|x| / sum x^2 of the whole tensor.
@@ -177,6 +180,37 @@ def make_f32(rng):
     write(OUT / "F32.gguf", "F32", [("raw", x, None), ("expected", x.copy(), None)])
 
 
+def make_metadata():
+    """Every metadata value type, typed arrays and arrays of arrays, written by gguf-py with a
+    custom alignment: checks our reader's value decoding against an independent writer."""
+    V = gguf.GGUFValueType
+    w = gguf.GGUFWriter(str(OUT / "metadata.gguf"), arch="sinkscope-golden")
+    w.add_custom_alignment(64)
+    for key, val, vt, st in [
+        ("m.u8", 200, V.UINT8, None), ("m.i8", -100, V.INT8, None),
+        ("m.u16", 60000, V.UINT16, None), ("m.i16", -30000, V.INT16, None),
+        ("m.u32", 4000000000, V.UINT32, None), ("m.i32", -2000000000, V.INT32, None),
+        ("m.u64", 2**63 + 5, V.UINT64, None), ("m.i64", -(2**62), V.INT64, None),
+        ("m.f32", 1.5, V.FLOAT32, None), ("m.f64", -2.25e100, V.FLOAT64, None),
+        ("m.bool", True, V.BOOL, None), ("m.str", "h\u00e9llo", V.STRING, None),
+        ("m.arr_u8", [0, 255], V.ARRAY, V.UINT8), ("m.arr_i16", [-32768, 7], V.ARRAY, V.INT16),
+        ("m.arr_u64", [2**64 - 1, 1], V.ARRAY, V.UINT64),
+        ("m.arr_f64", [1e300, -0.0], V.ARRAY, V.FLOAT64),
+        ("m.arr_bool", [True, False, True], V.ARRAY, V.BOOL),
+        ("m.arr_str", ["a", "", "\u0120the"], V.ARRAY, V.STRING),
+        ("m.nested_str", [["x", "yy"], ["z"]], V.ARRAY, V.ARRAY),
+        ("m.nested_int", [[1, 2], [3]], V.ARRAY, V.ARRAY),
+    ]:
+        w.add_key_value(key, val, vt, sub_type=st)
+    w.add_tensor("t", np.arange(8, dtype=np.float32))
+    w.add_tensor("u", np.arange(3, dtype=np.float32) * -1)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    print(f"wrote tests/golden/dequant/metadata.gguf ({(OUT / 'metadata.gguf').stat().st_size} bytes)")
+
+
 def make_model_ref(model_path):
     r = gguf.GGUFReader(model_path)
     by_name = {t.name: t for t in r.tensors}
@@ -213,6 +247,7 @@ def main():
     make_f16(np.random.default_rng(1))
     make_bf16(np.random.default_rng(30))
     make_f32(np.random.default_rng(0))
+    make_metadata()
     if os.path.exists(args.model):
         make_model_ref(args.model)
     else:

@@ -281,8 +281,14 @@ def main():
     spm_hf = hf_spm(gguf_path)
     hf_agree = None
     if spm_hf is not None:
-        hf_agree = sum(spm_hf.backend_tokenizer.encode(s, add_special_tokens=False).ids == ids
-                       for s, ids in zip(items, spm_ids))
+        # Special tokens off (sentencepiece has none). HF still differs where a text starts with a
+        # space: its Metaspace(prepend_scheme="first") skips the prefix then, sentencepiece does not.
+        spm_hf.backend_tokenizer.encode_special_tokens = True
+        hf_ids = [spm_hf.backend_tokenizer.encode(s, add_special_tokens=False).ids for s in items]
+        hf_agree = sum(h == ids for h, ids in zip(hf_ids, spm_ids))
+        for s, h, ids in zip(items, hf_ids, spm_ids):
+            if h != ids:
+                print(f"HF != sentencepiece for {s[:40]!r}: {h[:4]} vs {ids[:4]}", file=sys.stderr)
 
     n_ids = sum(map(len, ids_special)) + sum(map(len, ids_plain)) + sum(len(c["ids"]) for c in chat_rows)
     golden = {

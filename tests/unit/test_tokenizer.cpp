@@ -36,8 +36,12 @@ std::vector<TokenId> to_ids(const Value& arr) {
 
 std::string show(const std::vector<TokenId>& ids) {
   std::string s = "[";
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s + "]";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  s += ']';
+  return s;
 }
 
 class SmolLM2Tokenizer : public ::testing::Test {
@@ -233,7 +237,8 @@ TEST(Tokenizer, MissingMetadataIsAnError) {
 }
 
 TEST(Tokenizer, RenderLlama3) {
-  const std::string out = render_chat(ChatFormat::kLlama3, {{"system", " Be brief. "}, {"user", "Hi\n"}});
+  const std::string out =
+      render_chat(ChatFormat::kLlama3, {{"system", " Be brief. "}, {"user", "Hi\n"}});
   EXPECT_EQ(out,
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// Host launcher: validates, selects the variant with the one pure function of
+// attention_dispatch.h, and enqueues the kernels.
+#include "kernels/attention.h"
+
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <vector>
+
+#include "kernels/attention_launch.h"
+#include "kernels/cuda_check.h"
+
+namespace sinkscope::kernels {
+namespace {
+
+struct DeviceInfo {
+  int sms = 0;
+  std::string error;
+};
+
+// Multiprocessor count of the current device, looked up once per device.
+DeviceInfo current_device_info() {
+  static std::mutex mu;
+  static std::vector<int> cache;
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return {0, cuda_error_text(e, "cudaGetDevice", __FILE__, __LINE__)};
+  std::lock_guard<std::mutex> lock(mu);
+  if (dev >= static_cast<int>(cache.size())) cache.resize(dev + 1, 0);
+  if (cache[dev] == 0) {
+    e = cudaDeviceGetAttribute(&cache[dev], cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess)
+      return {0, cuda_error_text(e, "cudaDeviceGetAttribute", __FILE__, __LINE__)};
+  }
+  return {cache[dev], {}};
+}
+
+bool is_decode(AttentionVariant v) {
+  return v == AttentionVariant::kDecodeDense || v == AttentionVariant::kDecodeSparse;
+}
+
+}  // namespace
+
+AttentionStatus attention_supported(const AttentionParams& p) {
+  const AttentionChoice c = select_attention_kernel(shape_of(p));
+  if (!c.ok()) return AttentionStatus::error(c.reason);
+  return {};
+}
+
+AttentionVariant attention_variant(const AttentionParams& p) {
+  return select_attention_kernel(shape_of(p)).variant;
+}
+
+uint64_t attention_workspace_bytes(const AttentionParams& p) {
+  const AttentionShape s = shape_of(p);
+  const AttentionChoice c = select_attention_kernel(s);
+  if (!is_decode(c.variant)) return 0;
+  const DeviceInfo dev = current_device_info();
+  if (dev.sms == 0) return 0;
+  const DecodeSplitPlan plan =
+      decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, dev.sms);
+  return decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse).total;
+}
+
+AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
+  const AttentionShape s = shape_of(p);
+  const AttentionChoice c = select_attention_kernel(s);
+  if (!c.ok()) return AttentionStatus::error(c.reason);
+  if (!p.q || !p.o || !p.k_pages || !p.v_pages || !p.page_table)
+    return AttentionStatus::error("q, o, k_pages, v_pages and page_table must be set");
+  auto stream = static_cast<cudaStream_t>(stream_ptr);
+  if (p.skip_mask) {
+    const int64_t heads = p.mask_head < 0 ? p.n_q_heads : 1;
+    const int64_t qt = is_decode(c.variant)
+                           ? 1
+                           : (p.n_q_tokens + kPrefillQueryTile - 1) / kPrefillQueryTile;
+    const int64_t kvt = (p.kv_len + p.block_size - 1) / p.block_size;
+    SINKSCOPE_CUDA_TRY(AttentionStatus,
+                       cudaMemsetAsync(p.skip_mask, kMaskNotVisible, heads * qt * kvt, stream));
+  }
+  if (is_decode(c.variant)) {
+    const DeviceInfo dev = current_device_info();
+    if (dev.sms == 0) return AttentionStatus::error(dev.error);
+    const DecodeSplitPlan plan =
+        decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, dev.sms);
+    const DecodeWorkspaceLayout wl =
+        decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse);
+    if (!p.workspace || p.workspace_bytes < wl.total)
+      return AttentionStatus::error("decode needs attention_workspace_bytes() of workspace (" +
+                                    std::to_string(wl.total) + " bytes)");
+    return detail::launch_decode(p, c.variant, plan, wl, stream);
+  }
+  return p.head_dim == 64 ? detail::launch_prefill_d64(p, c.variant, stream)
+                          : detail::launch_prefill_d128(p, c.variant, stream);
+}
+
+}  // namespace sinkscope::kernels

@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: Apache-2.0
+// Decode attention (one query token) over a paged bf16 KV cache: split-KV flash-decoding
+// (https://crfm.stanford.edu/2023/10/12/flashdecoding.html). Grid = splits x KV heads; one CTA
+// serves every query head of its KV group, so each K/V byte is read once.
+//
+// Tensor cores even here: S = Q K^T with the group's heads as the mma M rows (padded to 16) and
+// keys as N; O = P V with P taken straight from the S accumulators. Each lane loads exactly the
+// 16-byte K/V chunks its own mma fragments need (cp.async into its private shared slots, so no
+// barrier guards the data): the reduction dimension d is permuted consistently for Q and K
+// (a dot product does not care about order), and V pairs of adjacent keys are interleaved with
+// byte permutes. Every load is 16 bytes, and lanes cover whole 64/128-byte row segments.
+//
+// MODE 0 (dense): one pass. Sparse is two passes so that the decision for tile t compares with
+// the max over ALL earlier tiles, exactly as the sequential contract, even across splits:
+//   MODE 1: K only -> raw scores and per-tile maxima into the workspace;
+//   MODE 2: per-head decisions from the tile maxima (prefix max), then V only for tiles that some
+//           head of the group still needs, softmax from the stored scores.
+// With lambda = 0, MODE 1+2 perform the same float operations in the same order as MODE 0.
+#pragma once
+
+#include "kernels/attention_common.cuh"
+#include "kernels/attention_dispatch.h"
+#include "kernels/attention_params.h"
+
+namespace sinkscope::kernels::detail {
+
+constexpr int kDecodeWarps = 4;
+
+template <int D, int BC, int MODE>
+struct DecodeCfg {
+  static constexpr int KPW = BC / kDecodeWarps;  // keys per warp per tile (16 or 32)
+  static constexpr int NTW = KPW / 8;            // n8 key tiles per warp
+  static constexpr int KSV = KPW / 16;           // k16 steps of P V per warp
+  static constexpr int DC = D / 32;              // 16-byte K chunks per key per lane
+  static constexpr int VC = D / 64;              // 16-byte V chunks per key per lane
+  static constexpr int K_ITEMS = MODE == 2 ? 0 : NTW * DC;
+  static constexpr int V_ITEMS = MODE == 1 ? 0 : KSV * 4 * VC;
+  static constexpr int ITEMS = K_ITEMS + V_ITEMS;
+  static constexpr int STAGES = (D == 128 && BC == 128 && MODE == 0) ? 2 : 3;
+  static constexpr int STAGE_BYTES = kDecodeWarps * ITEMS * 32 * 16;
+  static constexpr int SCORE_BYTES = MODE == 2 ? kDecodeWarps * NTW * 32 * 8 : 0;  // per stage
+  static constexpr int RING_BYTES = STAGES * (STAGE_BYTES + SCORE_BYTES);
+  static constexpr int FINAL_BYTES = kDecodeWarps * 8 * D * 4 + kDecodeWarps * 8 * 4;
+  static constexpr int UNION_BYTES = RING_BYTES > FINAL_BYTES ? RING_BYTES : FINAL_BYTES;
+  // MODE 2 bookkeeping: tile maxima + per-head skip flags + work list for up to
+  // kDecodeMaxTilesPerSplit tiles.
+  static constexpr int LIST_BYTES =
+      MODE == 2 ? kDecodeMaxTilesPerSplit * (8 * 4 + 8 + 2 + 1) + 64 : 0;
+  static constexpr int SMEM = UNION_BYTES + 2 * kDecodeWarps * 8 * 4 + LIST_BYTES;
+};
+
+template <int D, int BC, int MODE>
+__global__ void __launch_bounds__(kDecodeWarps * 32)
+    attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
+                            const DecodeWorkspaceLayout wl) {
+  using C = DecodeCfg<D, BC, MODE>;
+  extern __shared__ __align__(128) uint8_t smem_raw[];
+  uint4* ring = reinterpret_cast<uint4*>(smem_raw);  // [STAGES][warp][item][lane]
+  float2* sring = reinterpret_cast<float2*>(smem_raw + C::STAGES * C::STAGE_BYTES);
+  float* red = reinterpret_cast<float*>(smem_raw + C::UNION_BYTES);  // [2][warp][8]
+  uint8_t* list_raw = smem_raw + C::UNION_BYTES + 2 * kDecodeWarps * 8 * 4;
+  float* tms = reinterpret_cast<float*>(list_raw);                           // [tile][8]
+  uint8_t* flags = list_raw + kDecodeMaxTilesPerSplit * 32;                  // [tile][8]
+  uint16_t* work = reinterpret_cast<uint16_t*>(flags + kDecodeMaxTilesPerSplit * 8);
+  uint8_t* bits = reinterpret_cast<uint8_t*>(work + kDecodeMaxTilesPerSplit);
+  int* warp_cnt = reinterpret_cast<int*>(bits + kDecodeMaxTilesPerSplit);   // [4] + total
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, tq = lane & 3;
+  const int split = blockIdx.x, kvh = blockIdx.y;
+  const int G = p.n_q_heads / p.n_kv_heads;
+  const int h = kvh * G + g;  // this lane's query head (valid when g < G)
+  const bool hval = g < G;
+  const int t0 = split * plan.tiles_per_split;
+  const int t1 = min(plan.n_tiles, t0 + plan.tiles_per_split);
+  const int nsplit_tiles = t1 - t0;
+  const int64_t vis = p.kv_len < p.q_start + 1 ? p.kv_len : p.q_start + 1;
+  const float sl2 = p.scale * kLog2e;
+  float* ws = static_cast<float*>(p.workspace);
+  float* ws_scores = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.scores);
+  float* ws_tmax = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.tmax);
+  const int64_t score_row = int64_t(plan.n_tiles) * BC;
+  const int n_kvt = static_cast<int>((p.kv_len + BC - 1) / BC);
+  const bool mask_group = p.skip_mask != nullptr &&
+                          (p.mask_head < 0 || (p.mask_head >= kvh * G && p.mask_head < kvh * G + G));
+
+  // ---- MODE 2: decisions for this split's tiles, from the maxima of pass 1 ----
+  int n_work = nsplit_tiles;
+  if constexpr (MODE == 2) {
+    for (int gg = warp; gg < G; gg += kDecodeWarps) {
+      const float* tm_row = ws_tmax + int64_t(kvh * G + gg) * plan.n_tiles;
+      float pm = kNegInf;  // max over all tiles before t0 (every split sees the same history)
+      for (int tt = lane; tt < t0; tt += 32) pm = fmaxf(pm, tm_row[tt]);
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, off));
+      if (lane == 0) {
+        uint32_t n_skip = 0;
+        for (int i = 0; i < nsplit_tiles; ++i) {
+          const int t = t0 + i;
+          const float tm = tm_row[t];
+          // max(a*c, b*c) == max(a, b)*c for c > 0, so this equals the running-max compare.
+          const bool sk = t > 0 && (tm * sl2 - pm * sl2 < p.log2_lambda);
+          tms[i * 8 + gg] = tm;
+          flags[i * 8 + gg] = sk;
+          n_skip += sk;
+          pm = fmaxf(pm, tm);
+          if (p.skip_mask && (p.mask_head < 0 || p.mask_head == kvh * G + gg))
+            p.skip_mask[int64_t(p.mask_head < 0 ? kvh * G + gg : 0) * n_kvt + t] = sk;
+        }
+        if (p.tiles_skipped && n_skip)
+          atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + kvh * G + gg),
+                    static_cast<unsigned long long>(n_skip));
+      }
+    }
+    __syncthreads();
+    // Compact the tiles that some head still computes into a work list (block prefix sum).
+    const uint8_t all = static_cast<uint8_t>((1u << G) - 1u);
+    int base_out = 0;
+    for (int base = 0; base < nsplit_tiles; base += kDecodeWarps * 32) {
+      const int i = base + tid;
+      uint8_t b = 0;
+      if (i < nsplit_tiles)
+        for (int gg = 0; gg < G; ++gg) b |= flags[i * 8 + gg] << gg;
+      if (!p.skip_softmax_exp) b = 0;  // measure-only: decide and count, compute everything
+      const bool keep = i < nsplit_tiles && b != all;
+      const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+      if (lane == 0) warp_cnt[warp] = __popc(ballot);
+      __syncthreads();
+      int off = base_out;
+      for (int w = 0; w < warp; ++w) off += warp_cnt[w];
+      if (keep) {
+        const int pos = off + __popc(ballot & ((1u << lane) - 1u));
+        work[pos] = static_cast<uint16_t>(i);
+        bits[pos] = b;
+      }
+      for (int w = 0; w < kDecodeWarps; ++w) base_out += warp_cnt[w];
+      __syncthreads();
+    }
+    n_work = base_out;
+  } else {
+    if (mask_group && tid == 0) {  // dense: every visible tile is computed
+      for (int gg = 0; gg < G; ++gg)
+        if (p.mask_head < 0 || p.mask_head == kvh * G + gg)
+          for (int i = 0; i < nsplit_tiles; ++i)
+            p.skip_mask[int64_t(p.mask_head < 0 ? kvh * G + gg : 0) * n_kvt + t0 + i] = 0;
+    }
+  }
+  if constexpr (MODE != 1) {
+    if (tid < G && p.tiles_visited)
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_visited + kvh * G + tid),
+                static_cast<unsigned long long>(nsplit_tiles));
+  }
+
+  // ---- issue the loads of work item i into ring stage `st` (each lane: its own chunks) ----
+  auto tile_of = [&](int i) {
+    if constexpr (MODE == 2) return t0 + int(work[i]);
+    return t0 + i;
+  };
+  auto issue = [&](int i, int st) {
+    const int t = tile_of(i);
+    const int64_t page = p.page_table[t];
+    const int64_t base = (page * p.n_kv_heads + kvh) * (BC * D);
+    const int64_t key0 = int64_t(t) * BC + warp * C::KPW;
+    uint4* dst = ring + (st * kDecodeWarps + warp) * C::ITEMS * 32 + lane;
+    int item = 0;
+    if constexpr (MODE != 2) {
+#pragma unroll
+      for (int j = 0; j < C::NTW; ++j) {
+        const int kr = warp * C::KPW + 8 * j + g;
+        const bool ok = key0 + 8 * j + g < vis;
+#pragma unroll
+        for (int pc = 0; pc < C::DC; ++pc, ++item)
+          cp_async16(smem_u32(dst + item * 32),
+                     ok ? p.k_pages + base + kr * D + pc * 32 + tq * 8 : p.k_pages, ok ? 16 : 0);
+      }
+    }
+    if constexpr (MODE != 1) {
+#pragma unroll
+      for (int ks = 0; ks < C::KSV; ++ks)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int kk = ks * 16 + (r >> 1) * 8 + tq * 2 + (r & 1);
+          const bool ok = key0 + kk < vis;  // masked keys must be 0, not undefined (P*NaN)
+#pragma unroll
+          for (int c = 0; c < C::VC; ++c, ++item)
+            cp_async16(smem_u32(dst + item * 32),
+                       ok ? p.v_pages + base + (warp * C::KPW + kk) * D + c * 64 + g * 8
+                          : p.v_pages,
+                       ok ? 16 : 0);
+        }
+    }
+    if constexpr (MODE == 2) {
+      if (hval) {
+        float2* sdst = sring + (st * kDecodeWarps + warp) * C::NTW * 32 + lane;
+        const float* src = ws_scores + int64_t(h) * score_row + key0 + tq * 2;
+#pragma unroll
+        for (int j = 0; j < C::NTW; ++j) cp_async8(smem_u32(sdst + j * 32), src + 8 * j);
+      }
+    }
+  };
+
+  // Q fragments of this lane's head, with d permuted as the K chunks are (see issue()).
+  uint4 qa[C::DC];
+#pragma unroll
+  for (int pc = 0; pc < C::DC; ++pc)
+    qa[pc] = hval ? *reinterpret_cast<const uint4*>(p.q + int64_t(h) * D + pc * 32 + tq * 8)
+                  : make_uint4(0, 0, 0, 0);
+
+  constexpr int ND = D / 8;
+  float o[ND][4];
+#pragma unroll
+  for (int nd = 0; nd < ND; ++nd) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
+  float m_run = kNegInf, l_run = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < C::STAGES - 1; ++s) {
+    if (s < n_work) issue(s, s);
+    cp_async_commit();
+  }
+
+  for (int i = 0; i < n_work; ++i) {
+    const int st = i % C::STAGES;
+    if (i + C::STAGES - 1 < n_work) issue(i + C::STAGES - 1, (i + C::STAGES - 1) % C::STAGES);
+    cp_async_commit();
+    cp_async_wait<C::STAGES - 1>();  // item i landed (own chunks: no barrier needed)
+    const int t = tile_of(i);
+    const int64_t key0 = int64_t(t) * BC + warp * C::KPW;
+    const uint4* src = ring + (st * kDecodeWarps + warp) * C::ITEMS * 32 + lane;
+
+    float s[C::NTW][4];
+    float tm;
+    if constexpr (MODE != 2) {
+#pragma unroll
+      for (int j = 0; j < C::NTW; ++j) {
+        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+        for (int pc = 0; pc < C::DC; ++pc) {
+          const uint4 kv = src[(j * C::DC + pc) * 32];
+          mma_bf16(s[j], qa[pc].x, 0u, qa[pc].y, 0u, kv.x, kv.y);
+          mma_bf16(s[j], qa[pc].z, 0u, qa[pc].w, 0u, kv.z, kv.w);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (!hval || key0 + 8 * j + tq * 2 + e >= vis) s[j][e] = kNegInf;
+      }
+      float v = kNegInf;
+#pragma unroll
+      for (int j = 0; j < C::NTW; ++j) v = fmaxf(v, fmaxf(s[j][0], s[j][1]));
+      v = quad_max(v);
+      float* rb = red + (i & 1) * kDecodeWarps * 8;
+      if (tq == 0) rb[warp * 8 + g] = v;
+      __syncthreads();
+      tm = fmaxf(fmaxf(rb[g], rb[8 + g]), fmaxf(rb[16 + g], rb[24 + g]));
+      if constexpr (MODE == 1) {
+        if (hval) {
+          float* dst = ws_scores + int64_t(h) * score_row + key0 + tq * 2;
+#pragma unroll
+          for (int j = 0; j < C::NTW; ++j)
+            *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(s[j][0], s[j][1]);
+          if (warp == 0 && tq == 0) ws_tmax[int64_t(h) * plan.n_tiles + t] = tm;
+        }
+        continue;
+      }
+    } else {
+      const float2* ssrc = sring + (st * kDecodeWarps + warp) * C::NTW * 32 + lane;
+#pragma unroll
+      for (int j = 0; j < C::NTW; ++j) {
+        const float2 v = hval ? ssrc[j * 32] : make_float2(kNegInf, kNegInf);
+        s[j][0] = v.x;
+        s[j][1] = v.y;
+      }
+      tm = hval ? tms[int(work[i]) * 8 + g] : kNegInf;
+    }
+
+    if constexpr (MODE != 1) {
+      const bool hskip = MODE == 2 && ((bits[i] >> g) & 1);
+      if (!hskip) {
+        const float m_new = fmaxf(m_run, tm * sl2);
+        const float m_use = safe_max(m_new);
+        const float alpha = fast_exp2(m_run - m_use);
+        m_run = m_new;
+        l_run *= alpha;
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd) {
+          o[nd][0] *= alpha;
+          o[nd][1] *= alpha;
+        }
+#pragma unroll
+        for (int j = 0; j < C::NTW; ++j) {
+          s[j][0] = fast_exp2(fmaf(s[j][0], sl2, -m_use));
+          s[j][1] = fast_exp2(fmaf(s[j][1], sl2, -m_use));
+          l_run += s[j][0] + s[j][1];
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < C::NTW; ++j) s[j][0] = s[j][1] = 0.f;
+      }
+      // O += P V. V chunk layout per lane: [ks][r: keys 2tq, 2tq+1, 8+2tq, 9+2tq][c].
+      const uint4* vsrc = src + C::K_ITEMS * 32;
+#pragma unroll
+      for (int ks = 0; ks < C::KSV; ++ks) {
+        const uint32_t a0 = pack_bf16(s[2 * ks][0], s[2 * ks][1]);
+        const uint32_t a2 = pack_bf16(s[2 * ks + 1][0], s[2 * ks + 1][1]);
+#pragma unroll
+        for (int c = 0; c < C::VC; ++c) {
+          uint4 vr[4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) vr[r] = vsrc[((ks * 4 + r) * C::VC + c) * 32];
+          const uint32_t* w0 = reinterpret_cast<const uint32_t*>(&vr[0]);
+          const uint32_t* w1 = reinterpret_cast<const uint32_t*>(&vr[1]);
+          const uint32_t* w2 = reinterpret_cast<const uint32_t*>(&vr[2]);
+          const uint32_t* w3 = reinterpret_cast<const uint32_t*>(&vr[3]);
+#pragma unroll
+          for (int jj = 0; jj < 8; ++jj) {
+            const uint32_t sel = (jj & 1) ? 0x7632u : 0x5410u;
+            const uint32_t b0 = __byte_perm(w0[jj >> 1], w1[jj >> 1], sel);
+            const uint32_t b1 = __byte_perm(w2[jj >> 1], w3[jj >> 1], sel);
+            mma_bf16(o[c * 8 + jj], a0, 0u, a2, 0u, b0, b1);
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the ring is reused below
+  if constexpr (MODE == 1) return;
+
+  // ---- combine the 4 warps (same running max, so plain sums) and write this split ----
+  float* fo = reinterpret_cast<float*>(smem_raw);  // [warp][8][D]
+  float* fl = fo + kDecodeWarps * 8 * D;           // [warp][8]
+  const float l = quad_sum(l_run);
+  if (hval) {
+#pragma unroll
+    for (int c = 0; c < C::VC; ++c)
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        // o[n-tile c*8+jj][0/1] = O[head g][n = 2tq / 2tq+1] with n <-> d = 64c + 8n + jj
+        fo[(warp * 8 + g) * D + c * 64 + 16 * tq + jj] = o[c * 8 + jj][0];
+        fo[(warp * 8 + g) * D + c * 64 + 16 * tq + 8 + jj] = o[c * 8 + jj][1];
+      }
+    if (tq == 0) fl[warp * 8 + g] = l;
+  }
+  __syncthreads();
+  for (int idx = tid; idx < G * D; idx += kDecodeWarps * 32) {
+    const int gg = idx / D, d = idx % D;
+    float acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) acc += fo[(w * 8 + gg) * D + d];
+    ws[wl.part_o / 4 + (int64_t(kvh * G + gg) * plan.n_splits + split) * D + d] = acc;
+  }
+  if (warp == 0 && tq == 0 && hval) {
+    float* ml = ws + wl.part_ml / 4 + (int64_t(h) * plan.n_splits + split) * 2;
+    ml[0] = m_run;
+    ml[1] = fl[g] + fl[8 + g] + fl[16 + g] + fl[24 + g];
+  }
+}
+
+// Merges the splits of each query head: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s.
+template <int D>
+__global__ void __launch_bounds__(D) attention_decode_combine_kernel(
+    const AttentionParams p, const DecodeSplitPlan plan, const DecodeWorkspaceLayout wl) {
+  const int h = blockIdx.x, d = threadIdx.x;
+  const float* ws = static_cast<const float*>(p.workspace);
+  const float* ml = ws + wl.part_ml / 4 + int64_t(h) * plan.n_splits * 2;
+  const float* po = ws + wl.part_o / 4 + int64_t(h) * plan.n_splits * D;
+  float mmax = kNegInf;
+  for (int s = 0; s < plan.n_splits; ++s) mmax = fmaxf(mmax, ml[2 * s]);
+  float num = 0.f, den = 0.f;
+  for (int s = 0; s < plan.n_splits; ++s) {
+    const float m = ml[2 * s];
+    const float w = m == kNegInf ? 0.f : fast_exp2(m - mmax);  // a split whose tiles all skipped
+    num += w * po[int64_t(s) * D + d];
+    den += w * ml[2 * s + 1];
+  }
+  const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
+  p.o[int64_t(h) * D + d] = *reinterpret_cast<const uint16_t*>(&v);
+}
+
+}  // namespace sinkscope::kernels::detail

@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal: per-file launch entry points (the kernel templates are instantiated in separate
+// translation units so they compile in parallel). Only attention.cu calls these.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/attention.h"
+
+namespace sinkscope::kernels::detail {
+
+AttentionStatus launch_prefill_d64(const AttentionParams& p, AttentionVariant v, cudaStream_t s);
+AttentionStatus launch_prefill_d128(const AttentionParams& p, AttentionVariant v, cudaStream_t s);
+AttentionStatus launch_decode(const AttentionParams& p, AttentionVariant v,
+                              const DecodeSplitPlan& plan, const DecodeWorkspaceLayout& wl,
+                              cudaStream_t s);
+
+}  // namespace sinkscope::kernels::detail

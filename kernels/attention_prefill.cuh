@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: Apache-2.0
+// Causal prefill attention over a paged bf16 KV cache, FlashAttention-2 style
+// (https://arxiv.org/abs/2307.08691): one CTA = 128 query rows of one query head; KV tiles
+// (= pages) streamed through shared memory with cp.async; S = Q K^T and O += P V on tensor
+// cores (mma.sync m16n8k16 bf16, operands via ldmatrix); online softmax in the exp2 domain.
+//
+// Variants are template constants chosen in one place (attention_dispatch.h):
+//   SPARSE  - block-wide skip vote per KV tile (contract in attention_params.h);
+//   LAZY_V  - V of tile t is fetched only after t's vote said "compute". Otherwise K and V of
+//             tile t+1 are prefetched together while tile t is computed (the dense pipeline).
+// GQA: query head h reads KV head h / (n_q_heads / n_kv_heads); CTAs of one KV group are
+// adjacent in the grid (x = head), so their K/V tiles are served from L2.
+#pragma once
+
+#include "kernels/attention_common.cuh"
+#include "kernels/attention_dispatch.h"
+#include "kernels/attention_params.h"
+
+namespace sinkscope::kernels::detail {
+
+// Shared-memory tiles are [rows][D] bf16 with the 16-byte chunks of each row XOR-swizzled by
+// (row & 7), so the 8 row addresses of one ldmatrix 8x8 hit 8 different bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int row, int chunk) {
+  return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+template <int D, int BC, bool LAZY_V>
+constexpr int prefill_smem_bytes() {
+  return (kPrefillQueryTile * D + 2 * BC * D + (LAZY_V ? 1 : 2) * BC * D) * 2;
+}
+
+template <int D, int BC, bool SPARSE, bool LAZY_V>
+__global__ void __launch_bounds__(prefill_tile_config(D, BC).warps * 32, BC == 128 ? 1 : 2)
+    attention_prefill_kernel(const AttentionParams p) {
+  constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC);
+  constexpr int MT = cfg.m_tiles, NTHREADS = cfg.warps * 32, BR = kPrefillQueryTile;
+  constexpr int NB = BC / 8;  // n8 column tiles of S
+  constexpr int ND = D / 8;   // n8 column tiles of O
+  constexpr int CH = D / 8;   // 16-byte chunks per row
+  static_assert(cfg.warps * 16 * MT == BR, "tile config must cover the query tile");
+
+  extern __shared__ __align__(128) uint8_t smem_raw[];
+  uint16_t* sq = reinterpret_cast<uint16_t*>(smem_raw);  // [BR][D]
+  uint16_t* sk = sq + BR * D;                             // [2][BC][D]
+  uint16_t* sv = sk + 2 * BC * D;                         // [LAZY_V ? 1 : 2][BC][D]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, tq = lane & 3;  // mma fragment row group / column pair
+  const int head = blockIdx.x;
+  const int n_qt = gridDim.y;
+  const int qt = n_qt - 1 - blockIdx.y;  // longest causal rows first (tail balance)
+  const int kvh = head / (p.n_q_heads / p.n_kv_heads);
+  const int i0 = qt * BR;
+  const int rows = min(BR, p.n_q_tokens - i0);
+  const int64_t q_lo = p.q_start + i0;  // absolute position of row 0
+  const int64_t last_key = q_lo + rows - 1 < p.kv_len - 1 ? q_lo + rows - 1 : p.kv_len - 1;
+  const int n_t = static_cast<int>(last_key / BC) + 1;  // causally visible tiles
+  const int n_kvt = static_cast<int>((p.kv_len + BC - 1) / BC);
+  const int row_base = warp * 16 * MT;
+
+  // ---- async loads ----
+  {
+    const int64_t stride = int64_t(p.n_q_heads) * D;
+    const uint16_t* qg = p.q + (int64_t(i0) * p.n_q_heads + head) * D;
+    for (int c = tid; c < BR * CH; c += NTHREADS) {
+      const int r = c / CH, ch = c % CH;
+      const bool ok = r < rows;  // rows past the end are zero-filled (and masked below)
+      cp_async16(smem_u32(sq + swz<D>(r, ch)), ok ? qg + r * stride + ch * 8 : p.q, ok ? 16 : 0);
+    }
+  }
+  auto load_tile = [&](uint16_t* dst, const uint16_t* pool, int t) {
+    const int64_t page = p.page_table[t];
+    const uint16_t* src = pool + (page * p.n_kv_heads + kvh) * (BC * D);
+    const int64_t valid = p.kv_len - int64_t(t) * BC;  // slots past the cache end: zeros
+    for (int c = tid; c < BC * CH; c += NTHREADS) {
+      const int r = c / CH, ch = c % CH;
+      const bool ok = r < valid;
+      cp_async16(smem_u32(dst + swz<D>(r, ch)), ok ? src + c * 8 : pool, ok ? 16 : 0);
+    }
+  };
+  load_tile(sk, p.k_pages, 0);
+  if constexpr (!LAZY_V) load_tile(sv, p.v_pages, 0);
+  cp_async_commit();
+
+  float o[MT][ND][4];
+  float m_run[MT][2], l_run[MT][2];  // running max (log2 units), per-thread partial row sums
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][nd][e] = 0.f;
+    m_run[mt][0] = m_run[mt][1] = kNegInf;
+    l_run[mt][0] = l_run[mt][1] = 0.f;
+  }
+  const float sl2 = p.scale * kLog2e;
+  const float thr = p.log2_lambda;
+  uint32_t n_skipped = 0;
+  const bool write_mask =
+      p.skip_mask != nullptr && (p.mask_head < 0 || p.mask_head == head) && tid == 0;
+  uint8_t* mask_row =
+      write_mask ? p.skip_mask + (int64_t(p.mask_head < 0 ? head : 0) * n_qt + qt) * n_kvt
+                 : nullptr;
+
+  for (int t = 0; t < n_t; ++t) {
+    const uint16_t* kbuf = sk + (t & 1) * BC * D;
+    const uint16_t* vbuf = sv + (LAZY_V ? 0 : (t & 1) * BC * D);
+    if constexpr (!LAZY_V) {
+      __syncthreads();  // everyone is done with tile t-1's buffers, which t+1 now overwrites
+      if (t + 1 < n_t) {
+        load_tile(sk + ((t + 1) & 1) * BC * D, p.k_pages, t + 1);
+        load_tile(sv + ((t + 1) & 1) * BC * D, p.v_pages, t + 1);
+      }
+      cp_async_commit();
+      cp_async_wait<1>();  // tile t (and Q) landed
+      __syncthreads();
+    } else {
+      cp_async_wait<0>();  // K(t); V(t-1) was waited for last iteration
+      __syncthreads();
+      if (t + 1 < n_t) load_tile(sk + ((t + 1) & 1) * BC * D, p.k_pages, t + 1);
+      cp_async_commit();
+    }
+
+    // ---- S = Q K^T (raw scores, fp32) ----
+    float s[MT][NB][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nb][e] = 0.f;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+        ldmatrix_x4(a[mt], smem_u32(sq + swz<D>(row_base + mt * 16 + (lane & 15), ks * 2 + (lane >> 4))));
+#pragma unroll
+      for (int nb = 0; nb < BC / 16; ++nb) {
+        uint32_t b[4];
+        ldmatrix_x4(b, smem_u32(kbuf + swz<D>(nb * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                              ks * 2 + ((lane >> 3) & 1))));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(s[mt][2 * nb], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0], b[1]);
+          mma_bf16(s[mt][2 * nb + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[2], b[3]);
+        }
+      }
+    }
+
+    // ---- causal / cache-end / padding-row mask: only tiles that cross a boundary ----
+    const int64_t key0 = int64_t(t) * BC;
+    if (key0 + BC - 1 > q_lo || key0 + BC > p.kv_len || rows < BR) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int row = row_base + mt * 16 + g + ((e >> 1) << 3);
+            const int64_t key = key0 + nb * 8 + tq * 2 + (e & 1);
+            if (row >= rows || key > q_lo + row || key >= p.kv_len) s[mt][nb][e] = kNegInf;
+          }
+    }
+
+    // ---- per-row tile max ----
+    float mx[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float v = kNegInf;
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) v = fmaxf(v, fmaxf(s[mt][nb][2 * h], s[mt][nb][2 * h + 1]));
+        mx[mt][h] = quad_max(v);
+      }
+
+    // ---- skip vote: every row must agree; a row without visible keys agrees ----
+    bool skip = false;
+    if constexpr (SPARSE) {
+      bool agree = true;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          agree &= (mx[mt][h] == kNegInf) || (mx[mt][h] * sl2 - m_run[mt][h] < thr);
+      skip = __syncthreads_and(agree) && t > 0;
+      n_skipped += skip;
+    }
+    if (mask_row) mask_row[t] = skip ? 1 : 0;
+    if (skip && p.skip_softmax_exp) continue;
+    if constexpr (LAZY_V) {
+      load_tile(sv, p.v_pages, t);
+      cp_async_commit();
+    }
+
+    // ---- online softmax (exp2 domain) ----
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_new = fmaxf(m_run[mt][h], mx[mt][h] * sl2);
+        const float m_use = safe_max(m_new);
+        const float alpha = fast_exp2(m_run[mt][h] - m_use);
+        m_run[mt][h] = m_new;
+        float l = l_run[mt][h] * alpha;
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd) {
+          o[mt][nd][2 * h] *= alpha;
+          o[mt][nd][2 * h + 1] *= alpha;
+        }
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) {
+          const float p0 = fast_exp2(fmaf(s[mt][nb][2 * h], sl2, -m_use));
+          const float p1 = fast_exp2(fmaf(s[mt][nb][2 * h + 1], sl2, -m_use));
+          s[mt][nb][2 * h] = p0;
+          s[mt][nb][2 * h + 1] = p1;
+          l += p0 + p1;
+        }
+        l_run[mt][h] = l;
+      }
+
+    if constexpr (LAZY_V) {
+      cp_async_wait<0>();
+      __syncthreads();
+    }
+
+    // ---- O += P V: P straight from the S accumulators (the C layout of two n8 tiles is the
+    // A layout of one k16 step), V through ldmatrix.trans ----
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, smem_u32(vbuf + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                                    dp * 2 + (lane >> 4))));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(o[mt][2 * dp], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0], b[1]);
+          mma_bf16(o[mt][2 * dp + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // ---- O / l -> bf16 ----
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float l = quad_sum(l_run[mt][h]);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int row = row_base + mt * 16 + g + 8 * h;
+      if (row < rows) {
+        uint16_t* dst = p.o + (int64_t(i0 + row) * p.n_q_heads + head) * D + tq * 2;
+#pragma unroll
+        for (int nd = 0; nd < ND; ++nd)
+          *reinterpret_cast<uint32_t*>(dst + nd * 8) =
+              pack_bf16(o[mt][nd][2 * h] * inv, o[mt][nd][2 * h + 1] * inv);
+      }
+    }
+  if (tid == 0) {
+    if (p.tiles_visited)
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_visited + head),
+                static_cast<unsigned long long>(n_t));
+    if (p.tiles_skipped && n_skipped)
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + head),
+                static_cast<unsigned long long>(n_skipped));
+  }
+}
+
+}  // namespace sinkscope::kernels::detail

@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
+// Prefill kernels for head_dim 128 (all block sizes and variants).
+#include "kernels/attention_prefill_inst.cuh"
+
+namespace sinkscope::kernels::detail {
+AttentionStatus launch_prefill_d128(const AttentionParams& p, AttentionVariant v, cudaStream_t s) {
+  return launch_prefill_d<128>(p, v, s);
+}
+}  // namespace sinkscope::kernels::detail

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal: the run-time -> compile-time switch for one head_dim (block size x variant).
+#pragma once
+
+#include "kernels/attention_launch.h"
+#include "kernels/attention_prefill.cuh"
+#include "kernels/cuda_check.h"
+
+namespace sinkscope::kernels::detail {
+
+template <int D, int BC, bool SPARSE, bool LAZY_V>
+AttentionStatus launch_prefill_t(const AttentionParams& p, cudaStream_t stream) {
+  constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC);
+  constexpr int smem = prefill_smem_bytes<D, BC, LAZY_V>();
+  auto kernel = attention_prefill_kernel<D, BC, SPARSE, LAZY_V>;
+  SINKSCOPE_CUDA_TRY(AttentionStatus, cudaFuncSetAttribute(
+      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid(p.n_q_heads, (p.n_q_tokens + kPrefillQueryTile - 1) / kPrefillQueryTile);
+  kernel<<<grid, cfg.warps * 32, smem, stream>>>(p);
+  SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
+  return {};
+}
+
+template <int D, int BC>
+AttentionStatus launch_prefill_bc(const AttentionParams& p, AttentionVariant v, cudaStream_t s) {
+  switch (v) {
+    case AttentionVariant::kPrefillDense: return launch_prefill_t<D, BC, false, false>(p, s);
+    case AttentionVariant::kPrefillSparse: return launch_prefill_t<D, BC, true, false>(p, s);
+    case AttentionVariant::kPrefillSparseLazyV: return launch_prefill_t<D, BC, true, true>(p, s);
+    default: return AttentionStatus::error("not a prefill variant");
+  }
+}
+
+template <int D>
+AttentionStatus launch_prefill_d(const AttentionParams& p, AttentionVariant v, cudaStream_t s) {
+  return p.block_size == 64 ? launch_prefill_bc<D, 64>(p, v, s) : launch_prefill_bc<D, 128>(p, v, s);
+}
+
+}  // namespace sinkscope::kernels::detail

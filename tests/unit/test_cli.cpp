@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: Apache-2.0
+// sinkscope-cli: the argument parser and usage errors in-process (no model needed), then the
+// built binary end to end (exit statuses; generation with the default model when present).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/cli/options.h"
+#include "engine/json.h"
+#include "test_support.h"
+
+namespace fs = std::filesystem;
+using sinkscope::cli::ArgParser;
+using sinkscope::cli::UsageError;
+
+namespace {
+
+std::vector<std::string> argv_of(std::initializer_list<const char*> a) {
+  return std::vector<std::string>(a.begin(), a.end());
+}
+
+// Runs parse_generate_args and returns the usage error message ("" when it parsed).
+std::string generate_error(std::initializer_list<const char*> a) {
+  try {
+    sinkscope::cli::parse_generate_args(argv_of(a));
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+CliRun run_in_process(std::initializer_list<const char*> a) {
+  std::ostringstream out, err;
+  CliRun r;
+  r.status = sinkscope::cli::run_cli(argv_of(a), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs the built binary with the given arguments (and optional environment prefix).
+CliRun run_binary(const std::vector<std::string>& args, const std::string& env = "") {
+  static int counter = 0;
+  const fs::path dir = fs::temp_directory_path() /
+                       ("sinkscope_test_cli_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+  fs::create_directories(dir);
+  std::string cmd = env + " " + shell_quote(SINKSCOPE_CLI_PATH);
+  for (const auto& a : args) {
+    cmd += ' ';
+    cmd += shell_quote(a);
+  }
+  cmd += " </dev/null >" + shell_quote((dir / "out").string()) + " 2>" + shell_quote((dir / "err").string());
+  CliRun r;
+  const int raw = std::system(cmd.c_str());
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp(dir / "out");
+  r.err = slurp(dir / "err");
+  fs::remove_all(dir);
+  return r;
+}
+
+}  // namespace
+
+// ---- ArgParser -------------------------------------------------------------------------------
+
+TEST(CliArgs, ParsesOptionsFlagsAndInlineValues) {
+  ArgParser p("t [options]", "test");
+  p.option("--n", "N", "a number").option("--s", "S", "a string").flag("--f", "a flag");
+  p.parse(argv_of({"--n", "42", "--s=a=b", "--f"}));
+  EXPECT_FALSE(p.help_requested());
+  EXPECT_EQ(p.get_int("--n", 0, 0, 100), 42);
+  EXPECT_EQ(*p.get("--s"), "a=b");
+  EXPECT_TRUE(p.has("--f"));
+  p.parse(argv_of({"--s", "-1"}));  // a value may start with '-'
+  EXPECT_EQ(*p.get("--s"), "-1");
+  EXPECT_FALSE(p.has("--f"));
+  EXPECT_EQ(p.get_int("--n", 7, 0, 100), 7);  // fallback when absent
+  EXPECT_THROW(p.get("--undeclared"), std::logic_error);
+}
+
+TEST(CliArgs, UsageErrorsNameTheProblem) {
+  ArgParser p("t [options]", "test");
+  p.option("--n", "N", "a number").flag("--f", "a flag");
+  const auto error = [&](std::initializer_list<const char*> a) -> std::string {
+    try {
+      p.parse(argv_of(a));
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error({"--bogus"}).find("unknown option '--bogus'"), std::string::npos);
+  EXPECT_NE(error({"-x"}).find("unknown option"), std::string::npos);
+  EXPECT_NE(error({"stray"}).find("unexpected argument 'stray'"), std::string::npos);
+  EXPECT_NE(error({"--n"}).find("missing value for --n"), std::string::npos);
+  EXPECT_NE(error({"--n", "--f"}).find("missing value for --n"), std::string::npos);
+  EXPECT_NE(error({"--f=1"}).find("takes no value"), std::string::npos);
+  EXPECT_NE(error({"--n", "1", "--n", "2"}).find("more than once"), std::string::npos);
+  EXPECT_EQ(error({"--f", "--help", "--bogus"}), "");  // --help stops parsing
+  EXPECT_TRUE(p.help_requested());
+  const std::string help = p.help();
+  EXPECT_NE(help.find("--n N"), std::string::npos);
+  EXPECT_NE(help.find("-h, --help"), std::string::npos);
+}
+
+TEST(CliArgs, NumbersAreStrict) {
+  using sinkscope::cli::parse_double;
+  using sinkscope::cli::parse_int;
+  using sinkscope::cli::parse_uint64;
+  EXPECT_EQ(parse_int("--k", "+5", 0, 10), 5);
+  EXPECT_EQ(parse_int("--k", "-3", -5, 10), -3);
+  EXPECT_THROW(parse_int("--k", "", 0, 10), UsageError);
+  EXPECT_THROW(parse_int("--k", "5x", 0, 10), UsageError);
+  EXPECT_THROW(parse_int("--k", "1.5", 0, 10), UsageError);
+  EXPECT_THROW(parse_int("--k", " 5", 0, 10), UsageError);
+  EXPECT_THROW(parse_int("--k", "11", 0, 10), UsageError);
+  EXPECT_THROW(parse_int("--k", "99999999999999999999999", 0, 10), UsageError);
+  EXPECT_EQ(parse_uint64("--seed", "18446744073709551615"), 18446744073709551615ull);
+  EXPECT_THROW(parse_uint64("--seed", "-1"), UsageError);
+  EXPECT_THROW(parse_uint64("--seed", "18446744073709551616"), UsageError);
+  EXPECT_DOUBLE_EQ(parse_double("--t", "0.7", 0, 1), 0.7);
+  EXPECT_DOUBLE_EQ(parse_double("--t", "1e-1", 0, 1), 0.1);
+  EXPECT_THROW(parse_double("--t", "nan", 0, 1), UsageError);
+  EXPECT_THROW(parse_double("--t", "inf", 0, 1e9), UsageError);
+  EXPECT_THROW(parse_double("--t", "0", 0, 1, true), UsageError);
+  EXPECT_THROW(parse_double("--t", "1.01", 0, 1), UsageError);
+  EXPECT_THROW(parse_double("--t", "0.5.", 0, 1), UsageError);
+  try {
+    parse_int("--max-tokens", "0", 1, 64);
+    FAIL();
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--max-tokens: '0' is out of range [1, 64]");
+  }
+}
+
+// ---- subcommand arguments --------------------------------------------------------------------
+
+TEST(CliGenerateArgs, Defaults) {
+  const auto a = sinkscope::cli::parse_generate_args(argv_of({"--prompt", "Hi"}));
+  EXPECT_EQ(*a.prompt, "Hi");
+  EXPECT_FALSE(a.model);
+  EXPECT_EQ(a.max_tokens, 128);
+  EXPECT_EQ(a.temperature, 0.0f);
+  EXPECT_EQ(a.top_k, 0);
+  EXPECT_EQ(a.top_p, 1.0f);
+  EXPECT_EQ(a.threads, 0);
+  EXPECT_EQ(a.ctx, 0);
+  EXPECT_FALSE(a.chat || a.json || a.hash);
+}
+
+TEST(CliGenerateArgs, AllOptions) {
+  const auto a = sinkscope::cli::parse_generate_args(
+      argv_of({"--model", "m.gguf", "--prompt-file", "p.txt", "--max-tokens", "7", "--chat",
+               "--system", "sys", "--seed", "9", "--temperature", "0.5", "--top-k", "40",
+               "--top-p", "0.9", "--threads", "2", "--ctx", "256", "--json", "--hash"}));
+  EXPECT_EQ(*a.model, "m.gguf");
+  EXPECT_EQ(*a.prompt_file, "p.txt");
+  EXPECT_FALSE(a.prompt);
+  EXPECT_EQ(a.max_tokens, 7);
+  EXPECT_TRUE(a.chat);
+  EXPECT_EQ(*a.system, "sys");
+  EXPECT_EQ(a.seed, 9u);
+  EXPECT_FLOAT_EQ(a.temperature, 0.5f);
+  EXPECT_EQ(a.top_k, 40);
+  EXPECT_FLOAT_EQ(a.top_p, 0.9f);
+  EXPECT_EQ(a.threads, 2);
+  EXPECT_EQ(a.ctx, 256);
+  EXPECT_TRUE(a.json && a.hash);
+}
+
+TEST(CliGenerateArgs, Errors) {
+  EXPECT_NE(generate_error({}).find("a prompt is required"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", ""}).find("the prompt is empty"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--prompt-file", "f"}).find("not both"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--max-tokens", "0"}).find("out of range"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--max-tokens", "x"}).find("expected an integer"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--temperature", "-1"}).find("--temperature"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--top-p", "0"}).find("--top-p"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--threads", "-2"}).find("--threads"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--system", "s"}).find("--system needs --chat"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--hash"}).find("--hash needs --json"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--max-tokens"}).find("missing value"), std::string::npos);
+  EXPECT_EQ(generate_error({"--help", "--bogus"}), "");
+}
+
+TEST(CliOtherArgs, PerplexityAndInfo) {
+  const auto p = sinkscope::cli::parse_perplexity_args(argv_of({"--file", "t.txt", "--ctx", "128"}));
+  EXPECT_EQ(p.file, "t.txt");
+  EXPECT_EQ(p.ctx, 128);
+  EXPECT_THROW(sinkscope::cli::parse_perplexity_args(argv_of({})), UsageError);
+  EXPECT_THROW(sinkscope::cli::parse_perplexity_args(argv_of({"--file", "t", "--ctx", "1"})), UsageError);
+  const auto i = sinkscope::cli::parse_info_args(argv_of({"--json"}));
+  EXPECT_TRUE(i.json);
+  EXPECT_THROW(sinkscope::cli::parse_info_args(argv_of({"--prompt", "x"})), UsageError);
+}
+
+// ---- run_cli in-process: statuses and messages, no model needed ------------------------------
+
+TEST(CliRun, HelpVersionAndUsageStatuses) {
+  auto r = run_in_process({"--help"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("generate"), std::string::npos);
+  r = run_in_process({"--version"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("sinkscope-cli ", 0), 0u);
+  r = run_in_process({});
+  EXPECT_EQ(r.status, 2);
+  r = run_in_process({"frobnicate"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos);
+  for (const char* cmd : {"generate", "perplexity", "info"}) {
+    r = run_in_process({cmd, "--help"});
+    EXPECT_EQ(r.status, 0) << cmd;
+    EXPECT_NE(r.out.find("Usage: sinkscope-cli"), std::string::npos) << cmd;
+    EXPECT_NE(r.out.find("--model"), std::string::npos) << cmd;
+  }
+  r = run_in_process({"generate", "--prompt", "x", "--max-tokens", "0"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("sinkscope-cli generate: error: --max-tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Try 'sinkscope-cli generate --help'"), std::string::npos) << r.err;
+}
+
+TEST(CliRun, MissingFilesAreNamed) {
+  auto r = run_in_process({"generate", "--prompt-file", "/nonexistent/prompt.txt"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("file not found: /nonexistent/prompt.txt"), std::string::npos) << r.err;
+  r = run_in_process({"info", "--model", "/nonexistent/model.gguf"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("file not found: /nonexistent/model.gguf"), std::string::npos) << r.err;
+  // A prompt file holding only whitespace is an empty prompt.
+  const fs::path blank = fs::temp_directory_path() / ("sinkscope_blank_" + std::to_string(getpid()));
+  std::ofstream(blank) << "  \n\n";
+  r = run_in_process({"generate", "--prompt-file", blank.c_str()});
+  fs::remove(blank);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("the prompt is empty"), std::string::npos) << r.err;
+}
+
+// ---- the built binary --------------------------------------------------------------------------
+
+TEST(CliBinary, StatusesWithoutModel) {
+  auto r = run_binary({"--version"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("sinkscope-cli ", 0), 0u) << r.out;
+  r = run_binary({"generate", "--prompt", "x", "--bogus"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown option '--bogus'"), std::string::npos) << r.err;
+  // No default model: a runtime error (1) that says how to get it.
+  r = run_binary({"generate", "--prompt", "hello"},
+                 "env -u SINKSCOPE_MODEL SINKSCOPE_CACHE_DIR=/nonexistent/sinkscope-cache");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("packaging/setup.sh"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/sinkscope-cache"), std::string::npos) << r.err;
+}
+
+TEST(CliBinary, GenerateJsonWithDefaultModel) {
+  SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
+  const std::string secret = "Zebra crossings in Quixotic Town are painted";
+  auto r = run_binary({"generate", "--model", model.string(), "--prompt", secret, "--max-tokens",
+                       "6", "--threads", "2", "--ctx", "256", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto v = sinkscope::json::parse(r.out);
+  EXPECT_EQ(v["backend"].as_string(), "cpu");
+  EXPECT_EQ(v["threads"].as_int(), 2);
+  EXPECT_EQ(v["context"].as_int(), 256);
+  EXPECT_GT(v["prompt_tokens"].as_int(), 3);
+  const auto& tokens = v["tokens"].as_array();
+  EXPECT_EQ(static_cast<int64_t>(tokens.size()), v["generated_tokens"].as_int());
+  EXPECT_GE(tokens.size(), 1u);
+  EXPECT_LE(tokens.size(), 6u);
+  const std::string stop = v["stop_reason"].as_string();
+  EXPECT_TRUE(stop == "max_tokens" || stop == "eog") << stop;
+  if (stop == "max_tokens") {
+    EXPECT_EQ(tokens.size(), 6u);
+  }
+  EXPECT_GT(v["prefill_tokens_per_s"].as_number(), 0.0);
+  EXPECT_EQ(v["model"].find("sha256"), nullptr);  // only with --hash
+  EXPECT_EQ(r.err.find("Zebra"), std::string::npos) << "stderr must not contain the prompt";
+
+  // Greedy generation is deterministic: streaming prints the same text as --json reports.
+  r = run_binary({"generate", "--model", model.string(), "--prompt", secret, "--max-tokens", "6",
+                  "--threads", "2", "--ctx", "256"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::string streamed = r.out;
+  if (!streamed.empty() && streamed.back() == '\n' && !v["text"].as_string().ends_with("\n"))
+    streamed.pop_back();
+  EXPECT_EQ(streamed, v["text"].as_string());
+  EXPECT_EQ(r.err.find("Zebra"), std::string::npos) << "stderr must not contain the prompt";
+  EXPECT_NE(r.err.find("fingerprint"), std::string::npos) << r.err;
+}
+
+TEST(CliBinary, ChatAndPromptTooLong) {
+  SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
+  auto r = run_binary({"generate", "--model", model.string(), "--chat", "--system", "Be brief.",
+                       "--prompt", "Name a colour.", "--max-tokens", "4", "--threads", "2",
+                       "--ctx", "128", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_GT(sinkscope::json::parse(r.out)["prompt_tokens"].as_int(), 10);
+
+  std::string long_prompt;
+  for (int i = 0; i < 40; ++i) long_prompt += "the quick brown fox jumps over the lazy dog ";
+  r = run_binary({"generate", "--model", model.string(), "--prompt", long_prompt, "--ctx", "64",
+                  "--threads", "2"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("longer than the context (64 tokens)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("quick brown"), std::string::npos) << "stderr must not contain the prompt";
+}
+
+TEST(CliBinary, InfoJson) {
+  SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
+  auto r = run_binary({"info", "--model", model.string(), "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto v = sinkscope::json::parse(r.out);
+  EXPECT_EQ(v["config"]["architecture"].as_string(), "llama");
+  EXPECT_EQ(v["config"]["n_layer"].as_int(), 30);
+  EXPECT_EQ(v["config"]["n_vocab"].as_int(), 49152);
+  EXPECT_EQ(v["tokenizer"]["kind"].as_string(), "gpt2");
+  EXPECT_EQ(v["tokenizer"]["chat_format"].as_string(), "chatml");
+  EXPECT_GT(v["tensors"]["by_type"]["Q4_1"].as_int(), 0);
+}
+
+TEST(CliBinary, PerplexitySmallFile) {
+  SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
+  const fs::path text = fs::temp_directory_path() / ("sinkscope_ppl_" + std::to_string(getpid()) + ".txt");
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 6; ++i)
+      out << "Rivers carry sand to the sea, and the sea returns it to the shore as beaches. ";
+  }
+  auto r = run_binary({"perplexity", "--model", model.string(), "--file", text.string(), "--ctx",
+                       "32", "--threads", "2", "--json"});
+  fs::remove(text);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto v = sinkscope::json::parse(r.out);
+  EXPECT_GT(v["perplexity"].as_number(), 1.0);
+  EXPECT_LT(v["perplexity"].as_number(), 1000.0);
+  EXPECT_GE(v["chunks"].as_int(), 2);
+  EXPECT_NEAR(std::log(v["perplexity"].as_number()), v["mean_nll"].as_number(), 1e-9);
+}
