@@ -5,6 +5,10 @@
 #include <cmath>
 #include <mutex>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "engine/thread_pool.h"
 
 namespace sinkscope {
@@ -25,10 +29,124 @@ inline void axpy(float a, const float* x, float* y, int d) {
   for (int i = 0; i < d; ++i) y[i] += a * x[i];
 }
 
-struct Task {
-  int head;
-  int qtile;
-};
+#if defined(__x86_64__)
+#define SINKSCOPE_AVX2 __attribute__((target("avx2,fma")))
+
+bool have_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+// exp for 8 lanes: 2^n * p(r) with r = x - n ln2 split in two parts for precision and a degree-6
+// polynomial (Cephes expf coefficients); ~2 ulp. Inputs below -87.3 give exactly 0.
+SINKSCOPE_AVX2 inline __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.33654f);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.3762626647949f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  return _mm256_andnot_ps(under, y);
+}
+
+// sr[0..nk) = scale * q . kt[:, j] for a transposed K tile kt (d, ld). nk % 8 == 0.
+// Eight accumulators over 64 keys at a time stay in registers (no stores inside the d loop).
+SINKSCOPE_AVX2 void scores_avx2(const float* q, const float* kt, int d, int ld, int nk,
+                                float scale, float* sr) {
+  for (int j0 = 0; j0 < nk; j0 += 64) {
+    const int nv = std::min(8, (nk - j0) / 8);
+    __m256 acc[8];
+    for (int v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
+    if (nv == 8) {  // the common full tile: no per-lane conditions in the hot loop
+      for (int i = 0; i < d; ++i) {
+        const __m256 b = _mm256_set1_ps(q[i] * scale);
+        const float* kr = kt + size_t(i) * ld + j0;
+        for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 8 * v), acc[v]);
+      }
+    } else {
+      for (int i = 0; i < d; ++i) {
+        const __m256 b = _mm256_set1_ps(q[i] * scale);
+        const float* kr = kt + size_t(i) * ld + j0;
+        for (int v = 0; v < nv; ++v) acc[v] = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 8 * v), acc[v]);
+      }
+    }
+    for (int v = 0; v < nv; ++v) _mm256_storeu_ps(sr + j0 + 8 * v, acc[v]);
+  }
+}
+
+// p[j] = exp(s[j] - m) in place over nk entries (-inf gives 0); returns the sum.
+SINKSCOPE_AVX2 float exp_sum_avx2(float* s, int nk, float m) {
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 8 <= nk; j += 8) {
+    const __m256 p = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+    _mm256_storeu_ps(s + j, p);
+    sum = _mm256_add_ps(sum, p);
+  }
+  float buf[8];
+  _mm256_storeu_ps(buf, sum);
+  float t = ((buf[0] + buf[1]) + (buf[2] + buf[3])) + ((buf[4] + buf[5]) + (buf[6] + buf[7]));
+  for (; j < nk; ++j) t += (s[j] = std::exp(s[j] - m));
+  return t;
+}
+
+// acc[0..d) += sum_j p[j] v_j, v_j = v + j * stride; d % 8 == 0. 64 lanes of acc stay in
+// registers across the key loop.
+SINKSCOPE_AVX2 void pv_avx2(const float* p, const float* v, int64_t stride, int nk, int d,
+                            float* acc) {
+  for (int c0 = 0; c0 < d; c0 += 64) {
+    const int nv = std::min(8, (d - c0) / 8);
+    __m256 a[8];
+    for (int u = 0; u < 8; ++u) a[u] = u < nv ? _mm256_loadu_ps(acc + c0 + 8 * u) : _mm256_setzero_ps();
+    if (nv == 8) {
+      for (int j = 0; j < nk; ++j) {
+        const __m256 b = _mm256_set1_ps(p[j]);
+        const float* vr = v + j * stride + c0;
+        for (int u = 0; u < 8; ++u) a[u] = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 8 * u), a[u]);
+      }
+    } else {
+      for (int j = 0; j < nk; ++j) {
+        const __m256 b = _mm256_set1_ps(p[j]);
+        const float* vr = v + j * stride + c0;
+        for (int u = 0; u < nv; ++u) a[u] = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 8 * u), a[u]);
+      }
+    }
+    for (int u = 0; u < nv; ++u) _mm256_storeu_ps(acc + c0 + 8 * u, a[u]);
+  }
+}
+#endif
+
+void scores_generic(const float* q, const float* kt, int d, int ld, int nk, float scale,
+                    float* __restrict sr) {
+  for (int j = 0; j < nk; ++j) sr[j] = 0.0f;
+  for (int i = 0; i < d; ++i) {
+    const float qv = q[i] * scale;
+    const float* __restrict kr = kt + size_t(i) * ld;
+    for (int j = 0; j < nk; ++j) sr[j] += qv * kr[j];
+  }
+}
+
+float exp_sum_generic(float* s, int nk, float m) {
+  float t = 0.0f;
+  for (int j = 0; j < nk; ++j) t += (s[j] = std::exp(s[j] - m));
+  return t;
+}
+
+void pv_generic(const float* p, const float* v, int64_t stride, int nk, int d, float* acc) {
+  for (int j = 0; j < nk; ++j)
+    if (p[j] != 0.0f) axpy(p[j], v + j * stride, acc, d);
+}
 
 }  // namespace
 
@@ -46,6 +164,9 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
     if (a.mask_cols) *a.mask_cols = n_kvtiles_total;
   }
   std::vector<TileCounts> local(size_t(a.n_head) * n_qtiles);
+#if defined(__x86_64__)
+  const bool simd = have_avx2();
+#endif
 
   auto run = [&](int64_t task) {
     const int h = int(task / n_qtiles);
@@ -77,12 +198,12 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
         const int pos = a.q_pos0 + r0 + r;
         const float* __restrict qr = a.q + int64_t(r0 + r) * q_stride + int64_t(h) * d;
         float* __restrict sr = s.data() + size_t(r) * bk;
-        for (int j = 0; j < nk; ++j) sr[j] = 0.0f;
-        for (int i = 0; i < d; ++i) {
-          const float qv = qr[i] * a.scale;
-          const float* __restrict kr = kt.data() + size_t(i) * bk;
-          for (int j = 0; j < nk; ++j) sr[j] += qv * kr[j];
-        }
+#if defined(__x86_64__)
+        if (simd && nk % 8 == 0)
+          scores_avx2(qr, kt.data(), d, bk, nk, a.scale, sr);
+        else
+#endif
+          scores_generic(qr, kt.data(), d, bk, nk, a.scale, sr);
         float mx = -INFINITY;
         const int vis = std::min(nk, pos - k0 + 1);  // keys of this tile the row may see
         for (int j = 0; j < vis; ++j) mx = std::max(mx, sr[j]);
@@ -121,15 +242,20 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
         if (corr != 1.0f) {
           for (int i = 0; i < d; ++i) ar[i] *= corr;
         }
-        float sum = l[size_t(r)] * corr;
-        const float* sr = s.data() + size_t(r) * bk;
-        for (int j = 0; j < k1 - k0; ++j) {
-          if (sr[j] == -INFINITY) continue;
-          const float p = std::exp(sr[j] - m_new);
-          sum += p;
-          axpy(p, a.v + int64_t(k0 + j) * kv_stride + int64_t(g) * d, ar, d);
+        float* sr = s.data() + size_t(r) * bk;
+        const float* vt = a.v + int64_t(k0) * kv_stride + int64_t(g) * d;
+        float add;
+#if defined(__x86_64__)
+        if (simd && d % 8 == 0) {
+          add = exp_sum_avx2(sr, nk, m_new);
+          pv_avx2(sr, vt, kv_stride, nk, d, ar);
+        } else
+#endif
+        {
+          add = exp_sum_generic(sr, nk, m_new);
+          pv_generic(sr, vt, kv_stride, nk, d, ar);
         }
-        l[size_t(r)] = sum;
+        l[size_t(r)] = l[size_t(r)] * corr + add;
         m[size_t(r)] = m_new;
       }
     }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // CPU dequantizers and reference quantizers (quantize_row, declared in gguf_writer.h), one pair
-// per block layout, so each layout's encoding and decoding sit side by side. Layouts follow ggml's block structs (ggml-common.h);
-// all multi-byte fields are little-endian and blocks are packed (no padding), so fields are read
-// with memcpy: tensor data in a GGUF with a small alignment need not be aligned in memory.
+// per block layout, so each layout's encoding and decoding sit side by side. Layouts follow ggml's
+// block structs (ggml-common.h); all multi-byte fields are little-endian and blocks are packed (no
+// padding), so fields are read with memcpy: tensor data in a GGUF with a small alignment need not
+// be aligned in memory.
 //
 // The arithmetic is written in the same order as ggml's reference dequantizers (scale first, then
 // multiply, then add/subtract the min), so results match gguf-py bit for bit on hardware without
@@ -23,8 +24,8 @@ namespace sinkscope {
 
 namespace {
 
-constexpr int kQK4 = 32;   // elements per Q4_0/Q4_1/Q5_x/Q8_0 block
-constexpr int kQK = 256;   // elements per K-quant super-block
+constexpr int kQK4 = 32;  // elements per Q4_0/Q4_1/Q5_x/Q8_0 block
+constexpr int kQK = 256;  // elements per K-quant super-block
 
 inline float load_half(const uint8_t* p) {
   uint16_t h;
@@ -203,8 +204,8 @@ void dequantize_row(GgmlType t, const void* src_v, float* dst, int64_t n) {
   }
   if (n < 0 || n % tr->block_elems != 0) {
     throw std::invalid_argument(std::string("dequantize_row: ") + std::to_string(n) +
-                                " elements is not a multiple of the " + tr->name +
-                                " block size " + std::to_string(tr->block_elems));
+                                " elements is not a multiple of the " + tr->name + " block size " +
+                                std::to_string(tr->block_elems));
   }
   const auto* src = static_cast<const uint8_t*>(src_v);
   const int64_t nb = n / tr->block_elems;
@@ -222,14 +223,22 @@ void dequantize_row(GgmlType t, const void* src_v, float* dst, int64_t n) {
         dst[i] = bf16_to_fp32(h);
       }
       return;
-    case GgmlType::kQ4_0: return dq_q4_0(src, dst, nb);
-    case GgmlType::kQ4_1: return dq_q4_1(src, dst, nb);
-    case GgmlType::kQ5_0: return dq_q5_0(src, dst, nb);
-    case GgmlType::kQ5_1: return dq_q5_1(src, dst, nb);
-    case GgmlType::kQ8_0: return dq_q8_0(src, dst, nb);
-    case GgmlType::kQ4_K: return dq_q4_k(src, dst, nb);
-    case GgmlType::kQ5_K: return dq_q5_k(src, dst, nb);
-    case GgmlType::kQ6_K: return dq_q6_k(src, dst, nb);
+    case GgmlType::kQ4_0:
+      return dq_q4_0(src, dst, nb);
+    case GgmlType::kQ4_1:
+      return dq_q4_1(src, dst, nb);
+    case GgmlType::kQ5_0:
+      return dq_q5_0(src, dst, nb);
+    case GgmlType::kQ5_1:
+      return dq_q5_1(src, dst, nb);
+    case GgmlType::kQ8_0:
+      return dq_q8_0(src, dst, nb);
+    case GgmlType::kQ4_K:
+      return dq_q4_k(src, dst, nb);
+    case GgmlType::kQ5_K:
+      return dq_q5_k(src, dst, nb);
+    case GgmlType::kQ6_K:
+      return dq_q6_k(src, dst, nb);
     default:
       throw std::invalid_argument(std::string("dequantize_row: no CPU dequantizer for type ") +
                                   tr->name);
@@ -247,7 +256,9 @@ inline void store_half(uint8_t* p, float f) {
   const uint16_t h = fp32_to_fp16(f);
   std::memcpy(p, &h, 2);
 }
-inline float half_round(float f) { return fp16_to_fp32(fp32_to_fp16(f)); }
+inline float half_round(float f) {
+  return fp16_to_fp32(fp32_to_fp16(f));
+}
 // Smallest fp16 value >= f (f >= 0 finite): scales rounded up keep every value in range.
 inline float half_ceil(float f) {
   uint16_t h = fp32_to_fp16(f);
@@ -382,7 +393,8 @@ void q_k_affine(const float* x, uint8_t* out, int64_t nb, int bits) {
       for (int l = 0; l < 32; ++l) {
         const int lo = q[64 * c + l], hi = q[64 * c + 32 + l];
         qs[32 * c + l] = static_cast<uint8_t>((lo & 0x0f) | ((hi & 0x0f) << 4));
-        if (bits == 5) qh[l] |= static_cast<uint8_t>(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+        if (bits == 5)
+          qh[l] |= static_cast<uint8_t>(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
       }
     }
   }
@@ -421,8 +433,9 @@ void q_q6_k(const float* x, uint8_t* out, int64_t nb) {
         ql[64 * half + l] = static_cast<uint8_t>((qq[l] & 0x0f) | ((qq[l + 64] & 0x0f) << 4));
         ql[64 * half + l + 32] =
             static_cast<uint8_t>((qq[l + 32] & 0x0f) | ((qq[l + 96] & 0x0f) << 4));
-        qh[32 * half + l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) |
-                                                 ((qq[l + 64] >> 4) << 4) | ((qq[l + 96] >> 4) << 6));
+        qh[32 * half + l] =
+            static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) |
+                                 ((qq[l + 64] >> 4) << 4) | ((qq[l + 96] >> 4) << 6));
       }
     }
   }
@@ -450,14 +463,30 @@ std::vector<uint8_t> quantize_row(GgmlType t, const float* src, int64_t n) {
         std::memcpy(o + 2 * i, &h, 2);
       }
       break;
-    case GgmlType::kQ4_0: q_sym_0(src, o, nb, 4); break;
-    case GgmlType::kQ5_0: q_sym_0(src, o, nb, 5); break;
-    case GgmlType::kQ4_1: q_affine_1(src, o, nb, 4); break;
-    case GgmlType::kQ5_1: q_affine_1(src, o, nb, 5); break;
-    case GgmlType::kQ8_0: q_q8_0(src, o, nb); break;
-    case GgmlType::kQ4_K: q_k_affine(src, o, nb, 4); break;
-    case GgmlType::kQ5_K: q_k_affine(src, o, nb, 5); break;
-    case GgmlType::kQ6_K: q_q6_k(src, o, nb); break;
+    case GgmlType::kQ4_0:
+      q_sym_0(src, o, nb, 4);
+      break;
+    case GgmlType::kQ5_0:
+      q_sym_0(src, o, nb, 5);
+      break;
+    case GgmlType::kQ4_1:
+      q_affine_1(src, o, nb, 4);
+      break;
+    case GgmlType::kQ5_1:
+      q_affine_1(src, o, nb, 5);
+      break;
+    case GgmlType::kQ8_0:
+      q_q8_0(src, o, nb);
+      break;
+    case GgmlType::kQ4_K:
+      q_k_affine(src, o, nb, 4);
+      break;
+    case GgmlType::kQ5_K:
+      q_k_affine(src, o, nb, 5);
+      break;
+    case GgmlType::kQ6_K:
+      q_q6_k(src, o, nb);
+      break;
     default:
       throw std::invalid_argument(std::string("quantize_row: no quantizer for type ") + tr->name);
   }

@@ -78,8 +78,8 @@ uint64_t ggml_row_bytes(GgmlType t, int64_t n) {
   }
   if (n < 0 || n % tr->block_elems != 0) {
     throw std::invalid_argument(std::string("ggml_row_bytes: ") + std::to_string(n) +
-                                " elements is not a multiple of the " + tr->name +
-                                " block size " + std::to_string(tr->block_elems));
+                                " elements is not a multiple of the " + tr->name + " block size " +
+                                std::to_string(tr->block_elems));
   }
   const uint64_t blocks = static_cast<uint64_t>(n / tr->block_elems);
   const uint64_t bb = static_cast<uint64_t>(tr->block_bytes);
@@ -138,7 +138,9 @@ uint16_t fp32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
+float bf16_to_fp32(uint16_t h) {
+  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
+}
 
 uint16_t fp32_to_bf16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);

@@ -30,7 +30,7 @@ constexpr int kMaxDims = 4;
 // Arrays of arrays are legal GGUF; the limit only keeps a hostile file from recursing deeply.
 constexpr int kMaxArrayDepth = 8;
 // Smallest possible encodings, used to reject absurd counts up front.
-constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // empty key, type, u8 value
+constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                  // empty key, type, u8 value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim, type, offset
 
 size_t scalar_size(GgufValueType t) {
@@ -78,7 +78,10 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
 std::string quote(std::string_view s) {
   // Names come from the file; keep messages printable and short.
   std::string out = "'";
-  for (char c : s.substr(0, 200)) out += (c >= 0x20 && c != 0x7f) ? c : '?';
+  for (char c : s.substr(0, 200)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += (u >= 0x20 && u != 0x7f) ? c : '?';  // control bytes only; UTF-8 passes through
+  }
   if (s.size() > 200) out += "...";
   return out + "'";
 }
@@ -143,19 +146,44 @@ GgufValueType read_value_type(Cursor& c, const std::string& what) {
 // Reads one scalar of type t into the variant (ints widened, uint64 kept unsigned).
 void read_scalar(Cursor& c, GgufValueType t, GgufValue& v, const std::string& what) {
   switch (t) {
-    case GgufValueType::kUint8: v.scalar = int64_t{c.read<uint8_t>(what)}; break;
-    case GgufValueType::kInt8: v.scalar = int64_t{c.read<int8_t>(what)}; break;
-    case GgufValueType::kUint16: v.scalar = int64_t{c.read<uint16_t>(what)}; break;
-    case GgufValueType::kInt16: v.scalar = int64_t{c.read<int16_t>(what)}; break;
-    case GgufValueType::kUint32: v.scalar = int64_t{c.read<uint32_t>(what)}; break;
-    case GgufValueType::kInt32: v.scalar = int64_t{c.read<int32_t>(what)}; break;
-    case GgufValueType::kUint64: v.scalar = c.read<uint64_t>(what); break;
-    case GgufValueType::kInt64: v.scalar = c.read<int64_t>(what); break;
-    case GgufValueType::kFloat32: v.scalar = double{c.read<float>(what)}; break;
-    case GgufValueType::kFloat64: v.scalar = c.read<double>(what); break;
-    case GgufValueType::kBool: v.scalar = c.read<uint8_t>(what) != 0; break;
-    case GgufValueType::kString: v.scalar = c.read_string(what); break;
-    case GgufValueType::kArray: break;  // handled by the caller
+    case GgufValueType::kUint8:
+      v.scalar = int64_t{c.read<uint8_t>(what)};
+      break;
+    case GgufValueType::kInt8:
+      v.scalar = int64_t{c.read<int8_t>(what)};
+      break;
+    case GgufValueType::kUint16:
+      v.scalar = int64_t{c.read<uint16_t>(what)};
+      break;
+    case GgufValueType::kInt16:
+      v.scalar = int64_t{c.read<int16_t>(what)};
+      break;
+    case GgufValueType::kUint32:
+      v.scalar = int64_t{c.read<uint32_t>(what)};
+      break;
+    case GgufValueType::kInt32:
+      v.scalar = int64_t{c.read<int32_t>(what)};
+      break;
+    case GgufValueType::kUint64:
+      v.scalar = c.read<uint64_t>(what);
+      break;
+    case GgufValueType::kInt64:
+      v.scalar = c.read<int64_t>(what);
+      break;
+    case GgufValueType::kFloat32:
+      v.scalar = double{c.read<float>(what)};
+      break;
+    case GgufValueType::kFloat64:
+      v.scalar = c.read<double>(what);
+      break;
+    case GgufValueType::kBool:
+      v.scalar = c.read<uint8_t>(what) != 0;
+      break;
+    case GgufValueType::kString:
+      v.scalar = c.read_string(what);
+      break;
+    case GgufValueType::kArray:
+      break;  // handled by the caller
   }
 }
 
@@ -185,18 +213,31 @@ void read_value(Cursor& c, GgufValueType t, GgufValue& v, const std::string& key
   if (n > c.remaining() / min_elem) {
     std::ostringstream os;
     os << "array " << quote(key) << " claims " << n << " elements of type "
-       << gguf_value_type_name(et) << " but only " << c.remaining()
-       << " bytes remain in the file";
+       << gguf_value_type_name(et) << " but only " << c.remaining() << " bytes remain in the file";
     c.fail(os.str());
   }
   switch (et) {
-    case GgufValueType::kUint8: read_ints<uint8_t>(c, n, v.ints); break;
-    case GgufValueType::kInt8: read_ints<int8_t>(c, n, v.ints); break;
-    case GgufValueType::kUint16: read_ints<uint16_t>(c, n, v.ints); break;
-    case GgufValueType::kInt16: read_ints<int16_t>(c, n, v.ints); break;
-    case GgufValueType::kUint32: read_ints<uint32_t>(c, n, v.ints); break;
-    case GgufValueType::kInt32: read_ints<int32_t>(c, n, v.ints); break;
-    case GgufValueType::kInt64: read_ints<int64_t>(c, n, v.ints); break;
+    case GgufValueType::kUint8:
+      read_ints<uint8_t>(c, n, v.ints);
+      break;
+    case GgufValueType::kInt8:
+      read_ints<int8_t>(c, n, v.ints);
+      break;
+    case GgufValueType::kUint16:
+      read_ints<uint16_t>(c, n, v.ints);
+      break;
+    case GgufValueType::kInt16:
+      read_ints<int16_t>(c, n, v.ints);
+      break;
+    case GgufValueType::kUint32:
+      read_ints<uint32_t>(c, n, v.ints);
+      break;
+    case GgufValueType::kInt32:
+      read_ints<int32_t>(c, n, v.ints);
+      break;
+    case GgufValueType::kInt64:
+      read_ints<int64_t>(c, n, v.ints);
+      break;
     case GgufValueType::kBool:
       v.ints.resize(static_cast<size_t>(n));
       for (auto& x : v.ints) x = c.read<uint8_t>("array element") != 0;
@@ -239,19 +280,32 @@ std::string type_mismatch(std::string_view key, const GgufValue& v, const char* 
 
 const char* gguf_value_type_name(GgufValueType t) {
   switch (t) {
-    case GgufValueType::kUint8: return "uint8";
-    case GgufValueType::kInt8: return "int8";
-    case GgufValueType::kUint16: return "uint16";
-    case GgufValueType::kInt16: return "int16";
-    case GgufValueType::kUint32: return "uint32";
-    case GgufValueType::kInt32: return "int32";
-    case GgufValueType::kFloat32: return "float32";
-    case GgufValueType::kBool: return "bool";
-    case GgufValueType::kString: return "string";
-    case GgufValueType::kArray: return "array";
-    case GgufValueType::kUint64: return "uint64";
-    case GgufValueType::kInt64: return "int64";
-    case GgufValueType::kFloat64: return "float64";
+    case GgufValueType::kUint8:
+      return "uint8";
+    case GgufValueType::kInt8:
+      return "int8";
+    case GgufValueType::kUint16:
+      return "uint16";
+    case GgufValueType::kInt16:
+      return "int16";
+    case GgufValueType::kUint32:
+      return "uint32";
+    case GgufValueType::kInt32:
+      return "int32";
+    case GgufValueType::kFloat32:
+      return "float32";
+    case GgufValueType::kBool:
+      return "bool";
+    case GgufValueType::kString:
+      return "string";
+    case GgufValueType::kArray:
+      return "array";
+    case GgufValueType::kUint64:
+      return "uint64";
+    case GgufValueType::kInt64:
+      return "int64";
+    case GgufValueType::kFloat64:
+      return "float64";
   }
   return "unknown";
 }
@@ -462,8 +516,8 @@ void GgufFile::parse() {
   for (GgufTensorInfo& t : m_tensors) {
     const std::string tn = "tensor " + quote(t.name);
     if (t.offset % m_alignment != 0) {
-      c.fail(tn + " data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
-             std::to_string(m_alignment));
+      c.fail(tn + " data offset " + std::to_string(t.offset) +
+             " is not a multiple of the alignment " + std::to_string(m_alignment));
     }
     if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
       std::ostringstream os;

@@ -54,14 +54,30 @@ void encode_payload(Enc& e, const GgufValue& v, const std::string& key) {
                                 "': scalar does not hold an integer");
   };
   switch (v.type) {
-    case GgufValueType::kUint8: e.put<uint8_t>(static_cast<uint8_t>(int_of())); return;
-    case GgufValueType::kInt8: e.put<int8_t>(static_cast<int8_t>(int_of())); return;
-    case GgufValueType::kUint16: e.put<uint16_t>(static_cast<uint16_t>(int_of())); return;
-    case GgufValueType::kInt16: e.put<int16_t>(static_cast<int16_t>(int_of())); return;
-    case GgufValueType::kUint32: e.put<uint32_t>(static_cast<uint32_t>(int_of())); return;
-    case GgufValueType::kInt32: e.put<int32_t>(static_cast<int32_t>(int_of())); return;
-    case GgufValueType::kUint64: e.put<uint64_t>(static_cast<uint64_t>(int_of())); return;
-    case GgufValueType::kInt64: e.put<int64_t>(int_of()); return;
+    case GgufValueType::kUint8:
+      e.put<uint8_t>(static_cast<uint8_t>(int_of()));
+      return;
+    case GgufValueType::kInt8:
+      e.put<int8_t>(static_cast<int8_t>(int_of()));
+      return;
+    case GgufValueType::kUint16:
+      e.put<uint16_t>(static_cast<uint16_t>(int_of()));
+      return;
+    case GgufValueType::kInt16:
+      e.put<int16_t>(static_cast<int16_t>(int_of()));
+      return;
+    case GgufValueType::kUint32:
+      e.put<uint32_t>(static_cast<uint32_t>(int_of()));
+      return;
+    case GgufValueType::kInt32:
+      e.put<int32_t>(static_cast<int32_t>(int_of()));
+      return;
+    case GgufValueType::kUint64:
+      e.put<uint64_t>(static_cast<uint64_t>(int_of()));
+      return;
+    case GgufValueType::kInt64:
+      e.put<int64_t>(int_of());
+      return;
     case GgufValueType::kFloat32:
     case GgufValueType::kFloat64: {
       const auto* p = std::get_if<double>(&v.scalar);
@@ -151,8 +167,8 @@ GgufWriter::GgufWriter(uint32_t version, size_t alignment)
                                 " is not a power of two");
   }
   if (alignment != 32) {
-    m_kv.push_back({"general.alignment",
-                    scalar_kv(GgufValueType::kUint32, static_cast<uint32_t>(alignment))});
+    m_kv.push_back(
+        {"general.alignment", scalar_kv(GgufValueType::kUint32, static_cast<uint32_t>(alignment))});
   }
 }
 
@@ -326,8 +342,8 @@ void GgufWriter::write(const std::filesystem::path& path) const {
   std::string tmp = (dir / tmp_name).string();
   const int fd = ::mkstemp(tmp.data());
   if (fd < 0) {
-    throw std::runtime_error(path.string() + ": cannot create temp file in " + dir.string() +
-                             ": " + std::strerror(errno));
+    throw std::runtime_error(path.string() + ": cannot create temp file in " + dir.string() + ": " +
+                             std::strerror(errno));
   }
   auto fail = [&](const char* what, int err) {
     ::close(fd);
@@ -427,10 +443,10 @@ std::vector<std::string> gpt2_byte_tokens() {
 // Common English merges in byte-token form ("Ġ" is the space byte). Order is merge priority;
 // each pair only uses tokens that exist by then.
 constexpr const char* kEnglishMerges[kRandomLlamaEnglishMerges] = {
-    "Ġ t", "h e", "i n", "Ġ a", "e r", "o n", "r e", "Ġt he", "a t", "e n",
-    "Ġ s", "Ġ o", "o r", "i s", "e s", "i t", "a n", "n d", "Ġ w", "Ġ c",
-    "in g", "Ġ b", "o u", "Ġ f", "Ġ m", "Ġ h", "Ġa nd", "Ġo f", "Ġt o", "l l",
-    "e d", "Ġ i", "Ġ p", "Ġ d", "Ġi s", "Ġ H", "Ġw or", "l d", "Ġwor ld", "e l",
+    "Ġ t",  "h e", "i n", "Ġ a", "e r",  "o n", "r e",   "Ġt he", "a t",     "e n",
+    "Ġ s",  "Ġ o", "o r", "i s", "e s",  "i t", "a n",   "n d",   "Ġ w",     "Ġ c",
+    "in g", "Ġ b", "o u", "Ġ f", "Ġ m",  "Ġ h", "Ġa nd", "Ġo f",  "Ġt o",    "l l",
+    "e d",  "Ġ i", "Ġ p", "Ġ d", "Ġi s", "Ġ H", "Ġw or", "l d",   "Ġwor ld", "e l",
 };
 
 struct Vocab {

@@ -93,7 +93,7 @@ struct PrefillTileConfig {
   int m_tiles;  // 16-row mma tiles per warp
   int warps;    // kPrefillQueryTile / (16 * m_tiles)
 };
-inline constexpr PrefillTileConfig prefill_tile_config(int head_dim, int block_size) {
+inline constexpr PrefillTileConfig prefill_tile_config(int /*head_dim*/, int block_size) {
   return block_size == 64 ? PrefillTileConfig{2, kPrefillQueryTile / 32}
                           : PrefillTileConfig{1, kPrefillQueryTile / 16};
 }

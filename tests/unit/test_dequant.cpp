@@ -41,7 +41,10 @@ void expect_matches_oracle(const std::vector<float>& got, const std::vector<floa
   size_t exact = 0, bad = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(want[i])) {
-      if (std::isnan(got[i])) ++exact; else ++bad;
+      if (std::isnan(got[i]))
+        ++exact;
+      else
+        ++bad;
       continue;
     }
     if (std::bit_cast<uint32_t>(got[i]) == std::bit_cast<uint32_t>(want[i])) {
@@ -85,17 +88,18 @@ TEST_P(DequantGolden, MatchesGgufPy) {
   const uint64_t row_bytes = ggml_row_bytes(raw.type, raw.dims[0]);
   for (int64_t r = 0; r < raw.rows(); ++r) {
     dequantize_row(raw.type, raw.data + r * row_bytes, row.data(), raw.dims[0]);
-    const std::vector<float> w(want.begin() + r * raw.dims[0], want.begin() + (r + 1) * raw.dims[0]);
+    const std::vector<float> w(want.begin() + r * raw.dims[0],
+                               want.begin() + (r + 1) * raw.dims[0]);
     expect_matches_oracle(row, w, type + " row " + std::to_string(r));
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, DequantGolden,
+INSTANTIATE_TEST_SUITE_P(GoldenTypes, DequantGolden,
                          ::testing::Values("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
                                            "Q8_0", "Q4_K", "Q5_K", "Q6_K"),
                          [](const auto& info) { return std::string(info.param); });
 
-TEST(Fp16, EncodingMatchesNumpy) {
+TEST(Fp16Conversion, EncodingMatchesNumpy) {
   // numpy's float16 cast rounds to nearest even; the inputs include exact halfway cases.
   auto f = GgufFile::open(golden("F16.gguf"));
   const std::vector<float> in = f->dequantize(f->tensor("f32_inputs"));
@@ -112,7 +116,7 @@ TEST(Fp16, EncodingMatchesNumpy) {
   EXPECT_EQ(bad, 0);
 }
 
-TEST(Bf16, EncodingMatchesGgufPy) {
+TEST(Bf16Conversion, EncodingMatchesGgufPy) {
   auto f = GgufFile::open(golden("BF16.gguf"));
   const std::vector<float> in = f->dequantize(f->tensor("f32_inputs"));
   const std::vector<uint16_t> want = u16_of(f->tensor("bf16_of_inputs"));
@@ -130,7 +134,7 @@ TEST(Bf16, EncodingMatchesGgufPy) {
 
 // ---- conversions: exhaustive properties ----------------------------------------------------
 
-TEST(Fp16, EveryValueDecodesByDefinitionAndRoundTrips) {
+TEST(Fp16Conversion, EveryValueDecodesByDefinitionAndRoundTrips) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const float f = fp16_to_fp32(static_cast<uint16_t>(h));
     const uint32_t e = (h >> 10) & 31, m = h & 1023;
@@ -144,30 +148,31 @@ TEST(Fp16, EveryValueDecodesByDefinitionAndRoundTrips) {
       }
       continue;
     }
-    const double want = e == 0 ? sign * std::ldexp(m, -24) : sign * std::ldexp(1024 + m, int(e) - 25);
+    const double want =
+        e == 0 ? sign * std::ldexp(m, -24) : sign * std::ldexp(1024 + m, int(e) - 25);
     ASSERT_EQ(static_cast<double>(f), want) << "h=0x" << std::hex << h;
     ASSERT_EQ(fp32_to_fp16(f), h) << "h=0x" << std::hex << h;  // -0 included
   }
 }
 
-TEST(Fp16, SpecialValues) {
+TEST(Fp16Conversion, SpecialValues) {
   EXPECT_EQ(fp32_to_fp16(INFINITY), 0x7c00);
   EXPECT_EQ(fp32_to_fp16(-INFINITY), 0xfc00);
   EXPECT_EQ(fp32_to_fp16(65504.0f), 0x7bff);
   EXPECT_EQ(fp32_to_fp16(65519.996f), 0x7bff);  // just below the midpoint to 2^16
   EXPECT_EQ(fp32_to_fp16(65520.0f), 0x7c00);    // midpoint, odd mantissa: rounds up to Inf
   EXPECT_EQ(fp32_to_fp16(1e30f), 0x7c00);
-  EXPECT_EQ(fp32_to_fp16(0x1p-24f), 0x0001);    // smallest subnormal
-  EXPECT_EQ(fp32_to_fp16(0x1p-25f), 0x0000);    // halfway to 0: even is 0
+  EXPECT_EQ(fp32_to_fp16(0x1p-24f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(fp32_to_fp16(0x1p-25f), 0x0000);  // halfway to 0: even is 0
   EXPECT_EQ(fp32_to_fp16(0x1.000002p-25f), 0x0001);
-  EXPECT_EQ(fp32_to_fp16(0x3p-25f), 0x0002);    // 1.5 ulp: halfway, rounds to even 2
+  EXPECT_EQ(fp32_to_fp16(0x3p-25f), 0x0002);  // 1.5 ulp: halfway, rounds to even 2
   EXPECT_EQ(fp32_to_fp16(-0.0f), 0x8000);
-  EXPECT_EQ(fp32_to_fp16(1e-45f), 0x0000);      // float subnormal
+  EXPECT_EQ(fp32_to_fp16(1e-45f), 0x0000);                             // float subnormal
   const uint16_t n = fp32_to_fp16(std::bit_cast<float>(0x7f800001u));  // NaN, low payload only
   EXPECT_TRUE((n & 0x7c00) == 0x7c00 && (n & 0x3ff) != 0) << std::hex << n;
 }
 
-TEST(Bf16, SpecialValuesAndRoundTrip) {
+TEST(Bf16Conversion, SpecialValuesAndRoundTrip) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const float f = bf16_to_fp32(static_cast<uint16_t>(h));
     EXPECT_EQ(std::bit_cast<uint32_t>(f), h << 16);
@@ -188,15 +193,19 @@ TEST(Bf16, SpecialValuesAndRoundTrip) {
 // ---- type table ------------------------------------------------------------------------------
 
 TEST(GgmlTypes, TraitsAndRowBytes) {
-  struct Want { GgmlType t; int64_t be, bb; bool dq; };
+  struct Want {
+    GgmlType t;
+    int64_t be, bb;
+    bool dq;
+  };
   const Want wants[] = {
-      {GgmlType::kF32, 1, 4, true},     {GgmlType::kF16, 1, 2, true},
-      {GgmlType::kBF16, 1, 2, true},    {GgmlType::kQ4_0, 32, 18, true},
-      {GgmlType::kQ4_1, 32, 20, true},  {GgmlType::kQ5_0, 32, 22, true},
-      {GgmlType::kQ5_1, 32, 24, true},  {GgmlType::kQ8_0, 32, 34, true},
-      {GgmlType::kQ8_1, 32, 40, false}, {GgmlType::kQ2_K, 256, 84, false},
+      {GgmlType::kF32, 1, 4, true},       {GgmlType::kF16, 1, 2, true},
+      {GgmlType::kBF16, 1, 2, true},      {GgmlType::kQ4_0, 32, 18, true},
+      {GgmlType::kQ4_1, 32, 20, true},    {GgmlType::kQ5_0, 32, 22, true},
+      {GgmlType::kQ5_1, 32, 24, true},    {GgmlType::kQ8_0, 32, 34, true},
+      {GgmlType::kQ8_1, 32, 40, false},   {GgmlType::kQ2_K, 256, 84, false},
       {GgmlType::kQ3_K, 256, 110, false}, {GgmlType::kQ4_K, 256, 144, true},
-      {GgmlType::kQ5_K, 256, 176, true}, {GgmlType::kQ6_K, 256, 210, true},
+      {GgmlType::kQ5_K, 256, 176, true},  {GgmlType::kQ6_K, 256, 210, true},
       {GgmlType::kQ8_K, 256, 292, false}, {GgmlType::kI32, 1, 4, false},
   };
   for (const Want& w : wants) {
@@ -255,18 +264,30 @@ double error_bound(GgmlType t, const float* x, int n) {
   const double r = hi - lo, rk = std::max(hi, 0.0) - std::min(lo, 0.0);
   const double fp16_rel = 0x1p-11, tiny = 1e-7;
   switch (t) {
-    case GgmlType::kF32: return 0;
-    case GgmlType::kF16: return amax * fp16_rel + 0x1p-25;
-    case GgmlType::kBF16: return amax * 0x1p-8;
-    case GgmlType::kQ8_0: return amax / 254 * 1.01 + amax * fp16_rel + tiny;
-    case GgmlType::kQ4_0: return amax / 8 * 1.01 + tiny;
-    case GgmlType::kQ5_0: return amax / 16 * 1.01 + tiny;
-    case GgmlType::kQ4_1: return r / 30 * 1.01 + amax * 2 * fp16_rel + tiny;
-    case GgmlType::kQ5_1: return r / 62 * 1.01 + amax * 2 * fp16_rel + tiny;
-    case GgmlType::kQ4_K: return 0.5 * rk / 15 * (1 + 3.0 / 63) + tiny;
-    case GgmlType::kQ5_K: return 0.5 * rk / 31 * (1 + 3.0 / 63) + tiny;
-    case GgmlType::kQ6_K: return 0.5 * amax / 31 * (1 + 2.0 / 127) + tiny;
-    default: return 0;
+    case GgmlType::kF32:
+      return 0;
+    case GgmlType::kF16:
+      return amax * fp16_rel + 0x1p-25;
+    case GgmlType::kBF16:
+      return amax * 0x1p-8;
+    case GgmlType::kQ8_0:
+      return amax / 254 * 1.01 + amax * fp16_rel + tiny;
+    case GgmlType::kQ4_0:
+      return amax / 8 * 1.01 + tiny;
+    case GgmlType::kQ5_0:
+      return amax / 16 * 1.01 + tiny;
+    case GgmlType::kQ4_1:
+      return r / 30 * 1.01 + amax * 2 * fp16_rel + tiny;
+    case GgmlType::kQ5_1:
+      return r / 62 * 1.01 + amax * 2 * fp16_rel + tiny;
+    case GgmlType::kQ4_K:
+      return 0.5 * rk / 15 * (1 + 3.0 / 63) + tiny;
+    case GgmlType::kQ5_K:
+      return 0.5 * rk / 31 * (1 + 3.0 / 63) + tiny;
+    case GgmlType::kQ6_K:
+      return 0.5 * amax / 31 * (1 + 2.0 / 127) + tiny;
+    default:
+      return 0;
   }
 }
 
@@ -297,7 +318,7 @@ TEST_P(QuantRoundTrip, WithinStatedBound) {
   RecordProperty("worst_error_over_bound", std::to_string(worst_ratio));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, QuantRoundTrip,
+INSTANTIATE_TEST_SUITE_P(QuantTypes, QuantRoundTrip,
                          ::testing::Values(GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16,
                                            GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1,
                                            GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_K,
@@ -323,8 +344,8 @@ TEST(QuantRoundTrip, KQuantErrorIsRoundingNoiseOfEachSubBlock) {
     for (int64_t b = 0; b < n; b += sub) {
       const auto [lo, hi] = std::minmax_element(x.begin() + b, x.begin() + b + sub);
       const double step = t == GgmlType::kQ6_K ? std::max(-*lo, *hi) / 31.0
-                          : (std::max(*hi, 0.0f) - std::min(*lo, 0.0f)) /
-                                (t == GgmlType::kQ4_K ? 15.0 : 31.0);
+                                               : (std::max(*hi, 0.0f) - std::min(*lo, 0.0f)) /
+                                                     (t == GgmlType::kQ4_K ? 15.0 : 31.0);
       noise2 += step * step / 12.0 * sub;
       for (int64_t i = b; i < b + sub; ++i) err2 += double(y[i] - x[i]) * (y[i] - x[i]);
     }
@@ -334,7 +355,7 @@ TEST(QuantRoundTrip, KQuantErrorIsRoundingNoiseOfEachSubBlock) {
 
 // ---- the real model --------------------------------------------------------------------------
 
-TEST(RealModel, DequantizationMatchesGgufPyReference) {
+TEST(DequantRealModel, DequantizationMatchesGgufPyReference) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(model_path);
   auto model = GgufFile::open(model_path);
   auto ref = GgufFile::open(golden("smollm2_ref.gguf"));
@@ -351,7 +372,8 @@ TEST(RealModel, DequantizationMatchesGgufPyReference) {
     saw_q4_1 |= t.type == GgmlType::kQ4_1;
     const std::vector<float> y = model->dequantize(t);
 
-    const std::vector<float> first = ref->dequantize(ref->tensor("ref." + std::to_string(i) + ".first64"));
+    const std::vector<float> first =
+        ref->dequantize(ref->tensor("ref." + std::to_string(i) + ".first64"));
     expect_matches_oracle(std::vector<float>(y.begin(), y.begin() + 64), first, name + " first64");
     const int64_t stride = ref->get_int(p + "stride");
     const std::vector<float> strided =
@@ -374,7 +396,7 @@ TEST(RealModel, DequantizationMatchesGgufPyReference) {
   EXPECT_TRUE(saw_q4_1);
 }
 
-TEST(RealModel, WholeModelDequantizesQuickly) {
+TEST(DequantRealModel, WholeModelDequantizesQuickly) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(model_path);
   auto model = GgufFile::open(model_path);
   const auto t0 = std::chrono::steady_clock::now();

@@ -254,9 +254,9 @@ void check_full(const GgufFile& f, uint32_t version, size_t alignment) {
   }
 }
 
-class RoundTrip : public ::testing::TestWithParam<std::tuple<uint32_t, size_t>> {};
+class GgufRoundTrip : public ::testing::TestWithParam<std::tuple<uint32_t, size_t>> {};
 
-TEST_P(RoundTrip, EveryValueAndTensorType) {
+TEST_P(GgufRoundTrip, EveryValueAndTensorType) {
   const auto [version, alignment] = GetParam();
   const GgufWriter w = full_writer(version, alignment);
   const std::vector<uint8_t> bytes = w.to_bytes();
@@ -271,7 +271,7 @@ TEST_P(RoundTrip, EveryValueAndTensorType) {
   check_full(*f, version, alignment);
 }
 
-INSTANTIATE_TEST_SUITE_P(VersionsAndAlignments, RoundTrip,
+INSTANTIATE_TEST_SUITE_P(VersionsAndAlignments, GgufRoundTrip,
                          ::testing::Combine(::testing::Values(2u, 3u),
                                             ::testing::Values(size_t{1}, size_t{8}, size_t{32},
                                                               size_t{64})),
@@ -280,7 +280,7 @@ INSTANTIATE_TEST_SUITE_P(VersionsAndAlignments, RoundTrip,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-TEST(Writer, RejectsBadArguments) {
+TEST(GgufWriterTest, RejectsBadArguments) {
   EXPECT_THROW(GgufWriter(1, 32), std::invalid_argument);
   EXPECT_THROW(GgufWriter(4, 32), std::invalid_argument);
   EXPECT_THROW(GgufWriter(3, 0), std::invalid_argument);
@@ -300,7 +300,7 @@ TEST(Writer, RejectsBadArguments) {
   EXPECT_EQ(f->get_int("k"), 2);
 }
 
-TEST(Writer, AtomicWrite) {
+TEST(GgufWriterTest, AtomicWrite) {
   TempDir dir;
   const fs::path p = dir.path() / "m.gguf";
   GgufWriter a(3, 32);
@@ -333,7 +333,7 @@ TEST(Writer, AtomicWrite) {
 
 // ---- malformed files -------------------------------------------------------------------------
 
-TEST(Malformed, ZeroLength) {
+TEST(GgufMalformed, ZeroLength) {
   EXPECT_THROW(GgufFile::from_memory(nullptr, 0, "bad.gguf"), GgufError);
   expect_error({}, {"empty"});
   TempDir dir;
@@ -350,7 +350,7 @@ TEST(Malformed, ZeroLength) {
   EXPECT_THROW(GgufFile::open(dir.path()), GgufError);  // a directory
 }
 
-TEST(Malformed, EveryTruncationThrows) {
+TEST(GgufMalformed, EveryTruncationThrows) {
   GgufWriter w(3, 8);
   w.set_string("general.name", "tiny");
   w.set_u32("n", 7);
@@ -380,7 +380,7 @@ TEST(Malformed, EveryTruncationThrows) {
   EXPECT_EQ(required, bytes.size() - 4);
 }
 
-TEST(Malformed, RandomCorruptionNeverCrashes) {
+TEST(GgufMalformed, RandomCorruptionNeverCrashes) {
   // Byte flips anywhere in a small valid file: each parse either fails with a GgufError or
   // yields tensors whose data lies inside the buffer (dequantizing them must be safe).
   GgufWriter w(3, 16);
@@ -419,14 +419,14 @@ TEST(Malformed, RandomCorruptionNeverCrashes) {
   RecordProperty("parsed", parsed);
 }
 
-TEST(Malformed, WrongMagic) {
+TEST(GgufMalformed, WrongMagic) {
   std::vector<uint8_t> b = GgufWriter().to_bytes();
   b[0] = 'X';
   expect_error(b, {"magic"});
   expect_error({'G', 'G', 'U'}, {"truncated"});
 }
 
-TEST(Malformed, UnsupportedVersions) {
+TEST(GgufMalformed, UnsupportedVersions) {
   expect_error(Bytes().header(0, 0, 1).b, {"version 1", "not supported"});
   expect_error(Bytes().header(0, 0, 99).b, {"version 99"});
   expect_error(Bytes().header(0, 0, 0x03000000).b, {"big-endian"});
@@ -435,36 +435,46 @@ TEST(Malformed, UnsupportedVersions) {
   EXPECT_EQ(parse(Bytes().header(0, 0, 3).b)->version(), 3u);
 }
 
-TEST(Malformed, AbsurdCounts) {
+TEST(GgufMalformed, AbsurdCounts) {
   expect_error(Bytes().header(0, uint64_t{1} << 60).b, {"metadata count"});
   expect_error(Bytes().header(UINT64_MAX, 0).b, {"tensor count"});
   expect_error(Bytes().header(0, 2).kv_u32("a", 1).b, {"metadata count 2"});
   expect_error(Bytes().header(0, 2).kv_u32("a", 1).zeros(9).b, {"truncated"});
   // An array claiming far more elements than the file holds.
-  expect_error(Bytes().header(0, 1).str("arr").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(
-                   uint64_t{1} << 40).b,
+  expect_error(Bytes()
+                   .header(0, 1)
+                   .str("arr")
+                   .put<uint32_t>(9)
+                   .put<uint32_t>(8)
+                   .put<uint64_t>(uint64_t{1} << 40)
+                   .b,
                {"arr", "1099511627776"});
-  expect_error(Bytes().header(0, 1).str("arr").put<uint32_t>(9).put<uint32_t>(6).put<uint64_t>(
-                   UINT64_MAX).b,
-               {"arr"});
+  expect_error(
+      Bytes().header(0, 1).str("arr").put<uint32_t>(9).put<uint32_t>(6).put<uint64_t>(UINT64_MAX).b,
+      {"arr"});
 }
 
-TEST(Malformed, AbsurdStringLengths) {
+TEST(GgufMalformed, AbsurdStringLengths) {
   expect_error(Bytes().header(0, 1).put<uint64_t>(uint64_t{1} << 62).zeros(16).b,
                {"key of metadata entry 0", "length 4611686018427387904"});
   expect_error(Bytes().header(0, 1).str("key").put<uint32_t>(8).put<uint64_t>(UINT64_MAX).b,
                {"key", "length"});
   // A string element inside an array.
-  expect_error(Bytes().header(0, 1).str("toks").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(
-                   1).put<uint64_t>(1000).b,
+  expect_error(Bytes()
+                   .header(0, 1)
+                   .str("toks")
+                   .put<uint32_t>(9)
+                   .put<uint32_t>(8)
+                   .put<uint64_t>(1)
+                   .put<uint64_t>(1000)
+                   .b,
                {"toks", "1000"});
   // A tensor name.
   expect_error(Bytes().header(1, 0).put<uint64_t>(5000).zeros(40).b, {"name of tensor 0"});
 }
 
-TEST(Malformed, BadValueTypesAndDuplicates) {
-  expect_error(Bytes().header(0, 1).str("k").put<uint32_t>(13).put<uint32_t>(0).b,
-               {"'k'", "13"});
+TEST(GgufMalformed, BadValueTypesAndDuplicates) {
+  expect_error(Bytes().header(0, 1).str("k").put<uint32_t>(13).put<uint32_t>(0).b, {"'k'", "13"});
   expect_error(Bytes().header(0, 2).kv_u32("dup", 1).kv_u32("dup", 2).b,
                {"duplicate metadata key 'dup'"});
   // Arrays nested beyond the depth limit.
@@ -475,7 +485,7 @@ TEST(Malformed, BadValueTypesAndDuplicates) {
   expect_error(deep.b, {"deep", "nested"});
 }
 
-TEST(Malformed, BadAlignment) {
+TEST(GgufMalformed, BadAlignment) {
   for (uint32_t a : {0u, 3u, 48u, 0x80000000u}) {
     expect_error(Bytes().header(0, 1).kv_u32("general.alignment", a).b,
                  {"general.alignment", std::to_string(a)});
@@ -493,7 +503,7 @@ std::vector<uint8_t> one_tensor(const std::vector<uint64_t>& dims, uint32_t type
   return b.b;
 }
 
-TEST(Malformed, TensorDims) {
+TEST(GgufMalformed, TensorDims) {
   EXPECT_NO_THROW(parse(one_tensor({16}, 0, 0)));
   expect_error(one_tensor({1, 1, 1, 1, 1}, 0, 0), {"blk.0.attn_q.weight", "n_dims 5"});
   expect_error(one_tensor({}, 0, 0), {"blk.0.attn_q.weight", "n_dims 0"});
@@ -508,7 +518,7 @@ TEST(Malformed, TensorDims) {
   expect_error(one_tensor({uint64_t{1} << 40}, 0, 0), {"blk.0.attn_q.weight", "outside the file"});
 }
 
-TEST(Malformed, TensorTypeAndBlockSize) {
+TEST(GgufMalformed, TensorTypeAndBlockSize) {
   expect_error(one_tensor({16}, 77, 0), {"blk.0.attn_q.weight", "unknown ggml type id 77"});
   expect_error(one_tensor({16}, 4, 0), {"unknown ggml type id 4"});  // Q4_2, long removed
   expect_error(one_tensor({33}, 8, 0, 64), {"blk.0.attn_q.weight", "Q8_0", "33", "32"});
@@ -523,7 +533,7 @@ TEST(Malformed, TensorTypeAndBlockSize) {
   }
 }
 
-TEST(Malformed, TensorOffsets) {
+TEST(GgufMalformed, TensorOffsets) {
   // 16 F32 = 64 bytes of data present.
   expect_error(one_tensor({16}, 0, 32), {"blk.0.attn_q.weight", "outside the file"});
   expect_error(one_tensor({17}, 0, 0), {"blk.0.attn_q.weight", "outside the file"});
@@ -540,13 +550,13 @@ TEST(Malformed, TensorOffsets) {
   expect_error(c.b, {"data section"});
 }
 
-TEST(Malformed, DuplicateTensorName) {
+TEST(GgufMalformed, DuplicateTensorName) {
   Bytes b;
   b.header(2, 0).tensor("w", {16}, 0, 0).tensor("w", {16}, 0, 0).pad(32).zeros(64);
   expect_error(b.b, {"duplicate tensor 'w'"});
 }
 
-TEST(Reader, AccessorErrorsNameFileAndKey) {
+TEST(GgufReader, AccessorErrorsNameFileAndKey) {
   GgufWriter w;
   w.set_string("s", "text");
   w.set_u32("i", 5);
@@ -563,7 +573,8 @@ TEST(Reader, AccessorErrorsNameFileAndKey) {
     }
   };
   expect_msg([&] { f->get_int("s"); }, {"bad.gguf", "'s'", "string", "integer"});
-  expect_msg([&] { f->get_string("missing.key"); }, {"bad.gguf", "missing metadata key 'missing.key'"});
+  expect_msg([&] { f->get_string("missing.key"); },
+             {"bad.gguf", "missing metadata key 'missing.key'"});
   expect_msg([&] { f->get_string_or("i", "x"); }, {"bad.gguf", "'i'"});
   expect_msg([&] { f->tensor("nope"); }, {"bad.gguf", "'nope'"});
   EXPECT_EQ(f->get_int_or("absent", 42), 42);
@@ -629,7 +640,7 @@ TEST(GgufPyCompat, ReadsEveryValueTypeWrittenByGgufPy) {
 
 // ---- the real model --------------------------------------------------------------------------
 
-TEST(RealModel, OpensWithExpectedLayout) {
+TEST(GgufRealModel, OpensWithExpectedLayout) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(model_path);
   const auto t0 = std::chrono::steady_clock::now();
   auto f = GgufFile::open(model_path);
@@ -675,9 +686,13 @@ struct ModelCase {
   TestModelShape shape;
 };
 
-class RandomLlama : public ::testing::TestWithParam<ModelCase> {};
+void PrintTo(const ModelCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
-TEST_P(RandomLlama, LoadsWithExpectedTensorsAndVocab) {
+class RandomLlamaModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(RandomLlamaModel, LoadsWithExpectedTensorsAndVocab) {
   const TestModelShape& s = GetParam().shape;
   const std::vector<uint8_t> bytes = make_random_llama(s, 42).to_bytes();
   auto f = parse(bytes);
@@ -754,7 +769,7 @@ TEST_P(RandomLlama, LoadsWithExpectedTensorsAndVocab) {
   ASSERT_EQ(merges.size(), static_cast<size_t>(s.n_vocab - 259));
   EXPECT_EQ(toks[0], "!");
   EXPECT_EQ(toks[93], "~");
-  EXPECT_EQ(toks[188], "\xc4\x80");  // byte 0 -> U+0100
+  EXPECT_EQ(toks[188], "\xc4\x80");       // byte 0 -> U+0100
   EXPECT_EQ(toks[188 + 32], "\xc4\xa0");  // space -> U+0120 'Ġ'
   EXPECT_EQ(std::set<std::string>(toks.begin(), toks.end()).size(), toks.size()) << "duplicates";
   for (size_t i = 0; i < merges.size(); ++i) {
@@ -789,7 +804,7 @@ TestModelShape shape(const std::string& arch, bool tied, GgmlType t, int n_embd 
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Shapes, RandomLlama,
+    Shapes, RandomLlamaModel,
     ::testing::Values(ModelCase{"llama_tied_f32", shape("llama", true, GgmlType::kF32)},
                       ModelCase{"llama_untied_q8_0", shape("llama", false, GgmlType::kQ8_0)},
                       ModelCase{"qwen2_tied_f16", shape("qwen2", true, GgmlType::kF16)},
@@ -798,7 +813,7 @@ INSTANTIATE_TEST_SUITE_P(
                                 shape("llama", true, GgmlType::kQ4_K, 256, 512, 1000)}),
     [](const auto& info) { return info.param.name; });
 
-TEST(RandomLlama, DeterministicAndValidated) {
+TEST(RandomLlamaModel, DeterministicAndValidated) {
   const TestModelShape s;
   EXPECT_EQ(make_random_llama(s, 7).to_bytes(), make_random_llama(s, 7).to_bytes());
   EXPECT_NE(make_random_llama(s, 7).to_bytes(), make_random_llama(s, 8).to_bytes());
@@ -820,9 +835,8 @@ TEST(RandomLlama, DeterministicAndValidated) {
   // The minimum vocabulary has no merges; 259 + kRandomLlamaEnglishMerges has all English ones.
   t = s;
   t.n_vocab = 259;
-  EXPECT_TRUE(parse(make_random_llama(t, 1).to_bytes())
-                  ->find("tokenizer.ggml.merges")
-                  ->strings.empty());
+  EXPECT_TRUE(
+      parse(make_random_llama(t, 1).to_bytes())->find("tokenizer.ggml.merges")->strings.empty());
   t.n_vocab = 259 + kRandomLlamaEnglishMerges;
   const auto f = parse(make_random_llama(t, 1).to_bytes());
   const auto& toks = f->find("tokenizer.ggml.tokens")->strings;
@@ -830,7 +844,7 @@ TEST(RandomLlama, DeterministicAndValidated) {
   EXPECT_NE(std::find(toks.begin(), toks.end(), "\xc4\xa0world"), toks.end());
 }
 
-TEST(RandomLlama, WritesAFileTheReaderMaps) {
+TEST(RandomLlamaModel, WritesAFileTheReaderMaps) {
   TempDir dir;
   const fs::path p = dir.path() / "random.gguf";
   make_random_llama(TestModelShape{}, 3).write(p);

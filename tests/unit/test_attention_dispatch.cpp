@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+// The attention kernel selection (kernels/attention_dispatch.h) is a pure host function: tested
+// here without a GPU.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "kernels/attention_dispatch.h"
+
+using namespace sinkscope::kernels;
+
+namespace {
+
+AttentionShape prefill_shape() {
+  AttentionShape s;
+  s.n_q_tokens = 4096;
+  s.n_q_heads = 9;
+  s.n_kv_heads = 3;
+  s.head_dim = 64;
+  s.block_size = 64;
+  s.kv_len = 4096;
+  s.q_start = 0;
+  return s;
+}
+
+}  // namespace
+
+TEST(AttentionDispatch, DenseWhenLambdaIsZero) {
+  AttentionShape s = prefill_shape();
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kPrefillDense);
+  s.log2_lambda = log2_of_lambda(0.0);
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kPrefillDense);
+}
+
+TEST(AttentionDispatch, SparseVariantsFollowTheFlags) {
+  AttentionShape s = prefill_shape();
+  s.log2_lambda = log2_of_lambda(0.01);
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kPrefillSparseLazyV);
+  s.skip_value_load = false;
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kPrefillSparse);
+  s.log2_lambda = -std::numeric_limits<float>::infinity();
+  s.force_sparse_kernel = true;  // lambda = 0 on the sparse kernel (bitwise test)
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kPrefillSparse);
+}
+
+TEST(AttentionDispatch, OneTokenIsDecodeUpToGroupEight) {
+  AttentionShape s = prefill_shape();
+  s.n_q_tokens = 1;
+  s.q_start = s.kv_len - 1;
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kDecodeDense);
+  s.log2_lambda = log2_of_lambda(1e-3);
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kDecodeSparse);
+  s.n_q_heads = 48;  // group 16: the decode CTA packs at most 8 heads, prefill kernel takes it
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kPrefillSparseLazyV);
+}
+
+TEST(AttentionDispatch, RejectsWhatNoKernelRuns) {
+  AttentionShape s = prefill_shape();
+  s.head_dim = 96;
+  EXPECT_FALSE(select_attention_kernel(s).ok());
+  s = prefill_shape();
+  s.block_size = 32;
+  EXPECT_FALSE(select_attention_kernel(s).ok());
+  s = prefill_shape();
+  s.n_kv_heads = 2;  // 9 % 2 != 0
+  EXPECT_FALSE(select_attention_kernel(s).ok());
+  s = prefill_shape();
+  s.q_start = 1;  // queries would run past the cache
+  EXPECT_FALSE(select_attention_kernel(s).ok());
+  s = prefill_shape();
+  s.log2_lambda = 0.f;  // lambda = 1
+  EXPECT_FALSE(select_attention_kernel(s).ok());
+  s.log2_lambda = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(select_attention_kernel(s).ok());
+  s = prefill_shape();
+  s.kv_len = 0;
+  s.n_q_tokens = 0;
+  EXPECT_FALSE(select_attention_kernel(s).ok());
+  EXPECT_STRNE(select_attention_kernel(s).reason, "");
+}
+
+TEST(AttentionDispatch, PrefillTileConfigCoversTheQueryTile) {
+  for (int d : {64, 128})
+    for (int bc : {64, 128}) {
+      const PrefillTileConfig c = prefill_tile_config(d, bc);
+      EXPECT_EQ(c.warps * 16 * c.m_tiles, kPrefillQueryTile);
+    }
+}
+
+TEST(AttentionDispatch, DecodeSplitPlanCoversEveryTileOnce) {
+  for (int64_t keys : {1, 63, 64, 65, 4096, 32768, 65536, 1 << 22})
+    for (int kv : {1, 3, 8, 64})
+      for (int bc : {64, 128}) {
+        const DecodeSplitPlan p = decode_split_plan(keys, bc, kv, 132);
+        ASSERT_EQ(p.n_tiles, (keys + bc - 1) / bc);
+        ASSERT_GE(p.n_splits, 1);
+        ASSERT_LE(p.tiles_per_split, kDecodeMaxTilesPerSplit);
+        // Every split non-empty, together exactly n_tiles.
+        ASSERT_GE(p.n_splits * p.tiles_per_split, p.n_tiles);
+        ASSERT_LT((p.n_splits - 1) * p.tiles_per_split, p.n_tiles);
+      }
+  // Enough CTAs to fill 132 SMs twice when the sequence allows it.
+  const DecodeSplitPlan p = decode_split_plan(32768, 64, 8, 132);
+  EXPECT_GE(p.n_splits * 8, 2 * 132 - 8);
+}
+
+TEST(AttentionDispatch, WorkspaceLayoutIsAlignedAndSized) {
+  AttentionShape s = prefill_shape();
+  s.n_q_tokens = 1;
+  s.q_start = s.kv_len - 1;
+  const DecodeSplitPlan plan = decode_split_plan(decode_visible_keys(s), 64, 3, 132);
+  const DecodeWorkspaceLayout dense = decode_workspace_layout(s, plan, false);
+  const DecodeWorkspaceLayout sparse = decode_workspace_layout(s, plan, true);
+  EXPECT_EQ(dense.part_ml % 256, 0u);
+  EXPECT_GE(dense.part_ml, uint64_t(9) * plan.n_splits * 64 * 4);
+  EXPECT_GT(sparse.total, dense.total);
+  EXPECT_EQ(sparse.scores % 256, 0u);
+  EXPECT_GE(sparse.tmax - sparse.scores, uint64_t(9) * plan.n_tiles * 64 * 4);
+  EXPECT_EQ(decode_visible_keys(s), s.kv_len);
+}
