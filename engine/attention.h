@@ -12,6 +12,11 @@
 
 namespace sinkscope {
 
+// Rows of one prefill query tile (one query head, consecutive tokens): the granularity of the
+// skip vote. The CUDA prefill kernel uses the same value (kernels/attention_params.h,
+// kPrefillQueryTile), so CPU and GPU skip masks are comparable tile for tile.
+inline constexpr int kQueryTileRows = 128;
+
 enum class AttentionType { kDense, kDynamicSparse };
 enum class ThresholdMode { kFixed, kLengthScaled };
 

@@ -198,7 +198,7 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
       a.d = c.head_dim;
       a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
       a.block_size = m_attn.block_size;
-      a.q_tile = m_attn.block_size;
+      a.q_tile = kQueryTileRows;
       a.log_lambda = log_threshold(lambda);
       a.skip_softmax_exp = m_attn.skip_softmax_exp;
       auto& counts = decode ? m_probes.decode : m_probes.prefill;

@@ -74,13 +74,27 @@ void append_escaped(std::string& out, std::string_view s) {
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7f) {
           append_u_escape(out, c);
@@ -196,22 +210,38 @@ Writer& Writer::value(std::string_view s) {
   return *this;
 }
 
-Writer& Writer::value(bool b) { return raw(b ? "true" : "false"); }
-Writer& Writer::value(double v) { return raw(format_number(v)); }
-Writer& Writer::null() { return raw("null"); }
-Writer& Writer::write_signed(int64_t v) { return raw(std::to_string(v)); }
-Writer& Writer::write_unsigned(uint64_t v) { return raw(std::to_string(v)); }
+Writer& Writer::value(bool b) {
+  return raw(b ? "true" : "false");
+}
+Writer& Writer::value(double v) {
+  return raw(format_number(v));
+}
+Writer& Writer::null() {
+  return raw("null");
+}
+Writer& Writer::write_signed(int64_t v) {
+  return raw(std::to_string(v));
+}
+Writer& Writer::write_unsigned(uint64_t v) {
+  return raw(std::to_string(v));
+}
 
 // ---- Value ----------------------------------------------------------------------------------
 
 const char* type_name(Type t) {
   switch (t) {
-    case Type::kNull: return "null";
-    case Type::kBool: return "a boolean";
-    case Type::kNumber: return "a number";
-    case Type::kString: return "a string";
-    case Type::kArray: return "an array";
-    case Type::kObject: return "an object";
+    case Type::kNull:
+      return "null";
+    case Type::kBool:
+      return "a boolean";
+    case Type::kNumber:
+      return "a number";
+    case Type::kString:
+      return "a string";
+    case Type::kArray:
+      return "an array";
+    case Type::kObject:
+      return "an object";
   }
   return "?";
 }
@@ -282,9 +312,9 @@ const Value& Value::operator[](std::string_view key) const {
 const Value& Value::operator[](size_t index) const {
   const Array& a = as_array();
   if (index >= a.size())
-    throw JsonError("index " + std::to_string(index) + " out of range (size " +
-                        std::to_string(a.size()) + ")",
-                    0);
+    throw JsonError(
+        "index " + std::to_string(index) + " out of range (size " + std::to_string(a.size()) + ")",
+        0);
   return a[index];
 }
 
@@ -317,14 +347,19 @@ Value& Value::push_back(Value v) {
 bool Value::operator==(const Value& other) const {
   if (m_type != other.m_type) return false;
   switch (m_type) {
-    case Type::kNull: return true;
-    case Type::kBool: return m_bool == other.m_bool;
+    case Type::kNull:
+      return true;
+    case Type::kBool:
+      return m_bool == other.m_bool;
     case Type::kNumber:
       if (m_is_int && other.m_is_int) return m_int == other.m_int;
       return m_number == other.m_number;
-    case Type::kString: return m_string == other.m_string;
-    case Type::kArray: return m_array == other.m_array;
-    case Type::kObject: return m_object == other.m_object;
+    case Type::kString:
+      return m_string == other.m_string;
+    case Type::kArray:
+      return m_array == other.m_array;
+    case Type::kObject:
+      return m_object == other.m_object;
   }
   return false;
 }
@@ -361,17 +396,25 @@ class Parser {
     if (eof()) fail("unexpected end of input, expected a value");
     const char c = m_s[m_i];
     switch (c) {
-      case '{': return parse_object(depth + 1);
-      case '[': return parse_array(depth + 1);
+      case '{':
+        return parse_object(depth + 1);
+      case '[':
+        return parse_array(depth + 1);
       case '"': {
         Value v;
         v.m_type = Type::kString;
         v.m_string = parse_string();
         return v;
       }
-      case 't': literal("true"); return Value(true);
-      case 'f': literal("false"); return Value(false);
-      case 'n': literal("null"); return Value();
+      case 't':
+        literal("true");
+        return Value(true);
+      case 'f':
+        literal("false");
+        return Value(false);
+      case 'n':
+        literal("null");
+        return Value();
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return parse_number();
         fail(std::string("unexpected character ") + describe(c) + ", expected a value");
@@ -388,7 +431,8 @@ class Parser {
   }
 
   void literal(std::string_view word) {
-    if (m_s.substr(m_i, word.size()) != word) fail("invalid literal, expected '" + std::string(word) + "'");
+    if (m_s.substr(m_i, word.size()) != word)
+      fail("invalid literal, expected '" + std::string(word) + "'");
     m_i += word.size();
   }
 
@@ -585,29 +629,48 @@ class Parser {
       if (eof()) fail_at(start, "unterminated string");
       const char e = m_s[m_i++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned cp = parse_hex4();
           if (cp >= 0xdc00 && cp <= 0xdfff) {
             fail_at(esc_at, "unpaired low surrogate in a \\u escape");
           } else if (cp >= 0xd800 && cp <= 0xdbff) {
-            if (m_s.substr(m_i, 2) != "\\u") fail_at(esc_at, "unpaired high surrogate in a \\u escape");
+            if (m_s.substr(m_i, 2) != "\\u")
+              fail_at(esc_at, "unpaired high surrogate in a \\u escape");
             m_i += 2;
             const unsigned lo = parse_hex4();
-            if (lo < 0xdc00 || lo > 0xdfff) fail_at(esc_at, "unpaired high surrogate in a \\u escape");
+            if (lo < 0xdc00 || lo > 0xdfff)
+              fail_at(esc_at, "unpaired high surrogate in a \\u escape");
             cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
           }
           append_utf8(out, cp);
           break;
         }
-        default: fail_at(esc_at, std::string("invalid escape \\") + describe(e));
+        default:
+          fail_at(esc_at, std::string("invalid escape \\") + describe(e));
       }
     }
   }
@@ -623,8 +686,12 @@ Value parse(std::string_view text, const ParseOptions& options) {
 
 void write(Writer& w, const Value& v) {
   switch (v.type()) {
-    case Type::kNull: w.null(); break;
-    case Type::kBool: w.value(v.as_bool()); break;
+    case Type::kNull:
+      w.null();
+      break;
+    case Type::kBool:
+      w.value(v.as_bool());
+      break;
     case Type::kNumber:
       if (v.is_integer()) {
         w.value(static_cast<long long>(v.as_int()));
@@ -632,7 +699,9 @@ void write(Writer& w, const Value& v) {
         w.value(v.as_number());
       }
       break;
-    case Type::kString: w.value(v.as_string()); break;
+    case Type::kString:
+      w.value(v.as_string());
+      break;
     case Type::kArray:
       w.begin_array();
       for (const Value& x : v.as_array()) write(w, x);

@@ -17,8 +17,7 @@ namespace sinkscope::json {
 
 class JsonError : public std::runtime_error {
  public:
-  JsonError(const std::string& what, size_t offset)
-      : std::runtime_error(what), m_offset(offset) {}
+  JsonError(const std::string& what, size_t offset) : std::runtime_error(what), m_offset(offset) {}
   size_t offset() const { return m_offset; }  // byte offset into the parsed text (parse errors)
 
  private:

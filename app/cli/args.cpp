@@ -45,7 +45,8 @@ uint64_t parse_uint64(std::string_view option, std::string_view text) {
   uint64_t v = 0;
   const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || r.ptr != text.data() + text.size() || r.ec == std::errc::invalid_argument)
-    throw UsageError(std::string(option) + ": expected a non-negative integer, got " + quoted(text));
+    throw UsageError(std::string(option) + ": expected a non-negative integer, got " +
+                     quoted(text));
   if (r.ec == std::errc::result_out_of_range)
     throw UsageError(std::string(option) + ": " + quoted(text) + " does not fit in 64 bits");
   return v;

@@ -32,7 +32,7 @@ class ArgParser {
   // usage: e.g. "sinkscope-cli generate [options]"; summary: one line of what it does.
   ArgParser(std::string usage, std::string summary);
 
-  ArgParser& flag(std::string name, std::string help);  // "--json"
+  ArgParser& flag(std::string name, std::string help);                         // "--json"
   ArgParser& option(std::string name, std::string metavar, std::string help);  // "--seed", "S"
   ArgParser& epilog(std::string text);  // extra help text (examples, notes)
 

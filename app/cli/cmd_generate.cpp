@@ -17,8 +17,8 @@ std::string prompt_text(const GenerateArgs& a) {
   if (a.prompt) return *a.prompt;
   std::string text = read_text_file(*a.prompt_file, "--prompt-file");
   // Editors end files with a newline; it is not part of the prompt.
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' ||
-                           text.back() == '\t'))
+  while (!text.empty() &&
+         (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
     text.pop_back();
   if (text.empty()) throw UsageError("--prompt-file: the prompt is empty (" + *a.prompt_file + ")");
   return text;
@@ -96,8 +96,8 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   if (!a.json) {
     // Never the prompt itself: its size and a fingerprint are enough to tell runs apart.
     err << "sinkscope-cli: prompt " << text.size() << " bytes, " << prompt.size()
-        << " tokens, fingerprint " << fingerprint(text) << "; backend " << backend->name()
-        << ", " << resolved_threads(a.threads) << " threads, context " << capacity << "\n";
+        << " tokens, fingerprint " << fingerprint(text) << "; backend " << backend->name() << ", "
+        << resolved_threads(a.threads) << " threads, context " << capacity << "\n";
     err.flush();
   }
 
@@ -124,8 +124,8 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   }
   if (!ends_with_newline) out << "\n";
   out.flush();
-  err << "sinkscope-cli: " << r.tokens.size() << " tokens, stop: " << r.stop_reason
-      << "; prefill " << format_duration(r.prefill_ms / 1000.0) << " ("
+  err << "sinkscope-cli: " << r.tokens.size() << " tokens, stop: " << r.stop_reason << "; prefill "
+      << format_duration(r.prefill_ms / 1000.0) << " ("
       << static_cast<int>(r.prefill_tokens_per_s() + 0.5) << " tok/s), decode "
       << format_duration(r.decode_ms / 1000.0) << " ("
       << static_cast<int>(r.decode_tokens_per_s() + 0.5) << " tok/s)\n";

@@ -17,19 +17,26 @@ namespace {
 
 const char* chat_format_name(ChatFormat f) {
   switch (f) {
-    case ChatFormat::kNone: return "none";
-    case ChatFormat::kChatML: return "chatml";
-    case ChatFormat::kLlama3: return "llama3";
+    case ChatFormat::kNone:
+      return "none";
+    case ChatFormat::kChatML:
+      return "chatml";
+    case ChatFormat::kLlama3:
+      return "llama3";
   }
   return "?";
 }
 
 const char* rope_scaling_name(RopeScalingType t) {
   switch (t) {
-    case RopeScalingType::kNone: return "none";
-    case RopeScalingType::kLinear: return "linear";
-    case RopeScalingType::kYarn: return "yarn";
-    case RopeScalingType::kLlama3: return "llama3";
+    case RopeScalingType::kNone:
+      return "none";
+    case RopeScalingType::kLinear:
+      return "linear";
+    case RopeScalingType::kYarn:
+      return "yarn";
+    case RopeScalingType::kLlama3:
+      return "llama3";
   }
   return "?";
 }

@@ -28,8 +28,8 @@ int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err
   if (tokens.size() < 2)
     throw UsageError("--file: " + std::to_string(tokens.size()) +
                      " token(s) after tokenization; perplexity needs at least 2");
-  err << "sinkscope-cli: scoring " << tokens.size() << " tokens in chunks of " << a.ctx
-      << " (" << backend->name() << ", " << resolved_threads(a.threads) << " threads)\n";
+  err << "sinkscope-cli: scoring " << tokens.size() << " tokens in chunks of " << a.ctx << " ("
+      << backend->name() << ", " << resolved_threads(a.threads) << " threads)\n";
 
   const bool tty = stderr_is_tty();
   Throttle throttle(tty ? 0.5 : 10.0);

@@ -23,17 +23,17 @@ fs::path resolve_model_path(const std::optional<std::string>& given) {
     if (given->empty()) throw UsageError("--model: empty file name");
     std::error_code ec;
     if (!fs::exists(*given, ec)) throw UsageError("--model: file not found: " + *given);
-    if (!fs::is_regular_file(*given, ec)) throw UsageError("--model: not a regular file: " + *given);
+    if (!fs::is_regular_file(*given, ec))
+      throw UsageError("--model: not a regular file: " + *given);
     return fs::path(*given);
   }
   const fs::path p = default_model_path();
   std::error_code ec;
   if (!fs::is_regular_file(p, ec)) {
     const bool from_env = std::getenv("SINKSCOPE_MODEL") && *std::getenv("SINKSCOPE_MODEL");
-    throw std::runtime_error(
-        "default model not found at " + p.string() +
-        (from_env ? " (from $SINKSCOPE_MODEL)" : "") +
-        "; run 'bash packaging/setup.sh' to fetch it, or pass --model FILE");
+    throw std::runtime_error("default model not found at " + p.string() +
+                             (from_env ? " (from $SINKSCOPE_MODEL)" : "") +
+                             "; run 'bash packaging/setup.sh' to fetch it, or pass --model FILE");
   }
   return p;
 }
@@ -114,6 +114,8 @@ bool Throttle::ready(bool final_report) {
   return true;
 }
 
-bool stderr_is_tty() { return isatty(fileno(stderr)) != 0; }
+bool stderr_is_tty() {
+  return isatty(fileno(stderr)) != 0;
+}
 
 }  // namespace sinkscope::cli

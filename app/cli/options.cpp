@@ -36,8 +36,10 @@ GenerateArgs parse_generate_args(std::span<const std::string> args) {
       .epilog(
           "Examples:\n"
           "  sinkscope-cli generate --prompt \"The capital of France is\" --max-tokens 16\n"
-          "  sinkscope-cli generate --chat --system \"Be brief.\" --prompt \"What is a sink token?\"\n"
-          "  sinkscope-cli generate --prompt-file prompt.txt --temperature 0.7 --top-p 0.9 --json\n\n" +
+          "  sinkscope-cli generate --chat --system \"Be brief.\" --prompt \"What is a sink "
+          "token?\"\n"
+          "  sinkscope-cli generate --prompt-file prompt.txt --temperature 0.7 --top-p 0.9 "
+          "--json\n\n" +
           exit_status_note());
   p.parse(args);
   GenerateArgs a;
@@ -48,8 +50,10 @@ GenerateArgs parse_generate_args(std::span<const std::string> args) {
   a.model = p.get("--model");
   a.prompt = p.get("--prompt");
   a.prompt_file = p.get("--prompt-file");
-  if (a.prompt && a.prompt_file) throw UsageError("give either --prompt or --prompt-file, not both");
-  if (!a.prompt && !a.prompt_file) throw UsageError("a prompt is required (--prompt or --prompt-file)");
+  if (a.prompt && a.prompt_file)
+    throw UsageError("give either --prompt or --prompt-file, not both");
+  if (!a.prompt && !a.prompt_file)
+    throw UsageError("a prompt is required (--prompt or --prompt-file)");
   if (a.prompt && a.prompt->empty()) throw UsageError("--prompt: the prompt is empty");
   if (a.prompt_file && a.prompt_file->empty()) throw UsageError("--prompt-file: empty file name");
   a.max_tokens = static_cast<int>(p.get_int("--max-tokens", a.max_tokens, 1, kMaxTokensLimit));
@@ -77,9 +81,10 @@ PerplexityArgs parse_perplexity_args(std::span<const std::string> args) {
       .option("--ctx", "N", "chunk length in tokens (default 512)")
       .option("--threads", "N", "CPU threads, 0 = all (default)")
       .flag("--json", "print one JSON object instead of text")
-      .epilog("Progress with the time remaining goes to stderr.\n\n"
-              "Example:\n  sinkscope-cli perplexity --file notes.txt --ctx 256\n\n" +
-              exit_status_note());
+      .epilog(
+          "Progress with the time remaining goes to stderr.\n\n"
+          "Example:\n  sinkscope-cli perplexity --file notes.txt --ctx 256\n\n" +
+          exit_status_note());
   p.parse(args);
   PerplexityArgs a;
   a.help = p.help_requested();

@@ -19,11 +19,11 @@ struct GenerateArgs {
   bool help = false;
   std::string help_text;
   std::optional<std::string> model;
-  std::optional<std::string> prompt;       // exactly one of prompt / prompt_file
+  std::optional<std::string> prompt;  // exactly one of prompt / prompt_file
   std::optional<std::string> prompt_file;
   int max_tokens = 128;
   bool chat = false;
-  std::optional<std::string> system;       // only with chat
+  std::optional<std::string> system;  // only with chat
   uint64_t seed = 0;
   float temperature = 0.0f;  // 0: greedy
   int top_k = 0;

@@ -62,7 +62,8 @@ int to_int(const std::string& flag, const std::string& s, int lo, int hi) {
   }
   if (used != s.size()) usage(flag + ": expected an integer, got '" + s + "'");
   if (v < lo || v > hi)
-    usage(flag + ": " + s + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    usage(flag + ": " + s + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) +
+          "]");
   return static_cast<int>(v);
 }
 
@@ -142,7 +143,8 @@ int main(int argc, char** argv) {
     std::vector<TokenId> unit = model->tokenizer().encode(kText);
     if (unit.empty()) throw std::runtime_error("benchmark text tokenized to nothing");
     std::vector<TokenId> prompt;
-    while (static_cast<int>(prompt.size()) < a.prefill) prompt.insert(prompt.end(), unit.begin(), unit.end());
+    while (static_cast<int>(prompt.size()) < a.prefill)
+      prompt.insert(prompt.end(), unit.begin(), unit.end());
     prompt.resize(a.prefill);
 
     std::printf("sinkscope %s (git %s) bench_cpu_e2e\n", SINKSCOPE_VERSION, SINKSCOPE_GIT_SHA);

@@ -13,7 +13,8 @@ Run with the oracle virtual environment (torch, transformers >= 5, gguf, numpy):
 Cases (see CASES below):
   qwen2_tied_gqa2_f32       qwen2: QKV bias, NeoX rotary pairs (i, i+d/2), tied lm head, GQA 2:1
   qwen2_untied_gqa4_q8_0    qwen2, untied output.weight, GQA 4:1, Q8_0 projections, F16 token_embd
-  llama_untied_gqa4_f32     llama: Q/K permuted for adjacent-pair rotation, untied, GQA 4:1
+  llama_untied_gqa4_f32     llama: Q/K permuted for adjacent-pair rotation, untied, GQA 4:1,
+                            head_dim 10 (an odd number of rotation pairs)
   llama_mha_q4_0            llama, tied, 1:1 (no GQA), Q4_0 projections
   llama_rope_linear2_f32    llama, {arch}.rope.scaling.type = linear, factor 2
   llama3_rope_freqs_f32     llama, rope_freqs.weight per-pair frequency factors (Llama 3.1 rule)
@@ -57,11 +58,11 @@ N_TOKENS = 40
 # Every case: architecture, sizes, encodings, rope. proj: encoding of the 7 projection matrices
 # per layer and of output.weight; embd: encoding of token_embd.weight.
 CASES = [
-    dict(name="qwen2_tied_gqa2_f32", arch="qwen2", n_vocab=512, d=64, n_head=4, n_head_kv=2,
+    dict(name="qwen2_tied_gqa2_f32", arch="qwen2", n_vocab=448, d=64, n_head=4, n_head_kv=2,
          n_ff=128, n_layer=2, theta=1e6, eps=1e-6, tied=True, proj="F32", embd="F32", seed=11),
     dict(name="qwen2_untied_gqa4_q8_0", arch="qwen2", n_vocab=448, d=128, n_head=8, n_head_kv=2,
-         n_ff=256, n_layer=2, theta=1e6, eps=1e-6, tied=False, proj="Q8_0", embd="F16", seed=12),
-    dict(name="llama_untied_gqa4_f32", arch="llama", n_vocab=448, d=96, n_head=8, n_head_kv=2,
+         n_ff=192, n_layer=2, theta=1e6, eps=1e-6, tied=False, proj="Q8_0", embd="F16", seed=12),
+    dict(name="llama_untied_gqa4_f32", arch="llama", n_vocab=384, d=80, n_head=8, n_head_kv=2,
          n_ff=128, n_layer=2, theta=10000.0, eps=1e-5, tied=False, proj="F32", embd="F32", seed=13),
     dict(name="llama_mha_q4_0", arch="llama", n_vocab=384, d=64, n_head=4, n_head_kv=4,
          n_ff=192, n_layer=2, theta=10000.0, eps=1e-5, tied=True, proj="Q4_0", embd="F32", seed=14),

@@ -69,15 +69,17 @@ std::string slurp(const fs::path& p) {
 // Runs the built binary with the given arguments (and optional environment prefix).
 CliRun run_binary(const std::vector<std::string>& args, const std::string& env = "") {
   static int counter = 0;
-  const fs::path dir = fs::temp_directory_path() /
-                       ("sinkscope_test_cli_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+  const fs::path dir =
+      fs::temp_directory_path() /
+      ("sinkscope_test_cli_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
   fs::create_directories(dir);
   std::string cmd = env + " " + shell_quote(SINKSCOPE_CLI_PATH);
   for (const auto& a : args) {
     cmd += ' ';
     cmd += shell_quote(a);
   }
-  cmd += " </dev/null >" + shell_quote((dir / "out").string()) + " 2>" + shell_quote((dir / "err").string());
+  cmd += " </dev/null >" + shell_quote((dir / "out").string()) + " 2>" +
+         shell_quote((dir / "err").string());
   CliRun r;
   const int raw = std::system(cmd.c_str());
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -178,9 +180,11 @@ TEST(CliGenerateArgs, Defaults) {
 
 TEST(CliGenerateArgs, AllOptions) {
   const auto a = sinkscope::cli::parse_generate_args(
-      argv_of({"--model", "m.gguf", "--prompt-file", "p.txt", "--max-tokens", "7", "--chat",
-               "--system", "sys", "--seed", "9", "--temperature", "0.5", "--top-k", "40",
-               "--top-p", "0.9", "--threads", "2", "--ctx", "256", "--json", "--hash"}));
+      argv_of({"--model", "m.gguf",        "--prompt-file", "p.txt",   "--max-tokens",
+               "7",       "--chat",        "--system",      "sys",     "--seed",
+               "9",       "--temperature", "0.5",           "--top-k", "40",
+               "--top-p", "0.9",           "--threads",     "2",       "--ctx",
+               "256",     "--json",        "--hash"}));
   EXPECT_EQ(*a.model, "m.gguf");
   EXPECT_EQ(*a.prompt_file, "p.txt");
   EXPECT_FALSE(a.prompt);
@@ -199,24 +203,34 @@ TEST(CliGenerateArgs, AllOptions) {
 TEST(CliGenerateArgs, Errors) {
   EXPECT_NE(generate_error({}).find("a prompt is required"), std::string::npos);
   EXPECT_NE(generate_error({"--prompt", ""}).find("the prompt is empty"), std::string::npos);
-  EXPECT_NE(generate_error({"--prompt", "a", "--prompt-file", "f"}).find("not both"), std::string::npos);
-  EXPECT_NE(generate_error({"--prompt", "a", "--max-tokens", "0"}).find("out of range"), std::string::npos);
-  EXPECT_NE(generate_error({"--prompt", "a", "--max-tokens", "x"}).find("expected an integer"), std::string::npos);
-  EXPECT_NE(generate_error({"--prompt", "a", "--temperature", "-1"}).find("--temperature"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--prompt-file", "f"}).find("not both"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--max-tokens", "0"}).find("out of range"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--max-tokens", "x"}).find("expected an integer"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--temperature", "-1"}).find("--temperature"),
+            std::string::npos);
   EXPECT_NE(generate_error({"--prompt", "a", "--top-p", "0"}).find("--top-p"), std::string::npos);
-  EXPECT_NE(generate_error({"--prompt", "a", "--threads", "-2"}).find("--threads"), std::string::npos);
-  EXPECT_NE(generate_error({"--prompt", "a", "--system", "s"}).find("--system needs --chat"), std::string::npos);
-  EXPECT_NE(generate_error({"--prompt", "a", "--hash"}).find("--hash needs --json"), std::string::npos);
-  EXPECT_NE(generate_error({"--prompt", "a", "--max-tokens"}).find("missing value"), std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--threads", "-2"}).find("--threads"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--system", "s"}).find("--system needs --chat"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--hash"}).find("--hash needs --json"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "a", "--max-tokens"}).find("missing value"),
+            std::string::npos);
   EXPECT_EQ(generate_error({"--help", "--bogus"}), "");
 }
 
 TEST(CliOtherArgs, PerplexityAndInfo) {
-  const auto p = sinkscope::cli::parse_perplexity_args(argv_of({"--file", "t.txt", "--ctx", "128"}));
+  const auto p =
+      sinkscope::cli::parse_perplexity_args(argv_of({"--file", "t.txt", "--ctx", "128"}));
   EXPECT_EQ(p.file, "t.txt");
   EXPECT_EQ(p.ctx, 128);
   EXPECT_THROW(sinkscope::cli::parse_perplexity_args(argv_of({})), UsageError);
-  EXPECT_THROW(sinkscope::cli::parse_perplexity_args(argv_of({"--file", "t", "--ctx", "1"})), UsageError);
+  EXPECT_THROW(sinkscope::cli::parse_perplexity_args(argv_of({"--file", "t", "--ctx", "1"})),
+               UsageError);
   const auto i = sinkscope::cli::parse_info_args(argv_of({"--json"}));
   EXPECT_TRUE(i.json);
   EXPECT_THROW(sinkscope::cli::parse_info_args(argv_of({"--prompt", "x"})), UsageError);
@@ -256,7 +270,8 @@ TEST(CliRun, MissingFilesAreNamed) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("file not found: /nonexistent/model.gguf"), std::string::npos) << r.err;
   // A prompt file holding only whitespace is an empty prompt.
-  const fs::path blank = fs::temp_directory_path() / ("sinkscope_blank_" + std::to_string(getpid()));
+  const fs::path blank =
+      fs::temp_directory_path() / ("sinkscope_blank_" + std::to_string(getpid()));
   std::ofstream(blank) << "  \n\n";
   r = run_in_process({"generate", "--prompt-file", blank.c_str()});
   fs::remove(blank);
@@ -320,8 +335,8 @@ TEST(CliBinary, GenerateJsonWithDefaultModel) {
 TEST(CliBinary, ChatAndPromptTooLong) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
   auto r = run_binary({"generate", "--model", model.string(), "--chat", "--system", "Be brief.",
-                       "--prompt", "Name a colour.", "--max-tokens", "4", "--threads", "2",
-                       "--ctx", "128", "--json"});
+                       "--prompt", "Name a colour.", "--max-tokens", "4", "--threads", "2", "--ctx",
+                       "128", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_GT(sinkscope::json::parse(r.out)["prompt_tokens"].as_int(), 10);
 
@@ -349,7 +364,8 @@ TEST(CliBinary, InfoJson) {
 
 TEST(CliBinary, PerplexitySmallFile) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
-  const fs::path text = fs::temp_directory_path() / ("sinkscope_ppl_" + std::to_string(getpid()) + ".txt");
+  const fs::path text =
+      fs::temp_directory_path() / ("sinkscope_ppl_" + std::to_string(getpid()) + ".txt");
   {
     std::ofstream out(text);
     for (int i = 0; i < 6; ++i)

@@ -101,13 +101,17 @@ TEST(JsonWriter, ValidUtf8PassesThrough) {
 
 TEST(JsonWriter, InvalidUtf8BecomesReplacementCharacter) {
   const std::string r = "\\ufffd";
-  EXPECT_EQ(json::quote("a\xff" "b"), "\"a" + r + "b\"");
-  EXPECT_EQ(json::quote("\x80"), "\"" + r + "\"");                 // lone continuation
-  EXPECT_EQ(json::quote("\xc0\xaf"), "\"" + r + r + "\"");          // overlong '/'
-  EXPECT_EQ(json::quote("\xed\xa0\x80"), "\"" + r + r + r + "\"");  // UTF-16 surrogate
+  EXPECT_EQ(json::quote("a\xff"
+                        "b"),
+            "\"a" + r + "b\"");
+  EXPECT_EQ(json::quote("\x80"), "\"" + r + "\"");                          // lone continuation
+  EXPECT_EQ(json::quote("\xc0\xaf"), "\"" + r + r + "\"");                  // overlong '/'
+  EXPECT_EQ(json::quote("\xed\xa0\x80"), "\"" + r + r + r + "\"");          // UTF-16 surrogate
   EXPECT_EQ(json::quote("\xf4\x90\x80\x80"), "\"" + r + r + r + r + "\"");  // > U+10FFFF
   // A truncated sequence is one maximal subpart: one replacement, then the next character.
-  EXPECT_EQ(json::quote("\xe2\x82" "x"), "\"" + r + "x\"");
+  EXPECT_EQ(json::quote("\xe2\x82"
+                        "x"),
+            "\"" + r + "x\"");
   EXPECT_EQ(json::quote("\xf0\x9f\x98"), "\"" + r + "\"");
   // The output is always parseable and valid UTF-8, whatever the input.
   std::mt19937 rng(7);
@@ -271,5 +275,7 @@ TEST(JsonDom, BuildDumpParseRoundTrip) {
     const json::Value back = json::parse(json::dump(v, indent));
     EXPECT_EQ(back, v) << json::dump(v, indent);
   }
-  EXPECT_EQ(json::dump(v), R"({"ids":[1,2],"pi":3,"text":"line\nbreak","flag":false,"none":null,"list":["a",-7]})");
+  EXPECT_EQ(
+      json::dump(v),
+      R"({"ids":[1,2],"pi":3,"text":"line\nbreak","flag":false,"none":null,"list":["a",-7]})");
 }
