@@ -230,25 +230,29 @@ configure() {
 build() {
   command -v cmake >/dev/null 2>&1 || die "cmake not found (run without --no-apt, or install cmake)"
   command -v ninja >/dev/null 2>&1 || die "ninja not found (run without --no-apt, or install ninja-build)"
+  local fresh=0
   if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
     configure
+    fresh=1
   fi
   local jobs target_args=()
   jobs="$(nproc 2>/dev/null || echo 2)"
   ((${#TARGETS[@]})) && target_args=(--target "${TARGETS[@]}")
-  if ((QUIET)) && ninja -C "$BUILD_DIR" -n "${TARGETS[@]}" 2>/dev/null | grep -q '^ninja: no work to do'; then
-    return
-  fi
-  say "building ${TARGETS[*]:-everything} with $jobs jobs in $BUILD_DIR"
   if ((QUIET)); then
+    # Quiet: an up-to-date build says nothing; the log is kept for when something was rebuilt.
     local log="$BUILD_DIR/setup-build.log"
+    ((fresh)) && say "building ${TARGETS[*]:-everything} with $jobs jobs in $BUILD_DIR (first build takes a few minutes)"
     cmake --build "$BUILD_DIR" -j "$jobs" "${target_args[@]}" >"$log" 2>&1 || {
       tail -n 60 "$log" >&2
       die "build failed (full log: $log)"
     }
-  else
-    cmake --build "$BUILD_DIR" -j "$jobs" "${target_args[@]}" || die "build failed"
+    if ((!fresh)) && grep -qE 'Building|Linking' "$log"; then
+      say "rebuilt ${TARGETS[*]:-everything} (log: $log)"
+    fi
+    return 0
   fi
+  say "building ${TARGETS[*]:-everything} with $jobs jobs in $BUILD_DIR"
+  cmake --build "$BUILD_DIR" -j "$jobs" "${target_args[@]}" || die "build failed"
   note "build ready: $BUILD_DIR"
 }
 
