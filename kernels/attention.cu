@@ -16,24 +16,41 @@ namespace {
 
 struct DeviceInfo {
   int sms = 0;
+  int cc = 0;  // major * 10 + minor
   std::string error;
 };
 
-// Multiprocessor count of the current device, looked up once per device.
+// Multiprocessor count and compute capability of the current device, looked up once per device.
 DeviceInfo current_device_info() {
   static std::mutex mu;
-  static std::vector<int> cache;
+  static std::vector<DeviceInfo> cache;
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return {0, cuda_error_text(e, "cudaGetDevice", __FILE__, __LINE__)};
+  if (e != cudaSuccess) return {0, 0, cuda_error_text(e, "cudaGetDevice", __FILE__, __LINE__)};
   std::lock_guard<std::mutex> lock(mu);
-  if (dev >= static_cast<int>(cache.size())) cache.resize(dev + 1, 0);
-  if (cache[dev] == 0) {
-    e = cudaDeviceGetAttribute(&cache[dev], cudaDevAttrMultiProcessorCount, dev);
-    if (e != cudaSuccess)
-      return {0, cuda_error_text(e, "cudaDeviceGetAttribute", __FILE__, __LINE__)};
+  if (dev >= static_cast<int>(cache.size())) cache.resize(dev + 1);
+  DeviceInfo& d = cache[dev];
+  if (d.sms == 0) {
+    int major = 0, minor = 0;
+    e = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (e != cudaSuccess) {
+      d.sms = 0;
+      return {0, 0, cuda_error_text(e, "cudaDeviceGetAttribute", __FILE__, __LINE__)};
+    }
+    d.cc = major * 10 + minor;
   }
-  return {cache[dev], {}};
+  return d;
+}
+
+// The selection inputs on this device: the wgmma prefill needs sm_90 and sm_90a code.
+AttentionShape device_shape(const AttentionParams& p, const DeviceInfo& dev) {
+  AttentionShape s = shape_of(p);
+#if defined(SINKSCOPE_KERNELS_WGMMA)
+  s.wgmma_ok = p.prefer_wgmma && dev.cc == 90;
+#endif
+  return s;
 }
 
 bool is_decode(AttentionVariant v) {
@@ -52,6 +69,10 @@ AttentionVariant attention_variant(const AttentionParams& p) {
   return select_attention_kernel(shape_of(p)).variant;
 }
 
+bool attention_uses_wgmma(const AttentionParams& p) {
+  return select_attention_kernel(device_shape(p, current_device_info())).wgmma;
+}
+
 uint64_t attention_workspace_bytes(const AttentionParams& p) {
   const AttentionShape s = shape_of(p);
   const AttentionChoice c = select_attention_kernel(s);
@@ -64,7 +85,9 @@ uint64_t attention_workspace_bytes(const AttentionParams& p) {
 }
 
 AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
-  const AttentionShape s = shape_of(p);
+  const DeviceInfo dev = current_device_info();
+  if (dev.sms == 0) return AttentionStatus::error(dev.error);
+  const AttentionShape s = device_shape(p, dev);
   const AttentionChoice c = select_attention_kernel(s);
   if (!c.ok()) return AttentionStatus::error(c.reason);
   if (!p.q || !p.o || !p.k_pages || !p.v_pages || !p.page_table)
@@ -80,8 +103,6 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
                        cudaMemsetAsync(p.skip_mask, kMaskNotVisible, heads * qt * kvt, stream));
   }
   if (is_decode(c.variant)) {
-    const DeviceInfo dev = current_device_info();
-    if (dev.sms == 0) return AttentionStatus::error(dev.error);
     const DecodeSplitPlan plan =
         decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, dev.sms);
     const DecodeWorkspaceLayout wl =
@@ -91,8 +112,8 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
                                     std::to_string(wl.total) + " bytes)");
     return detail::launch_decode(p, c.variant, plan, wl, stream);
   }
-  return p.head_dim == 64 ? detail::launch_prefill_d64(p, c.variant, stream)
-                          : detail::launch_prefill_d128(p, c.variant, stream);
+  return p.head_dim == 64 ? detail::launch_prefill_d64(p, c, stream)
+                          : detail::launch_prefill_d128(p, c, stream);
 }
 
 }  // namespace sinkscope::kernels

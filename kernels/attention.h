@@ -27,6 +27,8 @@ uint64_t attention_workspace_bytes(const AttentionParams& p);
 
 // The variant launch_attention() would run (for logs and benchmarks).
 AttentionVariant attention_variant(const AttentionParams& p);
+// Whether a prefill call runs the Hopper wgmma kernels on the current device.
+bool attention_uses_wgmma(const AttentionParams& p);
 
 // Enqueues the attention on `stream` (cudaStream_t, nullptr = legacy default stream). When
 // p.skip_mask is set, its tiles are first filled with kMaskNotVisible. Asynchronous: errors of

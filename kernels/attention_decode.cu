@@ -12,8 +12,9 @@ AttentionStatus launch_mode(const AttentionParams& p, const DecodeSplitPlan& pla
                             const DecodeWorkspaceLayout& wl, cudaStream_t stream) {
   constexpr int smem = DecodeCfg<D, BC, MODE>::SMEM;
   auto kernel = attention_decode_kernel<D, BC, MODE>;
-  SINKSCOPE_CUDA_TRY(AttentionStatus, cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  static const cudaError_t attr_err =  // once per instantiation: it costs host time per call
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  SINKSCOPE_CUDA_TRY(AttentionStatus, attr_err);
   kernel<<<dim3(plan.n_splits, p.n_kv_heads), kDecodeWarps * 32, smem, stream>>>(p, plan, wl);
   SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
   return {};

@@ -41,16 +41,21 @@ struct AttentionShape {
   float log2_lambda = -std::numeric_limits<float>::infinity();
   bool skip_value_load = true;
   bool force_sparse_kernel = false;
+  // Hopper path allowed: the device is sm_90, the build has sm_90a code, and the caller did not
+  // ask for the portable path (AttentionParams::prefer_wgmma).
+  bool wgmma_ok = false;
 };
 
 inline AttentionShape shape_of(const AttentionParams& p) {
-  return {p.n_q_tokens, p.n_q_heads, p.n_kv_heads, p.head_dim, p.block_size, p.kv_len,
-          p.q_start,    p.log2_lambda, p.skip_value_load, p.force_sparse_kernel};
+  return {p.n_q_tokens, p.n_q_heads,   p.n_kv_heads,      p.head_dim,
+          p.block_size, p.kv_len,      p.q_start,         p.log2_lambda,
+          p.skip_value_load, p.force_sparse_kernel, false};
 }
 
 struct AttentionChoice {
   AttentionVariant variant = AttentionVariant::kUnsupported;
   const char* reason = "";  // why unsupported; empty otherwise
+  bool wgmma = false;       // prefill: Hopper wgmma GEMMs instead of mma.sync
   bool ok() const { return variant != AttentionVariant::kUnsupported; }
 };
 
@@ -79,23 +84,25 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   if (s.n_q_tokens == 1 && group <= 8) {
     return {sparse ? AttentionVariant::kDecodeSparse : AttentionVariant::kDecodeDense, ""};
   }
-  if (!sparse) return {AttentionVariant::kPrefillDense, ""};
+  if (!sparse) return {AttentionVariant::kPrefillDense, "", s.wgmma_ok};
   return {s.skip_value_load ? AttentionVariant::kPrefillSparseLazyV
                             : AttentionVariant::kPrefillSparse,
-          ""};
+          "", s.wgmma_ok};
 }
 
-// Prefill tile shape per (head_dim, block_size): query rows per CTA are always
-// kPrefillQueryTile; each warp owns m_tiles*16 rows. Two 16-row tiles per warp halve the
-// shared-memory reads of K and V per FLOP, but with 128-key tiles the score and output
+// Prefill tile shape per (head_dim, block_size, wgmma): query rows per CTA are always
+// kPrefillQueryTile; each warp owns m_tiles*16 rows. mma.sync: two 16-row tiles per warp halve
+// the shared-memory reads of K and V per FLOP, but with 128-key tiles the score and output
 // accumulators would no longer fit in registers, so those use one 16-row tile per warp.
+// wgmma: two warpgroups of 64 rows (8 warps x 16 rows); operands stream from shared memory.
 struct PrefillTileConfig {
   int m_tiles;  // 16-row mma tiles per warp
   int warps;    // kPrefillQueryTile / (16 * m_tiles)
 };
-inline constexpr PrefillTileConfig prefill_tile_config(int /*head_dim*/, int block_size) {
-  return block_size == 64 ? PrefillTileConfig{2, kPrefillQueryTile / 32}
-                          : PrefillTileConfig{1, kPrefillQueryTile / 16};
+inline constexpr PrefillTileConfig prefill_tile_config(int /*head_dim*/, int block_size,
+                                                       bool wgmma) {
+  return (block_size == 64 && !wgmma) ? PrefillTileConfig{2, kPrefillQueryTile / 32}
+                                      : PrefillTileConfig{1, kPrefillQueryTile / 16};
 }
 
 // Decode split-KV plan: tiles of the one query are cut into n_splits contiguous ranges so that

@@ -9,8 +9,10 @@
 
 namespace sinkscope::kernels::detail {
 
-AttentionStatus launch_prefill_d64(const AttentionParams& p, AttentionVariant v, cudaStream_t s);
-AttentionStatus launch_prefill_d128(const AttentionParams& p, AttentionVariant v, cudaStream_t s);
+AttentionStatus launch_prefill_d64(const AttentionParams& p, const AttentionChoice& c,
+                                   cudaStream_t s);
+AttentionStatus launch_prefill_d128(const AttentionParams& p, const AttentionChoice& c,
+                                    cudaStream_t s);
 AttentionStatus launch_decode(const AttentionParams& p, AttentionVariant v,
                               const DecodeSplitPlan& plan, const DecodeWorkspaceLayout& wl,
                               cudaStream_t s);

@@ -58,6 +58,9 @@ struct AttentionParams {
   bool skip_softmax_exp = true;      // false: measure only (decide and count, still compute)
   // Tests: run the sparse kernels even when lambda = 0 (they must then equal dense bit for bit).
   bool force_sparse_kernel = false;
+  // Prefill on sm_90: use the Hopper wgmma kernels (default). false = the portable mma.sync
+  // kernels (tests compare both).
+  bool prefer_wgmma = true;
 
   // ---- probes (optional, device memory) ----
   // Per query head: += causally visible tiles, += skipped tiles (atomics). Not zeroed here.

@@ -15,35 +15,43 @@
 #include "kernels/attention_common.cuh"
 #include "kernels/attention_dispatch.h"
 #include "kernels/attention_params.h"
+#include "kernels/attention_wgmma.cuh"
 
 namespace sinkscope::kernels::detail {
 
-// Shared-memory tiles are [rows][D] bf16 with the 16-byte chunks of each row XOR-swizzled by
-// (row & 7), so the 8 row addresses of one ldmatrix 8x8 hit 8 different bank groups.
-template <int D>
+// Shared-memory tiles of R rows x D columns (bf16) are stored as D/64 column blocks of
+// [R][64]: 128-byte rows whose 16-byte chunks are XOR-swizzled by (row & 7). That is the
+// hardware's 128-byte swizzle atom (8 rows x 128 B), which wgmma descriptors read directly,
+// and it keeps the 8 row addresses of one ldmatrix 8x8 in 8 different bank groups.
+// https://docs.nvidia.com/cuda/parallel-thread-execution/#tensor-swizzling-modes
+template <int R>
 __device__ __forceinline__ int swz(int row, int chunk) {
-  return row * D + ((chunk ^ (row & 7)) << 3);
+  return ((chunk >> 3) * R + row) * 64 + (((chunk & 7) ^ (row & 7)) << 3);
 }
 
 template <int D, int BC, bool LAZY_V>
 constexpr int prefill_smem_bytes() {
-  return (kPrefillQueryTile * D + 2 * BC * D + (LAZY_V ? 1 : 2) * BC * D) * 2;
+  // + 1 KB so the tiles can start on a 1024-byte boundary (swizzle atoms must be aligned).
+  return (kPrefillQueryTile * D + (LAZY_V ? 3 : 2) * BC * D + (LAZY_V ? 1 : 2) * BC * D) * 2 +
+         1024;
 }
 
-template <int D, int BC, bool SPARSE, bool LAZY_V>
-__global__ void __launch_bounds__(prefill_tile_config(D, BC).warps * 32, BC == 128 ? 1 : 2)
+template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG>
+__global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC == 128 ? 1 : 2)
     attention_prefill_kernel(const AttentionParams p) {
-  constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC);
+  constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC, WG);
   constexpr int MT = cfg.m_tiles, NTHREADS = cfg.warps * 32, BR = kPrefillQueryTile;
   constexpr int NB = BC / 8;  // n8 column tiles of S
   constexpr int ND = D / 8;   // n8 column tiles of O
   constexpr int CH = D / 8;   // 16-byte chunks per row
   static_assert(cfg.warps * 16 * MT == BR, "tile config must cover the query tile");
 
-  extern __shared__ __align__(128) uint8_t smem_raw[];
-  uint16_t* sq = reinterpret_cast<uint16_t*>(smem_raw);  // [BR][D]
-  uint16_t* sk = sq + BR * D;                             // [2][BC][D]
-  uint16_t* sv = sk + 2 * BC * D;                         // [LAZY_V ? 1 : 2][BC][D]
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem_base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+  uint16_t* sq = reinterpret_cast<uint16_t*>(smem_base);  // [BR][D]
+  constexpr int KBUF = LAZY_V ? 3 : 2;                    // lazy: K runs two tiles ahead
+  uint16_t* sk = sq + BR * D;                             // [KBUF][BC][D]
+  uint16_t* sv = sk + KBUF * BC * D;                      // [LAZY_V ? 1 : 2][BC][D]
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tq = lane & 3;  // mma fragment row group / column pair
@@ -66,7 +74,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC).warps * 32, BC == 1
     for (int c = tid; c < BR * CH; c += NTHREADS) {
       const int r = c / CH, ch = c % CH;
       const bool ok = r < rows;  // rows past the end are zero-filled (and masked below)
-      cp_async16(smem_u32(sq + swz<D>(r, ch)), ok ? qg + r * stride + ch * 8 : p.q, ok ? 16 : 0);
+      cp_async16(smem_u32(sq + swz<BR>(r, ch)), ok ? qg + r * stride + ch * 8 : p.q, ok ? 16 : 0);
     }
   }
   auto load_tile = [&](uint16_t* dst, const uint16_t* pool, int t) {
@@ -76,12 +84,16 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC).warps * 32, BC == 1
     for (int c = tid; c < BC * CH; c += NTHREADS) {
       const int r = c / CH, ch = c % CH;
       const bool ok = r < valid;
-      cp_async16(smem_u32(dst + swz<D>(r, ch)), ok ? src + c * 8 : pool, ok ? 16 : 0);
+      cp_async16(smem_u32(dst + swz<BC>(r, ch)), ok ? src + c * 8 : pool, ok ? 16 : 0);
     }
   };
   load_tile(sk, p.k_pages, 0);
   if constexpr (!LAZY_V) load_tile(sv, p.v_pages, 0);
   cp_async_commit();
+  if constexpr (LAZY_V) {
+    if (n_t > 1) load_tile(sk + BC * D, p.k_pages, 1);
+    cp_async_commit();
+  }
 
   float o[MT][ND][4];
   float m_run[MT][2], l_run[MT][2];  // running max (log2 units), per-thread partial row sums
@@ -104,7 +116,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC).warps * 32, BC == 1
                  : nullptr;
 
   for (int t = 0; t < n_t; ++t) {
-    const uint16_t* kbuf = sk + (t & 1) * BC * D;
+    const uint16_t* kbuf = sk + (LAZY_V ? t % 3 : (t & 1)) * BC * D;
     const uint16_t* vbuf = sv + (LAZY_V ? 0 : (t & 1) * BC * D);
     if constexpr (!LAZY_V) {
       __syncthreads();  // everyone is done with tile t-1's buffers, which t+1 now overwrites
@@ -114,12 +126,14 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC).warps * 32, BC == 1
       }
       cp_async_commit();
       cp_async_wait<1>();  // tile t (and Q) landed
+      if constexpr (WG) fence_proxy_async_smem();
       __syncthreads();
     } else {
-      cp_async_wait<0>();  // K(t); V(t-1) was waited for last iteration
+      // Commit order: ..., K(t+1), [V(t) if computed], K(t+2): all but the newest group done
+      // means K(t) (and K(t+1)) landed.
+      cp_async_wait<1>();
+      if constexpr (WG) fence_proxy_async_smem();
       __syncthreads();
-      if (t + 1 < n_t) load_tile(sk + ((t + 1) & 1) * BC * D, p.k_pages, t + 1);
-      cp_async_commit();
     }
 
     // ---- S = Q K^T (raw scores, fp32) ----
@@ -130,21 +144,42 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC).warps * 32, BC == 1
       for (int nb = 0; nb < NB; ++nb)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[mt][nb][e] = 0.f;
+    if constexpr (WG) {
+#ifdef SINKSCOPE_HAVE_WGMMA
+      // Warpgroup w4 = warp / 4 owns query rows [64*w4, 64*w4 + 64): S(64 x BC) over D/16 k-steps.
+      // K-major operands; a k16 step advances 32 bytes inside the 128-byte swizzle atom.
+      const uint32_t qb = smem_u32(sq) + (warp >> 2) * 64 * 128;
+      const uint32_t kb = smem_u32(kbuf);
+      wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      uint32_t a[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-        ldmatrix_x4(a[mt], smem_u32(sq + swz<D>(row_base + mt * 16 + (lane & 15), ks * 2 + (lane >> 4))));
-#pragma unroll
-      for (int nb = 0; nb < BC / 16; ++nb) {
-        uint32_t b[4];
-        ldmatrix_x4(b, smem_u32(kbuf + swz<D>(nb * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                              ks * 2 + ((lane >> 3) & 1))));
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          mma_bf16(s[mt][2 * nb], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0], b[1]);
-          mma_bf16(s[mt][2 * nb + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[2], b[3]);
+      for (int ks = 0; ks < D / 16; ++ks) {
+        const uint32_t off = (ks & 3) * 32;
+        wgmma_ss<BC>(s[0], wgmma_desc(qb + (ks >> 2) * BR * 128 + off, 16, 1024),
+                     wgmma_desc(kb + (ks >> 2) * BC * 128 + off, 16, 1024), ks > 0);
+      }
+      wgmma_commit();
+      wgmma_wait0();
+      wgmma_fence_operands(s[0]);
+#else
+      __trap();
+#endif
+    } else {
+  #pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t a[MT][4];
+  #pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+          ldmatrix_x4(a[mt], smem_u32(sq + swz<BR>(row_base + mt * 16 + (lane & 15), ks * 2 + (lane >> 4))));
+  #pragma unroll
+        for (int nb = 0; nb < BC / 16; ++nb) {
+          uint32_t b[4];
+          ldmatrix_x4(b, smem_u32(kbuf + swz<BC>(nb * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                ks * 2 + ((lane >> 3) & 1))));
+  #pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(s[mt][2 * nb], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0], b[1]);
+            mma_bf16(s[mt][2 * nb + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[2], b[3]);
+          }
         }
       }
     }
@@ -189,10 +224,17 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC).warps * 32, BC == 1
       n_skipped += skip;
     }
     if (mask_row) mask_row[t] = skip ? 1 : 0;
-    if (skip && p.skip_softmax_exp) continue;
+    if (!LAZY_V && skip && p.skip_softmax_exp) continue;
     if constexpr (LAZY_V) {
-      load_tile(sv, p.v_pages, t);
+      // V only for tiles that are computed; then K two tiles ahead (its buffer (t+2)%3 was
+      // last read by S(t-1), before this iteration's barrier).
+      if (!(skip && p.skip_softmax_exp)) {
+        load_tile(sv, p.v_pages, t);
+        cp_async_commit();
+      }
+      if (t + 2 < n_t) load_tile(sk + ((t + 2) % 3) * BC * D, p.k_pages, t + 2);
       cp_async_commit();
+      if (skip && p.skip_softmax_exp) continue;
     }
 
     // ---- online softmax (exp2 domain) ----
@@ -222,31 +264,57 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC).warps * 32, BC == 1
       }
 
     if constexpr (LAZY_V) {
-      cp_async_wait<0>();
+      cp_async_wait<1>();  // V(t); K(t+2) may still be in flight
+      if constexpr (WG) fence_proxy_async_smem();
       __syncthreads();
     }
 
     // ---- O += P V: P straight from the S accumulators (the C layout of two n8 tiles is the
     // A layout of one k16 step), V through ldmatrix.trans ----
+    if constexpr (WG) {
+#ifdef SINKSCOPE_HAVE_WGMMA
+      // O(64 x D) += P(64 x 16) V(16 x D) per k16 step; V is MN-major: 8-key groups 1024 B
+      // apart (stride offset), 64-column blocks BC*128 B apart (leading offset).
+      const uint32_t vb = smem_u32(vbuf);
+      uint32_t a[BC / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < BC / 16; ++kk) {
-      uint32_t a[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      for (int kk = 0; kk < BC / 16; ++kk) {
+        a[kk][0] = pack_bf16(s[0][2 * kk][0], s[0][2 * kk][1]);
+        a[kk][1] = pack_bf16(s[0][2 * kk][2], s[0][2 * kk][3]);
+        a[kk][2] = pack_bf16(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+        a[kk][3] = pack_bf16(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
       }
+      wgmma_fence();
 #pragma unroll
-      for (int dp = 0; dp < D / 16; ++dp) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, smem_u32(vbuf + swz<D>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
-                                                    dp * 2 + (lane >> 4))));
-#pragma unroll
+      for (int kk = 0; kk < BC / 16; ++kk)
+        wgmma_rs<D>(o[0], a[kk], wgmma_desc(vb + kk * 2048, BC * 128, 1024));
+      wgmma_commit();
+      wgmma_wait0();
+      wgmma_fence_operands(o[0]);
+#else
+      __trap();
+#endif
+    } else {
+  #pragma unroll
+      for (int kk = 0; kk < BC / 16; ++kk) {
+        uint32_t a[MT][4];
+  #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_bf16(o[mt][2 * dp], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0], b[1]);
-          mma_bf16(o[mt][2 * dp + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[2], b[3]);
+          a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+  #pragma unroll
+        for (int dp = 0; dp < D / 16; ++dp) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, smem_u32(vbuf + swz<BC>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3),
+                                                      dp * 2 + (lane >> 4))));
+  #pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(o[mt][2 * dp], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[0], b[1]);
+            mma_bf16(o[mt][2 * dp + 1], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[2], b[3]);
+          }
         }
       }
     }

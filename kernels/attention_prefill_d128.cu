@@ -3,7 +3,8 @@
 #include "kernels/attention_prefill_inst.cuh"
 
 namespace sinkscope::kernels::detail {
-AttentionStatus launch_prefill_d128(const AttentionParams& p, AttentionVariant v, cudaStream_t s) {
-  return launch_prefill_d<128>(p, v, s);
+AttentionStatus launch_prefill_d128(const AttentionParams& p, const AttentionChoice& c,
+                                   cudaStream_t s) {
+  return launch_prefill_d<128>(p, c, s);
 }
 }  // namespace sinkscope::kernels::detail

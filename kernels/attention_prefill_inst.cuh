@@ -8,32 +8,39 @@
 
 namespace sinkscope::kernels::detail {
 
-template <int D, int BC, bool SPARSE, bool LAZY_V>
+template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG>
 AttentionStatus launch_prefill_t(const AttentionParams& p, cudaStream_t stream) {
-  constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC);
+  constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC, WG);
   constexpr int smem = prefill_smem_bytes<D, BC, LAZY_V>();
-  auto kernel = attention_prefill_kernel<D, BC, SPARSE, LAZY_V>;
-  SINKSCOPE_CUDA_TRY(AttentionStatus, cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  auto kernel = attention_prefill_kernel<D, BC, SPARSE, LAZY_V, WG>;
+  // Once per instantiation (and process): the attribute call costs host time on every launch.
+  static const cudaError_t attr_err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  SINKSCOPE_CUDA_TRY(AttentionStatus, attr_err);
   const dim3 grid(p.n_q_heads, (p.n_q_tokens + kPrefillQueryTile - 1) / kPrefillQueryTile);
   kernel<<<grid, cfg.warps * 32, smem, stream>>>(p);
   SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
   return {};
 }
 
-template <int D, int BC>
+template <int D, int BC, bool WG>
 AttentionStatus launch_prefill_bc(const AttentionParams& p, AttentionVariant v, cudaStream_t s) {
   switch (v) {
-    case AttentionVariant::kPrefillDense: return launch_prefill_t<D, BC, false, false>(p, s);
-    case AttentionVariant::kPrefillSparse: return launch_prefill_t<D, BC, true, false>(p, s);
-    case AttentionVariant::kPrefillSparseLazyV: return launch_prefill_t<D, BC, true, true>(p, s);
+    case AttentionVariant::kPrefillDense: return launch_prefill_t<D, BC, false, false, WG>(p, s);
+    case AttentionVariant::kPrefillSparse: return launch_prefill_t<D, BC, true, false, WG>(p, s);
+    case AttentionVariant::kPrefillSparseLazyV: return launch_prefill_t<D, BC, true, true, WG>(p, s);
     default: return AttentionStatus::error("not a prefill variant");
   }
 }
 
 template <int D>
-AttentionStatus launch_prefill_d(const AttentionParams& p, AttentionVariant v, cudaStream_t s) {
-  return p.block_size == 64 ? launch_prefill_bc<D, 64>(p, v, s) : launch_prefill_bc<D, 128>(p, v, s);
+AttentionStatus launch_prefill_d(const AttentionParams& p, const AttentionChoice& c,
+                                 cudaStream_t s) {
+  if (c.wgmma)
+    return p.block_size == 64 ? launch_prefill_bc<D, 64, true>(p, c.variant, s)
+                              : launch_prefill_bc<D, 128, true>(p, c.variant, s);
+  return p.block_size == 64 ? launch_prefill_bc<D, 64, false>(p, c.variant, s)
+                            : launch_prefill_bc<D, 128, false>(p, c.variant, s);
 }
 
 }  // namespace sinkscope::kernels::detail

@@ -10,8 +10,20 @@
 
 namespace sinkscope::kernels::detail {
 
+// Shared memory written through the generic proxy (cp.async, st.shared) must be fenced before
+// the async proxy (wgmma) reads it. A no-op where there is no wgmma.
+__device__ __forceinline__ void fence_proxy_async_smem() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// Declared for the host pass too (the kernel templates are parsed there); the instructions are
+// emitted only in the sm_90a device pass, where SINKSCOPE_HAVE_WGMMA selects them.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define SINKSCOPE_HAVE_WGMMA 1
+#endif
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDA_ARCH__)
 
 // Shared-memory matrix descriptor, 128-byte swizzle: start address, leading / stride byte
 // offsets (16-byte units). Tiles are 1024-byte aligned, so the base-offset field stays 0.
@@ -22,11 +34,6 @@ __device__ __forceinline__ uint64_t wgmma_desc(uint32_t saddr, uint32_t lbo, uin
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Shared memory written through the generic proxy (cp.async, st.shared) must be fenced before
-// the async proxy (wgmma) reads it.
-__device__ __forceinline__ void fence_proxy_async_smem() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 // Keeps the compiler from moving accumulator accesses across the asynchronous MMA.
 template <int N>
 __device__ __forceinline__ void wgmma_fence_operands(float (&d)[N][4]) {

@@ -37,8 +37,8 @@ constexpr uint16_t kBf16NaN = 0x7fc0;
 struct ProblemSpec {
   int n_q_tokens = 1, n_q_heads = 1, n_kv_heads = 1, head_dim = 64, block_size = 64;
   int64_t kv_len = 1, q_start = 0;
-  // Inputs: q, k, v ~ N(0, 1). With sink_logit > 0 every query scores ~sink_logit against key 0
-  // (one shared extra component). quiet_fraction of the KV tiles after the first have their
+  // Inputs: q, k, v ~ N(0, 1). With sink_logit > 0 every query scores exactly sink_logit against
+  // key 0 (one shared extra component; key 0 is that component alone). quiet_fraction of the KV tiles after the first have their
   // keys scaled by quiet_scale (scores near 0: skippable); the others by loud_scale.
   double sink_logit = 0.0;
   double quiet_fraction = 0.0, quiet_scale = 0.1, loud_scale = 1.0;
@@ -101,6 +101,8 @@ inline HostProblem make_problem(const ProblemSpec& s, std::mt19937_64& rng) {
       for (int i = 0; i < d; ++i) {
         const size_t idx = (size_t(pos) * s.n_kv_heads + h) * d + i;
         float kv = nd() * tile_scale[pos / s.block_size];
+        // The sink key is the shared direction alone, so every query scores exactly sink_logit.
+        if (s.sink_logit > 0 && pos == 0) kv = 0.f;
         if (s.sink_logit > 0 && i == d - 1)
           kv = pos == 0 ? float(s.sink_logit * std::sqrt(double(d)) / sink_q) : 0.f;
         p.k[idx] = f2bf(kv);

@@ -113,6 +113,11 @@ void bench_prefill(const Shape& sh, int64_t L, std::mt19937_64& rng) {
     const double us = time_us([&](int) { check(kernels::launch_attention(p, nullptr)); }, 1, reps, 1);
     emit("prefill", sh.name, L, bc == 64 ? "ours_dense_b64" : "ours_dense_b128", us,
          flops / us * 1e-6, 0, 0, 0, 0);
+    if (bc == 64) {  // the portable mma.sync kernel, for comparison
+      p.prefer_wgmma = false;
+      const double us2 = time_us([&](int) { check(kernels::launch_attention(p, nullptr)); }, 1, reps, 1);
+      emit("prefill", sh.name, L, "ours_mmasync_b64", us2, flops / us2 * 1e-6, 0, 0, 0, 0);
+    }
     dq.release();
   }
   dp.release();
@@ -189,6 +194,11 @@ int main(int argc, char** argv) {
   SINKSCOPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20);
+  if (argc > 2 && std::string(argv[2]) == "--profile") {  // a few launches for ncu
+    bench_decode(kShapes[1], 65536, rng, 0, 0, 0, "decode");
+    bench_prefill(kShapes[1], 16384, rng);
+    return 0;
+  }
   std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
   for (const Shape& sh : kShapes)
     for (int64_t L : kLens) {

@@ -41,8 +41,8 @@ struct Case {
 };
 
 struct Totals {
-  int cases = 0, failed = 0;
-  double worst_err = 0;
+  int cases = 0, failed = 0, alt_cases = 0;
+  double worst_err = 0, worst_alt_err = 0;
   int64_t tiles_compared = 0, ambiguous = 0, skipped_ref = 0;
 };
 
@@ -114,8 +114,17 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   const int n_kvt = dp.n_kvt;
   const RunOut main = run(dp, p);
   if (!main.error.empty()) fail("launch: " + main.error);
+  // Prefill also on the portable mma.sync kernels (the main run takes wgmma on sm_90).
+  RunOut alt;
+  const bool has_alt = !decode && kernels::attention_uses_wgmma(p);
+  if (has_alt) {
+    kernels::AttentionParams q = p;
+    q.prefer_wgmma = false;
+    alt = run(dp, q);
+    if (!alt.error.empty()) fail("launch (mma.sync): " + alt.error);
+  }
 
-  double err2 = 0, ref2 = 0;
+  double err2 = 0, ref2 = 0, alt_err2 = 0;
   int64_t compared = 0, amb = 0, refskip = 0;
   if (main.error.empty()) {
     for (size_t i = 0; i < main.o.size(); ++i)
@@ -168,6 +177,9 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
           fail("mask head " + std::to_string(jobs[j].h) + " qtile " + std::to_string(jobs[j].qt) +
                " kv tile " + std::to_string(t) + ": gpu " + std::to_string(gm[t]) + " ref " +
                std::to_string(r.skip[t]));
+        if (has_alt && alt.error.empty() &&
+            alt.mask[(size_t(jobs[j].h) * n_qt + jobs[j].qt) * n_kvt + t] != r.skip[t])
+          fail("mma.sync mask differs from the reference at kv tile " + std::to_string(t));
       }
       for (int t = r.n_visible_tiles; t < n_kvt; ++t)
         if (gm[t] != kernels::kMaskNotVisible) fail("mask marks an invisible tile");
@@ -180,11 +192,28 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
               bf2f(main.o[((row0 + rr) * s.n_q_heads + jobs[j].h) * s.head_dim + i]);
           err2 += (got - ref) * (got - ref);
           ref2 += ref * ref;
+          if (has_alt && alt.error.empty()) {
+            const size_t idx = ((row0 + rr) * s.n_q_heads + jobs[j].h) * s.head_dim + i;
+            const double ga = bf2f(alt.o[idx]);
+            alt_err2 += (ga - ref) * (ga - ref);
+            if (std::isnan(ga)) alt_err2 = INFINITY;
+          }
         }
     }
   }
   const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
   if (!(rel <= kTolerance)) fail("relative error " + std::to_string(rel));
+  if (has_alt) {
+    const double arel = ref2 > 0 ? std::sqrt(alt_err2 / ref2) : std::sqrt(alt_err2);
+    if (!(arel <= kTolerance)) fail("mma.sync relative error " + std::to_string(arel));
+    for (uint16_t v : alt.o)
+      if (std::isnan(bf2f(v))) {
+        fail("mma.sync: NaN / unwritten output");
+        break;
+      }
+    tot.alt_cases++;
+    tot.worst_alt_err = std::max(tot.worst_alt_err, arel);
+  }
 
   // Variant identities.
   auto expect_same = [&](const RunOut& a, const RunOut& b, const char* what, bool mask_too) {
@@ -224,6 +253,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   tot.skipped_ref += refskip;
   if (!errs.empty()) {
     ++tot.failed;
+    if (tot.failed > 20) return false;  // enough detail
     std::printf("FAIL %s (%s)\n", describe(c).c_str(),
                 kernels::variant_name(kernels::attention_variant(p)));
     for (auto& e : errs) std::printf("     %s\n", e.c_str());
@@ -238,6 +268,9 @@ void report(const char* name, const Totals& t, double secs) {
               name, t.cases, t.failed, t.worst_err, (long long)t.tiles_compared,
               t.tiles_compared ? 100.0 * t.skipped_ref / t.tiles_compared : 0.0,
               (long long)t.ambiguous, secs);
+  if (t.alt_cases)
+    std::printf("%-28s   also on mma.sync: %d cases, worst rel err %.2e\n", "", t.alt_cases,
+                t.worst_alt_err);
   std::fflush(stdout);
 }
 

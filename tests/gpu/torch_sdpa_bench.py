@@ -148,14 +148,15 @@ def table(torch_rows, ours):
 
     fmt = lambda x, f="{:.0f}": "-" if x is None else f.format(x)  # noqa: E731
     print("\n=== prefill, causal, bf16, batch 1 (TFLOP/s; ratio = ours / torch) ===")
-    print(f"{'shape':14} {'L':>6} {'ours b64':>9} {'ours b128':>9} {'flash':>7} {'cudnn':>7} {'/flash':>7} {'/cudnn':>7}")
+    print(f"{'shape':14} {'L':>6} {'ours b64':>9} {'ours b128':>9} {'mma.sync':>9} {'flash':>7} {'cudnn':>7} {'/flash':>7} {'/cudnn':>7}")
     for name, *_ in SHAPES:
         for L in LENS:
             o = o_get("prefill", name, L, "ours_dense_b64")
             o2 = o_get("prefill", name, L, "ours_dense_b128")
+            o3 = o_get("prefill", name, L, "ours_mmasync_b64")
             fl, cu = t_get("prefill", name, L, "torch_flash"), t_get("prefill", name, L, "torch_cudnn")
             of, ff, cf = (o["tflops"] if o else None), (fl[5] if fl else None), (cu[5] if cu else None)
-            print(f"{name:14} {L:>6} {fmt(of):>9} {fmt(o2['tflops'] if o2 else None):>9} "
+            print(f"{name:14} {L:>6} {fmt(of):>9} {fmt(o2['tflops'] if o2 else None):>9} {fmt(o3['tflops'] if o3 else None):>9} "
                   f"{fmt(ff):>7}{'' if not fl or not fl[3].endswith('+rep') else '*'} {fmt(cf):>7}"
                   f"{'' if not cu or not cu[3].endswith('+rep') else '*'} "
                   f"{fmt(of / ff if of and ff else None, '{:.2f}'):>7} {fmt(of / cf if of and cf else None, '{:.2f}'):>7}")

@@ -1,0 +1,744 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend. Per layer, mirroring engine/cpu_backend.cpp:
+//   RMSNorm (fp32 -> bf16) -> fused QKV GEMM (fp32 out) -> bias + RoPE + paged KV append
+//   -> attention (kernels::launch_attention) -> O GEMM with the residual add fused (beta = 1)
+//   -> RMSNorm -> fused gate|up GEMM -> SwiGLU -> down GEMM with the residual add fused.
+// Then the final RMSNorm and the LM head (fp32 logits).
+//
+// Decode and CUDA Graphs. The attention launcher takes kv_len and lambda as host values and
+// sizes its split-KV grid from them, so a captured step is only valid for one position. Each
+// decode step therefore gets its own graph, captured on a private stream WHILE THE PREVIOUS STEP
+// RUNS on the GPU (its position is known in advance; the token id is read from device memory,
+// uploaded just before launch). The new capture is folded into an existing executable graph with
+// cudaGraphExecUpdate (kernel parameters and grid sizes may change; re-instantiated only when the
+// topology changes, e.g. dense -> sparse). Two executable graphs alternate, so the one updated is
+// never the one in flight. A step without a ready graph (the first decode step, or after a
+// settings change) runs eagerly; a capture failure turns graphs off and records why.
+#include "engine/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/cuda/blas.h"
+#include "engine/cuda/cuda_errors.h"
+#include "engine/cuda/device_buffer.h"
+#include "engine/rope.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+
+namespace sinkscope {
+namespace {
+
+using gpu::Blas;
+using gpu::DeviceBuffer;
+using gpu::PinnedBuffer;
+
+constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
+constexpr int kPositionAlign = 128;  // cache positions rounded up: pages of 64 or 128
+constexpr int kMaxLogitRows = 128;   // LM-head rows per GEMM (bounds the logits scratch)
+constexpr size_t kStagingFloats = size_t(16) << 20;  // fp32 staging for the weight upload
+
+int64_t round_up(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() = default;
+  void create() { SS_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~Stream() {
+    if (s) (void)cudaStreamDestroy(s);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+};
+
+struct GraphSlot {
+  cudaGraphExec_t exec = nullptr;
+  int pos = -1;      // decode position the graph computes; -1: not ready
+  uint64_t gen = 0;  // settings generation it was captured under
+  ~GraphSlot() {
+    if (exec) (void)cudaGraphExecDestroy(exec);
+  }
+};
+
+struct LayerDev {
+  const uint16_t* w_qkv = nullptr;   // (q_dim + 2 kv_dim, D): wq | wk | wv rows
+  const float* b_qkv = nullptr;      // (q_dim + 2 kv_dim) or null
+  const uint16_t* w_o = nullptr;     // (D, q_dim)
+  const uint16_t* w_gu = nullptr;    // (2 n_ff, D): w_gate | w_up rows
+  const uint16_t* w_down = nullptr;  // (D, n_ff)
+  const float* attn_norm = nullptr;  // (D)
+  const float* ffn_norm = nullptr;   // (D)
+};
+
+class CudaBackendImpl final : public CudaBackend {
+ public:
+  CudaBackendImpl(std::shared_ptr<const Model> model, const BackendOptions& opt,
+                  const CudaBackendOptions& copt);
+  ~CudaBackendImpl() override;
+
+  std::string name() const override { return m_device_name; }
+  const Model& model() const override { return *m_model; }
+  int n_past() const override { return m_n_past; }
+  int capacity() const override { return m_capacity; }
+  void reset() override;
+  void set_attention(const AttentionSettings& s) override;
+  const AttentionSettings& attention() const override { return m_attn; }
+  const AttentionProbes& probes() const override { return m_probes; }
+  void forward(std::span<const TokenId> tokens, LogitsMode mode,
+               std::vector<float>& logits) override;
+
+  CudaGraphStats graph_stats() const override { return m_stats; }
+  void set_use_graphs(bool on) override {
+    m_use_graphs = on;
+    if (on) m_stats.disabled_reason.clear();  // allow another attempt
+    invalidate_graphs();
+  }
+  std::string device_name() const override { return m_device_name; }
+  uint64_t device_bytes() const override { return m_device_bytes; }
+
+ private:
+  // One device pass over n tokens at positions [pos0, pos0 + n); token ids already in m_tokens.
+  struct Pass {
+    int n = 0;
+    int pos0 = 0;
+    double lambda = 0.0;
+    bool decode = false;     // probes go to the decode counters
+    bool capturing = false;  // no cancel checks (a throw would abandon the capture)
+  };
+
+  static void validate_attention(const AttentionSettings& s);
+  DeviceBuffer alloc(size_t bytes, const char* what);
+  void upload_weights();
+  void upload_bf16(uint16_t* dst, const std::vector<float>& src, size_t expect, const char* what,
+                   float* staging);
+  const float* upload_f32(float* dst, const std::vector<float>& src, size_t expect,
+                          const char* what);
+
+  void enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p);
+  void enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows);
+  kernels::AttentionParams attention_params(int layer, const Pass& p) const;
+  uint16_t* k_layer(int l) const { return m_k.as<uint16_t>() + size_t(l) * m_layer_kv_elems; }
+  uint16_t* v_layer(int l) const { return m_v.as<uint16_t>() + size_t(l) * m_layer_kv_elems; }
+
+  void prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
+               std::vector<float>& logits);
+  void decode_step(TokenId token, double lambda, std::vector<float>& logits);
+  void prepare_graph(int slot, int pos);
+  void invalidate_graphs() {
+    for (auto& g : m_graphs) g.pos = -1;
+    ++m_gen;
+  }
+  void disable_graphs(const std::string& why);
+  void enqueue_probe_copy();
+  void apply_probes();
+  void repage(int old_bs, int new_bs);
+
+  std::shared_ptr<const Model> m_model;
+  AttentionSettings m_attn;
+  CudaBackendOptions m_copt;
+  AttentionProbes m_probes;
+  int m_device = 0;
+  std::string m_device_name;
+  int m_capacity = 0;
+  int m_alloc_pos = 0;  // cache positions allocated (capacity rounded up to 128)
+  int m_batch = 0;      // tokens per device pass
+  int m_logit_rows = 0;
+  int m_n_past = 0;
+  size_t m_layer_kv_elems = 0;
+  uint64_t m_device_bytes = 0;
+  bool m_use_graphs = true;
+  uint64_t m_gen = 1;
+  int m_last_slot = 0;
+  CudaGraphStats m_stats;
+
+  // Declaration order = reverse destruction order: streams outlive everything using them.
+  Stream m_stream;      // every execution
+  Stream m_cap_stream;  // captures (executes only the warm-up pass at construction)
+  std::unique_ptr<Blas> m_blas, m_blas_cap;
+  GraphSlot m_graphs[2];
+
+  // Weights.
+  DeviceBuffer m_w16;                   // every bf16 matrix
+  DeviceBuffer m_w32;                   // norms and biases
+  const uint16_t* m_embd = nullptr;     // (n_vocab, D)
+  const uint16_t* m_lm_head = nullptr;  // (n_vocab, D), == m_embd when tied
+  const float* m_out_norm = nullptr;
+  std::vector<LayerDev> m_layers;
+  DeviceBuffer m_rope_cos, m_rope_sin;  // (alloc_pos, rope_dim/2)
+  // KV cache: per layer, pages[page][kv_head][slot][head_dim] bf16, identity page table.
+  DeviceBuffer m_k, m_v, m_page_table, m_repage_tmp;
+  // Scratch for one pass of up to m_batch tokens.
+  DeviceBuffer m_tokens, m_x, m_xn, m_qkv, m_q, m_att, m_gu, m_act, m_logits, m_attn_ws;
+  DeviceBuffer m_probe;  // u64 [phase: prefill, decode][visited, skipped][layer][head]
+  PinnedBuffer m_h_logits, m_h_probe;
+};
+
+void CudaBackendImpl::validate_attention(const AttentionSettings& s) {
+  if (s.block_size != 64 && s.block_size != 128)
+    throw BackendError("attention block_size must be 64 or 128, got " +
+                       std::to_string(s.block_size));
+}
+
+DeviceBuffer CudaBackendImpl::alloc(size_t bytes, const char* what) {
+  DeviceBuffer b(std::max<size_t>(bytes, 256), what);
+  m_device_bytes += b.bytes();
+  return b;
+}
+
+CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const BackendOptions& opt,
+                                 const CudaBackendOptions& copt)
+    : m_model(std::move(model)), m_attn(opt.attention), m_copt(copt) {
+  const ModelConfig& c = m_model->config();
+  validate_attention(opt.attention);
+  if (c.head_dim != 64 && c.head_dim != 128)
+    throw BackendError("CUDA backend: the attention kernels support head_dim 64 or 128; " + c.name +
+                       " has head_dim " + std::to_string(c.head_dim));
+  if (c.n_head_kv <= 0 || c.n_head % c.n_head_kv != 0)
+    throw BackendError("CUDA backend: n_head must be a multiple of n_head_kv");
+  if (c.rope_dim < 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    throw BackendError("CUDA backend: rope_dim " + std::to_string(c.rope_dim) +
+                       " must be even and <= head_dim");
+  m_capacity = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
+  if (m_capacity <= 0) throw BackendError("CUDA backend: KV capacity must be positive");
+  if (const char* env = std::getenv("SINKSCOPE_CUDA_GRAPHS"); env && std::string(env) == "0")
+    m_copt.use_graphs = false;
+  m_use_graphs = m_copt.use_graphs;
+
+  if (m_copt.device >= 0) SS_CUDA(cudaSetDevice(m_copt.device));
+  SS_CUDA(cudaGetDevice(&m_device));
+  cudaDeviceProp prop{};
+  SS_CUDA(cudaGetDeviceProperties(&prop, m_device));
+  m_device_name = prop.name;
+  SS_LAUNCH(kernels::ops_device_check());
+  m_stream.create();  // on the selected device
+  m_cap_stream.create();
+
+  const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
+  const int64_t W = Q + 2 * KV;
+  m_alloc_pos = int(round_up(m_capacity, kPositionAlign));
+  m_batch =
+      int(std::min<int64_t>(round_up(std::max(copt.max_batch, 1), kQueryTileRows), m_alloc_pos));
+  m_logit_rows = std::min(kMaxLogitRows, m_batch);
+  m_layer_kv_elems = size_t(m_alloc_pos) * size_t(KV);
+
+  // Decode workspace for the longest cache, the larger of both block sizes, sparse layout.
+  uint64_t ws_bytes = 0;
+  for (int bs : {64, 128}) {
+    kernels::AttentionParams p;
+    p.n_q_tokens = 1;
+    p.n_q_heads = c.n_head;
+    p.n_kv_heads = c.n_head_kv;
+    p.head_dim = c.head_dim;
+    p.block_size = bs;
+    p.kv_len = m_alloc_pos;
+    p.q_start = m_alloc_pos - 1;
+    p.force_sparse_kernel = true;
+    ws_bytes = std::max(ws_bytes, kernels::attention_workspace_bytes(p));
+  }
+
+  // Plan every allocation, then compare with the free memory before touching it, so the error
+  // names the whole need rather than whichever buffer happened to fail.
+  const bool tied = m_model->weights().output.empty();
+  const auto a128 = [](int64_t e) { return size_t(round_up(e, 128)); };
+  size_t w16_elems = a128(V * D) + (tied ? 0 : a128(V * D));
+  w16_elems += size_t(c.n_layer) * (a128(W * D) + a128(D * Q) + a128(2 * F * D) + a128(D * F));
+  size_t w32_elems = a128(D) + size_t(c.n_layer) * (2 * a128(D) + (c.qkv_bias ? a128(W) : 0));
+  const size_t half = size_t(std::max(c.rope_dim / 2, 1));
+  const uint64_t weights_b = w16_elems * 2 + w32_elems * 4;
+  const uint64_t kv_b = 2 * uint64_t(c.n_layer) * m_layer_kv_elems * 2;
+  const uint64_t B = uint64_t(m_batch);
+  const uint64_t scratch_b = B * 4 + B * D * 4 + B * D * 2 + B * W * 4 + 2 * B * Q * 2 +
+                             B * 2 * F * 4 + B * F * 2 + uint64_t(m_logit_rows) * V * 4 + ws_bytes +
+                             2 * size_t(m_alloc_pos) * half * 4 + 2 * kBlasWorkspaceBytes +
+                             kStagingFloats * 4;
+  const uint64_t need = weights_b + kv_b + scratch_b;
+  size_t free_b = 0, total_b = 0;
+  SS_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  if (need > free_b)
+    throw BackendError("CUDA backend needs " + gpu::format_bytes(need) + " of device memory (" +
+                       "weights " + gpu::format_bytes(weights_b) + ", KV cache for " +
+                       std::to_string(m_capacity) + " tokens " + gpu::format_bytes(kv_b) +
+                       ", scratch " + gpu::format_bytes(scratch_b) + ") but " + m_device_name +
+                       " has " + gpu::format_bytes(free_b) + " free of " +
+                       gpu::format_bytes(total_b) + "; lower max_context to shrink the cache");
+
+  m_blas = std::make_unique<Blas>(m_stream.s, kBlasWorkspaceBytes);
+  m_blas_cap = std::make_unique<Blas>(m_cap_stream.s, kBlasWorkspaceBytes);
+  m_device_bytes += 2 * kBlasWorkspaceBytes;
+
+  m_w16 = alloc(w16_elems * 2, "bf16 weights");
+  m_w32 = alloc(w32_elems * 4, "fp32 norms and biases");
+  m_k = alloc(m_layer_kv_elems * c.n_layer * 2, "K cache");
+  m_v = alloc(m_layer_kv_elems * c.n_layer * 2, "V cache");
+  m_page_table = alloc(size_t(m_alloc_pos / 64) * 4, "page table");
+  m_rope_cos = alloc(size_t(m_alloc_pos) * half * 4, "RoPE cos table");
+  m_rope_sin = alloc(size_t(m_alloc_pos) * half * 4, "RoPE sin table");
+  m_tokens = alloc(B * 4, "token ids");
+  m_x = alloc(B * D * 4, "residual stream");
+  m_xn = alloc(B * D * 2, "normed activations");
+  m_qkv = alloc(B * W * 4, "qkv projections");
+  m_q = alloc(B * Q * 2, "rotated queries");
+  m_att = alloc(B * Q * 2, "attention output");
+  m_gu = alloc(B * 2 * F * 4, "gate|up projections");
+  m_act = alloc(B * F * 2, "SwiGLU output");
+  m_logits = alloc(size_t(m_logit_rows) * V * 4, "logits");
+  m_attn_ws = alloc(ws_bytes, "attention decode workspace");
+  m_probe = alloc(size_t(4) * c.n_layer * c.n_head * 8, "attention probes");
+  m_h_logits = PinnedBuffer(size_t(V) * 4, "pinned logits");
+  m_h_probe = PinnedBuffer(m_probe.bytes(), "pinned probes");
+
+  upload_weights();
+
+  // RoPE angles from the CPU's own table code, so both rotate with identical cos/sin.
+  {
+    RopeTable rope(c, m_model->weights().rope_freqs);
+    std::vector<float> cs(size_t(m_alloc_pos) * half, 1.0f), sn(size_t(m_alloc_pos) * half, 0.0f);
+    if (c.rope_dim >= 2)
+      for (int p = 0; p < m_alloc_pos; ++p)
+        rope.angles(p, &cs[size_t(p) * half], &sn[size_t(p) * half]);
+    SS_CUDA(cudaMemcpyAsync(m_rope_cos.get(), cs.data(), cs.size() * 4, cudaMemcpyHostToDevice,
+                            m_stream.s));
+    SS_CUDA(cudaMemcpyAsync(m_rope_sin.get(), sn.data(), sn.size() * 4, cudaMemcpyHostToDevice,
+                            m_stream.s));
+    std::vector<int32_t> table(size_t(m_alloc_pos / 64));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
+    SS_CUDA(cudaMemcpyAsync(m_page_table.get(), table.data(), table.size() * 4,
+                            cudaMemcpyHostToDevice, m_stream.s));
+    SS_CUDA(cudaStreamSynchronize(m_stream.s));  // the host vectors die here
+  }
+  // One single-token pass on the capture stream and handle, run for real: loads every module a
+  // decode step needs and initialises the capture handle, so nothing is first touched inside a
+  // capture. It writes position 0 of the cache and the decode probes; reset() clears both.
+  SS_CUDA(cudaMemsetAsync(m_tokens.get(), 0, 4, m_cap_stream.s));
+  enqueue_layers(m_cap_stream.s, *m_blas_cap, Pass{1, 0, 0.0, true, true});
+  enqueue_lm_head(m_cap_stream.s, *m_blas_cap, 0, 1);
+  SS_CUDA(cudaStreamSynchronize(m_cap_stream.s));
+  reset();
+}
+
+CudaBackendImpl::~CudaBackendImpl() {
+  (void)cudaSetDevice(m_device);
+  (void)cudaStreamSynchronize(m_stream.s);
+}
+
+void CudaBackendImpl::upload_bf16(uint16_t* dst, const std::vector<float>& src, size_t expect,
+                                  const char* what, float* staging) {
+  if (src.size() != expect)
+    throw BackendError(std::string("CUDA backend: weight ") + what + " has " +
+                       std::to_string(src.size()) + " values, expected " + std::to_string(expect));
+  for (size_t off = 0; off < src.size(); off += kStagingFloats) {
+    const size_t n = std::min(kStagingFloats, src.size() - off);
+    // Pageable source: the runtime stages it before returning; stream order protects staging.
+    SS_CUDA(cudaMemcpyAsync(staging, src.data() + off, n * 4, cudaMemcpyHostToDevice, m_stream.s));
+    SS_LAUNCH(kernels::launch_f32_to_bf16(staging, dst + off, int64_t(n), m_stream.s));
+  }
+}
+
+const float* CudaBackendImpl::upload_f32(float* dst, const std::vector<float>& src, size_t expect,
+                                         const char* what) {
+  if (src.size() != expect)
+    throw BackendError(std::string("CUDA backend: weight ") + what + " has " +
+                       std::to_string(src.size()) + " values, expected " + std::to_string(expect));
+  SS_CUDA(cudaMemcpyAsync(dst, src.data(), src.size() * 4, cudaMemcpyHostToDevice, m_stream.s));
+  return dst;
+}
+
+void CudaBackendImpl::upload_weights() {
+  const ModelConfig& c = m_model->config();
+  const ModelWeights& w = m_model->weights();
+  const size_t D = size_t(c.n_embd), Q = size_t(c.q_dim()), KV = size_t(c.kv_dim()),
+               F = size_t(c.n_ff), V = size_t(c.n_vocab), W = Q + 2 * KV;
+  DeviceBuffer staging(kStagingFloats * 4, "weight upload staging");
+  float* stage = staging.as<float>();
+  uint16_t* p16 = m_w16.as<uint16_t>();
+  float* p32 = m_w32.as<float>();
+  const auto a128 = [](size_t e) { return (e + 127) / 128 * 128; };
+  auto take16 = [&](size_t n) {
+    uint16_t* r = p16;
+    p16 += a128(n);
+    return r;
+  };
+  auto take32 = [&](size_t n) {
+    float* r = p32;
+    p32 += a128(n);
+    return r;
+  };
+
+  uint16_t* embd = take16(V * D);
+  upload_bf16(embd, w.tok_embd, V * D, "token_embd", stage);
+  m_embd = embd;
+  if (w.output.empty()) {
+    m_lm_head = embd;
+  } else {
+    uint16_t* head = take16(V * D);
+    upload_bf16(head, w.output, V * D, "output", stage);
+    m_lm_head = head;
+  }
+  m_out_norm = upload_f32(take32(D), w.output_norm, D, "output_norm");
+
+  m_layers.resize(size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    LayerDev& d = m_layers[size_t(l)];
+    uint16_t* qkv = take16(W * D);  // rows: wq | wk | wv
+    upload_bf16(qkv, L.wq, Q * D, "attn_q", stage);
+    upload_bf16(qkv + Q * D, L.wk, KV * D, "attn_k", stage);
+    upload_bf16(qkv + (Q + KV) * D, L.wv, KV * D, "attn_v", stage);
+    d.w_qkv = qkv;
+    uint16_t* o = take16(D * Q);
+    upload_bf16(o, L.wo, D * Q, "attn_output", stage);
+    d.w_o = o;
+    uint16_t* gu = take16(2 * F * D);  // rows: w_gate | w_up
+    upload_bf16(gu, L.w_gate, F * D, "ffn_gate", stage);
+    upload_bf16(gu + F * D, L.w_up, F * D, "ffn_up", stage);
+    d.w_gu = gu;
+    uint16_t* down = take16(D * F);
+    upload_bf16(down, L.w_down, D * F, "ffn_down", stage);
+    d.w_down = down;
+    d.attn_norm = upload_f32(take32(D), L.attn_norm, D, "attn_norm");
+    d.ffn_norm = upload_f32(take32(D), L.ffn_norm, D, "ffn_norm");
+    if (c.qkv_bias) {
+      float* b = take32(W);
+      upload_f32(b, L.bq, Q, "attn_q.bias");
+      upload_f32(b + Q, L.bk, KV, "attn_k.bias");
+      upload_f32(b + Q + KV, L.bv, KV, "attn_v.bias");
+      d.b_qkv = b;
+    }
+  }
+  // The host vectors are the model's (alive), but staging dies here: wait for the copies.
+  SS_CUDA(cudaStreamSynchronize(m_stream.s));
+}
+
+void CudaBackendImpl::reset() {
+  SS_CUDA(cudaSetDevice(m_device));
+  m_n_past = 0;
+  const ModelConfig& c = m_model->config();
+  m_probes.reset(c.n_layer, c.n_head);
+  SS_CUDA(cudaMemsetAsync(m_probe.get(), 0, m_probe.bytes(), m_stream.s));
+  SS_CUDA(cudaStreamSynchronize(m_stream.s));
+  invalidate_graphs();
+}
+
+void CudaBackendImpl::set_attention(const AttentionSettings& s) {
+  validate_attention(s);
+  SS_CUDA(cudaSetDevice(m_device));
+  if (s.block_size != m_attn.block_size && m_n_past > 0) repage(m_attn.block_size, s.block_size);
+  m_attn = s;
+  invalidate_graphs();
+}
+
+// The page size is the attention tile size, so a new block size re-lays the cached positions.
+void CudaBackendImpl::repage(int old_bs, int new_bs) {
+  const ModelConfig& c = m_model->config();
+  if (!m_repage_tmp) m_repage_tmp = alloc(m_layer_kv_elems * 2, "KV re-paging buffer");
+  uint16_t* tmp = m_repage_tmp.as<uint16_t>();
+  for (int l = 0; l < c.n_layer; ++l) {
+    for (uint16_t* layer : {k_layer(l), v_layer(l)}) {
+      SS_LAUNCH(kernels::launch_repage_kv(layer, tmp, m_n_past, c.n_head_kv, c.head_dim, old_bs,
+                                          new_bs, m_stream.s));
+      SS_CUDA(
+          cudaMemcpyAsync(layer, tmp, m_layer_kv_elems * 2, cudaMemcpyDeviceToDevice, m_stream.s));
+    }
+  }
+  SS_CUDA(cudaStreamSynchronize(m_stream.s));
+}
+
+kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p) const {
+  const ModelConfig& c = m_model->config();
+  kernels::AttentionParams a;
+  a.q = m_q.as<uint16_t>();
+  a.o = m_att.as<uint16_t>();
+  a.k_pages = k_layer(l);
+  a.v_pages = v_layer(l);
+  a.page_table = m_page_table.as<int32_t>();
+  a.n_q_tokens = p.n;
+  a.n_q_heads = c.n_head;
+  a.n_kv_heads = c.n_head_kv;
+  a.head_dim = c.head_dim;
+  a.block_size = m_attn.block_size;
+  a.kv_len = int64_t(p.pos0) + p.n;
+  a.q_start = p.pos0;
+  a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  a.log2_lambda = kernels::log2_of_lambda(p.lambda);
+  a.skip_value_load = m_attn.skip_value_load;
+  a.skip_softmax_exp = m_attn.skip_softmax_exp;
+  a.force_sparse_kernel = m_copt.force_sparse_kernel;
+  const size_t LH = size_t(c.n_layer) * c.n_head;
+  uint64_t* probe = m_probe.as<uint64_t>() + (p.decode ? 2 * LH : 0);
+  a.tiles_visited = probe + size_t(l) * c.n_head;
+  a.tiles_skipped = probe + LH + size_t(l) * c.n_head;
+  a.workspace = m_attn_ws.get();
+  a.workspace_bytes = m_attn_ws.bytes();
+  return a;
+}
+
+void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) {
+  const ModelConfig& c = m_model->config();
+  const int D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, W = Q + 2 * KV;
+  float* x = m_x.as<float>();
+  uint16_t* xn = m_xn.as<uint16_t>();
+  SS_LAUNCH(kernels::launch_embed_gather(m_embd, m_tokens.as<int32_t>(), x, p.n, D, s));
+  for (int l = 0; l < c.n_layer; ++l) {
+    if (!p.capturing) check_cancel();
+    const LayerDev& L = m_layers[size_t(l)];
+    SS_LAUNCH(kernels::launch_rms_norm(x, L.attn_norm, xn, p.n, D, c.rms_eps, s));
+    blas.linear(xn, L.w_qkv, m_qkv.as<float>(), p.n, W, D);
+
+    kernels::QkvRopeParams r;
+    r.qkv = m_qkv.as<float>();
+    r.bias = L.b_qkv;
+    r.rope_cos = m_rope_cos.as<float>();
+    r.rope_sin = m_rope_sin.as<float>();
+    r.q_out = m_q.as<uint16_t>();
+    r.k_pages = k_layer(l);
+    r.v_pages = v_layer(l);
+    r.page_table = m_page_table.as<int32_t>();
+    r.n_tokens = p.n;
+    r.pos0 = p.pos0;
+    r.n_head = c.n_head;
+    r.n_head_kv = c.n_head_kv;
+    r.head_dim = c.head_dim;
+    r.rope_dim = c.rope_dim;
+    r.neox = c.rope_neox;
+    r.block_size = m_attn.block_size;
+    SS_LAUNCH(kernels::launch_qkv_rope_append(r, s));
+
+    const kernels::AttentionParams a = attention_params(l, p);
+    if (kernels::attention_workspace_bytes(a) > a.workspace_bytes)
+      throw BackendError("CUDA backend: attention decode workspace too small (internal error)");
+    SS_LAUNCH(kernels::launch_attention(a, s));
+
+    blas.linear(m_att.as<uint16_t>(), L.w_o, x, p.n, D, Q, 1.0f);  // x += o-proj
+    SS_LAUNCH(kernels::launch_rms_norm(x, L.ffn_norm, xn, p.n, D, c.rms_eps, s));
+    blas.linear(xn, L.w_gu, m_gu.as<float>(), p.n, 2 * F, D);
+    SS_LAUNCH(kernels::launch_swiglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
+    blas.linear(m_act.as<uint16_t>(), L.w_down, x, p.n, D, F, 1.0f);  // x += down-proj
+  }
+}
+
+void CudaBackendImpl::enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows) {
+  const ModelConfig& c = m_model->config();
+  const float* x = m_x.as<float>() + size_t(row0) * c.n_embd;
+  SS_LAUNCH(
+      kernels::launch_rms_norm(x, m_out_norm, m_xn.as<uint16_t>(), rows, c.n_embd, c.rms_eps, s));
+  blas.linear(m_xn.as<uint16_t>(), m_lm_head, m_logits.as<float>(), rows, c.n_vocab, c.n_embd);
+}
+
+void CudaBackendImpl::enqueue_probe_copy() {
+  SS_CUDA(cudaMemcpyAsync(m_h_probe.as<uint64_t>(), m_probe.get(), m_probe.bytes(),
+                          cudaMemcpyDeviceToHost, m_stream.s));
+}
+
+void CudaBackendImpl::apply_probes() {
+  const size_t LH = size_t(m_probes.n_layer) * m_probes.n_head;
+  const uint64_t* h = m_h_probe.as<uint64_t>();
+  for (size_t i = 0; i < LH; ++i) {
+    m_probes.prefill[i] = {int64_t(h[i]), int64_t(h[LH + i])};
+    m_probes.decode[i] = {int64_t(h[2 * LH + i]), int64_t(h[3 * LH + i])};
+  }
+}
+
+void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
+                              std::vector<float>& logits) {
+  const ModelConfig& c = m_model->config();
+  const int n = int(tokens.size());
+  if (n == 0) throw BackendError("forward: no tokens");
+  if (int64_t(m_n_past) + n > m_capacity)
+    throw BackendError("context full: " + std::to_string(m_n_past) + " cached + " +
+                       std::to_string(n) + " new tokens exceed the capacity of " +
+                       std::to_string(m_capacity) + " tokens");
+  for (TokenId t : tokens)
+    if (t < 0 || t >= c.n_vocab)
+      throw BackendError("token id " + std::to_string(t) + " is outside the vocabulary (0.." +
+                         std::to_string(c.n_vocab - 1) + ")");
+  SS_CUDA(cudaSetDevice(m_device));
+  const bool decode = n == 1 && m_n_past > 0;
+  prof::ScopedSpan span_fwd(m_spans, decode ? "decode step" : "prefill");
+  const double lambda = effective_lambda(m_attn, decode, int64_t(m_n_past) + n);
+  try {
+    if (decode) {
+      decode_step(tokens[0], lambda, logits);
+    } else {
+      prefill(tokens, mode, lambda, logits);
+    }
+  } catch (...) {
+    // Cancelled or failed part-way: let the device finish what was enqueued, keep n_past (new
+    // K/V beyond it are ignored and overwritten later), and keep the probes of what ran.
+    if (cudaStreamSynchronize(m_stream.s) == cudaSuccess &&
+        cudaMemcpy(m_h_probe.as<uint64_t>(), m_probe.get(), m_probe.bytes(),
+                   cudaMemcpyDeviceToHost) == cudaSuccess)
+      apply_probes();
+    (void)cudaGetLastError();
+    invalidate_graphs();
+    throw;
+  }
+  m_n_past += n;
+  apply_probes();
+}
+
+void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
+                              std::vector<float>& logits) {
+  const ModelConfig& c = m_model->config();
+  const int n = int(tokens.size());
+  const size_t V = size_t(c.n_vocab);
+  logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
+  // Passes of m_batch tokens (a multiple of the 128-row query tile, so the skip votes and the
+  // probes equal one pass over all n tokens).
+  for (int start = 0; start < n; start += m_batch) {
+    const int nc = std::min(m_batch, n - start);
+    SS_CUDA(cudaMemcpyAsync(m_tokens.get(), tokens.data() + start, size_t(nc) * 4,
+                            cudaMemcpyHostToDevice, m_stream.s));
+    enqueue_layers(m_stream.s, *m_blas, Pass{nc, m_n_past + start, lambda, false, false});
+    if (mode == LogitsMode::kAll) {
+      for (int r = 0; r < nc; r += m_logit_rows) {
+        const int rows = std::min(m_logit_rows, nc - r);
+        enqueue_lm_head(m_stream.s, *m_blas, r, rows);
+        SS_CUDA(cudaMemcpyAsync(logits.data() + size_t(start + r) * V, m_logits.get(),
+                                size_t(rows) * V * 4, cudaMemcpyDeviceToHost, m_stream.s));
+        SS_CUDA(cudaStreamSynchronize(m_stream.s));  // m_logits is reused next round
+      }
+    } else if (start + nc == n) {
+      enqueue_lm_head(m_stream.s, *m_blas, nc - 1, 1);
+      SS_CUDA(cudaMemcpyAsync(m_h_logits.as<float>(), m_logits.get(), V * 4, cudaMemcpyDeviceToHost,
+                              m_stream.s));
+    }
+  }
+  enqueue_probe_copy();
+  SS_CUDA(cudaStreamSynchronize(m_stream.s));
+  if (mode != LogitsMode::kAll) std::memcpy(logits.data(), m_h_logits.as<float>(), V * 4);
+}
+
+void CudaBackendImpl::decode_step(TokenId token, double lambda, std::vector<float>& logits) {
+  const ModelConfig& c = m_model->config();
+  const size_t V = size_t(c.n_vocab);
+  const int pos = m_n_past;
+  check_cancel();
+  int ready = -1;
+  if (m_use_graphs)
+    for (int i = 0; i < 2; ++i)
+      if (m_graphs[i].exec && m_graphs[i].pos == pos && m_graphs[i].gen == m_gen) ready = i;
+
+  const int32_t tok = token;  // pageable source: staged by the runtime before the call returns
+  SS_CUDA(cudaMemcpyAsync(m_tokens.get(), &tok, 4, cudaMemcpyHostToDevice, m_stream.s));
+  if (ready >= 0) {
+    SS_CUDA(cudaGraphLaunch(m_graphs[ready].exec, m_stream.s));
+    m_last_slot = ready;
+    ++m_stats.graph_steps;
+  } else {
+    enqueue_layers(m_stream.s, *m_blas, Pass{1, pos, lambda, true, false});
+    enqueue_lm_head(m_stream.s, *m_blas, 0, 1);
+    ++m_stats.eager_steps;
+  }
+  SS_CUDA(cudaMemcpyAsync(m_h_logits.as<float>(), m_logits.get(), V * 4, cudaMemcpyDeviceToHost,
+                          m_stream.s));
+  enqueue_probe_copy();
+  // While this step runs, capture the next one into the slot not in flight.
+  if (m_use_graphs && m_stats.disabled_reason.empty() && pos + 2 <= m_capacity)
+    prepare_graph(ready >= 0 ? 1 - ready : 1 - m_last_slot, pos + 1);
+  SS_CUDA(cudaStreamSynchronize(m_stream.s));
+  logits.assign(m_h_logits.as<float>(), m_h_logits.as<float>() + V);
+}
+
+void CudaBackendImpl::disable_graphs(const std::string& why) {
+  (void)cudaGetLastError();
+  m_stats.disabled_reason = why;
+  invalidate_graphs();
+}
+
+void CudaBackendImpl::prepare_graph(int slot, int pos) {
+  GraphSlot& g = m_graphs[slot];
+  g.pos = -1;
+  cudaStream_t s = m_cap_stream.s;
+  cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+  if (e != cudaSuccess) {
+    disable_graphs(std::string("cudaStreamBeginCapture failed: ") + cudaGetErrorString(e));
+    return;
+  }
+  cudaGraph_t graph = nullptr;
+  try {
+    const double lambda = effective_lambda(m_attn, true, int64_t(pos) + 1);
+    enqueue_layers(s, *m_blas_cap, Pass{1, pos, lambda, true, true});
+    enqueue_lm_head(s, *m_blas_cap, 0, 1);
+  } catch (const std::exception& ex) {
+    (void)cudaStreamEndCapture(s, &graph);
+    if (graph) (void)cudaGraphDestroy(graph);
+    disable_graphs(std::string("capturing a decode step failed: ") + ex.what());
+    return;
+  }
+  e = cudaStreamEndCapture(s, &graph);
+  if (e != cudaSuccess || !graph) {
+    if (graph) (void)cudaGraphDestroy(graph);
+    disable_graphs(std::string("cudaStreamEndCapture failed: ") + cudaGetErrorString(e));
+    return;
+  }
+  ++m_stats.captures;
+  if (g.exec) {
+    cudaGraphExecUpdateResultInfo info{};
+    if (cudaGraphExecUpdate(g.exec, graph, &info) == cudaSuccess) {
+      ++m_stats.updates;
+    } else {  // topology changed (e.g. dense -> sparse kernels): instantiate afresh
+      (void)cudaGetLastError();
+      (void)cudaGraphExecDestroy(g.exec);
+      g.exec = nullptr;
+    }
+  }
+  if (!g.exec) {
+    e = cudaGraphInstantiate(&g.exec, graph, 0);
+    if (e != cudaSuccess) {
+      g.exec = nullptr;
+      (void)cudaGraphDestroy(graph);
+      disable_graphs(std::string("cudaGraphInstantiate failed: ") + cudaGetErrorString(e));
+      return;
+    }
+    ++m_stats.instantiations;
+  }
+  (void)cudaGraphDestroy(graph);
+  g.pos = pos;
+  g.gen = m_gen;
+}
+
+}  // namespace
+
+std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> model,
+                                               const BackendOptions& options,
+                                               const CudaBackendOptions& cuda_options) {
+  if (!model) throw BackendError("make_cuda_backend: no model");
+  std::string why;
+  if (!gpu::probe_device(&why, nullptr)) throw BackendError("CUDA backend unavailable: " + why);
+  return std::make_unique<CudaBackendImpl>(std::move(model), options, cuda_options);
+}
+
+namespace gpu {
+
+bool probe_device(std::string* why, std::string* name) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (why)
+      *why = std::string("no usable CUDA device: ") + cudaGetErrorName(e) + " (" +
+             cudaGetErrorString(e) + ")";
+    return false;
+  }
+  if (count == 0) {
+    if (why) *why = "no CUDA device found";
+    return false;
+  }
+  if (name) {
+    cudaDeviceProp prop{};
+    int dev = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess)
+      *name = prop.name;
+    (void)cudaGetLastError();
+  }
+  return true;
+}
+
+}  // namespace gpu
+}  // namespace sinkscope

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend: the whole Llama-family forward on one GPU, mirroring the CPU reference
+// (engine/cpu_backend.cpp) step for step. Precision: bf16 weights and GEMM inputs, fp32
+// accumulation, fp32 residual stream, bf16 paged KV cache, fp32 logits. No CUDA headers here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+
+namespace sinkscope {
+
+struct CudaBackendOptions {
+  int device = -1;         // CUDA device ordinal; -1: the current device
+  bool use_graphs = true;  // decode steps through CUDA Graphs (env SINKSCOPE_CUDA_GRAPHS=0: off)
+  int max_batch = 2048;    // tokens per device pass (prefill chunk); rounded to a multiple of 128
+  // Tests: run the sparse attention kernels even when lambda = 0 (must equal dense bit for bit).
+  bool force_sparse_kernel = false;
+};
+
+// How decode steps ran. A decode step uses a CUDA Graph prepared for its position while the
+// previous step ran on the GPU; steps without a ready graph run eagerly.
+struct CudaGraphStats {
+  int64_t graph_steps = 0;      // decode steps replayed from a graph
+  int64_t eager_steps = 0;      // decode steps launched eagerly (first step, after a change, ...)
+  int64_t captures = 0;         // decode steps captured
+  int64_t updates = 0;          // cudaGraphExecUpdate in place
+  int64_t instantiations = 0;   // cudaGraphInstantiate (first time or topology change)
+  std::string disabled_reason;  // non-empty: graphs were turned off after a capture failure
+};
+
+class CudaBackend : public Backend {
+ public:
+  virtual CudaGraphStats graph_stats() const = 0;
+  virtual void set_use_graphs(bool on) = 0;
+  virtual std::string device_name() const = 0;
+  virtual uint64_t device_bytes() const = 0;  // device memory the backend holds
+};
+
+// Throws BackendError: no device, unsupported model shape (attention needs head_dim 64 or 128),
+// or not enough device memory (naming the bytes requested and the bytes free).
+std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> model,
+                                               const BackendOptions& options,
+                                               const CudaBackendOptions& cuda_options = {});
+
+namespace gpu {
+// Whether a usable CUDA device exists; fills why (no) or name (yes, device 0) when given.
+bool probe_device(std::string* why, std::string* name);
+}  // namespace gpu
+
+}  // namespace sinkscope

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// Host API of the element-wise / fused kernels the CUDA backend runs around the GEMMs and the
+// attention: embedding gather, RMSNorm, QKV bias + RoPE + paged KV append, SwiGLU, fp32->bf16
+// weight conversion and KV re-paging. Plain C++ (no CUDA headers): device pointers are raw,
+// bf16 travels as uint16_t bit patterns, the stream is a cudaStream_t passed as void*.
+// Nothing here throws or exits: a launch failure comes back as an OpStatus naming the kernel,
+// file and line. Every launcher accepts an empty problem (no launch).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sinkscope::kernels {
+
+struct OpStatus {
+  bool ok = true;
+  std::string message;  // empty when ok
+  static OpStatus error(std::string m) { return {false, std::move(m)}; }
+};
+
+// Whether the current device can run these kernels (an image for its architecture is in the
+// binary): asks the runtime for one kernel's attributes. No launch.
+OpStatus ops_device_check();
+
+// dst[i] = bf16(src[i]), round to nearest even. n elements.
+OpStatus launch_f32_to_bf16(const float* src, uint16_t* dst, int64_t n, void* stream);
+
+// x[i][:] = float(table[tokens[i]][:]).  table: [n_vocab][dim] bf16, tokens: [n] (device,
+// already validated), x: [n][dim] fp32 (the residual stream).
+OpStatus launch_embed_gather(const uint16_t* table, const int32_t* tokens, float* x, int n, int dim,
+                             void* stream);
+
+// out[r][:] = bf16(x[r][:] * rsqrt(mean(x[r]^2) + eps) * w[:]), fp32 accumulation.
+// x: [rows][dim] fp32, w: [dim] fp32, out: [rows][dim] bf16.
+OpStatus launch_rms_norm(const float* x, const float* w, uint16_t* out, int rows, int dim,
+                         float eps, void* stream);
+
+// After the fused QKV GEMM: adds the optional bias, rotates q and k (RoPE, both pair
+// conventions) and writes q (bf16, for the attention) and k, v (bf16) into the paged cache.
+struct QkvRopeParams {
+  const float* qkv = nullptr;   // [n_tokens][q_dim + 2*kv_dim] fp32: q | k | v
+  const float* bias = nullptr;  // [q_dim + 2*kv_dim] fp32, or nullptr
+  // Angles of every position: [positions][rope_dim/2] fp32 (host-computed with RopeTable, so
+  // the GPU rotates with the CPU's exact cos/sin).
+  const float* rope_cos = nullptr;
+  const float* rope_sin = nullptr;
+  uint16_t* q_out = nullptr;  // [n_tokens][q_dim] bf16
+  // Paged cache of ONE layer: pages[page][kv_head][slot][head_dim] bf16
+  // (kernels/attention_params.h).
+  uint16_t* k_pages = nullptr;
+  uint16_t* v_pages = nullptr;
+  const int32_t* page_table = nullptr;  // page of positions [i*block_size, (i+1)*block_size)
+  int n_tokens = 0;
+  int pos0 = 0;  // absolute position (== cache index) of token 0
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  int rope_dim = 0;   // rotated dims per head (<= head_dim); the rest pass through
+  bool neox = false;  // pairs (i, i + rope_dim/2) when true, (2i, 2i+1) otherwise
+  int block_size = 64;
+};
+OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream);
+
+// out[r][j] = bf16(silu(g) * u) with g = gate_up[r][j], u = gate_up[r][n_ff + j].
+// gate_up: [rows][2*n_ff] fp32 (the fused gate|up GEMM), out: [rows][n_ff] bf16.
+OpStatus launch_swiglu(const float* gate_up, uint16_t* out, int rows, int n_ff, void* stream);
+
+// Copies positions [0, n_positions) of one layer's paged cache from pages of bs_src slots to
+// pages of bs_dst slots (identity page tables on both sides). src and dst must not overlap.
+OpStatus launch_repage_kv(const uint16_t* src, uint16_t* dst, int64_t n_positions, int n_kv_heads,
+                          int head_dim, int bs_src, int bs_dst, void* stream);
+
+}  // namespace sinkscope::kernels

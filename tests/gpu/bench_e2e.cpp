@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: Apache-2.0
+// End-to-end speed of the CUDA backend on the real model: prefill tokens/s for a 2K-token
+// prompt and greedy decode tokens/s (256 tokens after that prompt), median of several
+// repetitions, decode with CUDA Graphs and eagerly. Prints a table; optional CSV.
+//   bench_e2e [--csv FILE] [--ids FILE] [--prompt N] [--decode N] [--reps N]
+// --ids writes the prompt's token ids (one line, space-separated) for hf_e2e_bench.py.
+// Without a GPU or the model: "SKIP: <reason>", exit 0.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/backend_factory.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/model.h"
+#include "engine/paths.h"
+
+using namespace sinkscope;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+TokenId argmax(const std::vector<float>& l) {
+  return TokenId(std::max_element(l.begin(), l.end()) - l.begin());
+}
+
+const char* kParagraph =
+    "Rivers carve their valleys slowly, grain by grain, over thousands of years. A traveller who "
+    "follows one from its source in the mountains to its mouth at the sea passes through forests, "
+    "farmland, small towns and finally a wide delta where the water spreads into a hundred "
+    "channels. Each stretch has its own character: fast and cold near the top, broad and patient "
+    "near the bottom, carrying the silt that will one day become new land. ";
+
+struct Result {
+  double prefill_tps = 0, prefill_ms = 0, decode_tps = 0, decode_ms_per_tok = 0;
+};
+
+Result bench(CudaBackend& be, const std::vector<TokenId>& prompt, int n_decode, int reps) {
+  std::vector<double> pre, dec;
+  std::vector<float> logits;
+  for (int r = 0; r <= reps; ++r) {  // r = 0: warm-up
+    be.reset();
+    auto t0 = Clock::now();
+    be.forward(prompt, LogitsMode::kLast, logits);
+    const double tp = seconds_since(t0);
+    TokenId next = argmax(logits);
+    t0 = Clock::now();
+    for (int i = 0; i < n_decode; ++i) {
+      const TokenId one[1] = {next};
+      be.forward(one, LogitsMode::kLast, logits);
+      next = argmax(logits);
+    }
+    const double td = seconds_since(t0);
+    if (r > 0) {
+      pre.push_back(tp);
+      dec.push_back(td);
+    }
+  }
+  Result res;
+  res.prefill_ms = 1e3 * median(pre);
+  res.prefill_tps = double(prompt.size()) / median(pre);
+  res.decode_tps = double(n_decode) / median(dec);
+  res.decode_ms_per_tok = 1e3 * median(dec) / n_decode;
+  return res;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string csv, ids_path;
+  int n_prompt = 2048, n_decode = 256, reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--csv")
+      csv = next();
+    else if (a == "--ids")
+      ids_path = next();
+    else if (a == "--prompt")
+      n_prompt = std::atoi(next().c_str());
+    else if (a == "--decode")
+      n_decode = std::atoi(next().c_str());
+    else if (a == "--reps")
+      reps = std::max(1, std::atoi(next().c_str()));
+    else {
+      std::fprintf(
+          stderr,
+          "usage: bench_e2e [--csv FILE] [--ids FILE] [--prompt N] [--decode N] [--reps N]\n");
+      return 2;
+    }
+  }
+  std::string why;
+  if (!cuda_available(&why)) {
+    std::printf("SKIP: %s\n", why.c_str());
+    return 0;
+  }
+  const std::filesystem::path path = default_model_path();
+  if (!std::filesystem::exists(path)) {
+    std::printf("SKIP: model not found at %s (set SINKSCOPE_MODEL)\n", path.string().c_str());
+    return 0;
+  }
+  try {
+    auto model = Model::load(path);
+    std::vector<TokenId> prompt = model->tokenizer().encode(kParagraph);
+    const std::vector<TokenId> para = model->tokenizer().encode(kParagraph, false, false);
+    while (int(prompt.size()) < n_prompt) prompt.insert(prompt.end(), para.begin(), para.end());
+    prompt.resize(size_t(n_prompt));
+    if (!ids_path.empty()) {
+      std::ofstream f(ids_path);
+      for (size_t i = 0; i < prompt.size(); ++i) f << (i ? " " : "") << prompt[i];
+      f << "\n";
+    }
+    BackendOptions opt;
+    opt.max_context = n_prompt + n_decode;
+    auto graphs = make_cuda_backend(model, opt);
+    CudaBackendOptions eager_opt;
+    eager_opt.use_graphs = false;
+    auto eager = make_cuda_backend(model, opt, eager_opt);
+
+    const Result rg = bench(*graphs, prompt, n_decode, reps);
+    const Result re = bench(*eager, prompt, n_decode, reps);
+    const CudaGraphStats s = graphs->graph_stats();
+    std::printf("device: %s   model: %s\n", graphs->name().c_str(),
+                path.filename().string().c_str());
+    std::printf("prompt %d tokens, greedy decode %d tokens, median of %d runs (after 1 warm-up)\n",
+                n_prompt, n_decode, reps);
+    std::printf(
+        "graph stats: %lld graph steps, %lld eager, %lld captures, %lld updates, %lld "
+        "instantiations%s%s\n",
+        (long long)s.graph_steps, (long long)s.eager_steps, (long long)s.captures,
+        (long long)s.updates, (long long)s.instantiations,
+        s.disabled_reason.empty() ? "" : "; DISABLED: ", s.disabled_reason.c_str());
+    std::printf(
+        "\n| engine               | prefill tok/s | prefill ms | decode tok/s | decode ms/tok |\n");
+    std::printf(
+        "|----------------------|---------------|------------|--------------|---------------|\n");
+    std::printf("| sinkscope cuda graph | %13.0f | %10.2f | %12.1f | %13.3f |\n", rg.prefill_tps,
+                rg.prefill_ms, rg.decode_tps, rg.decode_ms_per_tok);
+    std::printf("| sinkscope cuda eager | %13.0f | %10.2f | %12.1f | %13.3f |\n", re.prefill_tps,
+                re.prefill_ms, re.decode_tps, re.decode_ms_per_tok);
+    if (!csv.empty()) {
+      std::ofstream f(csv);
+      f << "engine,prompt,decode,prefill_tok_s,decode_tok_s\n";
+      f << "sinkscope_graph," << n_prompt << "," << n_decode << "," << rg.prefill_tps << ","
+        << rg.decode_tps << "\n";
+      f << "sinkscope_eager," << n_prompt << "," << n_decode << "," << re.prefill_tps << ","
+        << re.decode_tps << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::printf("FAIL: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

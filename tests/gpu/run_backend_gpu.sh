@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Builds and runs the CUDA backend's GPU checks: test_cuda_backend (CPU vs GPU logits, decode
+# graphs, sparse/dense, reset/overflow/cancel), bench_e2e (prefill + decode tokens/s) and the
+# HF transformers baseline on the same GPU (hf_e2e_bench.py), then prints a summary table last.
+# Configures exactly like run_gpu.sh (SINKSCOPE_TESTS=OFF, SINKSCOPE_GPU_TESTS=ON), so both
+# scripts share one build folder and the attention kernels compile once.
+#   MODEL=<file.gguf>  (or SINKSCOPE_MODEL) the model; default: the set-up script's cache path
+#   BUILD=<dir> (default build-gpu)   OUT=<dir> (default $BUILD/out-backend)
+#   SKIP_TESTS=1 / SKIP_BENCH=1 / SKIP_HF=1     REPS=<n> benchmark repetitions (default 5)
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${BUILD:-$ROOT/build-gpu}
+OUT=${OUT:-$BUILD/out-backend}
+REPS=${REPS:-5}
+mkdir -p "$OUT"
+[[ -n "${MODEL:-}" ]] && export SINKSCOPE_MODEL="$MODEL"
+
+echo "== configure + build (sm_90) =="
+cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKSCOPE_CUDA=ON \
+  -DSINKSCOPE_GUI=OFF -DSINKSCOPE_TESTS=OFF -DSINKSCOPE_GPU_TESTS=ON \
+  -DSINKSCOPE_PTXAS_VERBOSE=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA="$ROOT/tests/gpu/cuda20_override.cmake" \
+  >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+ninja -C "$BUILD" test_cuda_backend bench_e2e >"$OUT/build.log" 2>&1 ||
+  { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+grep -A2 "ops_cu" "$OUT/build.log" | grep -E "spill" | sort | uniq -c | sed 's/^/  ptxas (ops.cu): /'
+
+test_status="not run"
+rc=0
+if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
+  echo "== test_cuda_backend =="
+  timeout 900 "$BUILD/tests/gpu/test_cuda_backend" >"$OUT/test.log" 2>&1
+  rc=$?
+  cat "$OUT/test.log"
+  test_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test.log" | tail -1)
+  [[ -z "$test_status" ]] && test_status="crashed (rc=$rc), see $OUT/test.log"
+fi
+
+if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
+  echo "== bench_e2e (ours) =="
+  timeout 600 "$BUILD/tests/gpu/bench_e2e" --csv "$OUT/ours.csv" --ids "$OUT/prompt_ids.txt" \
+    --reps "$REPS" >"$OUT/bench.log" 2>&1 || echo "bench_e2e failed (rc=$?)"
+  cat "$OUT/bench.log"
+  if [[ "${SKIP_HF:-0}" != 1 ]]; then
+    echo "== HF transformers (same GPU, same prompt) =="
+    ids_arg=()
+    [[ -s "$OUT/prompt_ids.txt" ]] && ids_arg=(--ids "$OUT/prompt_ids.txt")
+    PYTHONUNBUFFERED=1 timeout 900 python3 "$ROOT/tests/gpu/hf_e2e_bench.py" "${ids_arg[@]}" \
+      --reps 3 --csv "$OUT/hf.csv" >"$OUT/hf.log" 2>&1 || echo "hf_e2e_bench failed (rc=$?)"
+    grep -vE "^\s*$" "$OUT/hf.log" | grep -vE "Warning|warn\(" | tail -15
+  fi
+fi
+
+echo
+echo "================ summary: CUDA backend ================"
+echo "tests: $test_status"
+grep -E "^(PASS|FAIL)" "$OUT/test.log" 2>/dev/null | sed -E 's/^(PASS|FAIL) ([a-z0-9_]+):.*/  \1 \2/'
+python3 - "$OUT/ours.csv" "$OUT/hf.csv" <<'PY'
+import csv, os, sys
+rows = []
+for p in sys.argv[1:]:
+    if os.path.exists(p):
+        rows += list(csv.DictReader(open(p)))
+if not rows:
+    print("benchmarks: no results (see the logs above)")
+    sys.exit(0)
+def f(x):
+    try:
+        v = float(x)
+        return v if v == v else None
+    except (TypeError, ValueError):
+        return None
+ours = {r["engine"]: r for r in rows if r["engine"].startswith("sinkscope")}
+hf = [r for r in rows if not r["engine"].startswith("sinkscope")]
+best_hf_pre = max([f(r["prefill_tok_s"]) for r in hf if f(r["prefill_tok_s"])] or [0])
+best_hf_dec = max([f(r["decode_tok_s"]) for r in hf if f(r["decode_tok_s"])] or [0])
+print(f"| {'engine':32} | {'prefill tok/s':>13} | {'decode tok/s':>12} |")
+print(f"|{'-'*34}|{'-'*15}|{'-'*14}|")
+for r in rows:
+    p, d = f(r["prefill_tok_s"]), f(r["decode_tok_s"])
+    ps = "-" if p is None else str(round(p))
+    ds = "-" if d is None else f"{d:.1f}"
+    print(f"| {r['engine']:32} | {ps:>13} | {ds:>12} |")
+g = ours.get("sinkscope_graph")
+if g and best_hf_pre and best_hf_dec:
+    print(f"speed-up vs best HF: prefill x{float(g['prefill_tok_s'])/best_hf_pre:.2f}, "
+          f"decode x{float(g['decode_tok_s'])/best_hf_dec:.2f}")
+PY
+exit $rc
