@@ -49,7 +49,30 @@ inline float log_threshold(double lambda) {
 struct TileCounts {
   int64_t visited = 0;  // causally visible tiles (the denominator of sparsity)
   int64_t skipped = 0;
+  // Upper bound of the attention probability mass a row lost to skipped tiles: each skipped key
+  // has p <= exp(m~ - m) < lambda (the row's final softmax denominator is >= 1 relative to its
+  // running max), so a row's bound is sum over its skipped tiles of keys * exp(m~ - m), which is
+  // <= lambda * skipped keys. Kept as the max over rows and the sum over rows (for the mean).
+  double mass_bound_max = 0.0;
+  double mass_bound_sum = 0.0;
+  int64_t rows = 0;
   double sparsity() const { return visited ? double(skipped) / double(visited) : 0.0; }
+  double mass_bound_mean() const { return rows ? mass_bound_sum / double(rows) : 0.0; }
+  void add(const TileCounts& o) {
+    visited += o.visited;
+    skipped += o.skipped;
+    mass_bound_max = mass_bound_max > o.mass_bound_max ? mass_bound_max : o.mass_bound_max;
+    mass_bound_sum += o.mass_bound_sum;
+    rows += o.rows;
+  }
+};
+
+// The skip mask of one (layer, head) for the last prefill: (query tile, KV tile) cells,
+// row-major; 0 not visible, 1 computed, 2 skipped.
+struct SkipMask {
+  int layer = -1, head = -1;  // requested; -1: none
+  int rows = 0, cols = 0;
+  std::vector<uint8_t> cells;
 };
 
 struct AttentionProbes {
@@ -61,13 +84,13 @@ struct AttentionProbes {
     n_head = heads;
     prefill.assign(size_t(layers) * heads, {});
     decode.assign(size_t(layers) * heads, {});
+    mask.rows = mask.cols = 0;
+    mask.cells.clear();
   }
+  SkipMask mask;  // filled by the prefill when mask.layer/head name a (layer, head)
   TileCounts total(bool decode_phase) const {
     TileCounts t;
-    for (const auto& c : decode_phase ? decode : prefill) {
-      t.visited += c.visited;
-      t.skipped += c.skipped;
-    }
+    for (const auto& c : decode_phase ? decode : prefill) t.add(c);
     return t;
   }
 };

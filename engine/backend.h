@@ -52,6 +52,8 @@ class Backend {
   virtual void set_attention(const AttentionSettings& s) = 0;
   virtual const AttentionSettings& attention() const = 0;
   virtual const AttentionProbes& probes() const = 0;
+  // Asks the next prefill to record the skip mask of (layer, head); -1, -1 stops it.
+  virtual void request_skip_mask(int layer, int head) = 0;
 
   void set_cancel_flag(const std::atomic<bool>* flag) { m_cancel = flag; }
   void set_span_recorder(prof::SpanRecorder* r) { m_spans = r; }

@@ -180,6 +180,7 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
     std::vector<float> acc(size_t(rows) * d, 0.0f);
     std::vector<float> s(size_t(rows) * bk);
     std::vector<float> tile_max(static_cast<size_t>(rows));
+    std::vector<double> bound(static_cast<size_t>(rows), 0.0);
     TileCounts& cnt = local[size_t(task)];
     uint8_t* mask_row =
         (a.mask && h == a.mask_head) ? a.mask->data() + size_t(qt) * n_kvtiles_total : nullptr;
@@ -222,6 +223,10 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
       if (mask_row) mask_row[t] = skip ? 2 : 1;
       if (skip) {
         ++cnt.skipped;
+        for (int r = 0; r < rows; ++r) {
+          const int vis = std::min(k1, a.q_pos0 + r0 + r + 1) - k0;
+          if (vis > 0) bound[size_t(r)] += double(vis) * std::exp(double(tile_max[size_t(r)]) - m[size_t(r)]);
+        }
         if (!a.skip_softmax_exp) {
           // Denominator stays exact; only the PV product is dropped.
           for (int r = 0; r < rows; ++r) {
@@ -260,6 +265,11 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
       }
     }
     for (int r = 0; r < rows; ++r) {
+      cnt.mass_bound_max = std::max(cnt.mass_bound_max, bound[size_t(r)]);
+      cnt.mass_bound_sum += bound[size_t(r)];
+    }
+    cnt.rows += rows;
+    for (int r = 0; r < rows; ++r) {
       float* o = a.out + int64_t(r0 + r) * q_stride + int64_t(h) * d;
       const float inv = l[size_t(r)] > 0 ? 1.0f / l[size_t(r)] : 0.0f;
       const float* ar = acc.data() + size_t(r) * d;
@@ -279,9 +289,7 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
   if (a.counts) {
     for (int h = 0; h < a.n_head; ++h)
       for (int qt = 0; qt < n_qtiles; ++qt) {
-        const TileCounts& c = local[size_t(h) * n_qtiles + qt];
-        a.counts[h].visited += c.visited;
-        a.counts[h].skipped += c.skipped;
+        a.counts[h].add(local[size_t(h) * n_qtiles + qt]);
       }
   }
 }

@@ -48,6 +48,16 @@ class CpuBackend final : public Backend {
   }
   const AttentionSettings& attention() const override { return m_attn; }
   const AttentionProbes& probes() const override { return m_probes; }
+  void request_skip_mask(int layer, int head) override {
+    const ModelConfig& c = m_model->config();
+    if (layer >= c.n_layer || head >= c.n_head || (layer < 0) != (head < 0))
+      throw BackendError("skip mask: (layer " + std::to_string(layer) + ", head " +
+                         std::to_string(head) + ") is outside the model (" +
+                         std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) +
+                         " heads)");
+    m_probes.mask.layer = layer;
+    m_probes.mask.head = head;
+  }
 
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
                std::vector<float>& logits) override;
@@ -203,7 +213,13 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
       a.skip_softmax_exp = m_attn.skip_softmax_exp;
       auto& counts = decode ? m_probes.decode : m_probes.prefill;
       a.counts = &counts[size_t(l) * c.n_head];
+      if (!decode && l == m_probes.mask.layer) {
+        a.mask_head = m_probes.mask.head;
+        a.mask = &m_probes.mask.cells;
+        a.mask_cols = &m_probes.mask.cols;
+      }
       cpu_attention(a, &m_pool);
+      if (a.mask) m_probes.mask.rows = (n + a.q_tile - 1) / a.q_tile;
     }
     {
       prof::ScopedSpan s(m_spans, "o-proj");

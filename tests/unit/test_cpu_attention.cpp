@@ -301,6 +301,44 @@ TEST(CpuAttention, KeepingExpInDenominatorOnlyDropsPv) {
   EXPECT_LT(rel_err(b.out, dense), 0.2);
 }
 
+TEST(CpuAttention, DroppedMassBoundHoldsAgainstDenseProbabilities) {
+  const double lambda = 0.05;
+  const int bk = 64;
+  Problem p = make_problem(256, 0, 1, 1, 64, 21, 30.0f);
+  const float scale = 0.125f;
+  AttnRun r = run_cpu(p, scale, 128, bk, lambda, nullptr, 0);
+  ASSERT_GT(r.counts[0].skipped, 0);
+  // Dense probabilities of the keys in skipped tiles, per row, in float64.
+  double worst_actual = 0;
+  int64_t worst_skipped_keys = 0;
+  for (int i = 0; i < p.n_q; ++i) {
+    std::vector<double> s(size_t(i + 1));
+    double mx = -INFINITY, sum = 0;
+    for (int j = 0; j <= i; ++j) {
+      double acc = 0;
+      for (int t = 0; t < p.d; ++t) acc += double(p.q[size_t(i) * p.d + t]) * p.k[size_t(j) * p.d + t];
+      s[size_t(j)] = acc * scale;
+      mx = std::max(mx, s[size_t(j)]);
+    }
+    for (double x : s) sum += std::exp(x - mx);
+    double dropped = 0;
+    int64_t keys = 0;
+    for (int j = 0; j <= i; ++j) {
+      if (r.mask[size_t(i / 128) * r.mask_cols + j / bk] == 2) {
+        dropped += std::exp(s[size_t(j)] - mx) / sum;
+        ++keys;
+      }
+    }
+    worst_actual = std::max(worst_actual, dropped);
+    worst_skipped_keys = std::max(worst_skipped_keys, keys);
+  }
+  EXPECT_GT(worst_actual, 0.0);
+  EXPECT_LE(worst_actual, r.counts[0].mass_bound_max);
+  EXPECT_LE(r.counts[0].mass_bound_max, lambda * double(worst_skipped_keys));
+  EXPECT_EQ(r.counts[0].rows, 256);
+  EXPECT_GT(r.counts[0].mass_bound_mean(), 0.0);
+}
+
 TEST(EffectiveLambda, ModesAndHybrid) {
   AttentionSettings s;
   s.type = AttentionType::kDynamicSparse;

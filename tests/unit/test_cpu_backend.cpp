@@ -279,6 +279,18 @@ TEST(CpuBackend, SparseSettingsReachTheAttentionAndCountTiles) {
   // 200 tokens: query tiles of 128 rows see KV tiles of 64: tile 0 -> 2, tile 1 -> 4 = 6 per
   // head and layer.
   EXPECT_EQ(t.visited, int64_t(6) * model->config().n_head * model->config().n_layer);
+  // The requested skip mask covers the prefill's tiles of one (layer, head).
+  be->request_skip_mask(1, 2);
+  be->reset();
+  be->forward(ids, LogitsMode::kAll, sparse);
+  const SkipMask& m = be->probes().mask;
+  EXPECT_EQ(m.rows, 2);
+  EXPECT_EQ(m.cols, 4);
+  ASSERT_EQ(m.cells.size(), 8u);
+  EXPECT_EQ(m.cells[0], 1);  // first tile always computed
+  EXPECT_EQ(m.cells[3], 0);  // query tile 0 (rows 0-127) cannot see KV tile 3 (keys 192-255)
+  EXPECT_THROW(be->request_skip_mask(2, 0), BackendError);
+  EXPECT_THROW(be->request_skip_mask(0, -1), BackendError);
   s.block_size = 96;
   EXPECT_THROW(be->set_attention(s), BackendError);
 }
