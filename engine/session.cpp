@@ -99,6 +99,10 @@ PerplexityResult perplexity(Backend& backend, const std::vector<TokenId>& tokens
       ++count;
     }
     nll_total += nll;
+    const AttentionProbes& bp = backend.probes();
+    if (c == 0) r.probes.reset(bp.n_layer, bp.n_head);
+    for (size_t i = 0; i < bp.prefill.size(); ++i) r.probes.prefill[i].add(bp.prefill[i]);
+    for (size_t i = 0; i < bp.decode.size(); ++i) r.probes.decode[i].add(bp.decode[i]);
     r.n_predicted += count;
     r.chunk_ppl.push_back(std::exp(nll / double(std::max<int64_t>(1, count))));
     if (progress) {

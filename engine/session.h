@@ -41,6 +41,7 @@ struct PerplexityResult {
   int n_chunks = 0;
   double seconds = 0;
   std::vector<double> chunk_ppl;
+  AttentionProbes probes;  // tile counts summed over every chunk
 };
 
 struct PerplexityProgress {

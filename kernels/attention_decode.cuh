@@ -51,6 +51,11 @@ struct DecodeCfg {
                               kDecodeMaxTilesPerSplit * 4;
 };
 
+// 16-byte chunk index within a [key][D] row after the XOR swizzle (low 3 bits ^= row & 7).
+__device__ __forceinline__ int dswz(int chunk, int row) {
+  return (chunk & ~7) | ((chunk ^ row) & 7);
+}
+
 template <int D, int BC, int MODE>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
@@ -164,10 +169,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     if constexpr (MODE == 2) return t0 + int(work[i]);
     return t0 + i;
   };
-  // Coalesced: each warp instruction copies whole 128-byte lines (32 lanes x 16 B = 512 B of
-  // consecutive row chunks) and drops every chunk into the private slot of the lane whose mma
-  // fragment needs it (see the layout notes at the top). Half-line accesses per instruction
-  // doubled the L2 request rate and capped decode at ~2.7 TB/s (ncu: L2 82 %, DRAM 59 %).
+  // Each warp instruction copies 512 contiguous bytes (whole 128-byte lines) into 512 contiguous
+  // shared bytes: the warp's K (and V) rows, [key][d] with the 16-byte chunks XOR-swizzled by
+  // (row & 7). Scattering the chunks straight into per-lane fragment slots (v1/v2) made the copy
+  // engine split requests (ncu: ~1.2 sectors per L2 request, L2 82 % busy, DRAM 59 %).
   auto issue = [&](int i, int st) {
     const int t = tile_of(i);
     const int64_t page = pages[t - t0];
@@ -181,11 +186,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
       for (int op = 0; op < C::K_ITEMS; ++op) {
         const int kk = op * KEYS_PER_OP + lk;  // key within the warp's slice
-        // consumer: n-tile j = kk / 8, lane g = kk % 8; chunk ch = 4 * pc + tq
-        const int item = (kk >> 3) * C::DC + (ch >> 2);
-        const int dst_lane = (kk & 7) * 4 + (ch & 3);
         const bool ok = key0 + kk < vis;
-        cp_async16(smem_u32(wbase + item * 32 + dst_lane),
+        cp_async16(smem_u32(wbase + kk * CPR + dswz(ch, kk)),
                    ok ? p.k_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.k_pages,
                    ok ? 16 : 0);
       }
@@ -194,13 +196,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
       for (int op = 0; op < C::V_ITEMS; ++op) {
         const int kk = op * KEYS_PER_OP + lk;
-        // consumer: ks = kk / 16; rem = kk % 16 = 8 * (r >> 1) + 2 * tq + (r & 1); chunk = 8c + g
-        const int rem = kk & 15;
-        const int r = ((rem >> 3) << 1) | (rem & 1);
-        const int item = C::K_ITEMS + ((kk >> 4) * 4 + r) * C::VC + (ch >> 3);
-        const int dst_lane = (ch & 7) * 4 + ((rem & 7) >> 1);
         const bool ok = key0 + kk < vis;  // masked keys must be 0, not undefined (P*NaN)
-        cp_async16(smem_u32(wbase + item * 32 + dst_lane),
+        cp_async16(smem_u32(wbase + C::K_ITEMS * 32 + kk * CPR + dswz(ch, kk)),
                    ok ? p.v_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.v_pages,
                    ok ? 16 : 0);
       }
@@ -243,7 +240,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     __syncwarp();                    // ... and every lane's: slots are filled across the warp
     const int t = tile_of(i);
     const int64_t key0 = int64_t(t) * BC + warp * C::KPW;
-    const uint4* src = ring + (st * kDecodeWarps + warp) * C::ITEMS * 32 + lane;
+    const uint4* src = ring + (st * kDecodeWarps + warp) * C::ITEMS * 32;  // this warp's rows
+    constexpr int CPR = D / 8;
 
     float s[C::NTW][4];
     float tm;
@@ -253,7 +251,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
         s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
 #pragma unroll
         for (int pc = 0; pc < C::DC; ++pc) {
-          const uint4 kv = src[(j * C::DC + pc) * 32];
+          const int kk = 8 * j + g;  // this lane's key; chunk 4pc+tq = d 32pc+8tq (see issue)
+          const uint4 kv = src[kk * CPR + dswz(4 * pc + tq, kk)];
           mma_bf16(s[j], qa[pc].x, 0u, qa[pc].y, 0u, kv.x, kv.y);
           mma_bf16(s[j], qa[pc].z, 0u, qa[pc].w, 0u, kv.z, kv.w);
         }
@@ -323,7 +322,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
         for (int c = 0; c < C::VC; ++c) {
           uint4 vr[4];
 #pragma unroll
-          for (int r = 0; r < 4; ++r) vr[r] = vsrc[((ks * 4 + r) * C::VC + c) * 32];
+          for (int r = 0; r < 4; ++r) {
+            const int kk = ks * 16 + (r >> 1) * 8 + tq * 2 + (r & 1);
+            vr[r] = vsrc[kk * CPR + dswz(8 * c + g, kk)];
+          }
           const uint32_t* w0 = reinterpret_cast<const uint32_t*>(&vr[0]);
           const uint32_t* w1 = reinterpret_cast<const uint32_t*>(&vr[1]);
           const uint32_t* w2 = reinterpret_cast<const uint32_t*>(&vr[2]);

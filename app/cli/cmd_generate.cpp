@@ -7,6 +7,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
 #include "engine/json.h"
+#include "app/cli/attention_options.h"
 #include "engine/session.h"
 
 namespace sinkscope::cli {
@@ -63,6 +64,7 @@ void write_json(std::ostream& out, const GenerateArgs& a, const Model& model,
   w.field("decode_ms", r.decode_ms);
   w.field("prefill_tokens_per_s", r.prefill_tokens_per_s());
   w.field("decode_tokens_per_s", r.decode_tokens_per_s());
+  write_attention_json(w, backend.attention(), backend.probes());
   w.end_object();
   out << w.str() << "\n";
   out.flush();
@@ -78,7 +80,8 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   const std::string text = prompt_text(a);
   const auto model_path = resolve_model_path(a.model);
   auto model = load_model(model_path, a.json ? nullptr : &err);
-  const BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
+  BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
+  bopts.attention = a.attention;
   auto backend = make_cpu_backend(model, bopts);
 
   const Tokenizer& tok = model->tokenizer();

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "app/cli/args.h"
+#include "app/cli/attention_options.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
 #include "engine/json.h"
@@ -21,7 +22,8 @@ int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err
   if (text.empty()) throw UsageError("--file: the file is empty (" + a.file + ")");
   const auto model_path = resolve_model_path(a.model);
   auto model = load_model(model_path, a.json ? nullptr : &err);
-  const BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
+  BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
+  bopts.attention = a.attention;
   auto backend = make_cpu_backend(model, bopts);
 
   const std::vector<TokenId> tokens = model->tokenizer().encode(text);
@@ -61,6 +63,7 @@ int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err
     w.field("mean_nll", r.mean_nll);
     w.field("seconds", r.seconds);
     w.field("chunk_perplexity", r.chunk_ppl);
+    write_attention_json(w, backend->attention(), r.probes);
     w.end_object();
     out << w.str() << "\n";
     return 0;
@@ -70,6 +73,11 @@ int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err
       << "tokens: " << tokens.size() << " (" << r.n_predicted << " scored)\n"
       << "chunks: " << r.n_chunks << " x " << a.ctx << "\n"
       << std::setprecision(2) << "seconds: " << r.seconds << "\n";
+  if (a.attention.type == AttentionType::kDynamicSparse) {
+    const TileCounts t = r.probes.total(false);
+    out << std::setprecision(4) << "sparsity (prefill): " << t.sparsity() << " (" << t.skipped
+        << " of " << t.visited << " tiles skipped)\n";
+  }
   return 0;
 }
 

@@ -2,6 +2,7 @@
 #include "app/cli/options.h"
 
 #include "app/cli/args.h"
+#include "app/cli/attention_options.h"
 
 namespace sinkscope::cli {
 
@@ -32,8 +33,9 @@ GenerateArgs parse_generate_args(std::span<const std::string> args) {
       .option("--threads", "N", "CPU threads, 0 = all (default)")
       .option("--ctx", "N", "context capacity in tokens, 0 = the model's trained context")
       .flag("--json", "print one JSON object with tokens, text and timings instead of streaming")
-      .flag("--hash", "with --json: include the model file's sha256 (reads the whole file)")
-      .epilog(
+      .flag("--hash", "with --json: include the model file's sha256 (reads the whole file)");
+  add_attention_options(p);
+  p.epilog(
           "Examples:\n"
           "  sinkscope-cli generate --prompt \"The capital of France is\" --max-tokens 16\n"
           "  sinkscope-cli generate --chat --system \"Be brief.\" --prompt \"What is a sink "
@@ -69,6 +71,7 @@ GenerateArgs parse_generate_args(std::span<const std::string> args) {
   a.json = p.has("--json");
   a.hash = p.has("--hash");
   if (a.hash && !a.json) throw UsageError("--hash needs --json");
+  a.attention = parse_attention_options(p);
   return a;
 }
 
@@ -80,8 +83,9 @@ PerplexityArgs parse_perplexity_args(std::span<const std::string> args) {
       .option("--file", "FILE", "UTF-8 text to score")
       .option("--ctx", "N", "chunk length in tokens (default 512)")
       .option("--threads", "N", "CPU threads, 0 = all (default)")
-      .flag("--json", "print one JSON object instead of text")
-      .epilog(
+      .flag("--json", "print one JSON object instead of text");
+  add_attention_options(p);
+  p.epilog(
           "Progress with the time remaining goes to stderr.\n\n"
           "Example:\n  sinkscope-cli perplexity --file notes.txt --ctx 256\n\n" +
           exit_status_note());
@@ -98,6 +102,7 @@ PerplexityArgs parse_perplexity_args(std::span<const std::string> args) {
   a.ctx = static_cast<int>(p.get_int("--ctx", a.ctx, 4, kMaxContextLimit));
   a.threads = static_cast<int>(p.get_int("--threads", a.threads, 0, kMaxThreads));
   a.json = p.has("--json");
+  a.attention = parse_attention_options(p);
   return a;
 }
 

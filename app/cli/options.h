@@ -8,6 +8,8 @@
 #include <span>
 #include <string>
 
+#include "engine/attention.h"
+
 namespace sinkscope::cli {
 
 // Limits checked at parse time; the model's own limits are checked later.
@@ -32,6 +34,7 @@ struct GenerateArgs {
   int ctx = 0;      // 0: the model's trained context
   bool json = false;
   bool hash = false;  // include the model's sha256 in --json output
+  AttentionSettings attention;
 };
 
 struct PerplexityArgs {
@@ -42,6 +45,7 @@ struct PerplexityArgs {
   int ctx = 512;
   int threads = 0;
   bool json = false;
+  AttentionSettings attention;
 };
 
 struct InfoArgs {

@@ -69,7 +69,7 @@ def main():
     except TypeError:  # older transformers: torch_dtype
         model = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.bfloat16,
                                                      attn_implementation="sdpa", **kw)
-    model = model.cuda().eval()
+    model = model.to(device="cuda", dtype=torch.bfloat16).eval()  # bf16 whatever the kwarg did
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, "
           f"{torch.cuda.get_device_name()}; loaded {f} in {time.perf_counter() - t0:.1f} s")
 

@@ -5,7 +5,8 @@
 # HF transformers baseline on the same GPU (hf_e2e_bench.py), then prints a summary table last.
 # Configures exactly like run_gpu.sh (SINKSCOPE_TESTS=OFF, SINKSCOPE_GPU_TESTS=ON), so both
 # scripts share one build folder and the attention kernels compile once.
-#   MODEL=<file.gguf>  (or SINKSCOPE_MODEL) the model; default: the set-up script's cache path
+#   MODEL=<file.gguf>  (or SINKSCOPE_MODEL) the model; else $ROOT/.model/<file> or its split
+#                      parts $ROOT/.model/<file>.part-*; else the set-up script's cache path
 #   BUILD=<dir> (default build-gpu)   OUT=<dir> (default $BUILD/out-backend)
 #   SKIP_TESTS=1 / SKIP_BENCH=1 / SKIP_HF=1     REPS=<n> benchmark repetitions (default 5)
 set -uo pipefail
@@ -15,6 +16,23 @@ OUT=${OUT:-$BUILD/out-backend}
 REPS=${REPS:-5}
 mkdir -p "$OUT"
 [[ -n "${MODEL:-}" ]] && export SINKSCOPE_MODEL="$MODEL"
+# The model is larger than one device-tool carry (64 MiB): it may arrive as split parts
+# (split -b 50M FILE .model/FILE.part-) under $ROOT/.model; join and verify them once.
+MODEL_NAME=SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+if [[ -z "${SINKSCOPE_MODEL:-}" ]]; then
+  if [[ -f "$ROOT/.model/$MODEL_NAME" ]]; then
+    export SINKSCOPE_MODEL="$ROOT/.model/$MODEL_NAME"
+  elif compgen -G "$ROOT/.model/$MODEL_NAME.part-*" >/dev/null; then
+    cat "$ROOT/.model/$MODEL_NAME".part-* >"$OUT/$MODEL_NAME"
+    if [[ "$(sha256sum "$OUT/$MODEL_NAME" | cut -d' ' -f1)" == "$MODEL_SHA" ]]; then
+      export SINKSCOPE_MODEL="$OUT/$MODEL_NAME"
+    else
+      echo "WARNING: joined $ROOT/.model/$MODEL_NAME.part-* has the wrong sha256 (parts missing?)"
+    fi
+  fi
+fi
+echo "model: ${SINKSCOPE_MODEL:-<default path of engine/paths.h>}"
 
 echo "== configure + build (sm_90) =="
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKSCOPE_CUDA=ON \

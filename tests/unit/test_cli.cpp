@@ -381,3 +381,63 @@ TEST(CliBinary, PerplexitySmallFile) {
   EXPECT_GE(v["chunks"].as_int(), 2);
   EXPECT_NEAR(std::log(v["perplexity"].as_number()), v["mean_nll"].as_number(), 1e-9);
 }
+
+TEST(CliGenerateArgs, AttentionOptions) {
+  const auto a = sinkscope::cli::parse_generate_args(
+      argv_of({"--prompt", "x", "--attention", "dynamic_sparse", "--lambda-prefill", "0.02",
+               "--lambda-decode", "0.005", "--min-seq-len", "512", "--block-size", "128"}));
+  EXPECT_EQ(a.attention.type, sinkscope::AttentionType::kDynamicSparse);
+  EXPECT_DOUBLE_EQ(a.attention.threshold_prefill, 0.02);
+  EXPECT_DOUBLE_EQ(a.attention.threshold_decode, 0.005);
+  EXPECT_EQ(a.attention.min_sequence_length, 512);
+  EXPECT_EQ(a.attention.block_size, 128);
+  EXPECT_TRUE(a.attention.skip_softmax_exp);
+  const auto c = sinkscope::cli::parse_generate_args(
+      argv_of({"--prompt", "x", "--attention", "dynamic_sparse", "--threshold-mode",
+               "length_scaled", "--lambda-prefill", "40"}));
+  EXPECT_EQ(c.attention.threshold_mode, sinkscope::ThresholdMode::kLengthScaled);
+  EXPECT_DOUBLE_EQ(c.attention.threshold_prefill, 40.0);
+
+  EXPECT_NE(generate_error({"--prompt", "x", "--attention", "bogus"}).find("--attention"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "x", "--lambda-prefill", "0.1"}).find("dynamic_sparse"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "x", "--attention", "dynamic_sparse", "--lambda-prefill",
+                            "1"})
+                .find("< 1"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "x", "--attention", "dynamic_sparse", "--lambda-decode",
+                            "-0.1"})
+                .find("--lambda-decode"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "x", "--block-size", "96"}).find("64 or 128"),
+            std::string::npos);
+  EXPECT_NE(generate_error({"--prompt", "x", "--threshold-mode", "log"}).find("--threshold-mode"),
+            std::string::npos);
+}
+
+TEST(CliBinary, SparsePerplexityReportsSparsity) {
+  SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
+  const fs::path file = fs::temp_directory_path() / "sinkscope_cli_sparse.txt";
+  {
+    std::ofstream f(file);
+    for (int i = 0; i < 60; ++i)
+      f << "Paragraph " << i << ": the keeper of the lighthouse wrote down every ship that "
+        << "passed, its flag, its cargo and the weather, as his father had before him.\n";
+  }
+  auto r = run_binary({"perplexity", "--model", model.string(), "--file", file.string(), "--ctx",
+                       "1024", "--attention", "dynamic_sparse", "--lambda-prefill", "0.05",
+                       "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto v = sinkscope::json::parse(r.out);
+  const auto& att = v["attention"];
+  EXPECT_EQ(att["type"].as_string(), "dynamic_sparse");
+  const auto& pre = att["prefill"];
+  EXPECT_GT(pre["tiles_visited"].as_int(), 0);
+  EXPECT_GT(pre["tiles_skipped"].as_int(), 0) << "repetitive text at lambda 0.05 skips tiles";
+  EXPECT_NEAR(pre["sparsity"].as_number(),
+              double(pre["tiles_skipped"].as_int()) / double(pre["tiles_visited"].as_int()), 1e-12);
+  EXPECT_EQ(pre["sparsity_per_layer"].as_array().size(), 30u);
+  EXPECT_LE(pre["dropped_mass_bound_max"].as_number(), 1.0 * 1024);
+  fs::remove(file);
+}

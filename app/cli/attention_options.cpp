@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "app/cli/attention_options.h"
+
+#include <algorithm>
+
+#include "engine/json.h"
+
+namespace sinkscope::cli {
+
+void add_attention_options(ArgParser& p) {
+  p.option("--attention", "TYPE", "dense (default) | dynamic_sparse")
+      .option("--lambda-prefill", "L", "skip threshold for prefill; fixed mode: [0, 1)")
+      .option("--lambda-decode", "L", "skip threshold for decode; fixed mode: [0, 1)")
+      .option("--threshold-mode", "MODE",
+              "fixed (default) | length_scaled (lambda = c / L_kv, the L options give c)")
+      .option("--min-seq-len", "N", "hybrid mode: sparse only when L_kv >= N (default 0)")
+      .option("--block-size", "N", "KV tile / page size: 64 (default) or 128")
+      .flag("--keep-exp", "skipped tiles still add exp() to the row sum (only PV is skipped)");
+}
+
+AttentionSettings parse_attention_options(const ArgParser& p) {
+  AttentionSettings s;
+  if (auto t = p.get("--attention")) {
+    if (*t == "dense") {
+      s.type = AttentionType::kDense;
+    } else if (*t == "dynamic_sparse" || *t == "sparse") {
+      s.type = AttentionType::kDynamicSparse;
+    } else {
+      throw UsageError("--attention: expected dense or dynamic_sparse, got '" + *t + "'");
+    }
+  }
+  if (auto m = p.get("--threshold-mode")) {
+    if (*m == "fixed") {
+      s.threshold_mode = ThresholdMode::kFixed;
+    } else if (*m == "length_scaled") {
+      s.threshold_mode = ThresholdMode::kLengthScaled;
+    } else {
+      throw UsageError("--threshold-mode: expected fixed or length_scaled, got '" + *m + "'");
+    }
+  }
+  // Fixed lambda must stay below 1 (at 1 every later tile would be skipped); c is unbounded.
+  const double hi = s.threshold_mode == ThresholdMode::kFixed ? 1.0 : 1e12;
+  const bool any_lambda = p.has("--lambda-prefill") || p.has("--lambda-decode");
+  s.threshold_prefill = p.get_double("--lambda-prefill", 0.0, 0.0, hi);
+  s.threshold_decode = p.get_double("--lambda-decode", 0.0, 0.0, hi);
+  if (s.threshold_mode == ThresholdMode::kFixed &&
+      (s.threshold_prefill >= 1.0 || s.threshold_decode >= 1.0))
+    throw UsageError("--lambda-prefill/--lambda-decode: fixed lambda must be < 1");
+  s.min_sequence_length = int(p.get_int("--min-seq-len", 0, 0, 1 << 30));
+  s.block_size = int(p.get_int("--block-size", 64, 64, 128));
+  if (s.block_size != 64 && s.block_size != 128)
+    throw UsageError("--block-size: expected 64 or 128, got " + std::to_string(s.block_size));
+  s.skip_softmax_exp = !p.has("--keep-exp");
+  if (any_lambda && s.type == AttentionType::kDense)
+    throw UsageError("--lambda-prefill/--lambda-decode need --attention dynamic_sparse");
+  return s;
+}
+
+namespace {
+
+void write_phase(json::Writer& w, const AttentionProbes& pr, bool decode) {
+  const auto& cells = decode ? pr.decode : pr.prefill;
+  const TileCounts t = pr.total(decode);
+  w.begin_object();
+  w.field("tiles_visited", static_cast<long long>(t.visited));
+  w.field("tiles_skipped", static_cast<long long>(t.skipped));
+  w.field("sparsity", t.sparsity());
+  double lo = 1.0, hi = 0.0;
+  bool any = false;
+  std::vector<double> per_layer(size_t(pr.n_layer), 0.0);
+  for (int l = 0; l < pr.n_layer; ++l) {
+    TileCounts lt;
+    for (int h = 0; h < pr.n_head; ++h) {
+      const TileCounts& c = cells[size_t(l) * pr.n_head + h];
+      lt.add(c);
+      if (c.visited == 0) continue;
+      lo = std::min(lo, c.sparsity());
+      hi = std::max(hi, c.sparsity());
+      any = true;
+    }
+    per_layer[size_t(l)] = lt.sparsity();
+  }
+  w.field("sparsity_min_head", any ? lo : 0.0);
+  w.field("sparsity_max_head", any ? hi : 0.0);
+  w.field("sparsity_per_layer", per_layer);
+  w.field("dropped_mass_bound_max", t.mass_bound_max);
+  w.field("dropped_mass_bound_mean", t.mass_bound_mean());
+  w.end_object();
+}
+
+}  // namespace
+
+void write_attention_json(json::Writer& w, const AttentionSettings& s,
+                          const AttentionProbes& probes) {
+  w.key("attention").begin_object();
+  w.field("type", s.type == AttentionType::kDense ? "dense" : "dynamic_sparse");
+  w.field("threshold_mode", s.threshold_mode == ThresholdMode::kFixed ? "fixed" : "length_scaled");
+  w.field("threshold_prefill", s.threshold_prefill);
+  w.field("threshold_decode", s.threshold_decode);
+  w.field("min_sequence_length", s.min_sequence_length);
+  w.field("block_size", s.block_size);
+  w.field("skip_softmax_exp", s.skip_softmax_exp);
+  w.key("prefill");
+  write_phase(w, probes, false);
+  w.key("decode");
+  write_phase(w, probes, true);
+  w.end_object();
+}
+
+}  // namespace sinkscope::cli

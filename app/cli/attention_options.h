@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: Apache-2.0
+// The dynamic-sparse attention settings as command-line options, shared by the commands that
+// run the model, and their figures in --json output.
+#pragma once
+
+#include "app/cli/args.h"
+#include "engine/attention.h"
+
+namespace sinkscope {
+namespace json {
+class Writer;
+}
+}  // namespace sinkscope
+
+namespace sinkscope::cli {
+
+// Adds --attention, --lambda-prefill, --lambda-decode, --threshold-mode, --min-seq-len,
+// --block-size, --keep-exp (the config schema's attention block as flags).
+void add_attention_options(ArgParser& p);
+// Reads them (after parse()); throws UsageError naming the option and the allowed range.
+AttentionSettings parse_attention_options(const ArgParser& p);
+
+// "attention": settings and measured sparsity (prefill/decode totals, mean/min/max over
+// (layer, head), dropped-mass bounds).
+void write_attention_json(json::Writer& w, const AttentionSettings& s,
+                          const AttentionProbes& probes);
+
+}  // namespace sinkscope::cli
