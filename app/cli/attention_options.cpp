@@ -56,6 +56,18 @@ AttentionSettings parse_attention_options(const ArgParser& p) {
   return s;
 }
 
+void add_backend_option(ArgParser& p) {
+  p.option("--backend", "KIND", "auto (default: CUDA when a GPU is usable, else CPU) | cpu | cuda");
+}
+
+BackendKind parse_backend_option(const ArgParser& p) {
+  const auto v = p.get("--backend");
+  if (!v) return BackendKind::kAuto;
+  const auto k = parse_backend_kind(*v);
+  if (!k) throw UsageError("--backend: expected auto, cpu or cuda, got '" + *v + "'");
+  return *k;
+}
+
 namespace {
 
 void write_phase(json::Writer& w, const AttentionProbes& pr, bool decode) {

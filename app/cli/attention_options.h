@@ -5,6 +5,7 @@
 
 #include "app/cli/args.h"
 #include "engine/attention.h"
+#include "engine/backend_factory.h"
 
 namespace sinkscope {
 namespace json {
@@ -19,6 +20,10 @@ namespace sinkscope::cli {
 void add_attention_options(ArgParser& p);
 // Reads them (after parse()); throws UsageError naming the option and the allowed range.
 AttentionSettings parse_attention_options(const ArgParser& p);
+
+// --backend auto|cpu|cuda (which engine backend runs the model).
+void add_backend_option(ArgParser& p);
+BackendKind parse_backend_option(const ArgParser& p);
 
 // "attention": settings and measured sparsity (prefill/decode totals, mean/min/max over
 // (layer, head), dropped-mass bounds).

@@ -82,7 +82,9 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   auto model = load_model(model_path, a.json ? nullptr : &err);
   BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
   bopts.attention = a.attention;
-  auto backend = make_cpu_backend(model, bopts);
+  std::string backend_note;
+  auto backend = make_backend(model, bopts, a.backend, &backend_note);
+  if (!backend_note.empty() && !a.json) err << "sinkscope-cli: " << backend_note << "\n";
 
   const Tokenizer& tok = model->tokenizer();
   const std::vector<TokenId> prompt = tokenize_prompt(tok, a, text);

@@ -24,7 +24,9 @@ int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err
   auto model = load_model(model_path, a.json ? nullptr : &err);
   BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
   bopts.attention = a.attention;
-  auto backend = make_cpu_backend(model, bopts);
+  std::string backend_note;
+  auto backend = make_backend(model, bopts, a.backend, &backend_note);
+  if (!backend_note.empty() && !a.json) err << "sinkscope-cli: " << backend_note << "\n";
 
   const std::vector<TokenId> tokens = model->tokenizer().encode(text);
   if (tokens.size() < 2)

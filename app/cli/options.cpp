@@ -35,6 +35,7 @@ GenerateArgs parse_generate_args(std::span<const std::string> args) {
       .flag("--json", "print one JSON object with tokens, text and timings instead of streaming")
       .flag("--hash", "with --json: include the model file's sha256 (reads the whole file)");
   add_attention_options(p);
+  add_backend_option(p);
   p.epilog(
           "Examples:\n"
           "  sinkscope-cli generate --prompt \"The capital of France is\" --max-tokens 16\n"
@@ -72,6 +73,7 @@ GenerateArgs parse_generate_args(std::span<const std::string> args) {
   a.hash = p.has("--hash");
   if (a.hash && !a.json) throw UsageError("--hash needs --json");
   a.attention = parse_attention_options(p);
+  a.backend = parse_backend_option(p);
   return a;
 }
 
@@ -85,6 +87,7 @@ PerplexityArgs parse_perplexity_args(std::span<const std::string> args) {
       .option("--threads", "N", "CPU threads, 0 = all (default)")
       .flag("--json", "print one JSON object instead of text");
   add_attention_options(p);
+  add_backend_option(p);
   p.epilog(
           "Progress with the time remaining goes to stderr.\n\n"
           "Example:\n  sinkscope-cli perplexity --file notes.txt --ctx 256\n\n" +
@@ -103,6 +106,7 @@ PerplexityArgs parse_perplexity_args(std::span<const std::string> args) {
   a.threads = static_cast<int>(p.get_int("--threads", a.threads, 0, kMaxThreads));
   a.json = p.has("--json");
   a.attention = parse_attention_options(p);
+  a.backend = parse_backend_option(p);
   return a;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/attention.h"
+#include "engine/backend_factory.h"
 
 namespace sinkscope::cli {
 
@@ -35,6 +36,7 @@ struct GenerateArgs {
   bool json = false;
   bool hash = false;  // include the model's sha256 in --json output
   AttentionSettings attention;
+  BackendKind backend = BackendKind::kAuto;
 };
 
 struct PerplexityArgs {
@@ -46,6 +48,7 @@ struct PerplexityArgs {
   int threads = 0;
   bool json = false;
   AttentionSettings attention;
+  BackendKind backend = BackendKind::kAuto;
 };
 
 struct InfoArgs {
