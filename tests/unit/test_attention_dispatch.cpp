@@ -81,10 +81,26 @@ TEST(AttentionDispatch, RejectsWhatNoKernelRuns) {
 
 TEST(AttentionDispatch, PrefillTileConfigCoversTheQueryTile) {
   for (int d : {64, 128})
-    for (int bc : {64, 128}) {
-      const PrefillTileConfig c = prefill_tile_config(d, bc);
-      EXPECT_EQ(c.warps * 16 * c.m_tiles, kPrefillQueryTile);
-    }
+    for (int bc : {64, 128})
+      for (bool wgmma : {false, true}) {
+        const PrefillTileConfig c = prefill_tile_config(d, bc, wgmma);
+        EXPECT_EQ(c.warps * 16 * c.m_tiles, kPrefillQueryTile);
+        if (wgmma) {
+          EXPECT_EQ(c.warps % 4, 0);  // whole warpgroups of 64 rows
+        }
+      }
+}
+
+TEST(AttentionDispatch, WgmmaOnlyForPrefillWhenAllowed) {
+  AttentionShape s = prefill_shape();
+  EXPECT_FALSE(select_attention_kernel(s).wgmma);
+  s.wgmma_ok = true;
+  EXPECT_TRUE(select_attention_kernel(s).wgmma);
+  s.log2_lambda = log2_of_lambda(0.01);
+  EXPECT_TRUE(select_attention_kernel(s).wgmma);
+  s.n_q_tokens = 1;
+  s.q_start = s.kv_len - 1;
+  EXPECT_FALSE(select_attention_kernel(s).wgmma);  // decode has its own kernel
 }
 
 TEST(AttentionDispatch, DecodeSplitPlanCoversEveryTileOnce) {
