@@ -52,10 +52,12 @@ class TempFile {
 fs::path temp_name(const fs::path& target, int attempt) {
   static std::atomic<unsigned> counter{0};
   const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
-  std::string name = "." + target.filename().string() + ".tmp." + std::to_string(::getpid()) +
-                     "." + std::to_string(counter++) + "." +
-                     std::to_string(static_cast<unsigned long long>(ticks) % 1000000007ULL) +
-                     "." + std::to_string(attempt);
+  // Built with append(): GCC 12 warns falsely (-Wrestrict) on `"." + std::string`.
+  std::string name(1, '.');
+  name.append(target.filename().string()).append(".tmp.");
+  name.append(std::to_string(::getpid())).append(".").append(std::to_string(counter++));
+  name.append(".").append(std::to_string(static_cast<unsigned long long>(ticks) % 1000000007ULL));
+  name.append(".").append(std::to_string(attempt));
   return target.parent_path() / name;
 }
 

@@ -58,7 +58,10 @@ size_t Timeline::event_count() const {
 
 std::string Timeline::display_name(const Event& e) const {
   std::string s = m_names[e.name];
-  if (e.kind == EventKind::kRange && e.arg != kNoArg) s += " " + std::to_string(e.arg);
+  if (e.kind == EventKind::kRange && e.arg != kNoArg) {
+    s += ' ';
+    s += std::to_string(e.arg);
+  }
   return s;
 }
 

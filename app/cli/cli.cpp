@@ -21,6 +21,8 @@ const char* const kTopHelp =
     "  generate     generate text from a prompt (streams tokens, or --json)\n"
     "  perplexity   score a text file\n"
     "  info         show a model's configuration, tensors and tokenizer\n"
+    "  trace        run a generation with the profiler on; write a Chrome trace\n"
+    "  config       check, show, export (llama.cpp flags) or size (KV capacity) a config file\n"
     "\n"
     "Options:\n"
     "  -h, --help   show this help (COMMAND --help for a command's options)\n"
@@ -57,9 +59,11 @@ int run_cli(std::span<const std::string> args, std::ostream& out, std::ostream& 
     if (command == "generate") return run_generate(parse_generate_args(rest), out, err);
     if (command == "perplexity") return run_perplexity(parse_perplexity_args(rest), out, err);
     if (command == "info") return run_info(parse_info_args(rest), out, err);
+    if (command == "config") return run_config(rest, out, err);
+    if (command == "trace") return run_trace(parse_trace_args(rest), out, err);
     const std::string what = command.rfind("-", 0) == 0 ? "unknown option '" : "unknown command '";
     command.clear();
-    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info)");
+    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info, config, trace)");
   } catch (const UsageError& e) {
     out.flush();
     const std::string who = command.empty() ? "sinkscope-cli" : "sinkscope-cli " + command;

@@ -8,12 +8,16 @@
 #include <string>
 
 #include "app/cli/options.h"
+#include "app/cli/trace_args.h"
 
 namespace sinkscope::cli {
 
 int run_generate(const GenerateArgs& args, std::ostream& out, std::ostream& err);
 int run_perplexity(const PerplexityArgs& args, std::ostream& out, std::ostream& err);
 int run_info(const InfoArgs& args, std::ostream& out, std::ostream& err);
+int run_trace(const TraceArgs& args, std::ostream& out, std::ostream& err);
+// `config ACTION FILE ...` parses its own arguments (app/cli/config_args.h).
+int run_config(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
 // The whole program after argv: dispatches a subcommand, prints errors, returns the status
 // (0 success, 1 runtime error, 2 usage error). Never throws.

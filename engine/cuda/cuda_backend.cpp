@@ -90,6 +90,7 @@ class CudaBackendImpl final : public CudaBackend {
   void set_attention(const AttentionSettings& s) override;
   const AttentionSettings& attention() const override { return m_attn; }
   const AttentionProbes& probes() const override { return m_probes; }
+  void request_skip_mask(int layer, int head) override;
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
                std::vector<float>& logits) override;
 
@@ -175,6 +176,7 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceBuffer m_k, m_v, m_page_table, m_repage_tmp;
   // Scratch for one pass of up to m_batch tokens.
   DeviceBuffer m_tokens, m_x, m_xn, m_qkv, m_q, m_att, m_gu, m_act, m_logits, m_attn_ws;
+  DeviceBuffer m_mask;   // u8 [q_tile][kv_tile] of the requested (layer, head), one pass
   DeviceBuffer m_probe;  // u64 [phase: prefill, decode][visited, skipped][layer][head]
   PinnedBuffer m_h_logits, m_h_probe;
 };
@@ -475,7 +477,28 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
   a.tiles_skipped = probe + LH + size_t(l) * c.n_head;
   a.workspace = m_attn_ws.get();
   a.workspace_bytes = m_attn_ws.bytes();
+  if (!p.decode && l == m_probes.mask.layer && m_mask) {
+    a.skip_mask = m_mask.as<uint8_t>();
+    a.mask_head = m_probes.mask.head;
+  }
   return a;
+}
+
+void CudaBackendImpl::request_skip_mask(int layer, int head) {
+  const ModelConfig& c = m_model->config();
+  if (layer >= c.n_layer || head >= c.n_head || (layer < 0) != (head < 0))
+    throw BackendError("skip mask: (layer " + std::to_string(layer) + ", head " +
+                       std::to_string(head) + ") is outside the model (" +
+                       std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) +
+                       " heads)");
+  if (layer >= 0 && !m_mask) {
+    // One pass's mask at most: ceil(batch / 128) query tiles x ceil(capacity / 64) KV tiles.
+    const size_t rows = size_t(m_batch + kernels::kPrefillQueryTile - 1) / kernels::kPrefillQueryTile;
+    const size_t cols = size_t(m_capacity + 63) / 64;
+    m_mask = alloc(rows * cols, "skip mask");
+  }
+  m_probes.mask.layer = layer;
+  m_probes.mask.head = head;
 }
 
 void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) {
@@ -595,6 +618,28 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
     SS_CUDA(cudaMemcpyAsync(m_tokens.get(), tokens.data() + start, size_t(nc) * 4,
                             cudaMemcpyHostToDevice, m_stream.s));
     enqueue_layers(m_stream.s, *m_blas, Pass{nc, m_n_past + start, lambda, false, false});
+    if (m_probes.mask.layer >= 0 && m_mask) {
+      // The kernel writes this pass's tiles (1 skipped, 0 computed, 2 not visible); the probe
+      // convention is 0 not visible, 1 computed, 2 skipped. Passes are whole query tiles.
+      const int qt = kernels::kPrefillQueryTile, bs = m_attn.block_size;
+      const int rows = (nc + qt - 1) / qt;
+      const int cols = (m_n_past + start + nc + bs - 1) / bs;
+      std::vector<uint8_t> h(size_t(rows) * cols);
+      SS_CUDA(cudaMemcpyAsync(h.data(), m_mask.get(), h.size(), cudaMemcpyDeviceToHost, m_stream.s));
+      SS_CUDA(cudaStreamSynchronize(m_stream.s));
+      SkipMask& m = m_probes.mask;
+      const int total_rows = (n + qt - 1) / qt;
+      const int total_cols = (m_n_past + n + bs - 1) / bs;
+      if (start == 0) {
+        m.rows = total_rows;
+        m.cols = total_cols;
+        m.cells.assign(size_t(total_rows) * total_cols, 0);
+      }
+      static constexpr uint8_t kConv[3] = {1, 2, 0};
+      for (int r = 0; r < rows; ++r)
+        for (int t = 0; t < cols; ++t)
+          m.cells[size_t(start / qt + r) * total_cols + t] = kConv[std::min<int>(h[size_t(r) * cols + t], 2)];
+    }
     if (mode == LogitsMode::kAll) {
       for (int r = 0; r < nc; r += m_logit_rows) {
         const int rows = std::min(m_logit_rows, nc - r);

@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: Apache-2.0
+// `sinkscope-cli config check | show | export-llamacpp | capacity FILE`.
+#include <filesystem>
+#include <iostream>
+#include <string>
+
+#include "app/cli/args.h"
+#include "app/cli/commands.h"
+#include "app/cli/common.h"
+#include "app/cli/config_args.h"
+#include "engine/capacity.h"
+#include "engine/config.h"
+#include "engine/gguf.h"
+#include "engine/json.h"
+#include "engine/llama_cpp_export.h"
+#include "engine/model.h"
+#include "engine/paths.h"
+
+namespace sinkscope::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kInvalid = 2;
+
+void write_problems_json(json::Writer& w, const std::vector<ConfigProblem>& problems) {
+  w.key("problems").begin_array();
+  for (const ConfigProblem& p : problems) {
+    w.begin_object();
+    w.field("severity", p.severity == Severity::kError ? "error" : "warning");
+    w.field("key", p.key);
+    w.field("line", p.line);
+    w.field("column", p.column);
+    w.field("message", p.message);
+    w.end_object();
+  }
+  w.end_array();
+}
+
+// Loads the file; prints its problems to `err` and returns nullopt when it has errors (warnings
+// are printed and the config is returned).
+std::optional<SinkScopeConfig> load_or_report(const std::string& file, std::ostream& err) {
+  const ConfigParseResult r = load_config_file(file);
+  for (const ConfigProblem& p : r.problems) err << format_problem(p, file) << "\n";
+  if (!r.ok()) {
+    err << file << ": invalid config (" << r.error_count() << " error"
+        << (r.error_count() == 1 ? "" : "s") << "); see 'sinkscope-cli config check'\n";
+    return std::nullopt;
+  }
+  return r.config;
+}
+
+int run_check(const ConfigArgs& a, std::ostream& out) {
+  const ConfigParseResult r = load_config_file(a.file);
+  const size_t errors = r.error_count();
+  const size_t warnings = r.problems.size() - errors;
+  if (a.json) {
+    json::Writer w;
+    w.begin_object();
+    w.field("file", a.file);
+    w.field("valid", errors == 0);
+    w.field("errors", static_cast<unsigned long long>(errors));
+    w.field("warnings", static_cast<unsigned long long>(warnings));
+    write_problems_json(w, r.problems);
+    w.end_object();
+    out << w.str() << "\n";
+  } else {
+    for (const ConfigProblem& p : r.problems) out << format_problem(p, a.file) << "\n";
+    out << a.file << ": " << (errors == 0 ? "valid" : "invalid") << " (" << errors << " error"
+        << (errors == 1 ? "" : "s") << ", " << warnings << " warning"
+        << (warnings == 1 ? "" : "s") << ")\n";
+  }
+  return errors == 0 ? 0 : kInvalid;
+}
+
+int run_export(const ConfigArgs& a, std::ostream& out, std::ostream& err) {
+  const auto c = load_or_report(a.file, err);
+  if (!c) return kInvalid;
+  const LlamaCppExport e = export_llama_cpp(*c);
+  if (a.json) {
+    json::Writer w;
+    w.begin_object();
+    w.field("command", e.command_line());
+    w.field("args", e.args);
+    w.field("notes", e.notes);
+    w.end_object();
+    out << w.str() << "\n";
+  } else {
+    out << e.format();
+  }
+  return 0;
+}
+
+struct ShapeSource {
+  KvModelShape shape;
+  int64_t n_ctx_train = 0;
+  std::string from;  // what the shape was read from
+};
+
+ShapeSource read_shape(const fs::path& gguf) {
+  const auto file = GgufFile::open(gguf);
+  const ModelConfig m = read_model_config(*file);
+  return {{m.n_layer, m.n_head_kv, m.head_dim}, m.n_ctx_train, gguf.string()};
+}
+
+// --model, else the config's model.path (as given, then next to the config file), else the
+// default model when present, else SmolLM2-135M's shape.
+ShapeSource model_shape(const ConfigArgs& a, const SinkScopeConfig& c) {
+  if (a.model) return read_shape(resolve_model_path(a.model));
+  std::error_code ec;
+  if (!c.model.path.empty()) {
+    fs::path p = c.model.path;
+    if (!fs::is_regular_file(p, ec) && p.is_relative())
+      p = fs::path(a.file).parent_path() / c.model.path;
+    if (!fs::is_regular_file(p, ec))
+      throw std::runtime_error("model.path " + c.model.path +
+                               " not found; give --model FILE to read the model's shape from");
+    return read_shape(p);
+  }
+  const fs::path def = default_model_path();
+  if (fs::is_regular_file(def, ec)) return read_shape(def);
+  return {kSmolLM2Shape, 8192, "SmolLM2-135M's built-in shape (default model not downloaded)"};
+}
+
+int run_capacity(const ConfigArgs& a, std::ostream& out, std::ostream& err) {
+  const auto c = load_or_report(a.file, err);
+  if (!c) return kInvalid;
+  const ShapeSource src = model_shape(a, *c);
+  bool model_ok = true;
+  for (const ConfigProblem& p :
+       check_against_model(*c, src.shape.head_dim, src.n_ctx_train)) {
+    err << format_problem(p, a.file) << "\n";
+    if (p.severity == Severity::kError) model_ok = false;
+  }
+  if (!model_ok) return kInvalid;
+
+  const KvEstimate e = estimate_kv(src.shape, *c, a.batch);
+  const int64_t budget_mib = a.budget_mib ? *a.budget_mib : c->inference.cache.global_cache_limit_mib;
+  const int64_t max_batch =
+      budget_mib > 0 ? max_batch_for_budget(src.shape, *c, budget_mib * 1024 * 1024) : -1;
+  const CacheSection& cache = c->inference.cache;
+  const QuantizationSection& q = c->inference.quantization;
+  const char* kv_type = q.enabled ? to_string(q.kv_dtype) : to_string(c->inference.attention.dtype);
+
+  if (a.json) {
+    json::Writer w;
+    w.begin_object();
+    w.key("model").begin_object();
+    w.field("source", src.from);
+    w.field("n_layer", src.shape.n_layer);
+    w.field("n_head_kv", src.shape.n_head_kv);
+    w.field("head_dim", src.shape.head_dim);
+    w.end_object();
+    w.field("strategy", to_string(cache.strategy));
+    w.field("kv_dtype", kv_type);
+    w.field("block_size", cache.block_size);
+    w.field("tokens_per_request", static_cast<long long>(e.tokens_per_request));
+    w.field("sink_tokens_16bit", static_cast<long long>(e.sink_tokens));
+    w.field("sink_slots", static_cast<long long>(e.sink_slots));
+    w.field("main_slots", static_cast<long long>(e.main_slots));
+    w.field("sink_bytes_per_token", static_cast<long long>(e.sink_bytes_per_token));
+    w.field("main_bytes_per_token", static_cast<long long>(e.main_bytes_per_token));
+    w.field("bytes_per_request", static_cast<long long>(e.bytes_per_request));
+    w.field("mib_per_request", e.mib_per_request());
+    w.field("batch", static_cast<long long>(e.batch));
+    w.field("bytes_total", static_cast<long long>(e.bytes_total));
+    w.field("mib_total", e.mib_total());
+    if (budget_mib > 0) {
+      w.field("budget_mib", static_cast<long long>(budget_mib));
+      w.field("max_batch", static_cast<long long>(max_batch));
+    } else {
+      w.key("budget_mib").null();
+      w.key("max_batch").null();
+    }
+    w.end_object();
+    out << w.str() << "\n";
+    return 0;
+  }
+
+  out << "model: " << src.shape.n_layer << " layers, " << src.shape.n_head_kv
+      << " KV heads, head dim " << src.shape.head_dim << " (" << src.from << ")\n";
+  out << "cache: " << to_string(cache.strategy);
+  if (cache.strategy == CacheStrategy::kSlidingWindow)
+    out << ", " << cache.sink_keep_count << " sinks + " << cache.window_size << " window";
+  out << ": " << e.tokens_per_request << " tokens per request (limit " << request_token_limit(*c)
+      << "), pages of " << cache.block_size << "\n";
+  out << "storage: " << kv_type;
+  if (q.enabled) out << " in groups of " << q.group_size << " with 16-bit scales";
+  out << ", " << e.main_bytes_per_token << " B/token";
+  if (e.sink_tokens > 0)
+    out << "; " << e.sink_tokens << " protected sink tokens in "
+        << to_string(c->inference.attention.dtype) << ", " << e.sink_bytes_per_token
+        << " B/token";
+  out << "\n";
+  out << "per request: " << e.sink_slots + e.main_slots << " token slots, "
+      << format_bytes(e.bytes_per_request) << "\n";
+  out << "batch " << e.batch << ": " << format_bytes(e.bytes_total) << "\n";
+  if (budget_mib > 0) {
+    out << "budget " << budget_mib << " MiB"
+        << (a.budget_mib ? "" : " (inference.cache.global_cache_limit_mib)") << ": at most "
+        << max_batch << " concurrent request" << (max_batch == 1 ? "" : "s");
+    if (e.bytes_total > budget_mib * 1024 * 1024) out << "; batch " << e.batch << " does not fit";
+    out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_config(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  const ConfigArgs a = parse_config_args(args);
+  if (a.help) {
+    out << a.help_text;
+    return 0;
+  }
+  switch (a.action) {
+    case ConfigAction::kCheck:
+      return run_check(a, out);
+    case ConfigAction::kShow: {
+      const auto c = load_or_report(a.file, err);
+      if (!c) return kInvalid;
+      out << format_config(*c);
+      return 0;
+    }
+    case ConfigAction::kExportLlamaCpp:
+      return run_export(a, out, err);
+    case ConfigAction::kCapacity:
+      return run_capacity(a, out, err);
+  }
+  return 1;
+}
+
+}  // namespace sinkscope::cli
