@@ -173,8 +173,8 @@ int main() {
   const int V = c.n_vocab;
   std::vector<TokenId> text = model->tokenizer().encode(kText);
   std::vector<TokenId> ids = text;
-  while (ids.size() < 320) ids.insert(ids.end(), text.begin(), text.end());
-  ids.resize(320);
+  while (ids.size() < 400) ids.insert(ids.end(), text.begin(), text.end());
+  ids.resize(400);
   std::printf(
       "device: %s\nmodel: %s (%s, %d layers, %d/%d heads, head_dim %d, vocab %d)\n"
       "text: %zu tokens (%zu from the fixed text), teacher-forced\n",
@@ -185,7 +185,7 @@ int main() {
   BackendOptions cpu_opt;
   auto cpu = make_cpu_backend(model, cpu_opt);
 
-  // 1. One prefill pass over 320 positions, every position's logits.
+  // 1. One prefill pass over 400 positions, every position's logits.
   std::vector<float> cpu_all;
   run("prefill_teacher_forced", [&] {
     auto gpu = make_cuda_backend(model, {});
@@ -199,12 +199,13 @@ int main() {
           a.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
   });
 
-  // 2. Prefill 200, then 56 single-token decode steps (graphs on: the default).
+  // 2. Prefill 64, then 320 single-token decode steps (graphs on: the default): the issue's
+  //    gate is over >= 256 teacher-forced positions, where one near-tie is < 0.4 %.
   run("decode_teacher_forced", [&] {
     auto gpu = make_cuda_backend(model, {});
     cpu->reset();
-    const std::vector<float> lc = prefill_then_decode(*cpu, ids, 200, 56);
-    const std::vector<float> lg = prefill_then_decode(*gpu, ids, 200, 56);
+    const std::vector<float> lc = prefill_then_decode(*cpu, ids, 64, 320);
+    const std::vector<float> lg = prefill_then_decode(*gpu, ids, 64, 320);
     const Agreement a = compare(lc, lg, V);
     check(a.finite && a.mean_kl <= 1e-3 && a.top1 >= 0.99, "decode_teacher_forced",
           a.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
