@@ -87,8 +87,9 @@ void sync_directory(const fs::path& dir) {
 
 void write_file_atomic(const fs::path& path_in, std::string_view data,
                        const AtomicWriteOptions& options) {
-  if (path_in.empty()) throw std::system_error(std::make_error_code(std::errc::invalid_argument),
-                                               "write_file_atomic: empty path");
+  if (path_in.empty())
+    throw std::system_error(std::make_error_code(std::errc::invalid_argument),
+                            "write_file_atomic: empty path");
   fs::path path = path_in;
   std::error_code ec;
   if (fs::is_symlink(fs::symlink_status(path, ec))) {

@@ -86,8 +86,17 @@ struct AttentionProbes {
     decode.assign(size_t(layers) * heads, {});
     mask.rows = mask.cols = 0;
     mask.cells.clear();
+    col_mass.assign(size_t(layers) * heads * size_t(col_n), 0.0);
+    col_queries.assign(size_t(col_n), 0);
   }
   SkipMask mask;  // filled by the prefill when mask.layer/head name a (layer, head)
+  // Column mass for sink detection (engine/sinks.h), recorded when col_n > 0 (a backend's
+  // request_column_mass()): for key positions k < col_n, col_mass[(layer * n_head + head) *
+  // col_n + k] sums the attention probability P[i, k] over every query i since reset, and
+  // col_queries[k] counts the queries i >= k that could see k. alpha_k = mass / queries.
+  int col_n = 0;
+  std::vector<double> col_mass;
+  std::vector<int64_t> col_queries;
   TileCounts total(bool decode_phase) const {
     TileCounts t;
     for (const auto& c : decode_phase ? decode : prefill) t.add(c);

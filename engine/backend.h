@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "engine/attention.h"
+#include "engine/cache_settings.h"
+#include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "profiler/spans.h"
 
@@ -31,6 +33,9 @@ struct BackendOptions {
   int n_threads = 0;    // 0: hardware concurrency
   int max_context = 0;  // KV capacity in tokens; 0: the model's trained context
   AttentionSettings attention;
+  // KV-cache policy, budgets and quantization (engine/cache_settings.h). The default -- full
+  // cache, float32 -- is the cache the backend always had.
+  CacheSettings cache;
 };
 
 class Backend {
@@ -54,6 +59,14 @@ class Backend {
   virtual const AttentionProbes& probes() const = 0;
   // Asks the next prefill to record the skip mask of (layer, head); -1, -1 stops it.
   virtual void request_skip_mask(int layer, int head) = 0;
+
+  // The KV cache's token and memory accounting (engine/kv_cache.h); zeros where unsupported.
+  virtual KvCacheStats cache_stats() const { return {}; }
+  // Records the column-mass probe (AttentionProbes::col_mass, engine/sinks.h) for key positions
+  // < n in later forwards; 0 stops it. Takes effect from the next reset().
+  virtual void request_column_mass(int n) {
+    if (n != 0) throw BackendError(name() + " backend: the column-mass probe is not supported");
+  }
 
   void set_cancel_flag(const std::atomic<bool>* flag) { m_cancel = flag; }
   void set_span_recorder(prof::SpanRecorder* r) { m_spans = r; }

@@ -12,7 +12,9 @@ namespace {
 
 constexpr int64_t kScaleBytes = 2;  // one 16-bit scale per group
 
-int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+int64_t round_up(int64_t v, int64_t to) {
+  return (v + to - 1) / to * to;
+}
 
 int64_t per_vector_count(const KvModelShape& m) {
   if (m.n_layer <= 0 || m.n_head_kv <= 0 || m.head_dim <= 0)
@@ -48,10 +50,9 @@ KvEstimate per_request(const KvModelShape& m, const SinkScopeConfig& c) {
   const int64_t block = std::max(1, cache.block_size);
   const int64_t limit = request_token_limit(c);
   KvEstimate e;
-  e.tokens_per_request =
-      cache.strategy == CacheStrategy::kFull
-          ? limit
-          : std::min(limit, cache.sink_keep_count + cache.window_size);
+  e.tokens_per_request = cache.strategy == CacheStrategy::kFull
+                             ? limit
+                             : std::min(limit, cache.sink_keep_count + cache.window_size);
   const int64_t dense = kv_bytes_per_token(m, c.inference.attention.dtype);
   if (q.enabled) {
     e.main_bytes_per_token = kv_bytes_per_token_quantized(m, q.kv_dtype, q.group_size);
@@ -74,8 +75,7 @@ KvEstimate per_request(const KvModelShape& m, const SinkScopeConfig& c) {
 KvEstimate estimate_kv(const KvModelShape& m, const SinkScopeConfig& c, int64_t batch) {
   if (batch <= 0) throw std::invalid_argument("batch must be at least 1");
   KvEstimate e = per_request(m, c);
-  if (e.bytes_per_request > 0 &&
-      batch > std::numeric_limits<int64_t>::max() / e.bytes_per_request)
+  if (e.bytes_per_request > 0 && batch > std::numeric_limits<int64_t>::max() / e.bytes_per_request)
     throw std::invalid_argument("batch " + std::to_string(batch) + " is too large to estimate");
   e.batch = batch;
   e.bytes_total = e.bytes_per_request * batch;

@@ -18,7 +18,9 @@ namespace sinkscope {
 const char* to_string(CacheStrategy v) {
   return v == CacheStrategy::kFull ? "full" : "sliding_window";
 }
-const char* to_string(PositionMode v) { return v == PositionMode::kCache ? "cache" : "original"; }
+const char* to_string(PositionMode v) {
+  return v == PositionMode::kCache ? "cache" : "original";
+}
 const char* to_string(AttentionDtype v) {
   switch (v) {
     case AttentionDtype::kBfloat16:
@@ -30,14 +32,18 @@ const char* to_string(AttentionDtype v) {
   }
   return "?";
 }
-const char* to_string(KvQuantDtype v) { return v == KvQuantDtype::kInt8 ? "int8" : "int4"; }
+const char* to_string(KvQuantDtype v) {
+  return v == KvQuantDtype::kInt8 ? "int8" : "int4";
+}
 const char* to_string(AttentionType v) {
   return v == AttentionType::kDense ? "dense" : "dynamic_sparse";
 }
 const char* to_string(ThresholdMode v) {
   return v == ThresholdMode::kFixed ? "fixed" : "length_scaled";
 }
-int dtype_bytes(AttentionDtype v) { return v == AttentionDtype::kFloat32 ? 4 : 2; }
+int dtype_bytes(AttentionDtype v) {
+  return v == AttentionDtype::kFloat32 ? 4 : 2;
+}
 
 AttentionSettings to_attention_settings(const SinkScopeConfig& c) {
   const AttentionSection& a = c.inference.attention;
@@ -59,7 +65,9 @@ int64_t request_token_limit(const SinkScopeConfig& c) {
 }
 
 // --- equality ---------------------------------------------------------------------------------
-bool same_number(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+bool same_number(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || a == b;
+}
 
 bool ValidationResults::operator==(const ValidationResults& o) const {
   return same_number(ppl_delta_pct, o.ppl_delta_pct) && same_number(kl_mean, o.kl_mean) &&
@@ -164,7 +172,8 @@ class Checker {
   void metric(const std::string& key, double v, double lo, double hi) {
     if (std::isnan(v)) return;
     if (!std::isfinite(v) || v < lo || v > hi)
-      error(key, num(v) + " is out of range [" + num(lo) + ", " + num(hi) + "] (.nan: not measured)");
+      error(key,
+            num(v) + " is out of range [" + num(lo) + ", " + num(hi) + "] (.nan: not measured)");
   }
   void sha(const std::string& key, const std::string& v) {
     if (!v.empty() && !is_sha256_text(v))
@@ -182,8 +191,8 @@ std::vector<ConfigProblem> check_config(const SinkScopeConfig& c) {
   std::vector<ConfigProblem> out;
   Checker k(out);
   if (c.sinkscope_config_version != kConfigVersion)
-    k.error("sinkscope_config_version", std::to_string(c.sinkscope_config_version) +
-                                            " is not supported (allowed: 1)");
+    k.error("sinkscope_config_version",
+            std::to_string(c.sinkscope_config_version) + " is not supported (allowed: 1)");
   k.sha("model.sha256", c.model.sha256);
   if (c.model.architecture.empty()) k.error("model.architecture", "must not be empty");
 
@@ -291,7 +300,9 @@ size_t ConfigParseResult::error_count() const {
     return p.severity == Severity::kError;
   }));
 }
-bool ConfigParseResult::ok() const { return error_count() == 0; }
+bool ConfigParseResult::ok() const {
+  return error_count() == 0;
+}
 
 ConfigParseResult load_config_file(const std::filesystem::path& path) {
   std::error_code ec;
@@ -329,7 +340,9 @@ class YamlOut {
   void integer(int depth, const char* key, int64_t v) {
     line(depth, key) += ": " + std::to_string(v) + "\n";
   }
-  void real(int depth, const char* key, double v) { line(depth, key) += ": " + yaml_float(v) + "\n"; }
+  void real(int depth, const char* key, double v) {
+    line(depth, key) += ": " + yaml_float(v) + "\n";
+  }
   void boolean(int depth, const char* key, bool v) { word(depth, key, v ? "true" : "false"); }
   std::string take() { return std::move(m_out); }
 
@@ -434,8 +447,8 @@ GateOutcome gate(const char* name, double value, const char* limit_name, double 
   } else {
     g.passed = upper ? value <= limit : value >= limit;
     g.reason = std::string(name) + " " + num(value) +
-               (g.passed ? (upper ? " <= " : " >= ") : (upper ? " > " : " < ")) + limit_name +
-               " " + num(limit);
+               (g.passed ? (upper ? " <= " : " >= ") : (upper ? " > " : " < ")) + limit_name + " " +
+               num(limit);
   }
   return g;
 }

@@ -30,8 +30,8 @@ namespace sinkscope {
 inline constexpr int kConfigVersion = 1;
 // Upper bounds for token counts and memory sizes: large enough for any model we can load,
 // small enough that products of them cannot overflow int64.
-inline constexpr int64_t kConfigMaxTokens = int64_t(1) << 24;    // 16 M tokens
-inline constexpr int64_t kConfigMaxMib = int64_t(1) << 24;       // 16 TiB
+inline constexpr int64_t kConfigMaxTokens = int64_t(1) << 24;  // 16 M tokens
+inline constexpr int64_t kConfigMaxMib = int64_t(1) << 24;     // 16 TiB
 inline constexpr int kConfigMaxSinkKeep = 1024;
 
 enum class CacheStrategy { kFull, kSlidingWindow };
@@ -40,8 +40,8 @@ enum class AttentionDtype { kBfloat16, kFloat16, kFloat32 };
 enum class KvQuantDtype { kInt8, kInt4 };
 
 struct ModelSection {
-  std::string path;                   // GGUF file; empty: the default model
-  std::string sha256;                 // empty or 64 hex digits
+  std::string path;    // GGUF file; empty: the default model
+  std::string sha256;  // empty or 64 hex digits
   std::string architecture = "llama";
   bool operator==(const ModelSection&) const = default;
 };
@@ -51,9 +51,9 @@ struct CacheSection {
   int64_t window_size = 4096;                     // W, >= 1 (used by sliding_window)
   int64_t sink_keep_count = 4;                    // S, <= W and <= 1024
   PositionMode position_mode = PositionMode::kCache;
-  int block_size = 64;                            // KV page = attention tile: 64 | 128
-  int64_t per_request_limit_tokens = 0;           // 0: max_context_length; else <= it
-  int64_t global_cache_limit_mib = 0;             // 0: no global limit
+  int block_size = 64;                   // KV page = attention tile: 64 | 128
+  int64_t per_request_limit_tokens = 0;  // 0: max_context_length; else <= it
+  int64_t global_cache_limit_mib = 0;    // 0: no global limit
   bool operator==(const CacheSection&) const = default;
 };
 
@@ -94,10 +94,10 @@ bool same_number(double a, double b);
 
 struct ValidationResults {
   // NaN: not measured. Fractions are in [0, 1]; times in ms; memory in MiB.
-  double ppl_delta_pct = NAN;     // (ppl_variant / ppl_dense - 1) * 100
-  double kl_mean = NAN;           // mean next-token KL(dense || variant), nats
+  double ppl_delta_pct = NAN;  // (ppl_variant / ppl_dense - 1) * 100
+  double kl_mean = NAN;        // mean next-token KL(dense || variant), nats
   double top1_agreement = NAN;
-  double rouge_l = NAN;           // ROUGE-L F1 of greedy generations vs the dense ones
+  double rouge_l = NAN;  // ROUGE-L F1 of greedy generations vs the dense ones
   double passkey_accuracy = NAN;
   // Extension to the schema: the dense baseline's passkey accuracy on the same tasks, so that
   // the "not lower than the baseline" gate can be re-checked from the file alone.
@@ -232,7 +232,7 @@ void save_config(const std::filesystem::path& path, const SinkScopeConfig& c);
 
 // --- quality gates ----------------------------------------------------------------------------
 struct GateOutcome {
-  std::string name;    // "ppl_delta_pct", "rouge_l", "top1_agreement", "passkey_accuracy"
+  std::string name;  // "ppl_delta_pct", "rouge_l", "top1_agreement", "passkey_accuracy"
   bool passed = false;
   double value = NAN;  // the measured metric
   double limit = NAN;  // the bound it is held to

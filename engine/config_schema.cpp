@@ -35,7 +35,9 @@
 
 namespace sinkscope {
 
-bool config_yaml_supported() { return true; }
+bool config_yaml_supported() {
+  return true;
+}
 
 namespace {
 
@@ -81,27 +83,52 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
 
 // Every canonical key path, to say where a key that is misplaced belongs.
 const std::vector<std::string>& all_paths() {
-  static const std::vector<std::string> paths = {
-      "sinkscope_config_version", "model.path", "model.sha256", "model.architecture",
-      "inference.max_context_length", "inference.cache.strategy", "inference.cache.window_size",
-      "inference.cache.sink_keep_count", "inference.cache.position_mode",
-      "inference.cache.block_size", "inference.cache.per_request_limit_tokens",
-      "inference.cache.global_cache_limit_mib", "inference.attention.dtype",
-      "inference.attention.type", "inference.attention.threshold_mode",
-      "inference.attention.threshold_prefill", "inference.attention.threshold_decode",
-      "inference.attention.min_sequence_length", "inference.attention.skip_value_load",
-      "inference.attention.skip_softmax_exp", "inference.quantization.enabled",
-      "inference.quantization.kv_dtype", "inference.quantization.group_size",
-      "inference.quantization.protect_sink_positions", "validation.baseline",
-      "validation.dataset.name", "validation.dataset.samples", "validation.dataset.sha256",
-      "validation.results.ppl_delta_pct", "validation.results.kl_mean",
-      "validation.results.top1_agreement", "validation.results.rouge_l",
-      "validation.results.passkey_accuracy", "validation.results.baseline_passkey_accuracy",
-      "validation.results.sparsity_prefill", "validation.results.sparsity_decode",
-      "validation.results.ttft_ms", "validation.results.tpot_ms", "validation.results.peak_kv_mib",
-      "validation.gates.ppl_delta_pct_max", "validation.gates.similarity_min", "validation.passed",
-      "provenance.engine_version", "provenance.git_sha", "provenance.device",
-      "provenance.created"};
+  static const std::vector<std::string> paths = {"sinkscope_config_version",
+                                                 "model.path",
+                                                 "model.sha256",
+                                                 "model.architecture",
+                                                 "inference.max_context_length",
+                                                 "inference.cache.strategy",
+                                                 "inference.cache.window_size",
+                                                 "inference.cache.sink_keep_count",
+                                                 "inference.cache.position_mode",
+                                                 "inference.cache.block_size",
+                                                 "inference.cache.per_request_limit_tokens",
+                                                 "inference.cache.global_cache_limit_mib",
+                                                 "inference.attention.dtype",
+                                                 "inference.attention.type",
+                                                 "inference.attention.threshold_mode",
+                                                 "inference.attention.threshold_prefill",
+                                                 "inference.attention.threshold_decode",
+                                                 "inference.attention.min_sequence_length",
+                                                 "inference.attention.skip_value_load",
+                                                 "inference.attention.skip_softmax_exp",
+                                                 "inference.quantization.enabled",
+                                                 "inference.quantization.kv_dtype",
+                                                 "inference.quantization.group_size",
+                                                 "inference.quantization.protect_sink_positions",
+                                                 "validation.baseline",
+                                                 "validation.dataset.name",
+                                                 "validation.dataset.samples",
+                                                 "validation.dataset.sha256",
+                                                 "validation.results.ppl_delta_pct",
+                                                 "validation.results.kl_mean",
+                                                 "validation.results.top1_agreement",
+                                                 "validation.results.rouge_l",
+                                                 "validation.results.passkey_accuracy",
+                                                 "validation.results.baseline_passkey_accuracy",
+                                                 "validation.results.sparsity_prefill",
+                                                 "validation.results.sparsity_decode",
+                                                 "validation.results.ttft_ms",
+                                                 "validation.results.tpot_ms",
+                                                 "validation.results.peak_kv_mib",
+                                                 "validation.gates.ppl_delta_pct_max",
+                                                 "validation.gates.similarity_min",
+                                                 "validation.passed",
+                                                 "provenance.engine_version",
+                                                 "provenance.git_sha",
+                                                 "provenance.device",
+                                                 "provenance.created"};
   return paths;
 }
 
@@ -129,8 +156,7 @@ std::string describe(const YAML::Node& n) {
 }
 
 bool is_plain_scalar(const YAML::Node& n) {
-  return n.Type() == YAML::NodeType::Scalar && n.Tag() != "!" &&
-         n.Tag() != "tag:yaml.org,2002:str";
+  return n.Type() == YAML::NodeType::Scalar && n.Tag() != "!" && n.Tag() != "tag:yaml.org,2002:str";
 }
 
 std::optional<int64_t> scalar_int(const YAML::Node& n, bool* overflow) {
@@ -173,8 +199,10 @@ std::optional<double> scalar_real(const YAML::Node& n) {
 
 std::optional<bool> scalar_bool(const YAML::Node& n) {
   if (!is_plain_scalar(n)) return std::nullopt;
-  static const std::set<std::string> yes = {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"};
-  static const std::set<std::string> no = {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"};
+  static const std::set<std::string> yes = {"true", "True", "TRUE", "yes", "Yes",
+                                            "YES",  "on",   "On",   "ON"};
+  static const std::set<std::string> no = {"false", "False", "FALSE", "no", "No",
+                                           "NO",    "off",   "Off",   "OFF"};
   if (yes.count(n.Scalar())) return true;
   if (no.count(n.Scalar())) return false;
   return std::nullopt;
@@ -184,19 +212,29 @@ std::optional<bool> scalar_bool(const YAML::Node& n) {
 // K/M/G/T binary).
 std::optional<int64_t> size_mib(const std::string& text) {
   size_t i = 0;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   if (i == 0) return std::nullopt;
   double v = 0;
   const auto r = std::from_chars(text.data(), text.data() + i, v);
   if (r.ptr != text.data() + i || !(v >= 0) || !std::isfinite(v)) return std::nullopt;
   std::string unit = text.substr(i);
   unit.erase(std::remove(unit.begin(), unit.end(), ' '), unit.end());
-  std::transform(unit.begin(), unit.end(), unit.begin(), [](unsigned char ch) { return std::tolower(ch); });
-  static const std::map<std::string, double> mib_per = {
-      {"", 1.0},         {"m", 1.0},          {"mib", 1.0},        {"mb", 1e6 / 1048576.0},
-      {"k", 1 / 1024.0}, {"kib", 1 / 1024.0}, {"kb", 1e3 / 1048576.0},
-      {"g", 1024.0},     {"gib", 1024.0},     {"gb", 1e9 / 1048576.0},
-      {"t", 1048576.0},  {"tib", 1048576.0},  {"tb", 1e12 / 1048576.0}};
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char ch) { return std::tolower(ch); });
+  static const std::map<std::string, double> mib_per = {{"", 1.0},
+                                                        {"m", 1.0},
+                                                        {"mib", 1.0},
+                                                        {"mb", 1e6 / 1048576.0},
+                                                        {"k", 1 / 1024.0},
+                                                        {"kib", 1 / 1024.0},
+                                                        {"kb", 1e3 / 1048576.0},
+                                                        {"g", 1024.0},
+                                                        {"gib", 1024.0},
+                                                        {"gb", 1e9 / 1048576.0},
+                                                        {"t", 1048576.0},
+                                                        {"tib", 1048576.0},
+                                                        {"tb", 1e12 / 1048576.0}};
   const auto it = mib_per.find(unit);
   if (it == mib_per.end()) return std::nullopt;
   const double mib = std::floor(v * it->second);
@@ -226,7 +264,8 @@ class Reader {
 
   // Walks a mapping: calls handle(key, value, path, key position) for every known key; unknown
   // and duplicate keys are reported. Returns false when the node is not a mapping (or null).
-  using Handler = std::function<void(const std::string&, const YAML::Node&, const std::string&, Pos)>;
+  using Handler =
+      std::function<void(const std::string&, const YAML::Node&, const std::string&, Pos)>;
   bool section(const YAML::Node& n, const std::string& path, Pos where,
                const std::vector<std::string>& keys, const std::vector<std::string>& aliases,
                const Handler& handle) {
@@ -238,7 +277,9 @@ class Reader {
     }
     std::set<std::string> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
-      const YAML::Node& k = it->first;
+      // Copies: the iterator hands out a temporary pair, references into it would dangle.
+      const YAML::Node k = it->first;
+      const YAML::Node v = it->second;
       const Pos kp = pos_of(k.Mark());
       if (!k.IsScalar()) {
         error(path, kp, "keys must be plain words, got " + describe(k));
@@ -256,7 +297,7 @@ class Reader {
         error(full, kp, "unknown key" + suggestion(key, path, keys));
         continue;
       }
-      handle(key, it->second, full, kp);
+      handle(key, v, full, kp);
     }
     return true;
   }
@@ -362,42 +403,47 @@ const std::vector<std::string> kTopKeys = {"sinkscope_config_version", "model", 
 const std::vector<std::string> kTopAliases = {"cache", "attention", "quantization",
                                               "max_context_length"};
 
-void read_cache(Reader& r, const YAML::Node& n, const std::string& path, Pos where,
-                CacheSection& c, Aliases& al) {
-  r.section(n, path, where,
-            {"strategy", "window_size", "sink_keep_count", "position_mode", "block_size",
-             "per_request_limit_tokens", "global_cache_limit_mib"},
-            {"global_cache_limit"},
-            [&](const std::string& key, const YAML::Node& v, const std::string& p, Pos kp) {
-              if (key == "strategy")
-                r.enumeration(v, p, kp, c.strategy,
-                              {CacheStrategy::kFull, CacheStrategy::kSlidingWindow});
-              else if (key == "window_size") r.integer(v, p, kp, c.window_size);
-              else if (key == "sink_keep_count") r.integer(v, p, kp, c.sink_keep_count);
-              else if (key == "position_mode")
-                r.enumeration(v, p, kp, c.position_mode,
-                              {PositionMode::kCache, PositionMode::kOriginal});
-              else if (key == "block_size") r.small_int(v, p, kp, c.block_size, "allowed: 64, 128");
-              else if (key == "per_request_limit_tokens")
-                r.integer(v, p, kp, c.per_request_limit_tokens);
-              else if (key == "global_cache_limit_mib")
-                r.integer(v, p, kp, c.global_cache_limit_mib);
-              else if (key == "global_cache_limit") {
-                al.limit_pos = pos_of(v.Mark()).first ? pos_of(v.Mark()) : kp;
-                if (!v.IsScalar()) {
-                  r.error(p, al.limit_pos, "expected a size such as \"8GiB\", got " + describe(v));
-                } else if (auto mib = size_mib(v.Scalar())) {
-                  al.global_cache_limit_mib = *mib;
-                  r.warning(p, kp, "deployment-guide key; read as global_cache_limit_mib: " +
-                                       std::to_string(*mib));
-                } else {
-                  r.warning(p, al.limit_pos,
-                            describe(v) + " is not a size (e.g. \"8GiB\" or a number of MiB); "
-                                          "no global cache limit is set: give "
-                                          "global_cache_limit_mib");
-                }
-              }
-            });
+void read_cache(Reader& r, const YAML::Node& n, const std::string& path, Pos where, CacheSection& c,
+                Aliases& al) {
+  r.section(
+      n, path, where,
+      {"strategy", "window_size", "sink_keep_count", "position_mode", "block_size",
+       "per_request_limit_tokens", "global_cache_limit_mib"},
+      {"global_cache_limit"},
+      [&](const std::string& key, const YAML::Node& v, const std::string& p, Pos kp) {
+        if (key == "strategy")
+          r.enumeration(v, p, kp, c.strategy,
+                        {CacheStrategy::kFull, CacheStrategy::kSlidingWindow});
+        else if (key == "window_size")
+          r.integer(v, p, kp, c.window_size);
+        else if (key == "sink_keep_count")
+          r.integer(v, p, kp, c.sink_keep_count);
+        else if (key == "position_mode")
+          r.enumeration(v, p, kp, c.position_mode, {PositionMode::kCache, PositionMode::kOriginal});
+        else if (key == "block_size")
+          r.small_int(v, p, kp, c.block_size, "allowed: 64, 128");
+        else if (key == "per_request_limit_tokens")
+          r.integer(v, p, kp, c.per_request_limit_tokens);
+        else if (key == "global_cache_limit_mib")
+          r.integer(v, p, kp, c.global_cache_limit_mib);
+        else if (key == "global_cache_limit") {
+          al.limit_pos = pos_of(v.Mark()).first ? pos_of(v.Mark()) : kp;
+          if (!v.IsScalar()) {
+            r.error(p, al.limit_pos, "expected a size such as \"8GiB\", got " + describe(v));
+          } else if (auto mib = size_mib(v.Scalar())) {
+            al.global_cache_limit_mib = *mib;
+            r.warning(
+                p, kp,
+                "deployment-guide key; read as global_cache_limit_mib: " + std::to_string(*mib));
+          } else {
+            r.warning(p, al.limit_pos,
+                      describe(v) +
+                          " is not a size (e.g. \"8GiB\" or a number of MiB); "
+                          "no global cache limit is set: give "
+                          "global_cache_limit_mib");
+          }
+        }
+      });
 }
 
 void read_attention(Reader& r, const YAML::Node& n, const std::string& path, Pos where,
@@ -409,19 +455,24 @@ void read_attention(Reader& r, const YAML::Node& n, const std::string& path, Pos
       {"threshold", "sparse_threshold", "enable", "enable_sparse", "block_size"},
       [&](const std::string& key, const YAML::Node& v, const std::string& p, Pos kp) {
         if (key == "dtype")
-          r.enumeration(v, p, kp, a.dtype,
-                        {AttentionDtype::kBfloat16, AttentionDtype::kFloat16,
-                         AttentionDtype::kFloat32});
+          r.enumeration(
+              v, p, kp, a.dtype,
+              {AttentionDtype::kBfloat16, AttentionDtype::kFloat16, AttentionDtype::kFloat32});
         else if (key == "type")
           r.enumeration(v, p, kp, a.type, {AttentionType::kDense, AttentionType::kDynamicSparse});
         else if (key == "threshold_mode")
           r.enumeration(v, p, kp, a.threshold_mode,
                         {ThresholdMode::kFixed, ThresholdMode::kLengthScaled});
-        else if (key == "threshold_prefill") r.real(v, p, kp, a.threshold_prefill);
-        else if (key == "threshold_decode") r.real(v, p, kp, a.threshold_decode);
-        else if (key == "min_sequence_length") r.integer(v, p, kp, a.min_sequence_length);
-        else if (key == "skip_value_load") r.boolean(v, p, kp, a.skip_value_load);
-        else if (key == "skip_softmax_exp") r.boolean(v, p, kp, a.skip_softmax_exp);
+        else if (key == "threshold_prefill")
+          r.real(v, p, kp, a.threshold_prefill);
+        else if (key == "threshold_decode")
+          r.real(v, p, kp, a.threshold_decode);
+        else if (key == "min_sequence_length")
+          r.integer(v, p, kp, a.min_sequence_length);
+        else if (key == "skip_value_load")
+          r.boolean(v, p, kp, a.skip_value_load);
+        else if (key == "skip_softmax_exp")
+          r.boolean(v, p, kp, a.skip_softmax_exp);
         else if (key == "threshold" || key == "sparse_threshold") {
           double x = NAN;
           const size_t before = r.problems.size();
@@ -439,16 +490,17 @@ void read_attention(Reader& r, const YAML::Node& n, const std::string& path, Pos
           if (r.problems.size() != before) return;
           al.enable = x;
           al.enable_pos = kp;
-          r.warning(p, kp, std::string("deployment-guide key; read as type: ") +
-                               (x ? "dynamic_sparse" : "dense"));
+          r.warning(p, kp,
+                    std::string("deployment-guide key; read as type: ") +
+                        (x ? "dynamic_sparse" : "dense"));
         } else if (key == "block_size") {
           int x = 0;
           const size_t before = r.problems.size();
-          r.small_int(v, "inference.cache.block_size", kp, x, "allowed: 64, 128");
-          r.given.erase("inference.cache.block_size");
+          r.small_int(v, p, kp, x, "allowed: 64, 128");
+          r.given.erase(p);
           if (r.problems.size() != before) return;
           al.attention_block_size = x;
-          al.block_pos = r.value_pos["inference.cache.block_size"];
+          al.block_pos = r.value_pos[p];
           r.warning(p, kp, "read as inference.cache.block_size (the KV tile is the KV page)");
         }
       });
@@ -458,7 +510,8 @@ void read_quantization(Reader& r, const YAML::Node& n, const std::string& path, 
                        QuantizationSection& q) {
   r.section(n, path, where, {"enabled", "kv_dtype", "group_size", "protect_sink_positions"}, {},
             [&](const std::string& key, const YAML::Node& v, const std::string& p, Pos kp) {
-              if (key == "enabled") r.boolean(v, p, kp, q.enabled);
+              if (key == "enabled")
+                r.boolean(v, p, kp, q.enabled);
               else if (key == "kv_dtype")
                 r.enumeration(v, p, kp, q.kv_dtype, {KvQuantDtype::kInt8, KvQuantDtype::kInt4});
               else if (key == "group_size")
@@ -472,22 +525,29 @@ void read_validation(Reader& r, const YAML::Node& n, Pos where, ValidationSectio
   r.section(
       n, "validation", where, {"baseline", "dataset", "results", "gates", "passed"}, {},
       [&](const std::string& key, const YAML::Node& v, const std::string& p, Pos kp) {
-        if (key == "baseline") r.string(v, p, kp, val.baseline);
-        else if (key == "passed") r.boolean(v, p, kp, val.passed);
+        if (key == "baseline")
+          r.string(v, p, kp, val.baseline);
+        else if (key == "passed")
+          r.boolean(v, p, kp, val.passed);
         else if (key == "dataset")
-          r.section(v, p, kp, {"name", "samples", "sha256"}, {},
-                    [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
-                      if (k2 == "name") r.string(v2, p2, kp2, val.dataset.name);
-                      else if (k2 == "samples") r.integer(v2, p2, kp2, val.dataset.samples);
-                      else r.string(v2, p2, kp2, val.dataset.sha256);
-                    });
+          r.section(
+              v, p, kp, {"name", "samples", "sha256"}, {},
+              [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
+                if (k2 == "name")
+                  r.string(v2, p2, kp2, val.dataset.name);
+                else if (k2 == "samples")
+                  r.integer(v2, p2, kp2, val.dataset.samples);
+                else
+                  r.string(v2, p2, kp2, val.dataset.sha256);
+              });
         else if (key == "gates")
-          r.section(v, p, kp, {"ppl_delta_pct_max", "similarity_min"}, {},
-                    [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
-                      r.real(v2, p2, kp2,
-                             k2 == "ppl_delta_pct_max" ? val.gates.ppl_delta_pct_max
-                                                       : val.gates.similarity_min);
-                    });
+          r.section(
+              v, p, kp, {"ppl_delta_pct_max", "similarity_min"}, {},
+              [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
+                r.real(v2, p2, kp2,
+                       k2 == "ppl_delta_pct_max" ? val.gates.ppl_delta_pct_max
+                                                 : val.gates.similarity_min);
+              });
         else if (key == "results") {
           ValidationResults& res = val.results;
           const std::vector<std::pair<std::string, double*>> fields = {
@@ -504,11 +564,12 @@ void read_validation(Reader& r, const YAML::Node& n, Pos where, ValidationSectio
               {"peak_kv_mib", &res.peak_kv_mib}};
           std::vector<std::string> names;
           for (const auto& f : fields) names.push_back(f.first);
-          r.section(v, p, kp, names, {},
-                    [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
-                      for (const auto& f : fields)
-                        if (f.first == k2) r.real(v2, p2, kp2, *f.second);
-                    });
+          r.section(
+              v, p, kp, names, {},
+              [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
+                for (const auto& f : fields)
+                  if (f.first == k2) r.real(v2, p2, kp2, *f.second);
+              });
         }
       });
 }
@@ -540,7 +601,8 @@ void apply_aliases(Reader& r, SinkScopeConfig& c, const Aliases& al) {
       r.value_pos[bp] = al.block_pos;
     } else if (c.inference.cache.block_size != *al.attention_block_size) {
       r.error(ap + "block_size", al.block_pos,
-              std::to_string(*al.attention_block_size) + " contradicts inference.cache.block_size: " +
+              std::to_string(*al.attention_block_size) +
+                  " contradicts inference.cache.block_size: " +
                   std::to_string(c.inference.cache.block_size));
     }
   }
@@ -596,39 +658,45 @@ ConfigParseResult parse_config(std::string_view text) {
           if (key == "sinkscope_config_version") {
             r.small_int(v, p, kp, c.sinkscope_config_version, "allowed: 1");
           } else if (key == "model") {
-            r.section(v, p, kp, {"path", "sha256", "architecture"}, {},
-                      [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
-                        r.string(v2, p2, kp2,
-                                 k2 == "path" ? c.model.path
-                                              : k2 == "sha256" ? c.model.sha256 : c.model.architecture);
-                      });
+            r.section(
+                v, p, kp, {"path", "sha256", "architecture"}, {},
+                [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
+                  r.string(v2, p2, kp2,
+                           k2 == "path"     ? c.model.path
+                           : k2 == "sha256" ? c.model.sha256
+                                            : c.model.architecture);
+                });
           } else if (key == "inference") {
-            r.section(v, p, kp, {"max_context_length", "cache", "attention", "quantization"}, {},
-                      [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
-                        r.value_pos[p2] = kp2;
-                        if (top_alias_pos.count(k2))
-                          r.error(p2, kp2, "also given at the top level as " + k2);
-                        if (k2 == "max_context_length")
-                          r.integer(v2, p2, kp2, c.inference.max_context_length);
-                        else if (k2 == "cache") read_cache(r, v2, p2, kp2, c.inference.cache, al);
-                        else if (k2 == "attention")
-                          read_attention(r, v2, p2, kp2, c.inference.attention, al);
-                        else read_quantization(r, v2, p2, kp2, c.inference.quantization);
-                      });
+            r.section(
+                v, p, kp, {"max_context_length", "cache", "attention", "quantization"}, {},
+                [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
+                  r.value_pos[p2] = kp2;
+                  if (top_alias_pos.count(k2))
+                    r.error(p2, kp2, "also given at the top level as " + k2);
+                  if (k2 == "max_context_length")
+                    r.integer(v2, p2, kp2, c.inference.max_context_length);
+                  else if (k2 == "cache")
+                    read_cache(r, v2, p2, kp2, c.inference.cache, al);
+                  else if (k2 == "attention")
+                    read_attention(r, v2, p2, kp2, c.inference.attention, al);
+                  else
+                    read_quantization(r, v2, p2, kp2, c.inference.quantization);
+                });
             r.given.insert("inference");
           } else if (key == "validation") {
             c.validation.emplace();
             read_validation(r, v, kp, *c.validation);
           } else if (key == "provenance") {
-            r.section(v, p, kp, {"engine_version", "git_sha", "device", "created"}, {},
-                      [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
-                        Provenance& pv = c.provenance;
-                        r.string(v2, p2, kp2,
-                                 k2 == "engine_version" ? pv.engine_version
-                                 : k2 == "git_sha"      ? pv.git_sha
-                                 : k2 == "device"       ? pv.device
-                                                        : pv.created);
-                      });
+            r.section(
+                v, p, kp, {"engine_version", "git_sha", "device", "created"}, {},
+                [&](const std::string& k2, const YAML::Node& v2, const std::string& p2, Pos kp2) {
+                  Provenance& pv = c.provenance;
+                  r.string(v2, p2, kp2,
+                           k2 == "engine_version" ? pv.engine_version
+                           : k2 == "git_sha"      ? pv.git_sha
+                           : k2 == "device"       ? pv.device
+                                                  : pv.created);
+                });
           } else {
             // A guide snippet's block without the `inference:` parent.
             const std::string canon = "inference." + key;
@@ -637,10 +705,14 @@ ConfigParseResult parse_config(std::string_view text) {
             top_alias_pos[key] = kp;
             r.value_pos[canon] = kp;
             r.warning(key, kp, "read as " + canon);
-            if (key == "max_context_length") r.integer(v, canon, kp, c.inference.max_context_length);
-            else if (key == "cache") read_cache(r, v, canon, kp, c.inference.cache, al);
-            else if (key == "attention") read_attention(r, v, canon, kp, c.inference.attention, al);
-            else read_quantization(r, v, canon, kp, c.inference.quantization);
+            if (key == "max_context_length")
+              r.integer(v, canon, kp, c.inference.max_context_length);
+            else if (key == "cache")
+              read_cache(r, v, canon, kp, c.inference.cache, al);
+            else if (key == "attention")
+              read_attention(r, v, canon, kp, c.inference.attention, al);
+            else
+              read_quantization(r, v, canon, kp, c.inference.quantization);
           }
         });
   }
@@ -666,7 +738,9 @@ ConfigParseResult parse_config(std::string_view text) {
 
 namespace sinkscope {
 
-bool config_yaml_supported() { return false; }
+bool config_yaml_supported() {
+  return false;
+}
 
 ConfigParseResult parse_config(std::string_view) {
   ConfigParseResult r;

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #endif
 
+#include "engine/kv_quant.h"
 #include "engine/thread_pool.h"
 
 namespace sinkscope {
@@ -155,15 +156,29 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
   const int group = a.n_head / a.n_head_kv;
   const int n_qtiles = (a.n_q + bq - 1) / bq;
   const int last_pos = a.q_pos0 + a.n_q - 1;
-  const int n_kvtiles_total = last_pos / bk + 1;
+  const KvLayerView* kv = a.kv;
+  const int n_kvtiles_total = kv ? kv->n_pages : last_pos / bk + 1;
   const int64_t q_stride = int64_t(a.n_head) * d;    // between query tokens
   const int64_t kv_stride = int64_t(a.n_head_kv) * d;  // between cached positions
+  const int S = a.sink_count, W = a.window;
+  // Tile geometry: contiguous keys (cache index == position) or the paged view.
+  auto tile_pos0 = [&](int t) { return kv ? kv->page_pos0[t] : t * bk; };
+  auto tile_keys = [&](int t) {
+    return kv ? kv->page_rows[t] : std::min(t * bk + bk, a.n_kv) - t * bk;
+  };
+  int64_t n_keys = a.n_kv;
+  if (kv) {
+    n_keys = 0;
+    for (int t = 0; t < kv->n_pages; ++t) n_keys += kv->page_rows[t];
+  }
+  const int col_n = a.col_mass ? a.col_n : 0;
 
   if (a.mask && a.mask_head >= 0) {
     a.mask->assign(size_t(n_qtiles) * n_kvtiles_total, 0);
     if (a.mask_cols) *a.mask_cols = n_kvtiles_total;
   }
   std::vector<TileCounts> local(size_t(a.n_head) * n_qtiles);
+  std::vector<double> local_cm(size_t(a.n_head) * n_qtiles * size_t(col_n), 0.0);
 #if defined(__x86_64__)
   const bool simd = have_avx2();
 #endif
@@ -174,27 +189,59 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
     const int g = h / group;
     const int r0 = qt * bq, r1 = std::min(a.n_q, r0 + bq), rows = r1 - r0;
     const int tile_last_pos = a.q_pos0 + r1 - 1;  // furthest key any row of the tile can see
-    const int n_kvtiles = tile_last_pos / bk + 1;
+    const int tile_first_pos = a.q_pos0 + r0;
 
     std::vector<float> m(size_t(rows), -INFINITY), l(size_t(rows), 0.0f);
     std::vector<float> acc(size_t(rows) * d, 0.0f);
     std::vector<float> s(size_t(rows) * bk);
     std::vector<float> tile_max(static_cast<size_t>(rows));
     std::vector<double> bound(static_cast<size_t>(rows), 0.0);
+    std::vector<float> cm(size_t(rows) * size_t(col_n), -INFINITY);  // raw scores, probe
     TileCounts& cnt = local[size_t(task)];
     uint8_t* mask_row =
         (a.mask && h == a.mask_head) ? a.mask->data() + size_t(qt) * n_kvtiles_total : nullptr;
 
     std::vector<float> kt(size_t(d) * bk);  // K tile transposed: (d, bk)
-    for (int t = 0; t < n_kvtiles; ++t) {
-      const int k0 = t * bk, k1 = std::min(k0 + bk, a.n_kv), nk = k1 - k0;
+    std::vector<float> vbuf;                // dequantized V tile (bk, d), quantized pages only
+    const bool quant = kv && kv->fmt.bits != 0;
+    if (quant) vbuf.resize(size_t(bk) * d);
+    // Protected (unquantized) rows of a page: [first, last) indices into prot_pos.
+    auto prot_range = [&](int k0, int nk) {
+      const int* b = kv->prot_pos;
+      const int* e = b + kv->n_prot;
+      return std::pair<int, int>(int(std::lower_bound(b, e, k0) - b),
+                                 int(std::lower_bound(b, e, k0 + nk) - b));
+    };
+    bool first_visit = true;
+    for (int t = 0; t < n_kvtiles_total; ++t) {
+      const int k0 = tile_pos0(t), nk = tile_keys(t), k1 = k0 + nk;
+      if (k0 > tile_last_pos) break;  // tiles are in position order
+      // A tile all of whose keys left the first row's window is invisible to every row.
+      if (W > 0 && k0 >= S && k1 - 1 <= tile_first_pos - W) continue;
       // Transpose the K tile once; every row of the query tile reuses it, and the score loop
       // becomes broadcast-FMA over contiguous keys (no horizontal sums).
-      for (int j = 0; j < nk; ++j) {
-        const float* kj = a.k + int64_t(k0 + j) * kv_stride + int64_t(g) * d;
-        for (int i = 0; i < d; ++i) kt[size_t(i) * bk + j] = kj[i];
+      if (!quant) {
+        for (int j = 0; j < nk; ++j) {
+          const float* kj = kv ? kv->k_f32[t] + (int64_t(j) * a.n_head_kv + g) * d
+                               : a.k + int64_t(k0 + j) * kv_stride + int64_t(g) * d;
+          for (int i = 0; i < d; ++i) kt[size_t(i) * bk + j] = kj[i];
+        }
+      } else {
+        const int cb = kv->fmt.code_bytes(d), ns = kv->fmt.scales(d);
+        for (int j = 0; j < nk; ++j) {
+          const int64_t slot = int64_t(j) * a.n_head_kv + g;
+          dequantize_kv_row(kv->k_codes[t] + slot * cb, kv->k_scales[t] + slot * ns, d, kv->fmt,
+                            kt.data() + j, bk);
+        }
+        const auto [p0, p1] = prot_range(k0, nk);
+        for (int p = p0; p < p1; ++p) {
+          const float* kp = kv->prot_k + (int64_t(p) * a.n_head_kv + g) * d;
+          const int j = kv->prot_pos[p] - k0;
+          for (int i = 0; i < d; ++i) kt[size_t(i) * bk + j] = kp[i];
+        }
       }
-      // S = q k^T * scale, causally masked. QK^T is always computed (the rule needs it).
+      // S = q k^T * scale, masked. QK^T is always computed (the rule needs it).
+      bool any_visible = false;
       for (int r = 0; r < rows; ++r) {
         const int pos = a.q_pos0 + r0 + r;
         const float* __restrict qr = a.q + int64_t(r0 + r) * q_stride + int64_t(h) * d;
@@ -205,26 +252,47 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
         else
 #endif
           scores_generic(qr, kt.data(), d, bk, nk, a.scale, sr);
-        float mx = -INFINITY;
-        const int vis = std::min(nk, pos - k0 + 1);  // keys of this tile the row may see
-        for (int j = 0; j < vis; ++j) mx = std::max(mx, sr[j]);
+        const int vis = std::min(nk, pos - k0 + 1);  // keys of this tile the row may see (causal)
+        if (a.q_sink && k0 < S && cache_position(pos, S, W) != pos) {
+          // Cache position mode: sink keys are scored with the query rotated at its cache index.
+          const float* qs = a.q_sink + int64_t(r0 + r) * q_stride + int64_t(h) * d;
+          for (int j = 0; j < std::min(vis, S - k0); ++j) {
+            float acc_s = 0.0f;
+            for (int i = 0; i < d; ++i) acc_s += (qs[i] * a.scale) * kt[size_t(i) * bk + j];
+            sr[j] = acc_s;
+          }
+        }
         for (int j = std::max(vis, 0); j < nk; ++j) sr[j] = -INFINITY;
+        if (W > 0) {  // the evicted band [S, pos - W] of this row
+          const int lo = std::max(S, k0), hi = std::min(pos - W, k1 - 1);
+          for (int k = lo; k <= hi; ++k) sr[k - k0] = -INFINITY;
+        }
+        float mx = -INFINITY;
+        for (int j = 0; j < vis; ++j) mx = std::max(mx, sr[j]);
         tile_max[size_t(r)] = mx;
+        any_visible = any_visible || mx > -INFINITY;
+        if (k0 < col_n)
+          for (int j = 0; j < std::min(nk, col_n - k0); ++j) cm[size_t(r) * col_n + k0 + j] = sr[j];
       }
+      if (!any_visible) continue;  // fully masked: not counted
       ++cnt.visited;
       // The rule: skip iff every row's tile max lies more than ln(lambda) below its running max.
-      // Rows that see no key of this tile (m~ = -inf) agree trivially. Tile 0 is never skipped.
+      // Rows that see no key of this tile (m~ = -inf) agree trivially. The first visited tile is
+      // never skipped.
       bool skip = false;
-      if (t > 0 && a.log_lambda > -INFINITY) {
+      if (!first_visit && a.log_lambda > -INFINITY) {
         skip = true;
         for (int r = 0; r < rows && skip; ++r)
           if (!(tile_max[size_t(r)] - m[size_t(r)] < a.log_lambda)) skip = false;
       }
+      first_visit = false;
       if (mask_row) mask_row[t] = skip ? 2 : 1;
       if (skip) {
         ++cnt.skipped;
         for (int r = 0; r < rows; ++r) {
-          const int vis = std::min(k1, a.q_pos0 + r0 + r + 1) - k0;
+          const float* sr = s.data() + size_t(r) * bk;
+          int vis = 0;
+          for (int j = 0; j < nk; ++j) vis += sr[j] > -INFINITY ? 1 : 0;
           if (vis > 0) bound[size_t(r)] += double(vis) * std::exp(double(tile_max[size_t(r)]) - m[size_t(r)]);
         }
         if (!a.skip_softmax_exp) {
@@ -232,11 +300,31 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
           for (int r = 0; r < rows; ++r) {
             const float* sr = s.data() + size_t(r) * bk;
             float add = 0.0f;
-            for (int j = 0; j < k1 - k0; ++j) add += std::exp(sr[j] - m[size_t(r)]);
+            for (int j = 0; j < nk; ++j) add += std::exp(sr[j] - m[size_t(r)]);
             l[size_t(r)] += add;
           }
         }
         continue;
+      }
+      // V tile: straight from float storage, or dequantized once for all rows (only now, after
+      // the skip decision, so a skipped tile never loads V).
+      const float* vt;
+      int64_t v_stride = kv_stride;
+      if (quant) {
+        const int cb = kv->fmt.code_bytes(d), ns = kv->fmt.scales(d);
+        for (int j = 0; j < nk; ++j) {
+          const int64_t slot = int64_t(j) * a.n_head_kv + g;
+          dequantize_kv_row(kv->v_codes[t] + slot * cb, kv->v_scales[t] + slot * ns, d, kv->fmt,
+                            vbuf.data() + size_t(j) * d);
+        }
+        const auto [p0, p1] = prot_range(k0, nk);
+        for (int p = p0; p < p1; ++p)
+          std::copy_n(kv->prot_v + (int64_t(p) * a.n_head_kv + g) * d, d,
+                      vbuf.data() + size_t(kv->prot_pos[p] - k0) * d);
+        vt = vbuf.data();
+        v_stride = d;
+      } else {
+        vt = kv ? kv->v_f32[t] + int64_t(g) * d : a.v + int64_t(k0) * kv_stride + int64_t(g) * d;
       }
       for (int r = 0; r < rows; ++r) {
         const float mt = tile_max[size_t(r)];
@@ -248,17 +336,16 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
           for (int i = 0; i < d; ++i) ar[i] *= corr;
         }
         float* sr = s.data() + size_t(r) * bk;
-        const float* vt = a.v + int64_t(k0) * kv_stride + int64_t(g) * d;
         float add;
 #if defined(__x86_64__)
         if (simd && d % 8 == 0) {
           add = exp_sum_avx2(sr, nk, m_new);
-          pv_avx2(sr, vt, kv_stride, nk, d, ar);
+          pv_avx2(sr, vt, v_stride, nk, d, ar);
         } else
 #endif
         {
           add = exp_sum_generic(sr, nk, m_new);
-          pv_generic(sr, vt, kv_stride, nk, d, ar);
+          pv_generic(sr, vt, v_stride, nk, d, ar);
         }
         l[size_t(r)] = l[size_t(r)] * corr + add;
         m[size_t(r)] = m_new;
@@ -275,12 +362,22 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
       const float* ar = acc.data() + size_t(r) * d;
       for (int i = 0; i < d; ++i) o[i] = ar[i] * inv;
     }
+    if (col_n > 0) {
+      double* dst = local_cm.data() + size_t(task) * col_n;
+      for (int r = 0; r < rows; ++r) {
+        if (!(l[size_t(r)] > 0)) continue;
+        for (int k = 0; k < col_n; ++k) {
+          const float sv = cm[size_t(r) * col_n + k];
+          if (sv > -INFINITY) dst[k] += std::exp(double(sv) - m[size_t(r)]) / double(l[size_t(r)]);
+        }
+      }
+    }
   };
 
   const int64_t n_tasks = int64_t(a.n_head) * n_qtiles;
   // Below ~4M multiply-adds (about a millisecond on one core) waking the pool costs more than
   // it saves: decode over short contexts stays on the calling thread.
-  const int64_t work = int64_t(a.n_q) * a.n_kv * a.n_head * d;
+  const int64_t work = int64_t(a.n_q) * n_keys * a.n_head * d;
   if (pool && work >= (int64_t(1) << 22)) {
     pool->parallel_for(n_tasks, run);
   } else {
@@ -292,6 +389,11 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
         a.counts[h].add(local[size_t(h) * n_qtiles + qt]);
       }
   }
+  if (col_n > 0)
+    for (int h = 0; h < a.n_head; ++h)
+      for (int qt = 0; qt < n_qtiles; ++qt)
+        for (int k = 0; k < col_n; ++k)
+          a.col_mass[size_t(h) * col_n + k] += local_cm[(size_t(h) * n_qtiles + qt) * col_n + k];
 }
 
 }  // namespace sinkscope

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/attention.h"
+#include "engine/kv_layout.h"
 
 namespace sinkscope {
 
@@ -41,6 +42,23 @@ struct CpuAttentionArgs {
   int mask_head = -1;
   std::vector<uint8_t>* mask = nullptr;
   int* mask_cols = nullptr;  // receives n_kvtiles of the mask
+
+  // Paged KV cache (engine/kv_layout.h). When set, k, v and n_kv are unused: the KV tiles are
+  // the view's pages in order, key j of page t at position page_pos0[t] + j; q_pos0 is then the
+  // original position of query 0. Dequantization of quantized pages happens in the tile loads.
+  const KvLayerView* kv = nullptr;
+  // Sink-retaining window (kv_layout.h): a key at position k is visible to the query at q iff
+  // k <= q and (k < sink_count or window == 0 or k > q - window). Defaults: plain causal.
+  int sink_count = 0;
+  int window = 0;
+  // Cache position mode: the queries rotated at their cache index (cache_position()), (n_q,
+  // n_head, d) like q. Scores against sink keys use them whenever the cache index differs from
+  // the position (kv_cache.h explains why this replaces re-rotating keys).
+  const float* q_sink = nullptr;
+  // Column-mass probe (sink detection): col_mass[h * col_n + k] += P[i, k] summed over this
+  // call's queries i, for key positions k < col_n. P is the final softmax probability.
+  double* col_mass = nullptr;
+  int col_n = 0;
 };
 
 void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool);

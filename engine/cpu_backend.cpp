@@ -20,12 +20,12 @@ class CpuBackend final : public Backend {
   CpuBackend(std::shared_ptr<const Model> model, const BackendOptions& opt)
       : m_model(std::move(model)), m_pool(opt.n_threads), m_attn(opt.attention) {
     const ModelConfig& c = m_model->config();
-    m_capacity = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
+    m_max_context = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
     m_rope = RopeTable(c, m_model->weights().rope_freqs);
-    m_k.resize(size_t(c.n_layer));
-    m_v.resize(size_t(c.n_layer));
     set_blas_threads(1);  // linear() parallelises over our pool
     validate_attention(opt.attention);
+    m_cache_settings = opt.cache;
+    make_cache();
     reset();
   }
 
@@ -36,15 +36,31 @@ class CpuBackend final : public Backend {
 
   void reset() override {
     m_n_past = 0;
-    for (auto& k : m_k) k.clear();
-    for (auto& v : m_v) v.clear();
+    if (m_cache->block_size() != m_attn.block_size) make_cache();
+    m_cache->reset();
     const ModelConfig& c = m_model->config();
     m_probes.reset(c.n_layer, c.n_head);
   }
 
   void set_attention(const AttentionSettings& s) override {
     validate_attention(s);
+    if (m_cache_settings.block_size != 0 && m_cache_settings.block_size != s.block_size)
+      throw BackendError("attention block_size " + std::to_string(s.block_size) +
+                         " differs from the cache block_size " +
+                         std::to_string(m_cache_settings.block_size));
     m_attn = s;
+    // Pages are tiles: a new tile size takes effect on an empty cache (now, or at reset()).
+    if (m_n_past == 0 && m_cache->block_size() != s.block_size) make_cache();
+  }
+  KvCacheStats cache_stats() const override { return m_cache->stats(); }
+  void request_column_mass(int n) override {
+    if (n < 0 || n > 4096)
+      throw BackendError("column-mass probe: positions must be in [0, 4096], got " +
+                         std::to_string(n));
+    const ModelConfig& c = m_model->config();
+    m_probes.col_n = n;
+    m_probes.col_mass.assign(size_t(c.n_layer) * c.n_head * size_t(n), 0.0);
+    m_probes.col_queries.assign(size_t(n), 0);
   }
   const AttentionSettings& attention() const override { return m_attn; }
   const AttentionProbes& probes() const override { return m_probes; }
@@ -63,6 +79,20 @@ class CpuBackend final : public Backend {
                std::vector<float>& logits) override;
 
  private:
+  // One piece of a forward that the cache takes at once; writes logits of every token (all)
+  // or of the last one to out (nullptr: none).
+  void forward_chunk(std::span<const TokenId> tokens, bool all, float* out);
+
+  void make_cache() {
+    const ModelConfig& c = m_model->config();
+    m_cache = std::make_unique<KvCache>(c.n_layer, c.n_head_kv, c.head_dim, m_attn.block_size,
+                                        m_max_context, m_cache_settings);
+    m_capacity = m_cache_settings.windowed() ? kUnboundedStream
+                                             : int(m_cache->stats().capacity_tokens);
+  }
+  // A windowed cache streams without end; positions stay within int.
+  static constexpr int kUnboundedStream = 1 << 30;
+
   static void validate_attention(const AttentionSettings& s) {
     if (s.block_size != 64 && s.block_size != 128)
       throw BackendError("attention block_size must be 64 or 128, got " +
@@ -74,29 +104,47 @@ class CpuBackend final : public Backend {
   AttentionSettings m_attn;
   AttentionProbes m_probes;
   RopeTable m_rope;
+  int m_max_context = 0;
   int m_capacity = 0;
   int m_n_past = 0;
-  // Per layer: (position, kv_head, d) — position-major so appending never moves old rows.
-  std::vector<std::vector<float>> m_k, m_v;
+  CacheSettings m_cache_settings;
+  // Paged K/V of every layer (engine/kv_cache.h): pages of block_size positions, each
+  // (position, kv_head, d), keys rotated at their original positions.
+  std::unique_ptr<KvCache> m_cache;
   // Scratch, reused across calls.
   std::vector<float> m_cos, m_sin, m_x, m_xn, m_q, m_kn, m_vn, m_att, m_tmp, m_gate, m_up;
+  std::vector<float> m_qs, m_cos_c, m_sin_c;  // cache position mode: queries at cache indices
 };
 
 void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
                          std::vector<float>& logits) {
   const ModelConfig& c = m_model->config();
-  const ModelWeights& w = m_model->weights();
   const int n = int(tokens.size());
   if (n == 0) throw BackendError("forward: no tokens");
-  if (int64_t(m_n_past) + n > m_capacity)
+  if (!m_cache_settings.windowed() && int64_t(m_n_past) + n > m_max_context)
     throw BackendError("context full: " + std::to_string(m_n_past) + " cached + " +
                        std::to_string(n) + " new tokens exceed the capacity of " +
-                       std::to_string(m_capacity) + " tokens");
+                       std::to_string(m_max_context) + " tokens");
   for (TokenId t : tokens)
     if (t < 0 || t >= c.n_vocab)
       throw BackendError("token id " + std::to_string(t) + " is outside the vocabulary (0.." +
                          std::to_string(c.n_vocab - 1) + ")");
+  // A windowed cache takes the tokens in pieces, evicting as it goes; the full cache in one.
+  const int step = std::min(n, m_cache->max_chunk());
+  logits.resize(size_t(mode == LogitsMode::kAll ? n : 1) * c.n_vocab);
+  for (int off = 0; off < n; off += step) {
+    const int m = std::min(step, n - off);
+    const bool last = off + m == n;
+    float* out = mode == LogitsMode::kAll ? logits.data() + size_t(off) * c.n_vocab
+                                          : (last ? logits.data() : nullptr);
+    forward_chunk(tokens.subspan(size_t(off), size_t(m)), mode == LogitsMode::kAll, out);
+  }
+}
 
+void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float* out) {
+  const ModelConfig& c = m_model->config();
+  const ModelWeights& w = m_model->weights();
+  const int n = int(tokens.size());
   prof::ScopedSpan span_fwd(m_spans, n == 1 && m_n_past > 0 ? "decode step" : "prefill");
   const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff;
   const bool decode = n == 1 && m_n_past > 0;
@@ -120,8 +168,23 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
   m_sin.resize(size_t(n) * half);
   for (int i = 0; i < n; ++i) m_rope.angles(m_n_past + i, &m_cos[size_t(i) * half], &m_sin[size_t(i) * half]);
 
-  const int n_kv = m_n_past + n;
+  // The sink-retaining window: each query sees at most S + W keys.
+  const int n_sinks = m_cache->sinks(), window = m_cache->window();
+  int64_t n_kv = m_n_past + n;
+  if (window > 0) n_kv = std::min<int64_t>(n_kv, cache_position(m_n_past + n - 1, n_sinks, window) + 1);
   const double lambda = effective_lambda(m_attn, decode, n_kv);
+  // Cache position mode: a second rotation of the queries at their cache indices, used against
+  // the sink keys once eviction has begun (kv_cache.h).
+  const bool sink_queries = m_cache->cache_positions() &&
+                            cache_position(m_n_past + n - 1, n_sinks, window) != m_n_past + n - 1;
+  if (sink_queries) {
+    m_qs.resize(size_t(n * Q));
+    m_cos_c.resize(size_t(n) * half);
+    m_sin_c.resize(size_t(n) * half);
+    for (int i = 0; i < n; ++i)
+      m_rope.angles(int(cache_position(m_n_past + i, n_sinks, window)), &m_cos_c[size_t(i) * half],
+                    &m_sin_c[size_t(i) * half]);
+  }
   // One token reads the quantized weights (memory-bound); a batch uses float32 sgemm.
   auto proj = [&](const std::vector<float>& wf, const QuantMatrix& wq, const float* x, float* y,
                   int64_t out, int64_t in) {
@@ -139,22 +202,21 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     }
   };
 
-  // A failure or cancel part-way leaves some layers with the new K/V appended: roll them back
-  // so the cache stays consistent and the backend usable for the next run.
+  // Budgets are checked (and pages allocated) before anything changes. A failure or cancel
+  // part-way leaves some layers with the new K/V written: roll the reservation back so the cache
+  // stays consistent and the backend usable for the next run.
+  m_cache->reserve(n);
   struct Rollback {
-    CpuBackend* self;
-    size_t keep;
+    KvCache* cache;
     bool armed = true;
     ~Rollback() {
-      if (!armed) return;
-      for (auto& k : self->m_k) k.resize(std::min(k.size(), keep));
-      for (auto& v : self->m_v) v.resize(std::min(v.size(), keep));
+      if (armed) cache->rollback();
     }
-  } rollback{this, size_t(m_n_past) * size_t(KV)};
+  } rollback{m_cache.get()};
 
   for (int l = 0; l < c.n_layer; ++l) {
     check_cancel();
-    prof::ScopedSpan span_layer(m_spans, "layer");
+    prof::ScopedSpan span_layer(m_spans, "layer", l);
     const LayerWeights& L = w.layers[size_t(l)];
     {
       prof::ScopedSpan s(m_spans, "norm");
@@ -179,6 +241,14 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     }
     {
       prof::ScopedSpan s(m_spans, "rope");
+      if (sink_queries) {
+        std::copy_n(m_q.begin(), size_t(n * Q), m_qs.begin());
+        rows([&](int i) {
+          for (int h = 0; h < c.n_head; ++h)
+            m_rope.rotate(&m_qs[size_t(i * Q + h * c.head_dim)], &m_cos_c[size_t(i) * half],
+                          &m_sin_c[size_t(i) * half]);
+        });
+      }
       rows([&](int i) {
         const float* cs = &m_cos[size_t(i) * half];
         const float* sn = &m_sin[size_t(i) * half];
@@ -188,26 +258,31 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
           m_rope.rotate(&m_kn[size_t(i * KV + h * c.head_dim)], cs, sn);
       });
     }
-    // Append this batch's K/V to the cache.
-    auto& kc = m_k[size_t(l)];
-    auto& vc = m_v[size_t(l)];
-    kc.insert(kc.end(), m_kn.begin(), m_kn.begin() + n * KV);
-    vc.insert(vc.end(), m_vn.begin(), m_vn.begin() + n * KV);
+    // Store this batch's K/V in the cache (quantizing when enabled).
+    m_cache->write(l, n, m_kn.data(), m_vn.data());
     {
       prof::ScopedSpan s(m_spans, "attention");
+      const KvLayerView view = m_cache->view(l);
       CpuAttentionArgs a;
       a.q = m_q.data();
-      a.k = kc.data();
-      a.v = vc.data();
+      a.kv = &view;
+      a.sink_count = n_sinks;
+      a.window = window;
+      a.q_sink = sink_queries ? m_qs.data() : nullptr;
       a.out = m_att.data();
       a.n_q = n;
       a.q_pos0 = m_n_past;
-      a.n_kv = n_kv;
+      a.n_kv = int(n_kv);
       a.n_head = c.n_head;
       a.n_head_kv = c.n_head_kv;
       a.d = c.head_dim;
       a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
-      a.block_size = m_attn.block_size;
+      a.block_size = m_cache->block_size();
+      if (m_probes.col_n > 0 &&
+          m_probes.col_mass.size() == size_t(c.n_layer) * c.n_head * size_t(m_probes.col_n)) {
+        a.col_mass = &m_probes.col_mass[size_t(l) * c.n_head * size_t(m_probes.col_n)];
+        a.col_n = m_probes.col_n;
+      }
       a.q_tile = kQueryTileRows;
       a.log_lambda = log_threshold(lambda);
       a.skip_softmax_exp = m_attn.skip_softmax_exp;
@@ -239,19 +314,26 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     }
   }
   rollback.armed = false;
+  // Queries i >= k that could see key k, for the column-mass probe's means.
+  for (int k = 0; k < m_probes.col_n && size_t(k) < m_probes.col_queries.size(); ++k)
+    for (int i = 0; i < n; ++i) {
+      const int64_t q = m_n_past + i;
+      if (k <= q && (k < n_sinks || window == 0 || k > q - window)) ++m_probes.col_queries[size_t(k)];
+    }
+  m_cache->commit(n);
   m_n_past += n;
 
+  if (!out) return;
   prof::ScopedSpan span_head(m_spans, "lm-head");
-  const int first = mode == LogitsMode::kAll ? 0 : n - 1;
+  const int first = all ? 0 : n - 1;
   const int rows_out = n - first;
   for (int i = first; i < n; ++i)
     rms_norm(&m_x[size_t(i * D)], w.output_norm.data(), &m_xn[size_t((i - first) * D)], D,
              c.rms_eps);
-  logits.resize(size_t(rows_out) * c.n_vocab);
   if (rows_out == 1 && !w.lm_head_q.empty()) {
-    qgemv(w.lm_head_q, m_xn.data(), logits.data(), &m_pool);
+    qgemv(w.lm_head_q, m_xn.data(), out, &m_pool);
   } else {
-    linear(m_xn.data(), w.lm_head(), logits.data(), rows_out, c.n_vocab, D, &m_pool);
+    linear(m_xn.data(), w.lm_head(), out, rows_out, c.n_vocab, D, &m_pool);
   }
 }
 

@@ -16,14 +16,16 @@ namespace {
 
 std::string shell_quote(const std::string& s) {
   const bool safe = !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || std::string_view("-_./=:+,").find(ch) !=
-                                                                std::string_view::npos;
+    return std::isalnum(static_cast<unsigned char>(ch)) ||
+           std::string_view("-_./=:+,").find(ch) != std::string_view::npos;
   });
   if (safe) return s;
   std::string q(1, '\'');
   for (char ch : s) {
-    if (ch == '\'') q.append("'\\''");
-    else q += ch;
+    if (ch == '\'')
+      q.append("'\\''");
+    else
+      q += ch;
   }
   q += '\'';
   return q;
@@ -64,7 +66,8 @@ LlamaCppExport export_llama_cpp(const SinkScopeConfig& c) {
     n.push_back(
         "sliding_window is approximate: when the context is full, llama.cpp's context shift keeps "
         "the first --keep tokens and drops half of the rest at once (not one token at a time), so "
-        "between " + std::to_string((ctx - cache.sink_keep_count) / 2) + " and " +
+        "between " +
+        std::to_string((ctx - cache.sink_keep_count) / 2) + " and " +
         std::to_string(ctx - cache.sink_keep_count) + " recent tokens stay instead of exactly " +
         std::to_string(cache.window_size) + "; --keep counts tokens of the initial prompt");
     if (cache.position_mode == PositionMode::kOriginal)
@@ -92,19 +95,24 @@ LlamaCppExport export_llama_cpp(const SinkScopeConfig& c) {
                   " uses blocks of 32 values with a 16-bit scale (finer groups: slightly more "
                   "memory, at least the same accuracy)");
   } else if (att.dtype == AttentionDtype::kFloat32) {
-    n.push_back("dtype float32: only the cache type is set (f32); llama.cpp chooses its own "
-                "compute precision");
+    n.push_back(
+        "dtype float32: only the cache type is set (f32); llama.cpp chooses its own "
+        "compute precision");
   }
-  n.push_back("block_size has no equivalent: llama.cpp's KV cache is not paged by a chosen tile "
-              "size (no effect on results)");
+  n.push_back(
+      "block_size has no equivalent: llama.cpp's KV cache is not paged by a chosen tile "
+      "size (no effect on results)");
   if (cache.global_cache_limit_mib > 0)
-    n.push_back("global_cache_limit_mib has no equivalent: llama.cpp allocates the KV cache for -c "
-                "up front (--cache-ram limits the host-side prompt cache, which is different)");
-  n.push_back("-c is the context of one request here; llama-server shares -c among its -np/"
-              "--parallel slots, so for N concurrent requests use -np N and N times this -c");
+    n.push_back(
+        "global_cache_limit_mib has no equivalent: llama.cpp allocates the KV cache for -c "
+        "up front (--cache-ram limits the host-side prompt cache, which is different)");
+  n.push_back(
+      "-c is the context of one request here; llama-server shares -c among its -np/"
+      "--parallel slots, so for N concurrent requests use -np N and N times this -c");
   if (c.validation)
-    n.push_back("the validation evidence in this config was measured with SinkScope's engine; "
-                "re-validate the llama.cpp deployment against its own dense baseline");
+    n.push_back(
+        "the validation evidence in this config was measured with SinkScope's engine; "
+        "re-validate the llama.cpp deployment against its own dense baseline");
   return e;
 }
 

@@ -79,8 +79,7 @@ uint64_t attention_workspace_bytes(const AttentionParams& p) {
   if (!is_decode(c.variant)) return 0;
   const DeviceInfo dev = current_device_info();
   if (dev.sms == 0) return 0;
-  const DecodeSplitPlan plan =
-      decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, dev.sms);
+  const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms);
   return decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse).total;
 }
 
@@ -103,8 +102,7 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
                        cudaMemsetAsync(p.skip_mask, kMaskNotVisible, heads * qt * kvt, stream));
   }
   if (is_decode(c.variant)) {
-    const DecodeSplitPlan plan =
-        decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, dev.sms);
+    const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms);
     const DecodeWorkspaceLayout wl =
         decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse);
     if (!p.workspace || p.workspace_bytes < wl.total)

@@ -16,6 +16,12 @@
 //   MODE 2: per-head decisions from the tile maxima (prefix max), then V only for tiles that some
 //           head of the group still needs, softmax from the stored scores.
 // With lambda = 0, MODE 1+2 perform the same float operations in the same order as MODE 0.
+//
+// Device-side length (AttentionParams::kv_len_dev, for CUDA graphs replayed at many positions):
+// the grid and the workspace strides come from the bound `plan`; every CTA re-plans the actual
+// length with decode_split_plan_tiles (the host formula), so the tile ranges, the summation
+// order and the probes equal a host launch at that length. CTAs past the actual splits return
+// before touching anything, and the combine reads only the actual splits.
 #pragma once
 
 #include "kernels/attention_common.cuh"
@@ -51,6 +57,24 @@ struct DecodeCfg {
                               kDecodeMaxTilesPerSplit * 4;
 };
 
+// Keys the decode query sees: host length, or *kv_len_dev clamped to [0, bound].
+__device__ __forceinline__ int64_t decode_visible(const AttentionParams& p) {
+  if (p.kv_len_dev) {
+    const int64_t l = *p.kv_len_dev;
+    return l < 0 ? 0 : (l > p.kv_len ? p.kv_len : l);
+  }
+  return p.kv_len < p.q_start + 1 ? p.kv_len : p.q_start + 1;
+}
+// The split of the visible tiles this launch runs: the launch plan itself for a host length,
+// else the host formula re-evaluated for the actual length (within the bound's grid).
+__device__ __forceinline__ DecodeSplitPlan decode_actual_plan(const AttentionParams& p,
+                                                              const DecodeSplitPlan& plan,
+                                                              int64_t vis) {
+  if (!p.kv_len_dev) return plan;
+  return decode_split_plan_tiles(static_cast<int>((vis + p.block_size - 1) / p.block_size),
+                                 plan.target);
+}
+
 // 16-byte chunk index within a [key][D] row after the XOR swizzle (low 3 bits ^= row & 7).
 __device__ __forceinline__ int dswz(int chunk, int row) {
   return (chunk & ~7) | ((chunk ^ row) & 7);
@@ -79,10 +103,12 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const int G = p.n_q_heads / p.n_kv_heads;
   const int h = kvh * G + g;  // this lane's query head (valid when g < G)
   const bool hval = g < G;
-  const int t0 = split * plan.tiles_per_split;
-  const int t1 = min(plan.n_tiles, t0 + plan.tiles_per_split);
+  const int64_t vis = decode_visible(p);
+  const DecodeSplitPlan ap = decode_actual_plan(p, plan, vis);  // `plan`: grid + strides only
+  if (split >= ap.n_splits) return;  // past the actual length (device-side length): no work
+  const int t0 = split * ap.tiles_per_split;
+  const int t1 = min(ap.n_tiles, t0 + ap.tiles_per_split);
   const int nsplit_tiles = t1 - t0;
-  const int64_t vis = p.kv_len < p.q_start + 1 ? p.kv_len : p.q_start + 1;
   const float sl2 = p.scale * kLog2e;
   float* ws = static_cast<float*>(p.workspace);
   float* ws_scores = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.scores);
@@ -100,6 +126,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // ---- MODE 2: decisions for this split's tiles, from the maxima of pass 1 ----
   int n_work = nsplit_tiles;
   if constexpr (MODE == 2) {
+    const float log2_lambda = p.log2_lambda_dev ? *p.log2_lambda_dev : p.log2_lambda;
     for (int gg = warp; gg < G; gg += kDecodeWarps) {
       const float* tm_row = ws_tmax + int64_t(kvh * G + gg) * plan.n_tiles;
       float pm = kNegInf;  // max over all tiles before t0 (every split sees the same history)
@@ -112,7 +139,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
           const int t = t0 + i;
           const float tm = tm_row[t];
           // max(a*c, b*c) == max(a, b)*c for c > 0, so this equals the running-max compare.
-          const bool sk = t > 0 && (tm * sl2 - pm * sl2 < p.log2_lambda);
+          const bool sk = t > 0 && (tm * sl2 - pm * sl2 < log2_lambda);
           tms[i * 8 + gg] = tm;
           flags[i * 8 + gg] = sk;
           n_skip += sk;
@@ -381,12 +408,13 @@ __global__ void __launch_bounds__(D) attention_decode_combine_kernel(
     const AttentionParams p, const DecodeSplitPlan plan, const DecodeWorkspaceLayout wl) {
   const int h = blockIdx.x, d = threadIdx.x;
   const float* ws = static_cast<const float*>(p.workspace);
-  const float* ml = ws + wl.part_ml / 4 + int64_t(h) * plan.n_splits * 2;
+  const float* ml = ws + wl.part_ml / 4 + int64_t(h) * plan.n_splits * 2;  // bound strides
   const float* po = ws + wl.part_o / 4 + int64_t(h) * plan.n_splits * D;
+  const int n_splits = decode_actual_plan(p, plan, decode_visible(p)).n_splits;  // written ones
   float mmax = kNegInf;
-  for (int s = 0; s < plan.n_splits; ++s) mmax = fmaxf(mmax, ml[2 * s]);
+  for (int s = 0; s < n_splits; ++s) mmax = fmaxf(mmax, ml[2 * s]);
   float num = 0.f, den = 0.f;
-  for (int s = 0; s < plan.n_splits; ++s) {
+  for (int s = 0; s < n_splits; ++s) {
     const float m = ml[2 * s];
     const float w = m == kNegInf ? 0.f : fast_exp2(m - mmax);  // a split whose tiles all skipped
     num += w * po[int64_t(s) * D + d];

@@ -44,12 +44,20 @@ struct AttentionShape {
   // Hopper path allowed: the device is sm_90, the build has sm_90a code, and the caller did not
   // ask for the portable path (AttentionParams::prefer_wgmma).
   bool wgmma_ok = false;
+  // Length / lambda read from device memory (AttentionParams::kv_len_dev, log2_lambda_dev):
+  // decode only; kv_len is then the upper bound and q_start = kv_len - 1.
+  bool device_len = false;
+  bool device_lambda = false;
 };
 
 inline AttentionShape shape_of(const AttentionParams& p) {
-  return {p.n_q_tokens, p.n_q_heads,   p.n_kv_heads,      p.head_dim,
-          p.block_size, p.kv_len,      p.q_start,         p.log2_lambda,
-          p.skip_value_load, p.force_sparse_kernel, false};
+  AttentionShape s{p.n_q_tokens, p.n_q_heads,   p.n_kv_heads,      p.head_dim,
+                   p.block_size, p.kv_len,      p.q_start,         p.log2_lambda,
+                   p.skip_value_load, p.force_sparse_kernel, false};
+  s.device_len = p.kv_len_dev != nullptr;
+  s.device_lambda = p.log2_lambda_dev != nullptr;
+  if (s.device_len) s.q_start = s.kv_len - 1;
+  return s;
 }
 
 struct AttentionChoice {
@@ -84,6 +92,8 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   if (s.n_q_tokens == 1 && group <= 8) {
     return {sparse ? AttentionVariant::kDecodeSparse : AttentionVariant::kDecodeDense, ""};
   }
+  if (s.device_len || s.device_lambda)
+    return no("kv_len_dev / log2_lambda_dev need the decode kernels (one query, group <= 8)");
   if (!sparse) return {AttentionVariant::kPrefillDense, "", s.wgmma_ok};
   return {s.skip_value_load ? AttentionVariant::kPrefillSparseLazyV
                             : AttentionVariant::kPrefillSparse,
@@ -107,22 +117,54 @@ inline constexpr PrefillTileConfig prefill_tile_config(int /*head_dim*/, int blo
 
 // Decode split-KV plan: tiles of the one query are cut into n_splits contiguous ranges so that
 // n_splits * n_kv_heads CTAs fill the GPU (ctas_per_sm resident per SM) with whole tiles each.
+// A host launch runs exactly n_splits CTAs per KV head. A launch with a device-side length
+// (AttentionParams::kv_len_dev) runs decode_bound_plan(bound) CTAs and each CTA recomputes the
+// plan of the actual length with decode_split_plan_tiles (constexpr: also compiled for the
+// device), so the tiles -> split assignment, and with it every rounding, equals the host launch.
 struct DecodeSplitPlan {
-  int n_tiles = 0;          // visible KV tiles of the query
-  int n_splits = 0;         // CTAs per KV head
+  int n_tiles = 0;          // visible KV tiles of the query (of the bound: workspace row stride)
+  int n_splits = 0;         // CTAs per KV head (of the bound: grid and workspace split stride)
   int tiles_per_split = 0;  // the last split may hold fewer
+  int target = 1;           // splits wanted for a full GPU (input of the device-side re-plan)
 };
 inline constexpr int kDecodeMaxTilesPerSplit = 512;  // bounds the per-CTA shared skip list
+
+inline constexpr int decode_target_splits(int n_kv_heads, int n_sms, int ctas_per_sm = 2) {
+  const int kv = n_kv_heads < 1 ? 1 : n_kv_heads;
+  const int t = (n_sms * ctas_per_sm + kv - 1) / kv;
+  return t < 1 ? 1 : t;
+}
+// Splits before removing empty ones: max(clamp(target, 1, n_tiles), ceil(n_tiles / 512)).
+// Non-decreasing in n_tiles, and >= the n_splits of the plan, so the value at a bound is a grid
+// that covers every shorter length.
+inline constexpr int decode_max_splits(int n_tiles, int target) {
+  if (n_tiles <= 0) return 0;
+  int splits = target < 1 ? 1 : (target > n_tiles ? n_tiles : target);
+  const int min_splits = (n_tiles + kDecodeMaxTilesPerSplit - 1) / kDecodeMaxTilesPerSplit;
+  return splits < min_splits ? min_splits : splits;
+}
+inline constexpr DecodeSplitPlan decode_split_plan_tiles(int n_tiles, int target) {
+  DecodeSplitPlan p;
+  p.target = target;
+  p.n_tiles = n_tiles > 0 ? n_tiles : 0;
+  if (n_tiles <= 0) return p;
+  const int splits = decode_max_splits(n_tiles, target);
+  p.tiles_per_split = (n_tiles + splits - 1) / splits;
+  p.n_splits = (n_tiles + p.tiles_per_split - 1) / p.tiles_per_split;  // no empty split
+  return p;
+}
 inline DecodeSplitPlan decode_split_plan(int64_t visible_keys, int block_size, int n_kv_heads,
                                          int n_sms, int ctas_per_sm = 2) {
-  DecodeSplitPlan p;
-  p.n_tiles = static_cast<int>((visible_keys + block_size - 1) / block_size);
-  if (p.n_tiles <= 0) return p;
-  const int target = std::max(1, (n_sms * ctas_per_sm + n_kv_heads - 1) / std::max(1, n_kv_heads));
-  int splits = std::clamp(target, 1, p.n_tiles);
-  splits = std::max(splits, (p.n_tiles + kDecodeMaxTilesPerSplit - 1) / kDecodeMaxTilesPerSplit);
-  p.tiles_per_split = (p.n_tiles + splits - 1) / splits;
-  p.n_splits = (p.n_tiles + p.tiles_per_split - 1) / p.tiles_per_split;  // no empty split
+  const int n_tiles = static_cast<int>((visible_keys + block_size - 1) / block_size);
+  return decode_split_plan_tiles(n_tiles, decode_target_splits(n_kv_heads, n_sms, ctas_per_sm));
+}
+// Geometry of a launch whose length is read on the device and is at most bound_keys: a pure
+// function of the bound (so a captured graph stays valid for every shorter length). n_splits is
+// the grid (decode_max_splits), n_tiles the workspace row stride; tiles_per_split is unused.
+inline DecodeSplitPlan decode_bound_plan(int64_t bound_keys, int block_size, int n_kv_heads,
+                                         int n_sms, int ctas_per_sm = 2) {
+  DecodeSplitPlan p = decode_split_plan(bound_keys, block_size, n_kv_heads, n_sms, ctas_per_sm);
+  p.n_splits = decode_max_splits(p.n_tiles, p.target);
   return p;
 }
 
@@ -154,9 +196,17 @@ inline DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& s,
   return w;
 }
 
-// Keys the decode query sees: positions 0 .. min(kv_len-1, q_start).
+// Keys the decode query sees: positions 0 .. min(kv_len-1, q_start) (the bound when the length
+// is read on the device).
 inline int64_t decode_visible_keys(const AttentionShape& s) {
   return std::min<int64_t>(s.kv_len, s.q_start + 1);
+}
+
+// The plan a decode launch sizes its grid and workspace with: exact for a host length, the
+// bound's geometry (decode_bound_plan) for a device-side length.
+inline DecodeSplitPlan decode_launch_plan(const AttentionShape& s, int n_sms) {
+  return s.device_len ? decode_bound_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms)
+                      : decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms);
 }
 
 }  // namespace sinkscope::kernels

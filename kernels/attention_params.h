@@ -50,6 +50,20 @@ struct AttentionParams {
   // (and < kv_len). Plain prefill: q_start = 0, n_q_tokens = kv_len. Decode: q_start = kv_len-1.
   int64_t q_start = 0;
 
+  // ---- device-side length (decode only; lets one captured CUDA graph serve many positions) ----
+  // When set, the decode kernels read the cache length from device memory: L = *kv_len_dev
+  // (clamped to [0, kv_len]), q_start = L - 1 (host q_start is ignored). kv_len is then an UPPER
+  // BOUND: the grid, the workspace strides and the skip-mask row length (ceil(kv_len/block_size)
+  // tiles; tiles at or past L stay kMaskNotVisible) come from it alone, while the split of the
+  // L real tiles among the CTAs is recomputed on the device with the same formula as a host
+  // launch at L (decode_split_plan_tiles), so the result and the probes equal, bit for bit, those
+  // of a launch with kv_len = L. CTAs whose split lies past L exit at once.
+  const int32_t* kv_len_dev = nullptr;
+  // When set (decode only), log2(lambda) is read from here instead of log2_lambda (length-scaled
+  // lambda changes every step). log2_lambda still selects dense vs sparse kernels (-inf = dense
+  // unless force_sparse_kernel), so it must be finite exactly when *log2_lambda_dev may be.
+  const float* log2_lambda_dev = nullptr;
+
   // ---- softmax and skip rule ----
   float scale = 0.f;                 // softmax scale, usually 1/sqrt(head_dim)
   // log2(lambda); -inf = dense (see log2_of_lambda() in attention_dispatch.h).

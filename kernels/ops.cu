@@ -87,7 +87,7 @@ __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
   const int kv_dim = p.n_head_kv * p.head_dim;
   const int width = q_dim + 2 * kv_dim;
   const float* in = p.qkv + int64_t(row) * width;
-  const int pos = p.pos0 + row;
+  const int pos = (p.pos0_dev ? *p.pos0_dev : p.pos0) + row;
   const int half = p.rope_dim / 2;
   const float* cs = p.rope_cos + int64_t(pos) * half;
   const float* sn = p.rope_sin + int64_t(pos) * half;

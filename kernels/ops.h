@@ -52,6 +52,9 @@ struct QkvRopeParams {
   const int32_t* page_table = nullptr;  // page of positions [i*block_size, (i+1)*block_size)
   int n_tokens = 0;
   int pos0 = 0;  // absolute position (== cache index) of token 0
+  // When set, pos0 is read from device memory instead (a decode step captured once into a CUDA
+  // graph and replayed at every position). The caller guarantees it lies inside the tables.
+  const int32_t* pos0_dev = nullptr;
   int n_head = 0, n_head_kv = 0, head_dim = 0;
   int rope_dim = 0;   // rotated dims per head (<= head_dim); the rest pass through
   bool neox = false;  // pairs (i, i + rope_dim/2) when true, (2i, 2i+1) otherwise

@@ -23,6 +23,9 @@ const char* const kTopHelp =
     "  info         show a model's configuration, tensors and tokenizer\n"
     "  trace        run a generation with the profiler on; write a Chrome trace\n"
     "  config       check, show, export (llama.cpp flags) or size (KV capacity) a config file\n"
+    "  sinks        find attention sinks and recommend sink_keep_count\n"
+    "  stream-ppl   perplexity of a long text streamed through a bounded (sink + window) cache\n"
+    "  passkey      passkey-retrieval accuracy by prompt length and depth\n"
     "\n"
     "Options:\n"
     "  -h, --help   show this help (COMMAND --help for a command's options)\n"
@@ -61,9 +64,12 @@ int run_cli(std::span<const std::string> args, std::ostream& out, std::ostream& 
     if (command == "info") return run_info(parse_info_args(rest), out, err);
     if (command == "config") return run_config(rest, out, err);
     if (command == "trace") return run_trace(parse_trace_args(rest), out, err);
+    if (command == "sinks") return run_sinks(parse_sinks_args(rest), out, err);
+    if (command == "stream-ppl") return run_stream_ppl(parse_stream_ppl_args(rest), out, err);
+    if (command == "passkey") return run_passkey(parse_passkey_args(rest), out, err);
     const std::string what = command.rfind("-", 0) == 0 ? "unknown option '" : "unknown command '";
     command.clear();
-    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info, config, trace)");
+    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info, config, trace, sinks, stream-ppl, passkey)");
   } catch (const UsageError& e) {
     out.flush();
     const std::string who = command.empty() ? "sinkscope-cli" : "sinkscope-cli " + command;

@@ -68,8 +68,8 @@ int run_check(const ConfigArgs& a, std::ostream& out) {
   } else {
     for (const ConfigProblem& p : r.problems) out << format_problem(p, a.file) << "\n";
     out << a.file << ": " << (errors == 0 ? "valid" : "invalid") << " (" << errors << " error"
-        << (errors == 1 ? "" : "s") << ", " << warnings << " warning"
-        << (warnings == 1 ? "" : "s") << ")\n";
+        << (errors == 1 ? "" : "s") << ", " << warnings << " warning" << (warnings == 1 ? "" : "s")
+        << ")\n";
   }
   return errors == 0 ? 0 : kInvalid;
 }
@@ -128,15 +128,15 @@ int run_capacity(const ConfigArgs& a, std::ostream& out, std::ostream& err) {
   if (!c) return kInvalid;
   const ShapeSource src = model_shape(a, *c);
   bool model_ok = true;
-  for (const ConfigProblem& p :
-       check_against_model(*c, src.shape.head_dim, src.n_ctx_train)) {
+  for (const ConfigProblem& p : check_against_model(*c, src.shape.head_dim, src.n_ctx_train)) {
     err << format_problem(p, a.file) << "\n";
     if (p.severity == Severity::kError) model_ok = false;
   }
   if (!model_ok) return kInvalid;
 
   const KvEstimate e = estimate_kv(src.shape, *c, a.batch);
-  const int64_t budget_mib = a.budget_mib ? *a.budget_mib : c->inference.cache.global_cache_limit_mib;
+  const int64_t budget_mib =
+      a.budget_mib ? *a.budget_mib : c->inference.cache.global_cache_limit_mib;
   const int64_t max_batch =
       budget_mib > 0 ? max_batch_for_budget(src.shape, *c, budget_mib * 1024 * 1024) : -1;
   const CacheSection& cache = c->inference.cache;
@@ -190,8 +190,7 @@ int run_capacity(const ConfigArgs& a, std::ostream& out, std::ostream& err) {
   out << ", " << e.main_bytes_per_token << " B/token";
   if (e.sink_tokens > 0)
     out << "; " << e.sink_tokens << " protected sink tokens in "
-        << to_string(c->inference.attention.dtype) << ", " << e.sink_bytes_per_token
-        << " B/token";
+        << to_string(c->inference.attention.dtype) << ", " << e.sink_bytes_per_token << " B/token";
   out << "\n";
   out << "per request: " << e.sink_slots + e.main_slots << " token slots, "
       << format_bytes(e.bytes_per_request) << "\n";

@@ -2,6 +2,7 @@
 // `sinkscope-cli trace`: one generation under the profiler -> Chrome trace + summary tables.
 #include <cstdarg>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -104,6 +105,10 @@ int run_trace(const TraceArgs& a, std::ostream& out, std::ostream& err) {
   const prof::Status inj = prof::prepare_nvtx_injection(&injection);
 
   const std::string text = trace_prompt(a);
+  // Fail before the run, not after it, when the trace cannot be written there.
+  if (const auto dir = std::filesystem::path(a.out).parent_path();
+      !dir.empty() && !std::filesystem::is_directory(dir))
+    throw UsageError("--out: folder " + dir.string() + " does not exist");
   const auto model_path = resolve_model_path(a.model);
   auto model = load_model(model_path, &err);
   const BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 
+#include "app/cli/kv_args.h"
 #include "app/cli/options.h"
 #include "app/cli/trace_args.h"
 
@@ -16,6 +17,10 @@ int run_generate(const GenerateArgs& args, std::ostream& out, std::ostream& err)
 int run_perplexity(const PerplexityArgs& args, std::ostream& out, std::ostream& err);
 int run_info(const InfoArgs& args, std::ostream& out, std::ostream& err);
 int run_trace(const TraceArgs& args, std::ostream& out, std::ostream& err);
+// KV-cache commands (app/cli/kv_args.h): sink detection, streaming perplexity, passkey.
+int run_sinks(const SinksArgs& args, std::ostream& out, std::ostream& err);
+int run_stream_ppl(const StreamPplArgs& args, std::ostream& out, std::ostream& err);
+int run_passkey(const PasskeyArgs& args, std::ostream& out, std::ostream& err);
 // `config ACTION FILE ...` parses its own arguments (app/cli/config_args.h).
 int run_config(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 

@@ -45,28 +45,32 @@ ArgParser make_parser(ConfigAction action, const std::string& name) {
       "usage error.\n";
   switch (action) {
     case ConfigAction::kCheck: {
-      ArgParser p(usage, "Checks a config file and prints every problem with its key path, line "
-                         "and column (errors and warnings). Valid: exit 0; invalid: exit 2.");
+      ArgParser p(usage,
+                  "Checks a config file and prints every problem with its key path, line "
+                  "and column (errors and warnings). Valid: exit 0; invalid: exit 2.");
       p.flag("--json", "print one JSON object: valid, errors, warnings, problems[]");
       p.epilog(exit_note);
       return p;
     }
     case ConfigAction::kShow: {
-      ArgParser p(usage, "Prints the config as SinkScope writes it: schema order, every default "
-                         "filled in, deployment-guide spellings normalised.");
+      ArgParser p(usage,
+                  "Prints the config as SinkScope writes it: schema order, every default "
+                  "filled in, deployment-guide spellings normalised.");
       p.epilog(exit_note);
       return p;
     }
     case ConfigAction::kExportLlamaCpp: {
-      ArgParser p(usage, "Prints the llama.cpp (llama-server) flags equivalent to the config, "
-                         "followed by notes on settings llama.cpp cannot express.");
+      ArgParser p(usage,
+                  "Prints the llama.cpp (llama-server) flags equivalent to the config, "
+                  "followed by notes on settings llama.cpp cannot express.");
       p.flag("--json", "print one JSON object: command, args[], notes[]");
       p.epilog(exit_note);
       return p;
     }
     case ConfigAction::kCapacity: {
-      ArgParser p(usage, "Estimates the KV-cache memory of the config's cache policy (per "
-                         "request and for a batch) and the largest batch a budget holds.");
+      ArgParser p(usage,
+                  "Estimates the KV-cache memory of the config's cache policy (per "
+                  "request and for a batch) and the largest batch a budget holds.");
       p.option("--batch", "N", "concurrent requests, each with a full cache (default 1)")
           .option("--budget-mib", "M",
                   "memory budget in MiB (default: inference.cache.global_cache_limit_mib)")
@@ -85,7 +89,8 @@ ArgParser make_parser(ConfigAction action, const std::string& name) {
 
 ConfigArgs parse_config_args(std::span<const std::string> args) {
   ConfigArgs a;
-  if (args.empty()) throw UsageError("an action is required (check, show, export-llamacpp, capacity)");
+  if (args.empty())
+    throw UsageError("an action is required (check, show, export-llamacpp, capacity)");
   const std::string& name = args[0];
   if (name == "--help" || name == "-h" || name == "help") {
     a.help = true;

@@ -17,10 +17,10 @@ struct ConfigArgs {
   std::string help_text;
   ConfigAction action = ConfigAction::kCheck;
   std::string file;
-  bool json = false;                       // check, export-llamacpp, capacity
-  int64_t batch = 1;                       // capacity
-  std::optional<int64_t> budget_mib;       // capacity; default: global_cache_limit_mib
-  std::optional<std::string> model;        // capacity: where the model shape comes from
+  bool json = false;                  // check, export-llamacpp, capacity
+  int64_t batch = 1;                  // capacity
+  std::optional<int64_t> budget_mib;  // capacity; default: global_cache_limit_mib
+  std::optional<std::string> model;   // capacity: where the model shape comes from
 };
 
 inline constexpr int64_t kMaxConfigBatch = int64_t(1) << 20;

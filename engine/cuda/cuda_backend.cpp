@@ -5,15 +5,20 @@
 //   -> RMSNorm -> fused gate|up GEMM -> SwiGLU -> down GEMM with the residual add fused.
 // Then the final RMSNorm and the LM head (fp32 logits).
 //
-// Decode and CUDA Graphs. The attention launcher takes kv_len and lambda as host values and
-// sizes its split-KV grid from them, so a captured step is only valid for one position. Each
-// decode step therefore gets its own graph, captured on a private stream WHILE THE PREVIOUS STEP
-// RUNS on the GPU (its position is known in advance; the token id is read from device memory,
-// uploaded just before launch). The new capture is folded into an existing executable graph with
-// cudaGraphExecUpdate (kernel parameters and grid sizes may change; re-instantiated only when the
-// topology changes, e.g. dense -> sparse). Two executable graphs alternate, so the one updated is
-// never the one in flight. A step without a ready graph (the first decode step, or after a
-// settings change) runs eagerly; a capture failure turns graphs off and records why.
+// Decode and CUDA Graphs. A decode step reads everything that changes from one position to the
+// next from a 16-byte step record in device memory: the token id (embedding gather), the position
+// (RoPE + KV append), the cache length (attention, AttentionParams::kv_len_dev) and log2(lambda)
+// (length-scaled lambda changes every step). The attention grid and workspace are sized from an
+// upper bound of the length (kv_bound(): the next power of two, at least kMinKvBound, at most the
+// allocated cache), so one captured graph serves every position up to its bound. A step is then:
+// the host writes the record into pinned memory, cudaGraphLaunch (the graph copies the record
+// in, runs ~330 kernels, copies logits and probes out to pinned memory), one synchronisation.
+// Graphs are keyed by (settings generation, bound, dense/sparse kernels) and kept (a few, LRU),
+// so a new capture happens only when the length crosses a power of two or the settings change;
+// reset() keeps them (they hold no position). Eager steps (graphs off, or a capture failed) run
+// the very same enqueue on the stream, so graph and eager results are equal bit for bit. The
+// attention kernels re-plan the split of the actual length on the device exactly as a host
+// launch would, so the numbers also equal those of a launch with the host length.
 #include "engine/cuda/cuda_backend.h"
 
 #include <cuda_runtime.h>
@@ -22,6 +27,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "engine/cuda/blas.h"
 #include "engine/cuda/cuda_errors.h"
@@ -57,14 +65,37 @@ struct Stream {
   Stream& operator=(const Stream&) = delete;
 };
 
-struct GraphSlot {
+// Decode graphs kept: the bounds of one sequence are a handful of powers of two.
+constexpr size_t kMaxGraphs = 8;
+constexpr int64_t kMinKvBound = 512;  // smallest length bound a decode graph is captured for
+
+// One executable decode graph, valid for every cache length <= bound under one settings
+// generation and one kernel choice (dense / sparse). Move-only owner of the exec.
+struct DecodeGraph {
   cudaGraphExec_t exec = nullptr;
-  int pos = -1;      // decode position the graph computes; -1: not ready
-  uint64_t gen = 0;  // settings generation it was captured under
-  ~GraphSlot() {
+  int64_t bound = 0;
+  bool sparse = false;
+  uint64_t gen = 0;
+  uint64_t last_use = 0;
+  DecodeGraph() = default;
+  DecodeGraph(const DecodeGraph&) = delete;
+  DecodeGraph& operator=(const DecodeGraph&) = delete;
+  DecodeGraph(DecodeGraph&& o) noexcept { *this = std::move(o); }
+  DecodeGraph& operator=(DecodeGraph&& o) noexcept {
+    std::swap(exec, o.exec);
+    bound = o.bound;
+    sparse = o.sparse;
+    gen = o.gen;
+    last_use = o.last_use;
+    return *this;
+  }
+  ~DecodeGraph() {
     if (exec) (void)cudaGraphExecDestroy(exec);
   }
 };
+
+// Device step record of a decode step (int32 slots of m_step / m_h_step).
+enum StepSlot : int { kStepToken = 0, kStepPos = 1, kStepKvLen = 2, kStepLog2Lambda = 3, kStepSlots };
 
 struct LayerDev {
   const uint16_t* w_qkv = nullptr;   // (q_dim + 2 kv_dim, D): wq | wk | wv rows
@@ -94,7 +125,11 @@ class CudaBackendImpl final : public CudaBackend {
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
                std::vector<float>& logits) override;
 
-  CudaGraphStats graph_stats() const override { return m_stats; }
+  CudaGraphStats graph_stats() const override {
+    CudaGraphStats s = m_stats;
+    s.graphs_cached = int64_t(m_graphs.size());
+    return s;
+  }
   void set_use_graphs(bool on) override {
     m_use_graphs = on;
     if (on) m_stats.disabled_reason.clear();  // allow another attempt
@@ -105,12 +140,15 @@ class CudaBackendImpl final : public CudaBackend {
 
  private:
   // One device pass over n tokens at positions [pos0, pos0 + n); token ids already in m_tokens.
+  // kv_bound > 0 (decode steps): token, position, length and log2(lambda) come from the device
+  // step record m_step instead (pos0 is then only informative), lengths up to kv_bound.
   struct Pass {
     int n = 0;
     int pos0 = 0;
     double lambda = 0.0;
     bool decode = false;     // probes go to the decode counters
     bool capturing = false;  // no cancel checks (a throw would abandon the capture)
+    int64_t kv_bound = 0;
   };
 
   static void validate_attention(const AttentionSettings& s);
@@ -130,9 +168,13 @@ class CudaBackendImpl final : public CudaBackend {
   void prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
                std::vector<float>& logits);
   void decode_step(TokenId token, double lambda, std::vector<float>& logits);
-  void prepare_graph(int slot, int pos);
+  // The whole decode step for lengths <= bound: step record in, layers, LM head, logits and
+  // probes out (to pinned memory). Eager and captured alike.
+  void enqueue_decode(cudaStream_t s, Blas& blas, int64_t bound, double lambda, bool capturing);
+  int64_t kv_bound(int64_t kv_len) const;
+  cudaGraphExec_t decode_graph(int64_t bound, double lambda);  // nullptr: run eagerly
   void invalidate_graphs() {
-    for (auto& g : m_graphs) g.pos = -1;
+    m_graphs.clear();  // callers have synchronised: no graph is in flight
     ++m_gen;
   }
   void disable_graphs(const std::string& why);
@@ -155,14 +197,14 @@ class CudaBackendImpl final : public CudaBackend {
   uint64_t m_device_bytes = 0;
   bool m_use_graphs = true;
   uint64_t m_gen = 1;
-  int m_last_slot = 0;
+  uint64_t m_use_clock = 0;
   CudaGraphStats m_stats;
 
   // Declaration order = reverse destruction order: streams outlive everything using them.
   Stream m_stream;      // every execution
   Stream m_cap_stream;  // captures (executes only the warm-up pass at construction)
   std::unique_ptr<Blas> m_blas, m_blas_cap;
-  GraphSlot m_graphs[2];
+  std::vector<DecodeGraph> m_graphs;
 
   // Weights.
   DeviceBuffer m_w16;                   // every bf16 matrix
@@ -178,7 +220,8 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceBuffer m_tokens, m_x, m_xn, m_qkv, m_q, m_att, m_gu, m_act, m_logits, m_attn_ws;
   DeviceBuffer m_mask;   // u8 [q_tile][kv_tile] of the requested (layer, head), one pass
   DeviceBuffer m_probe;  // u64 [phase: prefill, decode][visited, skipped][layer][head]
-  PinnedBuffer m_h_logits, m_h_probe;
+  DeviceBuffer m_step;   // int32 [kStepSlots]: the decode step record (StepSlot)
+  PinnedBuffer m_h_logits, m_h_probe, m_h_step;
 };
 
 void CudaBackendImpl::validate_attention(const AttentionSettings& s) {
@@ -241,6 +284,11 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     p.kv_len = m_alloc_pos;
     p.q_start = m_alloc_pos - 1;
     p.force_sparse_kernel = true;
+    ws_bytes = std::max(ws_bytes, kernels::attention_workspace_bytes(p));  // host length
+    // Decode steps: device-side length, grid of the bound (the workspace grows with the bound,
+    // so the largest bound covers all). The pointer only marks the mode; it is not read here.
+    static const int32_t kMarker = 0;
+    p.kv_len_dev = &kMarker;
     ws_bytes = std::max(ws_bytes, kernels::attention_workspace_bytes(p));
   }
 
@@ -294,6 +342,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   m_probe = alloc(size_t(4) * c.n_layer * c.n_head * 8, "attention probes");
   m_h_logits = PinnedBuffer(size_t(V) * 4, "pinned logits");
   m_h_probe = PinnedBuffer(m_probe.bytes(), "pinned probes");
+  m_step = alloc(kStepSlots * 4, "decode step record");
+  m_h_step = PinnedBuffer(kStepSlots * 4, "pinned decode step record");
 
   upload_weights();
 
@@ -314,13 +364,20 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                             cudaMemcpyHostToDevice, m_stream.s));
     SS_CUDA(cudaStreamSynchronize(m_stream.s));  // the host vectors die here
   }
-  // One single-token pass on the capture stream and handle, run for real: loads every module a
-  // decode step needs and initialises the capture handle, so nothing is first touched inside a
-  // capture. It writes position 0 of the cache and the decode probes; reset() clears both.
-  SS_CUDA(cudaMemsetAsync(m_tokens.get(), 0, 4, m_cap_stream.s));
-  enqueue_layers(m_cap_stream.s, *m_blas_cap, Pass{1, 0, 0.0, true, true});
-  enqueue_lm_head(m_cap_stream.s, *m_blas_cap, 0, 1);
-  SS_CUDA(cudaStreamSynchronize(m_cap_stream.s));
+  // One decode step on the capture stream and handle, run for real: loads every module a
+  // decode step needs (the attention launcher opts every decode kernel into its shared memory
+  // here) and initialises the capture handle, so nothing is first touched inside a capture. It
+  // writes position 0 of the cache and the decode probes; reset() clears both.
+  {
+    int32_t* h = m_h_step.as<int32_t>();
+    const float dense = kernels::log2_of_lambda(0.0);
+    h[kStepToken] = 0;
+    h[kStepPos] = 0;
+    h[kStepKvLen] = 1;
+    std::memcpy(&h[kStepLog2Lambda], &dense, 4);
+    enqueue_decode(m_cap_stream.s, *m_blas_cap, kv_bound(1), 0.0, true);
+    SS_CUDA(cudaStreamSynchronize(m_cap_stream.s));
+  }
   reset();
 }
 
@@ -424,7 +481,7 @@ void CudaBackendImpl::reset() {
   m_probes.reset(c.n_layer, c.n_head);
   SS_CUDA(cudaMemsetAsync(m_probe.get(), 0, m_probe.bytes(), m_stream.s));
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
-  invalidate_graphs();
+  // Decode graphs stay: they hold no position, only buffers and settings.
 }
 
 void CudaBackendImpl::set_attention(const AttentionSettings& s) {
@@ -466,6 +523,12 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
   a.block_size = m_attn.block_size;
   a.kv_len = int64_t(p.pos0) + p.n;
   a.q_start = p.pos0;
+  if (p.kv_bound > 0) {  // decode step: the length (and lambda) from the device step record
+    a.kv_len = p.kv_bound;
+    a.q_start = p.kv_bound - 1;
+    a.kv_len_dev = m_step.as<int32_t>() + kStepKvLen;
+    a.log2_lambda_dev = reinterpret_cast<const float*>(m_step.as<int32_t>() + kStepLog2Lambda);
+  }
   a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
   a.log2_lambda = kernels::log2_of_lambda(p.lambda);
   a.skip_value_load = m_attn.skip_value_load;
@@ -506,9 +569,14 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
   const int D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, W = Q + 2 * KV;
   float* x = m_x.as<float>();
   uint16_t* xn = m_xn.as<uint16_t>();
-  SS_LAUNCH(kernels::launch_embed_gather(m_embd, m_tokens.as<int32_t>(), x, p.n, D, s));
+  const int32_t* tokens = p.kv_bound > 0 ? m_step.as<int32_t>() + kStepToken : m_tokens.as<int32_t>();
+  SS_LAUNCH(kernels::launch_embed_gather(m_embd, tokens, x, p.n, D, s));
   for (int l = 0; l < c.n_layer; ++l) {
     if (!p.capturing) check_cancel();
+    // Layer ranges for the timeline (CPU span + NVTX); not while capturing a graph, whose
+    // replays would not re-emit them.
+    std::optional<prof::ScopedSpan> span_layer;
+    if (!p.capturing) span_layer.emplace(m_spans, "layer", l);
     const LayerDev& L = m_layers[size_t(l)];
     SS_LAUNCH(kernels::launch_rms_norm(x, L.attn_norm, xn, p.n, D, c.rms_eps, s));
     blas.linear(xn, L.w_qkv, m_qkv.as<float>(), p.n, W, D);
@@ -524,6 +592,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     r.page_table = m_page_table.as<int32_t>();
     r.n_tokens = p.n;
     r.pos0 = p.pos0;
+    if (p.kv_bound > 0) r.pos0_dev = m_step.as<int32_t>() + kStepPos;
     r.n_head = c.n_head;
     r.n_head_kv = c.n_head_kv;
     r.head_dim = c.head_dim;
@@ -659,33 +728,54 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
   if (mode != LogitsMode::kAll) std::memcpy(logits.data(), m_h_logits.as<float>(), V * 4);
 }
 
+// Power-of-two buckets: a sequence re-captures log2(capacity / kMinKvBound) times at most, and
+// the grid of a bound wastes at most half its CTAs (which exit at once) on empty splits.
+int64_t CudaBackendImpl::kv_bound(int64_t kv_len) const {
+  int64_t b = kMinKvBound;
+  while (b < kv_len) b *= 2;
+  return std::min<int64_t>(b, m_alloc_pos);
+}
+
+void CudaBackendImpl::enqueue_decode(cudaStream_t s, Blas& blas, int64_t bound, double lambda,
+                                     bool capturing) {
+  const ModelConfig& c = m_model->config();
+  SS_CUDA(cudaMemcpyAsync(m_step.get(), m_h_step.as<int32_t>(), kStepSlots * 4,
+                          cudaMemcpyHostToDevice, s));
+  Pass p{1, m_n_past, lambda, true, capturing};
+  p.kv_bound = bound;
+  enqueue_layers(s, blas, p);
+  enqueue_lm_head(s, blas, 0, 1);
+  SS_CUDA(cudaMemcpyAsync(m_h_logits.as<float>(), m_logits.get(), size_t(c.n_vocab) * 4,
+                          cudaMemcpyDeviceToHost, s));
+  SS_CUDA(cudaMemcpyAsync(m_h_probe.as<uint64_t>(), m_probe.get(), m_probe.bytes(),
+                          cudaMemcpyDeviceToHost, s));
+}
+
 void CudaBackendImpl::decode_step(TokenId token, double lambda, std::vector<float>& logits) {
   const ModelConfig& c = m_model->config();
   const size_t V = size_t(c.n_vocab);
   const int pos = m_n_past;
   check_cancel();
-  int ready = -1;
-  if (m_use_graphs)
-    for (int i = 0; i < 2; ++i)
-      if (m_graphs[i].exec && m_graphs[i].pos == pos && m_graphs[i].gen == m_gen) ready = i;
+  const float log2_lambda = kernels::log2_of_lambda(lambda);
+  if (!(log2_lambda < 0.f))  // what launch_attention would say; graphs do not re-validate
+    throw BackendError("attention: lambda must be in [0, 1), got " + std::to_string(lambda));
+  // The step record (pinned): the previous step's copy of it finished at its synchronisation.
+  int32_t* h = m_h_step.as<int32_t>();
+  h[kStepToken] = token;
+  h[kStepPos] = pos;
+  h[kStepKvLen] = pos + 1;
+  std::memcpy(&h[kStepLog2Lambda], &log2_lambda, 4);
 
-  const int32_t tok = token;  // pageable source: staged by the runtime before the call returns
-  SS_CUDA(cudaMemcpyAsync(m_tokens.get(), &tok, 4, cudaMemcpyHostToDevice, m_stream.s));
-  if (ready >= 0) {
-    SS_CUDA(cudaGraphLaunch(m_graphs[ready].exec, m_stream.s));
-    m_last_slot = ready;
+  const int64_t bound = kv_bound(int64_t(pos) + 1);
+  cudaGraphExec_t exec = nullptr;
+  if (m_use_graphs && m_stats.disabled_reason.empty()) exec = decode_graph(bound, lambda);
+  if (exec) {
+    SS_CUDA(cudaGraphLaunch(exec, m_stream.s));
     ++m_stats.graph_steps;
   } else {
-    enqueue_layers(m_stream.s, *m_blas, Pass{1, pos, lambda, true, false});
-    enqueue_lm_head(m_stream.s, *m_blas, 0, 1);
+    enqueue_decode(m_stream.s, *m_blas, bound, lambda, false);
     ++m_stats.eager_steps;
   }
-  SS_CUDA(cudaMemcpyAsync(m_h_logits.as<float>(), m_logits.get(), V * 4, cudaMemcpyDeviceToHost,
-                          m_stream.s));
-  enqueue_probe_copy();
-  // While this step runs, capture the next one into the slot not in flight.
-  if (m_use_graphs && m_stats.disabled_reason.empty() && pos + 2 <= m_capacity)
-    prepare_graph(ready >= 0 ? 1 - ready : 1 - m_last_slot, pos + 1);
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
   logits.assign(m_h_logits.as<float>(), m_h_logits.as<float>() + V);
 }
@@ -696,56 +786,59 @@ void CudaBackendImpl::disable_graphs(const std::string& why) {
   invalidate_graphs();
 }
 
-void CudaBackendImpl::prepare_graph(int slot, int pos) {
-  GraphSlot& g = m_graphs[slot];
-  g.pos = -1;
+// The graph for (bound, dense/sparse) under the current settings: cached, else captured now on
+// the capture stream (nothing runs there; the capture only records) and instantiated.
+cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda) {
+  const bool sparse = lambda > 0.0 || m_copt.force_sparse_kernel;
+  for (DecodeGraph& g : m_graphs)
+    if (g.gen == m_gen && g.bound == bound && g.sparse == sparse) {
+      g.last_use = ++m_use_clock;
+      return g.exec;
+    }
   cudaStream_t s = m_cap_stream.s;
   cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
   if (e != cudaSuccess) {
     disable_graphs(std::string("cudaStreamBeginCapture failed: ") + cudaGetErrorString(e));
-    return;
+    return nullptr;
   }
   cudaGraph_t graph = nullptr;
   try {
-    const double lambda = effective_lambda(m_attn, true, int64_t(pos) + 1);
-    enqueue_layers(s, *m_blas_cap, Pass{1, pos, lambda, true, true});
-    enqueue_lm_head(s, *m_blas_cap, 0, 1);
+    enqueue_decode(s, *m_blas_cap, bound, lambda, true);
   } catch (const std::exception& ex) {
     (void)cudaStreamEndCapture(s, &graph);
     if (graph) (void)cudaGraphDestroy(graph);
     disable_graphs(std::string("capturing a decode step failed: ") + ex.what());
-    return;
+    return nullptr;
   }
   e = cudaStreamEndCapture(s, &graph);
   if (e != cudaSuccess || !graph) {
     if (graph) (void)cudaGraphDestroy(graph);
     disable_graphs(std::string("cudaStreamEndCapture failed: ") + cudaGetErrorString(e));
-    return;
+    return nullptr;
   }
   ++m_stats.captures;
-  if (g.exec) {
-    cudaGraphExecUpdateResultInfo info{};
-    if (cudaGraphExecUpdate(g.exec, graph, &info) == cudaSuccess) {
-      ++m_stats.updates;
-    } else {  // topology changed (e.g. dense -> sparse kernels): instantiate afresh
-      (void)cudaGetLastError();
-      (void)cudaGraphExecDestroy(g.exec);
-      g.exec = nullptr;
-    }
-  }
-  if (!g.exec) {
-    e = cudaGraphInstantiate(&g.exec, graph, 0);
-    if (e != cudaSuccess) {
-      g.exec = nullptr;
-      (void)cudaGraphDestroy(graph);
-      disable_graphs(std::string("cudaGraphInstantiate failed: ") + cudaGetErrorString(e));
-      return;
-    }
-    ++m_stats.instantiations;
-  }
+  DecodeGraph g;
+  e = cudaGraphInstantiate(&g.exec, graph, 0);
   (void)cudaGraphDestroy(graph);
-  g.pos = pos;
+  if (e != cudaSuccess) {
+    g.exec = nullptr;
+    disable_graphs(std::string("cudaGraphInstantiate failed: ") + cudaGetErrorString(e));
+    return nullptr;
+  }
+  ++m_stats.instantiations;
+  g.bound = bound;
+  g.sparse = sparse;
   g.gen = m_gen;
+  g.last_use = ++m_use_clock;
+  if (m_graphs.size() >= kMaxGraphs) {  // evict the least recently used (not in flight: synced)
+    auto lru = std::min_element(m_graphs.begin(), m_graphs.end(),
+                                [](const DecodeGraph& a, const DecodeGraph& b) {
+                                  return a.last_use < b.last_use;
+                                });
+    m_graphs.erase(lru);
+  }
+  m_graphs.push_back(std::move(g));
+  return m_graphs.back().exec;
 }
 
 }  // namespace

@@ -20,14 +20,15 @@ struct CudaBackendOptions {
   bool force_sparse_kernel = false;
 };
 
-// How decode steps ran. A decode step uses a CUDA Graph prepared for its position while the
-// previous step ran on the GPU; steps without a ready graph run eagerly.
+// How decode steps ran. A decode step replays a CUDA Graph captured once for a bound of the
+// cache length (a power of two) and reused for every position below it; it is captured when the
+// bound or the attention settings change. Steps run eagerly only when graphs are off or failed.
 struct CudaGraphStats {
   int64_t graph_steps = 0;      // decode steps replayed from a graph
-  int64_t eager_steps = 0;      // decode steps launched eagerly (first step, after a change, ...)
-  int64_t captures = 0;         // decode steps captured
-  int64_t updates = 0;          // cudaGraphExecUpdate in place
-  int64_t instantiations = 0;   // cudaGraphInstantiate (first time or topology change)
+  int64_t eager_steps = 0;      // decode steps launched eagerly (graphs off or disabled)
+  int64_t captures = 0;         // decode graphs captured (one per new (settings, bound) key)
+  int64_t instantiations = 0;   // cudaGraphInstantiate (== captures unless one failed)
+  int64_t graphs_cached = 0;    // executable graphs held now
   std::string disabled_reason;  // non-empty: graphs were turned off after a capture failure
 };
 

@@ -138,12 +138,14 @@ int main(int argc, char** argv) {
                 path.filename().string().c_str());
     std::printf("prompt %d tokens, greedy decode %d tokens, median of %d runs (after 1 warm-up)\n",
                 n_prompt, n_decode, reps);
+    const int64_t steps = s.graph_steps + s.eager_steps;
     std::printf(
-        "graph stats: %lld graph steps, %lld eager, %lld captures, %lld updates, %lld "
-        "instantiations%s%s\n",
+        "graph stats: %lld graph steps, %lld eager, %lld captures (%.4f per step), %lld "
+        "instantiations, %lld graphs held%s%s\n",
         (long long)s.graph_steps, (long long)s.eager_steps, (long long)s.captures,
-        (long long)s.updates, (long long)s.instantiations,
-        s.disabled_reason.empty() ? "" : "; DISABLED: ", s.disabled_reason.c_str());
+        steps ? double(s.captures) / double(steps) : 0.0, (long long)s.instantiations,
+        (long long)s.graphs_cached, s.disabled_reason.empty() ? "" : "; DISABLED: ",
+        s.disabled_reason.c_str());
     std::printf(
         "\n| engine               | prefill tok/s | prefill ms | decode tok/s | decode ms/tok |\n");
     std::printf(

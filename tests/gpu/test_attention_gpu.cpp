@@ -15,6 +15,9 @@
 //   - lambda = 0: the sparse kernels (forced) equal the dense kernel bit for bit;
 //   - lambda > 0: measure-only mode (skip_softmax_exp = false) equals dense bit for bit with the
 //     same mask, and the eager-V sparse prefill equals the lazy-V one bit for bit.
+//   - decode with the length (and log2 lambda) read from device memory, under several upper
+//     bounds, equals the host-length launch bit for bit: output, counters, and the mask (whose
+//     row then spans the bound; tiles past the length stay "not visible").
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -65,6 +68,14 @@ struct RunOut {
   std::string error;
 };
 
+// The skip mask p.skip_mask covers: one row of ceil(kv_len / block_size) tiles per (head, query
+// tile); with a device-side length, kv_len is the bound.
+size_t mask_bytes_of(const kernels::AttentionParams& p) {
+  const size_t heads = p.mask_head < 0 ? size_t(p.n_q_heads) : 1;
+  const size_t qt = (size_t(p.n_q_tokens) + 127) / 128;
+  return heads * qt * size_t((p.kv_len + p.block_size - 1) / p.block_size);
+}
+
 RunOut run(DeviceProblem& dp, kernels::AttentionParams p) {
   RunOut r;
   dp.attach_workspace(p);
@@ -79,11 +90,13 @@ RunOut run(DeviceProblem& dp, kernels::AttentionParams p) {
   SINKSCOPE_CUDA_CHECK(cudaGetLastError());
   SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
   r.o.resize(dp.o_elems);
-  r.mask.resize(dp.mask_bytes);
+  r.mask.resize(p.skip_mask ? mask_bytes_of(p) : 0);
   r.visited.resize(p.n_q_heads);
   r.skipped.resize(p.n_q_heads);
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(r.o.data(), dp.o, dp.o_elems * 2, cudaMemcpyDeviceToHost));
-  SINKSCOPE_CUDA_CHECK(cudaMemcpy(r.mask.data(), dp.mask, dp.mask_bytes, cudaMemcpyDeviceToHost));
+  if (p.skip_mask)
+    SINKSCOPE_CUDA_CHECK(
+        cudaMemcpy(r.mask.data(), p.skip_mask, r.mask.size(), cudaMemcpyDeviceToHost));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(r.visited.data(), dp.visited, p.n_q_heads * 8, cudaMemcpyDeviceToHost));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(r.skipped.data(), dp.skipped, p.n_q_heads * 8, cudaMemcpyDeviceToHost));
   return r;
@@ -262,6 +275,74 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   return true;
 }
 
+// Decode of one problem with the host length L vs the same problem with L (and log2 lambda) in
+// device memory and kv_len = each bound >= L: bitwise equal output, equal counters, equal mask
+// on the L tiles and "not visible" past them. Returns the number of failed launches.
+int run_device_len_case(const ProblemSpec& s, double lambda, const std::vector<int64_t>& bounds,
+                        std::mt19937_64& rng, int& launches) {
+  const HostProblem hp = make_problem(s, rng);
+  DeviceProblem dp;
+  dp.upload(hp, rng);
+  const kernels::AttentionParams p = dp.params(hp, lambda);
+  const RunOut ref = run(dp, p);
+  int32_t* len_dev = nullptr;
+  float* l2_dev = nullptr;
+  uint8_t* mask_dev = nullptr;
+  const int32_t len = int32_t(s.kv_len);
+  const float l2 = p.log2_lambda;
+  SINKSCOPE_CUDA_CHECK(cudaMalloc(&len_dev, 4));
+  SINKSCOPE_CUDA_CHECK(cudaMalloc(&l2_dev, 4));
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(len_dev, &len, 4, cudaMemcpyHostToDevice));
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(l2_dev, &l2, 4, cudaMemcpyHostToDevice));
+  const int bc = s.block_size;
+  const int64_t tiles = (s.kv_len + bc - 1) / bc;
+  int failed = 0;
+  for (int64_t bound : bounds) {
+    ++launches;
+    std::vector<std::string> errs;
+    kernels::AttentionParams q = p;
+    q.kv_len = bound;
+    q.q_start = 0;  // ignored with a device-side length
+    q.kv_len_dev = len_dev;
+    q.log2_lambda_dev = l2_dev;
+    // The host value only selects dense vs sparse: a different finite value must not be used.
+    if (lambda > 0) q.log2_lambda = -0.5f;
+    const int64_t btiles = (bound + bc - 1) / bc;
+    SINKSCOPE_CUDA_CHECK(cudaMalloc(&mask_dev, size_t(s.n_q_heads) * btiles));
+    q.skip_mask = mask_dev;
+    const RunOut got = run(dp, q);
+    SINKSCOPE_CUDA_CHECK(cudaFree(mask_dev));
+    mask_dev = nullptr;
+    if (!ref.error.empty() || !got.error.empty()) {
+      errs.push_back("launch failed: " + ref.error + got.error);
+    } else {
+      if (got.o != ref.o) errs.push_back("output differs bitwise from the host-length launch");
+      if (got.visited != ref.visited || got.skipped != ref.skipped)
+        errs.push_back("counters differ from the host-length launch");
+      bool mask_ok = true;
+      for (int h = 0; h < s.n_q_heads; ++h)
+        for (int64_t t = 0; t < btiles; ++t) {
+          const uint8_t g = got.mask[size_t(h) * btiles + t];
+          const uint8_t want =
+              t < tiles ? ref.mask[size_t(h) * tiles + t] : kernels::kMaskNotVisible;
+          mask_ok = mask_ok && g == want;
+        }
+      if (!mask_ok) errs.push_back("mask differs from the host-length launch");
+    }
+    if (!errs.empty()) {
+      ++failed;
+      std::printf("FAIL decode device length: L=%lld bound=%lld heads=%d/%d d=%d block=%d lambda=%g\n",
+                  (long long)s.kv_len, (long long)bound, s.n_q_heads, s.n_kv_heads, s.head_dim,
+                  bc, lambda);
+      for (auto& e : errs) std::printf("     %s\n", e.c_str());
+    }
+  }
+  SINKSCOPE_CUDA_CHECK(cudaFree(len_dev));
+  SINKSCOPE_CUDA_CHECK(cudaFree(l2_dev));
+  dp.release();
+  return failed;
+}
+
 void report(const char* name, const Totals& t, double secs) {
   std::printf("%-28s cases %4d  failed %d  worst rel err %.2e  tiles %lld (ref skipped %.1f%%, "
               "ambiguous %lld)  %.1fs\n",
@@ -392,6 +473,34 @@ int main(int argc, char** argv) {
     }
     report("decode L=1..64K", t,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  // ---- decode with the length in device memory (one CUDA graph for many positions) ----
+  {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<int64_t> lens = {1, 2, 63, 64, 65, 129, 1000, 4096, 5633, 11265};
+    std::uniform_real_distribution<double> logu(0.0, std::log(65536.0));
+    for (int i = 0; i < (quick ? 4 : 10); ++i) lens.push_back(int64_t(std::exp(logu(rng))) + 1);
+    int launches = 0, dev_failed = 0, n_cases = 0;
+    for (int64_t L : lens) {
+      if (L > 65536) L = 65536;
+      if (quick && L > 16384) continue;
+      const int d = (rng() & 1) ? 64 : 128, bc = (rng() & 1) ? 64 : 128;
+      const int g = gqa[rng() % 4];
+      const int hkv = L >= 16384 ? 1 : 3;
+      const double lam = (n_cases % 3 == 0) ? 0.0 : (n_cases % 3 == 1 ? 1e-2 : 1e-3);
+      // Bounds: exactly L, the next power of two, L + a few tiles, and 64K.
+      int64_t p2 = 1;
+      while (p2 < L) p2 *= 2;
+      std::vector<int64_t> bounds = {L, std::max<int64_t>(p2, 512), L + 1 + int64_t(rng() % 700)};
+      if (!quick && L <= 65536) bounds.push_back(65536);
+      ProblemSpec ps = spec(1, L, L - 1, g * hkv, hkv, d, bc, sink_of(), quiet_of());
+      dev_failed += run_device_len_case(ps, lam, bounds, rng, launches);
+      ++n_cases;
+    }
+    std::printf("%-28s cases %4d  launches %d  failed %d  %.1fs\n", "decode device length", n_cases,
+                launches, dev_failed,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    failed += dev_failed;
   }
   std::printf("%s: %d failed case(s)\n", failed ? "FAIL" : "PASS", failed);
   return failed ? 1 : 0;

@@ -3,6 +3,7 @@
 // here without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "kernels/attention_dispatch.h"
@@ -133,4 +134,70 @@ TEST(AttentionDispatch, WorkspaceLayoutIsAlignedAndSized) {
   EXPECT_EQ(sparse.scores % 256, 0u);
   EXPECT_GE(sparse.tmax - sparse.scores, uint64_t(9) * plan.n_tiles * 64 * 4);
   EXPECT_EQ(decode_visible_keys(s), s.kv_len);
+}
+
+// A device-side length (CUDA graphs): the grid and workspace of a bound cover every shorter
+// length, and the device re-plan of a length equals the host plan of that length.
+TEST(AttentionDispatch, DecodeBoundPlanCoversEveryShorterLength) {
+  for (int kv : {1, 3, 8})
+    for (int bc : {64, 128})
+      for (int64_t bound : {1, 64, 65, 512, 1000, 4096, 5632, 5633, 8192, 65536, 1 << 20}) {
+        const DecodeSplitPlan b = decode_bound_plan(bound, bc, kv, 132);
+        ASSERT_EQ(b.n_tiles, (bound + bc - 1) / bc);
+        ASSERT_EQ(b.target, decode_target_splits(kv, 132));
+        AttentionShape s;
+        s.n_q_tokens = 1;
+        s.n_q_heads = 3 * kv;
+        s.n_kv_heads = kv;
+        s.head_dim = 64;
+        s.block_size = bc;
+        s.kv_len = bound;
+        s.q_start = bound - 1;
+        s.device_len = true;
+        const DecodeWorkspaceLayout wb = decode_workspace_layout(s, b, true);
+        EXPECT_EQ(decode_launch_plan(s, 132).n_splits, b.n_splits);
+        // Every length up to the bound (all of them while small, then a spread).
+        const int64_t step = std::max<int64_t>(1, bound / 4000);
+        for (int64_t len = 1; len <= bound; len += (len < 2000 ? 1 : step)) {
+          const DecodeSplitPlan host = decode_split_plan(len, bc, kv, 132);
+          const DecodeSplitPlan dev = decode_split_plan_tiles(int((len + bc - 1) / bc), b.target);
+          ASSERT_EQ(dev.n_splits, host.n_splits);
+          ASSERT_EQ(dev.tiles_per_split, host.tiles_per_split);
+          ASSERT_LE(host.n_splits, b.n_splits) << "bound " << bound << " len " << len;
+          ASSERT_LE(host.n_tiles, b.n_tiles);
+          AttentionShape hs = s;
+          hs.kv_len = len;
+          hs.q_start = len - 1;
+          hs.device_len = false;
+          ASSERT_LE(decode_workspace_layout(hs, host, true).total, wb.total);
+        }
+      }
+}
+
+TEST(AttentionDispatch, DeviceLengthIsDecodeOnlyAndIgnoresHostQStart) {
+  AttentionParams p;
+  p.n_q_tokens = 1;
+  p.n_q_heads = 9;
+  p.n_kv_heads = 3;
+  p.head_dim = 64;
+  p.block_size = 64;
+  p.kv_len = 4096;
+  p.q_start = 123456;  // would be rejected with a host length
+  const int32_t len = 1;
+  p.kv_len_dev = &len;
+  AttentionShape s = shape_of(p);
+  EXPECT_TRUE(s.device_len);
+  EXPECT_EQ(s.q_start, 4095);
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kDecodeDense);
+  p.n_q_tokens = 128;  // prefill cannot read its length from the device
+  EXPECT_FALSE(select_attention_kernel(shape_of(p)).ok());
+  p.n_q_tokens = 1;
+  p.kv_len_dev = nullptr;
+  const float l2 = -3.f;
+  p.log2_lambda_dev = &l2;
+  p.q_start = 4095;
+  EXPECT_TRUE(select_attention_kernel(shape_of(p)).ok());
+  p.n_q_tokens = 2;
+  p.q_start = 4094;
+  EXPECT_FALSE(select_attention_kernel(shape_of(p)).ok());
 }

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <iomanip>
+#include <iostream>
+
+#include "app/cli/commands.h"
+#include "app/cli/common.h"
+#include "app/cli/kv_args.h"
+#include "engine/json.h"
+#include "engine/passkey.h"
+
+namespace sinkscope::cli {
+
+int run_passkey(const PasskeyArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.help) {
+    out << a.help_text;
+    return 0;
+  }
+  const auto model = load_model(resolve_model_path(a.model), a.json ? nullptr : &err);
+  BackendOptions bo;
+  bo.n_threads = a.threads;
+  int longest = 0;
+  for (int l : a.lengths) longest = std::max(longest, l);
+  bo.max_context = std::max(longest + 64, model->config().n_ctx_train);
+  if (a.cache) bo.cache = *a.cache;
+  auto backend = make_cpu_backend(model, bo);
+  const std::string what = a.cache ? describe(*a.cache) : "full cache, float32";
+  err << "sinkscope-cli: passkey retrieval (" << what << ")\n";
+
+  struct Cell {
+    int length;
+    double depth;
+    int correct = 0, total = 0;
+    std::vector<std::string> answers;
+  };
+  std::vector<Cell> cells;
+  int correct = 0, total = 0;
+  const Stopwatch sw;
+  const int n_tasks = int(a.lengths.size() * a.depths.size()) * a.trials;
+  for (int len : a.lengths)
+    for (double depth : a.depths) {
+      Cell c{len, depth, 0, 0, {}};
+      for (int t = 0; t < a.trials; ++t) {
+        const PasskeyTask task = make_passkey_task(model->tokenizer(), len, depth, a.seed + uint64_t(t));
+        const PasskeyOutcome o = run_passkey(*backend, task);
+        c.correct += o.correct ? 1 : 0;
+        ++c.total;
+        c.answers.push_back(o.digits);
+        ++total;
+        correct += o.correct ? 1 : 0;
+        err << "passkey: " << total << "/" << n_tasks << " (length " << len << ", depth " << depth
+            << "): " << (o.correct ? "ok" : "wrong '" + o.digits + "' vs " + task.passkey)
+            << ", about " << format_duration(sw.seconds() / total * (n_tasks - total)) << " left\n";
+      }
+      cells.push_back(c);
+    }
+  const double acc = total ? double(correct) / total : 0.0;
+  if (a.json) {
+    json::Writer w;
+    w.begin_object();
+    w.field("model", model->path().string());
+    w.field("settings", what);
+    w.field("accuracy", acc);
+    w.field("tasks", total);
+    w.key("cells").begin_array();
+    for (const auto& c : cells) {
+      w.begin_object();
+      w.field("length", c.length);
+      w.field("depth", c.depth);
+      w.field("correct", c.correct);
+      w.field("total", c.total);
+      w.field("answers", c.answers);
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    out << w.str() << "\n";
+    return 0;
+  }
+  out << "length    depth   accuracy\n";
+  for (const auto& c : cells)
+    out << std::setw(6) << c.length << std::setw(9) << std::fixed << std::setprecision(2) << c.depth
+        << std::setw(8) << c.correct << "/" << c.total << "\n";
+  out << "accuracy: " << std::setprecision(3) << acc << " (" << correct << "/" << total << ")\n";
+  return 0;
+}
+
+}  // namespace sinkscope::cli

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <iomanip>
+#include <iostream>
+
+#include "app/cli/commands.h"
+#include "app/cli/common.h"
+#include "app/cli/kv_args.h"
+#include "engine/json.h"
+#include "engine/sinks.h"
+
+namespace sinkscope::cli {
+
+int run_sinks(const SinksArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.help) {
+    out << a.help_text;
+    return 0;
+  }
+  const std::string text = a.file ? read_text_file(*a.file, "--file") : *a.prompt;
+  const auto model = load_model(resolve_model_path(a.model), a.json ? nullptr : &err);
+  std::vector<TokenId> tokens = model->tokenizer().encode(text);
+  if (int(tokens.size()) > a.tokens) tokens.resize(size_t(a.tokens));
+  if (tokens.size() < 2) throw UsageError("the input has fewer than 2 tokens");
+  BackendOptions bo;
+  bo.n_threads = a.threads;
+  bo.max_context = std::max<int>(int(tokens.size()), model->config().n_ctx_train);
+  auto backend = make_cpu_backend(model, bo);
+  SinkCriteria crit;
+  crit.epsilon = a.epsilon;
+  const SinkReport r = detect_sinks(*backend, tokens, a.positions, crit);
+  const Tokenizer& tok = model->tokenizer();
+  auto piece = [&](int pos) { return tok.token_to_piece(tokens[size_t(pos)]); };
+
+  if (a.json) {
+    json::Writer w;
+    w.begin_object();
+    w.field("model", model->path().string());
+    w.field("tokens", static_cast<long long>(tokens.size()));
+    w.field("layers", r.n_layer);
+    w.field("heads", r.n_head);
+    w.field("epsilon", r.criteria.epsilon);
+    w.field("min_head_share", r.criteria.min_head_share);
+    w.key("positions").begin_array();
+    for (int k = 0; k < r.n_pos; ++k) {
+      w.begin_object();
+      w.field("position", k);
+      w.field("token", piece(k));
+      w.field("sink_heads", r.sink_heads[size_t(k)]);
+      w.field("head_share", r.head_share[size_t(k)]);
+      double mean = 0;
+      for (int l = 0; l < r.n_layer; ++l)
+        for (int h = 0; h < r.n_head; ++h) mean += r.alpha_at(l, h, k);
+      w.field("alpha_mean", mean / double(std::max(1, r.n_layer * r.n_head)));
+      w.end_object();
+    }
+    w.end_array();
+    w.field("flagged", r.flagged);
+    w.field("recommended_sink_keep_count", r.recommended_sink_keep);
+    w.end_object();
+    out << w.str() << "\n";
+    return 0;
+  }
+  out << "sink detection over " << tokens.size() << " tokens, " << r.n_layer << " layers x "
+      << r.n_head << " heads, epsilon " << r.criteria.epsilon << "\n";
+  out << "position  sink heads  share    mean alpha  token\n";
+  for (int k = 0; k < r.n_pos; ++k) {
+    if (r.sink_heads[size_t(k)] == 0 && k >= 8) continue;  // quiet tail
+    double mean = 0;
+    for (int l = 0; l < r.n_layer; ++l)
+      for (int h = 0; h < r.n_head; ++h) mean += r.alpha_at(l, h, k);
+    mean /= double(std::max(1, r.n_layer * r.n_head));
+    std::string p = piece(k);
+    for (auto& ch : p)
+      if (ch == '\n') ch = ' ';
+    out << std::setw(8) << k << std::setw(12) << r.sink_heads[size_t(k)] << std::fixed
+        << std::setprecision(3) << std::setw(8) << r.head_share[size_t(k)] << std::setw(12)
+        << mean << "  '" << p << "'\n";
+  }
+  out << "flagged (>= " << r.criteria.min_head_share * 100 << " % of heads):";
+  for (int k : r.flagged) out << " " << k;
+  out << (r.flagged.empty() ? " none" : "") << "\nrecommended sink_keep_count: "
+      << r.recommended_sink_keep << "\n";
+  return 0;
+}
+
+}  // namespace sinkscope::cli

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+
+#include "app/cli/commands.h"
+#include "app/cli/common.h"
+#include "app/cli/kv_args.h"
+#include "engine/json.h"
+#include "engine/stream_eval.h"
+
+namespace sinkscope::cli {
+
+namespace {
+
+const char* mode_name(const StreamPplArgs& a) {
+  return a.dense ? "dense" : a.recompute ? "recompute" : "stream";
+}
+
+void write_cache_json(json::Writer& w, const KvCacheStats& s) {
+  w.key("cache").begin_object();
+  w.field("bytes_per_token", static_cast<long long>(s.bytes_per_token));
+  w.field("peak_bytes", static_cast<long long>(s.high_water_bytes));
+  w.field("peak_mib", double(s.high_water_bytes) / (1024.0 * 1024.0));
+  w.field("cached_tokens", static_cast<long long>(s.n_cached));
+  w.field("evicted_tokens", static_cast<long long>(s.evicted));
+  w.end_object();
+}
+
+}  // namespace
+
+int run_stream_ppl(const StreamPplArgs& a, std::ostream& out, std::ostream& err) {
+  if (a.help) {
+    out << a.help_text;
+    return 0;
+  }
+  const std::string text = read_text_file(a.file, "--file");
+  const auto model = load_model(resolve_model_path(a.model), a.json ? nullptr : &err);
+  std::vector<TokenId> tokens = model->tokenizer().encode(text);
+  if (a.max_tokens > 0 && int64_t(tokens.size()) > a.max_tokens) tokens.resize(size_t(a.max_tokens));
+  if (tokens.size() < 2)
+    throw UsageError("--file: " + std::to_string(tokens.size()) + " token(s); need at least 2");
+
+  BackendOptions bo;
+  bo.n_threads = a.threads;
+  if (a.dense) {
+    bo.max_context = int(tokens.size());  // past the trained context on purpose
+  } else if (a.recompute) {
+    bo.max_context = int(a.cache.window_size);
+  } else {
+    bo.cache = a.cache;
+  }
+  auto backend = make_cpu_backend(model, bo);
+  const std::string what = a.dense ? "full cache" : a.recompute
+      ? "recompute over " + std::to_string(a.cache.window_size) + " tokens, stride " + std::to_string(a.stride)
+      : describe(a.cache);
+  err << "sinkscope-cli: " << mode_name(a) << " perplexity over " << tokens.size() << " tokens ("
+      << what << ", chunk " << a.chunk << ", " << resolved_threads(a.threads) << " threads)\n";
+
+  const bool tty = stderr_is_tty();
+  Throttle throttle(tty ? 0.5 : 15.0);
+  bool drew = false;
+  const auto progress = [&](const StreamProgress& p) {
+    const bool last = p.done >= p.total;
+    if (!throttle.ready(last)) return;
+    err << (tty ? "\r" : "") << "stream-ppl: " << p.done << "/" << p.total << " tokens, ppl "
+        << std::fixed << std::setprecision(3) << p.perplexity_so_far;
+    if (!last) err << ", about " << format_duration(p.eta_s) << " left";
+    err << (tty ? "      " : "\n");
+    err.flush();
+    drew = true;
+  };
+  StreamOptions so;
+  so.chunk = a.chunk;
+  so.segment = a.segment;
+  const StreamResult r = a.recompute
+                             ? recompute_perplexity(*backend, tokens, int(a.cache.window_size),
+                                                    a.stride, so, progress)
+                             : stream_perplexity(*backend, tokens, so, progress);
+  if (drew && tty) err << "\n";
+
+  if (a.csv) {
+    std::ofstream f(*a.csv);
+    if (!f) throw std::runtime_error("--csv: cannot write " + *a.csv);
+    f << "segment_begin,segment_end,scored,mean_nll,perplexity\n";
+    for (const auto& s : r.segments)
+      f << s.begin << "," << s.end << "," << s.scored << "," << std::setprecision(9) << s.mean_nll
+        << "," << s.perplexity << "\n";
+    if (!f) throw std::runtime_error("--csv: write failed: " + *a.csv);
+  }
+  if (a.json) {
+    json::Writer w;
+    w.begin_object();
+    w.field("model", model->path().string());
+    w.field("file", a.file);
+    w.field("mode", mode_name(a));
+    w.field("settings", what);
+    if (!a.dense) {
+      w.field("window", static_cast<long long>(a.cache.window_size));
+      w.field("sinks", static_cast<long long>(a.cache.sink_keep_count));
+      w.field("position_mode", a.cache.position_mode == PositionMode::kCache ? "cache" : "original");
+      w.field("kv", !a.cache.quantization.enabled ? "float32"
+                    : a.cache.quantization.kv_dtype == KvQuantDtype::kInt8 ? "int8" : "int4");
+      w.field("protect_sinks", a.cache.quantization.enabled && a.cache.quantization.protect_sink_positions);
+    }
+    if (a.recompute) w.field("stride", a.stride);
+    w.field("chunk", a.chunk);
+    w.field("tokens", static_cast<long long>(r.tokens));
+    w.field("scored", static_cast<long long>(r.scored));
+    w.field("perplexity", r.perplexity);
+    w.field("mean_nll", r.mean_nll);
+    w.field("seconds", r.seconds);
+    w.key("segments").begin_array();
+    for (const auto& s : r.segments) {
+      w.begin_object();
+      w.field("begin", static_cast<long long>(s.begin));
+      w.field("end", static_cast<long long>(s.end));
+      w.field("scored", static_cast<long long>(s.scored));
+      w.field("perplexity", s.perplexity);
+      w.end_object();
+    }
+    w.end_array();
+    write_cache_json(w, r.cache);
+    w.end_object();
+    out << w.str() << "\n";
+    return 0;
+  }
+  out << std::fixed << std::setprecision(4) << "perplexity: " << r.perplexity << " ("
+      << r.scored << " tokens scored, " << std::setprecision(1) << r.seconds << " s)\n";
+  out << "segment            tokens   perplexity\n";
+  for (const auto& s : r.segments)
+    out << std::setw(8) << s.begin << "-" << std::left << std::setw(9) << s.end << std::right
+        << std::setw(7) << s.scored << "   " << std::setprecision(4) << s.perplexity << "\n";
+  if (!a.recompute)
+    out << "kv cache: " << r.cache.bytes_per_token << " bytes/token, peak " << std::setprecision(2)
+        << double(r.cache.high_water_bytes) / (1024.0 * 1024.0) << " MiB, " << r.cache.evicted
+        << " tokens evicted\n";
+  return 0;
+}
+
+}  // namespace sinkscope::cli
