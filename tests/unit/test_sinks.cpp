@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sink detection: the column-mass probe against float64 softmax probabilities, the analysis
+// rules (epsilon, head share, recommendation and cap) and a run on a random model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "engine/cpu_attention.h"
+#include "engine/gguf_writer.h"
+#include "engine/sinks.h"
+
+namespace sinkscope {
+namespace {
+
+TEST(Sinks, ColumnMassProbeMatchesFloat64Probabilities) {
+  const int n = 150, H = 3, HK = 1, d = 16, N = 8;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> q(size_t(n) * H * d), k(size_t(n) * HK * d), v(k.size());
+  for (auto& x : q) x = nd(rng);
+  for (auto& x : k) x = nd(rng);
+  for (auto& x : v) x = nd(rng);
+  for (int i = 0; i < n; ++i) q[size_t(i) * H * d] += 3.0f;  // heads 0 share a direction ...
+  k[0] = 6.0f;                                              // ... that key 0 carries: a sink
+  std::vector<float> out(q.size());
+  std::vector<double> mass(size_t(H) * N, 0.0);
+  CpuAttentionArgs a;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.out = out.data();
+  a.n_q = n;
+  a.n_kv = n;
+  a.n_head = H;
+  a.n_head_kv = HK;
+  a.d = d;
+  a.scale = 0.25f;
+  a.block_size = 64;
+  a.q_tile = 64;
+  a.col_mass = mass.data();
+  a.col_n = N;
+  cpu_attention(a, nullptr);
+  for (int h = 0; h < H; ++h) {
+    std::vector<double> ref(size_t(N), 0.0);
+    for (int i = 0; i < n; ++i) {
+      std::vector<double> s(size_t(i + 1));
+      double mx = -INFINITY, sum = 0;
+      for (int j = 0; j <= i; ++j) {
+        double acc = 0;
+        for (int t = 0; t < d; ++t) acc += double(q[(size_t(i) * H + h) * d + t]) * k[size_t(j) * d + t];
+        s[size_t(j)] = acc * 0.25;
+        mx = std::max(mx, s[size_t(j)]);
+      }
+      for (auto& e : s) sum += (e = std::exp(e - mx));
+      for (int j = 0; j < std::min(N, i + 1); ++j) ref[size_t(j)] += s[size_t(j)] / sum;
+    }
+    for (int j = 0; j < N; ++j) EXPECT_NEAR(mass[size_t(h) * N + j], ref[size_t(j)], 1e-4 * n) << h << " " << j;
+  }
+  // Key 0 is a sink of head 0: alpha_0 = mass / n queries.
+  EXPECT_GT(mass[0] / n, 0.3);
+}
+
+TEST(Sinks, AnalysisFlagsPositionsAndRecommendsTheCoveringCount) {
+  const int L = 2, H = 5, N = 20;  // 10 (layer, head) pairs; 10 % = 1 pair
+  std::vector<double> mass(size_t(L) * H * N, 0.0);
+  std::vector<int64_t> queries(static_cast<size_t>(N));
+  for (int k = 0; k < N; ++k) queries[size_t(k)] = 100 - k;
+  auto set_alpha = [&](int l, int h, int k, double alpha) {
+    mass[(size_t(l) * H + h) * N + k] = alpha * double(queries[size_t(k)]);
+  };
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) set_alpha(l, h, 0, 0.8);  // position 0: every head
+  set_alpha(1, 3, 2, 0.31);                                 // position 2: one head (10 %)
+  set_alpha(0, 1, 5, 0.30);                                 // not > epsilon
+  SinkReport r = analyze_sinks(L, H, N, mass, queries);
+  EXPECT_EQ(r.sink_heads[0], 10);
+  EXPECT_DOUBLE_EQ(r.head_share[0], 1.0);
+  EXPECT_EQ(r.sink_heads[2], 1);
+  EXPECT_EQ(r.sink_heads[5], 0);
+  EXPECT_EQ(r.flagged, (std::vector<int>{0, 2}));
+  EXPECT_EQ(r.recommended_sink_keep, 3);
+  EXPECT_NEAR(r.alpha_at(1, 3, 2), 0.31, 1e-12);
+  SinkCriteria strict;
+  strict.min_head_share = 0.15;
+  EXPECT_EQ(analyze_sinks(L, H, N, mass, queries, strict).recommended_sink_keep, 1);
+  set_alpha(0, 0, 19, 0.9);  // a far position: capped at 16
+  EXPECT_EQ(analyze_sinks(L, H, N, mass, queries).recommended_sink_keep, 16);
+  EXPECT_EQ(recommend_sink_keep({}, 16), 0);
+  EXPECT_THROW(analyze_sinks(L, H, N + 1, mass, queries), BackendError);
+}
+
+TEST(Sinks, DetectionOnARandomModelIsConsistent) {
+  namespace fs = std::filesystem;
+  fs::path p = fs::temp_directory_path() / "sinkscope_test_models" / "sinks_random.gguf";
+  fs::create_directories(p.parent_path());
+  TestModelShape shape;
+  make_random_llama(shape, 31).write(p);
+  auto model = Model::load(p);
+  auto be = make_cpu_backend(model, {});
+  std::mt19937 rng(4);
+  std::vector<TokenId> ids(100);
+  for (auto& t : ids) t = TokenId(rng() % uint32_t(model->config().n_vocab));
+  // Every position examined: each query's probabilities sum to 1 over its keys.
+  SinkReport r = detect_sinks(*be, ids, 100);
+  const AttentionProbes& pr = be->probes();
+  EXPECT_EQ(pr.col_n, 0);  // the probe is switched off again
+  EXPECT_EQ(r.n_queries, 100);
+  for (int l = 0; l < r.n_layer; ++l)
+    for (int h = 0; h < r.n_head; ++h) {
+      double total = 0;
+      for (int k = 0; k < 100; ++k) {
+        const double a = r.alpha_at(l, h, k);
+        EXPECT_GE(a, 0.0);
+        EXPECT_LE(a, 1.0 + 1e-6);
+        total += a * double(100 - k);
+      }
+      EXPECT_NEAR(total, 100.0, 1e-3);
+    }
+  // Position 0 is seen alone by query 0 (P = 1), so alpha_0 >= 1/100 in every head.
+  EXPECT_GE(r.alpha_at(0, 0, 0), 0.01);
+  // The probe does not change the forward's logits.
+  std::vector<float> with, without;
+  be->reset();
+  be->forward(ids, LogitsMode::kLast, without);
+  be->request_column_mass(8);
+  be->reset();
+  be->forward(ids, LogitsMode::kLast, with);
+  EXPECT_EQ(with, without);
+  EXPECT_EQ(be->probes().col_queries[3], 97);
+}
+
+}  // namespace
+}  // namespace sinkscope
