@@ -4,8 +4,20 @@
 #include "kernels/attention_launch.h"
 #include "kernels/cuda_check.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace sinkscope::kernels::detail {
 namespace {
+
+// SINKSCOPE_FUSED_COMBINE=0: the separate combine kernel (read once).
+bool fused_combine_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("SINKSCOPE_FUSED_COMBINE");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
 
 template <int D, int BC, int MODE>
 cudaError_t set_smem_attr() {
@@ -34,28 +46,36 @@ cudaError_t decode_smem_attrs_once() {
   return err;
 }
 
+// pdl: launch with Programmatic Dependent Launch (kernels/pdl.cuh); off when the launch follows
+// a memset of the skip mask (programmatic edges are for kernel -> kernel).
 template <int D, int BC, int MODE>
 AttentionStatus launch_mode(const AttentionParams& p, const DecodeSplitPlan& plan,
-                            const DecodeWorkspaceLayout& wl, cudaStream_t stream) {
+                            const DecodeWorkspaceLayout& wl, bool fused, bool pdl,
+                            cudaStream_t stream) {
   constexpr int smem = DecodeCfg<D, BC, MODE>::SMEM;
   SINKSCOPE_CUDA_TRY(AttentionStatus, decode_smem_attrs_once());
-  attention_decode_kernel<D, BC, MODE>
-      <<<dim3(plan.n_splits, p.n_kv_heads), kDecodeWarps * 32, smem, stream>>>(p, plan, wl);
-  SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
+  SINKSCOPE_CUDA_TRY(AttentionStatus,
+                     (launch_pdl(pdl, attention_decode_kernel<D, BC, MODE>,
+                                 dim3(plan.n_splits, p.n_kv_heads), dim3(kDecodeWarps * 32),
+                                 size_t(smem), stream, p, plan, wl, fused ? 1 : 0)));
   return {};
 }
 
 template <int D, int BC>
 AttentionStatus launch_bc(const AttentionParams& p, AttentionVariant v, const DecodeSplitPlan& plan,
                           const DecodeWorkspaceLayout& wl, cudaStream_t s) {
+  const bool fused = fused_combine_enabled() && p.n_kv_heads <= kDecodeCounterSlots;
+  const bool pdl_first = p.skip_mask == nullptr;
   if (v == AttentionVariant::kDecodeDense) {
-    if (auto st = launch_mode<D, BC, 0>(p, plan, wl, s); !st.ok) return st;
+    if (auto st = launch_mode<D, BC, 0>(p, plan, wl, fused, pdl_first, s); !st.ok) return st;
   } else {
-    if (auto st = launch_mode<D, BC, 1>(p, plan, wl, s); !st.ok) return st;
-    if (auto st = launch_mode<D, BC, 2>(p, plan, wl, s); !st.ok) return st;
+    if (auto st = launch_mode<D, BC, 1>(p, plan, wl, false, pdl_first, s); !st.ok) return st;
+    if (auto st = launch_mode<D, BC, 2>(p, plan, wl, fused, true, s); !st.ok) return st;
   }
-  attention_decode_combine_kernel<D><<<p.n_q_heads, D, 0, s>>>(p, plan, wl);
-  SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
+  if (fused) return {};  // the last split CTA of each KV head wrote the output
+  SINKSCOPE_CUDA_TRY(AttentionStatus,
+                     (launch_pdl(true, attention_decode_combine_kernel<D>, dim3(p.n_q_heads),
+                                 dim3(D), size_t(0), s, p, plan, wl)));
   return {};
 }
 

@@ -27,10 +27,40 @@
 #include "kernels/attention_common.cuh"
 #include "kernels/attention_dispatch.h"
 #include "kernels/attention_params.h"
+#include "kernels/pdl.cuh"
 
 namespace sinkscope::kernels::detail {
 
 constexpr int kDecodeWarps = 4;
+
+// Fused combine (the default; SINKSCOPE_FUSED_COMBINE=0 restores the separate combine kernel):
+// after writing its partials each split CTA bumps an arrival counter of its KV head; the last
+// CTA to arrive (of the ACTUAL splits) merges the group's heads with exactly the arithmetic and
+// order of attention_decode_combine_kernel, then resets the counter to 0 for the next launch.
+// The counters are module globals (zero at load). Launches that run decode kernels concurrently
+// on several streams must use the separate combine (launches on one stream, as the backend's,
+// are serialised; a PDL successor does nothing before griddepcontrol.wait).
+constexpr int kDecodeCounterSlots = 1024;  // KV heads per launch with the fused combine
+__device__ unsigned int g_decode_arrivals[kDecodeCounterSlots];
+
+// O[h][d] from the splits' partials: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s, splits
+// in order. Shared by the combine kernel and the fused tail (so they are equal bit for bit).
+// Loads bypass L1 (__ldcg): in the fused tail the partials were written by other CTAs.
+template <int D>
+__device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const float* po,
+                                                       int n_splits, int d) {
+  float mmax = kNegInf;
+  for (int s = 0; s < n_splits; ++s) mmax = fmaxf(mmax, __ldcg(ml + 2 * s));
+  float num = 0.f, den = 0.f;
+  for (int s = 0; s < n_splits; ++s) {
+    const float m = __ldcg(ml + 2 * s);
+    const float w = m == kNegInf ? 0.f : fast_exp2(m - mmax);  // a split whose tiles all skipped
+    num += w * __ldcg(po + int64_t(s) * D + d);
+    den += w * __ldcg(ml + 2 * s + 1);
+  }
+  const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
+  return *reinterpret_cast<const uint16_t*>(&v);
+}
 
 template <int D, int BC, int MODE>
 struct DecodeCfg {
@@ -83,7 +113,9 @@ __device__ __forceinline__ int dswz(int chunk, int row) {
 template <int D, int BC, int MODE>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
-                            const DecodeWorkspaceLayout wl) {
+                            const DecodeWorkspaceLayout wl, const int fused_combine) {
+  pdl_wait();  // PDL (kernels/pdl.cuh): nothing is touched before the predecessor completed
+  pdl_trigger();
   using C = DecodeCfg<D, BC, MODE>;
   extern __shared__ __align__(128) uint8_t smem_raw[];
   uint4* ring = reinterpret_cast<uint4*>(smem_raw);  // [STAGES][warp][item][lane]
@@ -400,28 +432,41 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     ml[0] = m_run;
     ml[1] = fl[g] + fl[8 + g] + fl[16 + g] + fl[24 + g];
   }
+  if (!fused_combine) return;
+
+  // ---- fused combine: the last split CTA of this KV head merges the group's heads ----
+  __shared__ int last_cta;
+  __threadfence();  // this thread's partials are visible device-wide before the arrival
+  __syncthreads();
+  if (tid == 0) {
+    const unsigned prev = atomicAdd(&g_decode_arrivals[kvh], 1u);
+    last_cta = prev == static_cast<unsigned>(ap.n_splits - 1);
+  }
+  __syncthreads();
+  if (!last_cta) return;
+  __threadfence();  // acquire side: the other CTAs' partials are read after their arrivals
+  if (tid == 0) atomicExch(&g_decode_arrivals[kvh], 0u);  // ready for the next launch
+  for (int idx = tid; idx < G * D; idx += kDecodeWarps * 32) {
+    const int gg = idx / D, d = idx % D;
+    const int hh = kvh * G + gg;
+    const float* ml = ws + wl.part_ml / 4 + int64_t(hh) * plan.n_splits * 2;  // bound strides
+    const float* po = ws + wl.part_o / 4 + int64_t(hh) * plan.n_splits * D;
+    p.o[int64_t(hh) * D + d] = decode_combine_one<D>(ml, po, ap.n_splits, d);
+  }
 }
 
 // Merges the splits of each query head: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s.
 template <int D>
 __global__ void __launch_bounds__(D) attention_decode_combine_kernel(
     const AttentionParams p, const DecodeSplitPlan plan, const DecodeWorkspaceLayout wl) {
+  pdl_wait();
+  pdl_trigger();
   const int h = blockIdx.x, d = threadIdx.x;
   const float* ws = static_cast<const float*>(p.workspace);
   const float* ml = ws + wl.part_ml / 4 + int64_t(h) * plan.n_splits * 2;  // bound strides
   const float* po = ws + wl.part_o / 4 + int64_t(h) * plan.n_splits * D;
   const int n_splits = decode_actual_plan(p, plan, decode_visible(p)).n_splits;  // written ones
-  float mmax = kNegInf;
-  for (int s = 0; s < n_splits; ++s) mmax = fmaxf(mmax, ml[2 * s]);
-  float num = 0.f, den = 0.f;
-  for (int s = 0; s < n_splits; ++s) {
-    const float m = ml[2 * s];
-    const float w = m == kNegInf ? 0.f : fast_exp2(m - mmax);  // a split whose tiles all skipped
-    num += w * po[int64_t(s) * D + d];
-    den += w * ml[2 * s + 1];
-  }
-  const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
-  p.o[int64_t(h) * D + d] = *reinterpret_cast<const uint16_t*>(&v);
+  p.o[int64_t(h) * D + d] = decode_combine_one<D>(ml, po, n_splits, d);
 }
 
 }  // namespace sinkscope::kernels::detail

@@ -18,6 +18,13 @@ struct OpStatus {
   static OpStatus error(std::string m) { return {false, std::move(m)}; }
 };
 
+// Programmatic Dependent Launch for the small kernels of a step (kernels/pdl.cuh): on unless
+// the environment has SINKSCOPE_PDL=0 (read once) or set_pdl_enabled(false) was called (the
+// backend does so when a graph with PDL edges cannot be captured or instantiated, and a launch
+// whose attribute is rejected does so itself). Thread-safe.
+bool pdl_enabled();
+void set_pdl_enabled(bool on);
+
 // Whether the current device can run these kernels (an image for its architecture is in the
 // binary): asks the runtime for one kernel's attributes. No launch.
 OpStatus ops_device_check();

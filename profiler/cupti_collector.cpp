@@ -122,9 +122,12 @@ struct CuptiCollector::State {
   CuptiOptions options;
   std::atomic<bool> running{false};
   std::vector<CUpti_ActivityKind> enabled;
+  bool driver_cbids = false;  // launch entry points enabled one by one (lean mode)
 
   // Buffer pool (lives for the process; bounded by options.max_buffers).
   std::vector<uint8_t*> free_buffers;
+  // Completed buffers not decoded yet (defer_decode), in completion order: (buffer, valid bytes).
+  std::vector<std::pair<uint8_t*, size_t>> pending;
   size_t allocated = 0;
   size_t buffer_bytes = 0;
 
@@ -154,6 +157,18 @@ struct CuptiCollector::State {
     return true;
   }
   void take(const CUpti_Activity* r);
+  void decode(uint8_t* buffer, size_t valid) {
+    CUpti_Activity* record = nullptr;
+    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) take(record);
+  }
+  // Decodes the stashed buffers in completion order and returns them to the pool.
+  void drain_pending() {
+    for (auto& [buffer, valid] : pending) {
+      decode(buffer, valid);
+      free_buffers.push_back(buffer);
+    }
+    pending.clear();
+  }
   void clear_run();
 };
 
@@ -180,6 +195,8 @@ uint32_t CuptiCollector::State::intern(const char* text, bool kernel) {
 }
 
 void CuptiCollector::State::clear_run() {
+  for (auto& pb : pending) free_buffers.push_back(pb.first);  // a stale run's: not decoded
+  pending.clear();
   names.assign(1, "<other>");
   name_ids.clear();
   name_by_ptr.clear();
@@ -235,6 +252,15 @@ void CuptiCollector::State::take(const CUpti_Activity* r) {
       copies.push_back({s->start, s->end, 0, s->streamId, 0, s->contextId, s->correlationId,
                         EventKind::kSync, CopyKind::kUnknown, static_cast<uint32_t>(s->type)});
       ++stats.syncs;
+      return;
+    }
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
+      const auto* g = reinterpret_cast<const CUpti_ActivityGraphTrace2*>(r);
+      if (!admit()) return;
+      kernels.push_back({g->start, g->end, intern("CUDA graph", false), g->streamId, g->deviceId,
+                         g->contextId, g->correlationId, {0, 0, 0}, {0, 0, 0}});
+      context_device[g->contextId] = g->deviceId;
+      ++stats.kernels;
       return;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -324,13 +350,21 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
                                size_t valid) {
   auto& s = *g_state;
   std::lock_guard lock(s.mutex);
-  if (buffer && valid > 0 && s.running.load()) {
-    CUpti_Activity* record = nullptr;
-    while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) s.take(record);
-  }
   size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
     s.stats.dropped_records += dropped;
+  if (buffer && valid > 0 && s.running.load()) {
+    // Deferred: keep the buffer while the pool can still hand out at least two more; else decode
+    // everything stashed (order kept) and this one now.
+    const size_t spare = s.free_buffers.size() + (s.options.max_buffers - std::min(s.allocated, s.options.max_buffers));
+    if (s.options.defer_decode && spare >= 2) {
+      s.pending.emplace_back(buffer, valid);
+      ++s.stats.buffers_completed;
+      return;
+    }
+    s.drain_pending();
+    s.decode(buffer, valid);
+  }
   if (buffer) {
     ++s.stats.buffers_completed;
     s.free_buffers.push_back(buffer);
@@ -339,9 +373,11 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
 
 // The kinds of one run, in enabling order.
 std::vector<CUpti_ActivityKind> kinds_for(const CuptiOptions& o) {
-  std::vector<CUpti_ActivityKind> k = {CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
-                                       CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-                                       CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL};
+  std::vector<CUpti_ActivityKind> k = {CUPTI_ACTIVITY_KIND_RUNTIME};
+  if (o.driver_api) k.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
+  k.push_back(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  if (o.graph_level) k.push_back(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+  k.push_back(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   if (o.memory) {
     k.push_back(CUPTI_ACTIVITY_KIND_MEMCPY);
     k.push_back(CUPTI_ACTIVITY_KIND_MEMSET);
@@ -353,6 +389,17 @@ std::vector<CUpti_ActivityKind> kinds_for(const CuptiOptions& o) {
   }
   return k;
 }
+
+// Lean mode (driver_api = false): DRIVER API records only for the launch entry points, so
+// kernels launched straight through the driver (cuBLAS) still get their launch thread and time
+// (kernels are linked to the NVTX range around their launch), without a record for every other
+// driver call.
+constexpr CUpti_CallbackId kDriverLaunchCbids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,          CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,           CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
 
 std::atomic<uint64_t> g_next_cost_id{1};
 
@@ -432,8 +479,20 @@ Status CuptiCollector::start(const CuptiOptions& options) {
     }
     enabled.push_back(k);
   }
+  if (!options.driver_api) {
+    for (CUpti_CallbackId cbid : kDriverLaunchCbids) {
+      Status st = SS_CUPTI(cuptiActivityEnableDriverApi(cbid, 1));
+      if (!st) {
+        for (CUpti_CallbackId c : kDriverLaunchCbids) (void)cuptiActivityEnableDriverApi(c, 0);
+        for (CUpti_ActivityKind e : enabled) (void)cuptiActivityDisable(e);
+        s.running.store(false);
+        return st;
+      }
+    }
+  }
   std::lock_guard lock(s.mutex);
   s.enabled = std::move(enabled);
+  s.driver_cbids = !options.driver_api;
   return Status::success();
 }
 
@@ -452,9 +511,17 @@ Status CuptiCollector::stop() {
     enabled.swap(s.enabled);
   }
   for (CUpti_ActivityKind k : enabled) keep(SS_CUPTI(cuptiActivityDisable(k)));
+  bool cbids = false;
+  {
+    std::lock_guard lock(s.mutex);
+    std::swap(cbids, s.driver_cbids);
+  }
+  if (cbids)
+    for (CUpti_CallbackId c : kDriverLaunchCbids) keep(SS_CUPTI(cuptiActivityEnableDriverApi(c, 0)));
   // Forced: also the buffers holding records of kinds just disabled.
   keep(SS_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)));
   std::lock_guard lock(s.mutex);
+  s.drain_pending();  // deferred buffers of this run, in completion order
   s.running.store(false);
   s.stats.unmatched_markers = s.open_markers.size();
   s.open_markers.clear();

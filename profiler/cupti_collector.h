@@ -24,14 +24,34 @@
 
 namespace sinkscope::prof {
 
+// Defaults are the lean mode (issue 6: tracing overhead on decode): RUNTIME API records only
+// (they carry the correlation ids of runtime launches and copies), no DRIVER API and no
+// SYNCHRONIZATION records, and completed buffers are only stashed during the run and decoded at
+// stop() (decoded in the callback only when the pool would otherwise run dry). full() is the
+// previous behaviour (every kind, decoding in the callback).
 struct CuptiOptions {
-  size_t buffer_bytes = size_t(4) << 20;  // one activity buffer
+  size_t buffer_bytes = size_t(8) << 20;  // one activity buffer
   size_t max_buffers = 32;                // pool bound: beyond it CUPTI drops (counted) records
   size_t max_records = size_t(4) << 20;   // converted records kept per run (the rest: dropped)
   size_t max_names = 4096;                // distinct kernel / range names per run
   bool nvtx = true;                       // MARKER + MARKER_DATA
   bool memory = true;                     // MEMCPY + MEMSET
-  bool sync = true;                       // SYNCHRONIZATION
+  bool sync = false;                      // SYNCHRONIZATION
+  bool driver_api = false;                // DRIVER API records (launches made via the driver
+                                          // API, e.g. cuBLAS, then get launch thread/time too)
+  bool defer_decode = true;               // decode buffers at stop(), not in the callback
+  // Graph-level records (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): one record per CUDA graph launch
+  // instead of one per node; CUPTI may refuse it together with kernel records (start() fails).
+  bool graph_level = false;
+
+  static CuptiOptions full() {
+    CuptiOptions o;
+    o.buffer_bytes = size_t(4) << 20;
+    o.sync = true;
+    o.driver_api = true;
+    o.defer_decode = false;
+    return o;
+  }
 };
 
 struct CuptiStats {

@@ -795,6 +795,17 @@ cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda) {
       g.last_use = ++m_use_clock;
       return g.exec;
     }
+  // A capture or instantiation that fails while Programmatic Dependent Launch is on (kernels/
+  // pdl.cuh: PDL edges inside the graph) is retried once with PDL off before graphs are given up.
+  auto fail = [&](const std::string& why) -> cudaGraphExec_t {
+    if (kernels::pdl_enabled()) {
+      (void)cudaGetLastError();
+      kernels::set_pdl_enabled(false);
+      return decode_graph(bound, lambda);
+    }
+    disable_graphs(why);
+    return nullptr;
+  };
   cudaStream_t s = m_cap_stream.s;
   cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
   if (e != cudaSuccess) {
@@ -807,14 +818,12 @@ cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda) {
   } catch (const std::exception& ex) {
     (void)cudaStreamEndCapture(s, &graph);
     if (graph) (void)cudaGraphDestroy(graph);
-    disable_graphs(std::string("capturing a decode step failed: ") + ex.what());
-    return nullptr;
+    return fail(std::string("capturing a decode step failed: ") + ex.what());
   }
   e = cudaStreamEndCapture(s, &graph);
   if (e != cudaSuccess || !graph) {
     if (graph) (void)cudaGraphDestroy(graph);
-    disable_graphs(std::string("cudaStreamEndCapture failed: ") + cudaGetErrorString(e));
-    return nullptr;
+    return fail(std::string("cudaStreamEndCapture failed: ") + cudaGetErrorString(e));
   }
   ++m_stats.captures;
   DecodeGraph g;
@@ -822,8 +831,7 @@ cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda) {
   (void)cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
     g.exec = nullptr;
-    disable_graphs(std::string("cudaGraphInstantiate failed: ") + cudaGetErrorString(e));
-    return nullptr;
+    return fail(std::string("cudaGraphInstantiate failed: ") + cudaGetErrorString(e));
   }
   ++m_stats.instantiations;
   g.bound = bound;

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: Apache-2.0
+// sinkscope-cli calibrate: fits lambda * L = a * exp(b * s) over a lambda grid at several
+// lengths and prints c for `length_scaled` mode, with the sparsity it gives per length.
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "app/cli/args.h"
+#include "app/cli/attention_options.h"
+#include "app/cli/commands.h"
+#include "app/cli/common.h"
+#include "engine/calibration.h"
+#include "engine/json.h"
+
+namespace sinkscope::cli {
+
+namespace {
+
+template <typename T>
+std::vector<T> parse_list(const std::string& option, const std::string& text, double lo,
+                          double hi) {
+  std::vector<T> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) throw UsageError(option + ": empty item in '" + text + "'");
+    if constexpr (std::is_integral_v<T>) {
+      out.push_back(T(parse_int(option, item, int64_t(lo), int64_t(hi))));
+    } else {
+      out.push_back(T(parse_double(option, item, lo, hi, /*min_exclusive=*/true)));
+    }
+  }
+  if (out.empty()) throw UsageError(option + ": no values");
+  return out;
+}
+
+}  // namespace
+
+int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  ArgParser p("sinkscope-cli calibrate --file FILE --target-sparsity S [options]",
+              "Calibrates the dynamic-sparse threshold: measures prefill sparsity over a grid of\n"
+              "fixed lambdas at several lengths, fits lambda*L = a*exp(b*s) (TensorRT-LLM's\n"
+              "skip-softmax calibration) and prints c for threshold_mode length_scaled.");
+  p.option("--model", "FILE", "GGUF model file (default: the cached default model)")
+      .option("--file", "FILE", "calibration text (UTF-8); must hold max(--lengths) tokens")
+      .option("--target-sparsity", "S", "wanted fraction of skipped tiles, in (0, 1)")
+      .option("--lengths", "L,L,...", "prompt lengths in tokens (default 1024,2048,4096)")
+      .option("--lambdas", "X,X,...", "fixed lambdas to measure, in (0, 1) "
+                                      "(default 1e-4,1e-3,3e-3,1e-2,3e-2,1e-1)")
+      .option("--block-size", "N", "KV tile size: 64 (default) or 128")
+      .option("--threads", "N", "CPU threads, 0 = all (default)")
+      .flag("--no-verify", "skip the check run of each length with lambda = c / L")
+      .flag("--json", "print one JSON object");
+  add_backend_option(p);
+  p.epilog("Example:\n  sinkscope-cli calibrate --file book.txt --target-sparsity 0.7\n\n"
+           "Exit status: 0 success, 1 runtime error, 2 usage error.\n");
+  p.parse(args);
+  if (p.help_requested()) {
+    out << p.help();
+    return 0;
+  }
+  const auto file = p.get("--file");
+  if (!file) throw UsageError("--file is required");
+  if (!p.has("--target-sparsity")) throw UsageError("--target-sparsity is required");
+  CalibrationOptions o;
+  o.target_sparsity = p.get_double("--target-sparsity", 0.5, 0.0, 1.0, /*min_exclusive=*/true);
+  if (o.target_sparsity >= 1.0) throw UsageError("--target-sparsity: must be < 1");
+  if (auto v = p.get("--lengths")) o.lengths = parse_list<int>("--lengths", *v, 2, 1 << 20);
+  if (auto v = p.get("--lambdas")) {
+    o.lambdas = parse_list<double>("--lambdas", *v, 0.0, 1.0);
+    for (double l : o.lambdas)
+      if (l >= 1.0) throw UsageError("--lambdas: every lambda must be < 1");
+  }
+  o.block_size = int(p.get_int("--block-size", 64, 64, 128));
+  if (o.block_size != 64 && o.block_size != 128)
+    throw UsageError("--block-size: expected 64 or 128");
+  o.verify = !p.has("--no-verify");
+  const bool json_out = p.has("--json");
+  const int threads = int(p.get_int("--threads", 0, 0, 1024));
+
+  const std::string text = read_text_file(*file, "--file");
+  auto model = load_model(resolve_model_path(p.get("--model")), json_out ? nullptr : &err);
+  const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
+  BackendOptions bopts = make_backend_options(model->config(), threads, max_len);
+  std::string note;
+  auto backend = make_backend(model, bopts, parse_backend_option(p), &note);
+  if (!note.empty() && !json_out) err << "sinkscope-cli: " << note << "\n";
+  const auto tokens = model->tokenizer().encode(text);
+  if (int(tokens.size()) < max_len)
+    throw UsageError("--file: the text has " + std::to_string(tokens.size()) +
+                     " tokens, fewer than the longest length " + std::to_string(max_len));
+
+  Throttle throttle(stderr_is_tty() ? 0.5 : 10.0);
+  const auto progress = [&](const CalibrationProgress& pr) {
+    if (!throttle.ready(pr.done == pr.total)) return;
+    err << "calibrate: run " << pr.done << "/" << pr.total;
+    if (pr.done < pr.total) err << ", about " << format_duration(pr.eta_s) << " left";
+    err << "\n";
+  };
+  const CalibrationResult r = calibrate(*backend, tokens, o, progress);
+
+  if (json_out) {
+    json::Writer w;
+    w.begin_object();
+    w.field("model", model->path().string());
+    w.field("backend", backend->name());
+    w.field("target_sparsity", o.target_sparsity);
+    w.field("block_size", o.block_size);
+    w.key("fit").begin_object();
+    w.field("a", r.fit.a);
+    w.field("b", r.fit.b);
+    w.field("r2", r.fit.r2);
+    w.field("points_used", r.fit.n_points);
+    w.end_object();
+    w.field("c", r.c);
+    auto points = [&](const char* key, const std::vector<CalibrationPoint>& v) {
+      w.key(key).begin_array();
+      for (const auto& pt : v) {
+        w.begin_object();
+        w.field("length", pt.length);
+        w.field("lambda", pt.lambda);
+        w.field("sparsity", pt.sparsity);
+        w.end_object();
+      }
+      w.end_array();
+    };
+    points("points", r.points);
+    points("verification", r.verification);
+    w.end_object();
+    out << w.str() << "\n";
+    return 0;
+  }
+  out << "measured prefill sparsity (block " << o.block_size << ", " << backend->name() << ")\n";
+  out << std::setw(8) << "length" << std::setw(12) << "lambda" << std::setw(10) << "sparsity\n";
+  for (const auto& pt : r.points)
+    out << std::setw(8) << pt.length << std::setw(12) << std::setprecision(4) << pt.lambda
+        << std::setw(10) << std::fixed << std::setprecision(3) << pt.sparsity << "\n"
+        << std::defaultfloat;
+  out << "fit: lambda*L = " << std::setprecision(5) << r.fit.a << " * exp(" << r.fit.b
+      << " * s), R^2 = " << std::setprecision(3) << r.fit.r2 << " over " << r.fit.n_points
+      << " points\n";
+  out << "c = " << std::setprecision(6) << r.c << "  (threshold_mode: length_scaled, "
+      << "threshold_prefill: c; target sparsity " << o.target_sparsity << ")\n";
+  if (!r.verification.empty()) {
+    out << "check with lambda = c / L:\n";
+    for (const auto& pt : r.verification) {
+      out << "  L = " << pt.length << ": lambda " << std::setprecision(4) << pt.lambda;
+      if (std::isnan(pt.sparsity)) {
+        out << ", out of reach (lambda must be < 1; use longer inputs or a lower target)\n";
+      } else {
+        out << ", sparsity " << std::fixed << std::setprecision(3) << pt.sparsity << "\n"
+            << std::defaultfloat;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace sinkscope::cli

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: Apache-2.0
+// The object living on the engine thread: drains the controller's queue one job at a time.
+// Internal to EngineController.
+#pragma once
+
+#include <QElapsedTimer>
+#include <QObject>
+
+#include <atomic>
+
+#include "app/gui/models/request_queue.h"
+#include "app/gui/models/run_executor.h"
+
+namespace sinkscope::gui {
+
+class EngineController;
+
+class EngineWorker : public QObject {
+  Q_OBJECT
+ public:
+  EngineWorker(EngineController* controller, RequestQueue* queue, std::atomic<bool>* cancel,
+               std::atomic<bool>* busy, BackendKind kind, int threads);
+  RunExecutor& executor() { return m_executor; }
+  void drain();  // runs the oldest queued job, if any (invoked once per post)
+
+  void doLoad(uint64_t id, const QString& path);
+  void doSetModel(uint64_t id, std::shared_ptr<const Model> model);
+  void doRun(uint64_t id, const RunRequest& request);
+
+ private:
+  EngineController* m_controller;
+  RequestQueue* m_queue;
+  std::atomic<bool>* m_cancel;
+  std::atomic<bool>* m_busy;
+  RunExecutor m_executor;
+};
+
+}  // namespace sinkscope::gui

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// The engine thread's inbox (STYLE.md #2): jobs posted with a tag; posting a job whose tag is
+// already queued replaces that job in place (slider drags do not pile up). Thread-safe.
+#pragma once
+
+#include <QString>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+
+namespace sinkscope::gui {
+
+class RequestQueue {
+ public:
+  struct Job {
+    uint64_t id = 0;
+    QString tag;
+    std::function<void(uint64_t)> work;
+  };
+
+  // Queues work under tag and returns its id (increasing). A queued job with the same tag is
+  // replaced (it keeps its place in line, takes the new id and work); returns the replaced job's
+  // id in *replaced (0 when none).
+  uint64_t post(const QString& tag, std::function<void(uint64_t)> work, uint64_t* replaced = nullptr);
+  // The oldest job, or nothing; it becomes the running job (runningTag()) until finish().
+  std::optional<Job> take();
+  void finish();
+  QString runningTag() const;  // "" when no job runs
+  bool removeTag(const QString& tag);  // drops a queued job; true when one was queued
+  void clear();
+  size_t size() const;
+  bool hasTag(const QString& tag) const;
+
+ private:
+  mutable std::mutex m_mutex;
+  std::deque<Job> m_jobs;
+  uint64_t m_nextId = 1;
+  QString m_running;
+};
+
+}  // namespace sinkscope::gui

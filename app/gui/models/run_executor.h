@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// Runs one RunRequest to a RunResult on the calling thread (the engine thread): owns the model,
+// the variant backend, the dense-baseline backend (created on first use) and a cache of the
+// last dense baseline, so a control change only re-runs the variant. Plain C++, no Qt.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "app/gui/models/run_types.h"
+#include "engine/backend.h"
+#include "engine/backend_factory.h"
+#include "engine/model.h"
+
+namespace sinkscope {
+class ThreadPool;
+}
+
+namespace sinkscope::gui {
+
+struct RunProgress {
+  double fraction = 0;  // [0, 1]
+  double etaSeconds = -1;  // < 0: unknown
+  std::string phase;
+};
+
+class RunExecutor {
+ public:
+  using ProgressFn = std::function<void(const RunProgress&)>;
+
+  explicit RunExecutor(BackendKind kind = BackendKind::kAuto, int threads = 0);
+  ~RunExecutor();
+  RunExecutor(const RunExecutor&) = delete;
+  RunExecutor& operator=(const RunExecutor&) = delete;
+
+  // Loads a GGUF model (throws ModelError/GgufError/... naming the file) and drops the backends.
+  void loadModel(const std::string& path);
+  // An already loaded model (tests).
+  void setModel(std::shared_ptr<const Model> model);
+  bool hasModel() const { return m_model != nullptr; }
+  const Model* model() const { return m_model.get(); }
+  std::string backendName();  // creates the backend when needed ("" without a model)
+  const std::string& backendNote() const { return m_note; }
+
+  // The flag polled between layers (and by the attention-map helper); the caller raises it.
+  void setCancelFlag(const std::atomic<bool>* flag) { m_cancel = flag; }
+
+  // Throws BackendError / std::invalid_argument for bad requests, Cancelled when cancelled.
+  RunResultPtr run(const RunRequest& request, uint64_t id, const ProgressFn& progress = {});
+
+ private:
+  Backend& variantBackend(const RunRequest& r);
+  Backend& denseBackend();
+  struct Pass;  // one generation with per-position logits
+  Pass runPass(Backend& b, const std::vector<TokenId>& prompt, int maxTokens,
+               const std::function<void(int)>& onStep, prof::SpanRecorder* spans);
+  bool cancelled() const { return m_cancel && m_cancel->load(std::memory_order_relaxed); }
+
+  BackendKind m_kind;
+  int m_threads;
+  std::shared_ptr<const Model> m_model;
+  std::unique_ptr<Backend> m_variant, m_dense;
+  std::string m_variantKey;  // the cache settings the variant backend was made with
+  std::string m_note;
+  std::unique_ptr<ThreadPool> m_pool;
+  const std::atomic<bool>* m_cancel = nullptr;
+  struct DenseCache;
+  std::unique_ptr<DenseCache> m_denseCache;
+};
+
+}  // namespace sinkscope::gui

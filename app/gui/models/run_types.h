@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: Apache-2.0
+// One workbench run as data: what the GUI asks for (RunRequest) and the immutable snapshot the
+// engine thread hands back (RunResult, shared as std::shared_ptr<const RunResult>). Plain C++,
+// no Qt, so the engine side stays testable on its own (STYLE.md #1, #3).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/attention.h"
+#include "engine/cache_settings.h"
+#include "engine/tokenizer.h"
+#include "profiler/timeline.h"
+
+namespace sinkscope::gui {
+
+struct RunRequest {
+  std::string prompt;
+  int maxTokens = 16;        // greedy generation length
+  AttentionSettings attention;
+  CacheSettings cache;
+  int layer = 0, head = 0;   // the (layer, head) of the attention map and skip mask
+  int mapSize = 256;         // the attention map is downsampled to at most mapSize^2 cells
+  int sinkPositions = 64;    // key positions covered by the column-mass probe
+  bool compare = true;       // also run (or reuse) the dense baseline
+};
+
+// The attention probabilities of one (layer, head) over the prompt, mean-pooled into a grid of
+// rows x cols cells (query bins x key bins). Cell (r, c) covers queries [rowStart[r],
+// rowStart[r + 1]) and keys [colStart[c], colStart[c + 1]).
+struct AttentionMap {
+  int layer = -1, head = -1;
+  int nTokens = 0;
+  int rows = 0, cols = 0;
+  std::vector<float> cells;  // (rows, cols) row-major, mean probability per cell
+  std::vector<int> rowStart, colStart;  // rows + 1 / cols + 1 bin edges
+  // alpha_k = mean over queries i >= k of P[i, k] for every key position k (full resolution).
+  std::vector<double> alpha;
+};
+
+// Teacher-forced comparison of the variant against the dense baseline over the prompt, plus the
+// greedy generations of both.
+struct Comparison {
+  bool available = false;
+  std::vector<double> klPerToken;   // KL(dense || variant) of the next-token distribution, nats
+  double klMean = 0;
+  double top1Agreement = 0;         // share of positions with the same argmax
+  double pplDense = 0, pplVariant = 0;
+  double pplDeltaPct = 0;           // (variant / dense - 1) * 100
+  double rougeL = 0;                // ROUGE-L F1 of the two greedy generations (token level)
+  std::vector<TokenId> denseTokens;  // dense greedy generation
+  std::vector<std::string> densePieces;
+  int firstDivergence = -1;         // first generated index where the two differ; -1: none
+  bool baselineReused = false;      // the dense run came from the worker's cache
+};
+
+struct RunResult {
+  uint64_t id = 0;
+  std::string backendName;
+  std::vector<TokenId> promptTokens;
+  std::vector<std::string> promptPieces;
+  std::vector<TokenId> tokens;       // generated
+  std::vector<std::string> pieces;   // generated, one text piece per token
+  std::string text;                  // decoded generation
+  std::string stopReason;
+  double promptPerplexity = 0;       // of the variant over the prompt (teacher forced)
+  AttentionProbes probesPrefill;     // tile counts after the prefill (decode entries zero)
+  AttentionProbes probes;            // after the whole run (prefill + decode counts, skip mask)
+  AttentionMap map;
+  int sinkKeep = 0;                  // sink_keep_count of the request's cache settings
+  // Sink detection over the prompt (column-mass probe, engine/sinks.h); empty when the backend
+  // lacks the probe.
+  int sinkPositions = 0;
+  std::vector<double> sinkAlpha;     // (layer, head, position)
+  std::vector<double> firstMass;     // (layer, head): mean mass on the first max(S, 1) keys
+  std::vector<int> flaggedSinks;
+  int recommendedSinkKeep = 0;
+  std::string sinkNote;              // why sink detection is missing, when it is
+  Comparison compare;
+  std::shared_ptr<const prof::Timeline> timeline;
+  double prefillMs = 0, decodeMs = 0, mapMs = 0, totalMs = 0;
+  int nLayer = 0, nHead = 0;
+  RunRequest request;
+};
+
+using RunResultPtr = std::shared_ptr<const RunResult>;
+
+}  // namespace sinkscope::gui

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// One small view-model per dock (STYLE.md #3): each takes the run's immutable snapshot and
+// derives exactly what its panel draws, so panels stay thin and the logic is testable without
+// widgets. Every view-model emits changed() after a new snapshot and says hasData().
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <QVector>
+
+#include "app/gui/models/kernel_summary_model.h"
+#include "app/gui/models/run_types.h"
+
+namespace sinkscope::gui {
+
+// A layers x heads grid of values in [0, 1] for the heatmaps.
+struct HeadGrid {
+  int layers = 0, heads = 0;
+  std::vector<double> values;  // (layer, head)
+  double at(int l, int h) const { return values[size_t(l) * heads + h]; }
+  bool empty() const { return values.empty(); }
+};
+
+class AttentionMapView : public QObject {
+  Q_OBJECT
+ public:
+  using QObject::QObject;
+  void setResult(const RunResultPtr& r);
+  bool hasData() const { return m_result && !m_result->map.cells.empty(); }
+  const AttentionMap& map() const { return m_result->map; }
+  const SkipMask& skipMask() const { return m_result->probes.mask; }
+  int blockSize() const { return m_result->request.attention.block_size; }
+  // Key positions marked as sinks: the kept S and the detector's flagged positions.
+  QVector<int> sinkColumns() const;
+  // "i 'piece'" for a token position of the prompt.
+  QString tokenLabel(int position) const;
+  const RunResultPtr& result() const { return m_result; }
+ Q_SIGNALS:
+  void changed();
+ private:
+  RunResultPtr m_result;
+};
+
+class SinksView : public QObject {
+  Q_OBJECT
+ public:
+  using QObject::QObject;
+  void setResult(const RunResultPtr& r);
+  bool hasData() const { return !m_alpha.empty(); }
+  const std::vector<double>& alpha() const { return m_alpha; }  // alpha_k of the map's head
+  const HeadGrid& firstMass() const { return m_firstMass; }      // mass on the first S keys
+  int firstMassKeys() const { return m_firstKeys; }
+  int layer() const { return m_layer; }
+  int head() const { return m_head; }
+  const QString& recommendation() const { return m_text; }
+  static constexpr double kEpsilon = 0.3;  // the contract's sink threshold
+ Q_SIGNALS:
+  void changed();
+ private:
+  std::vector<double> m_alpha;
+  HeadGrid m_firstMass;
+  int m_firstKeys = 0, m_layer = 0, m_head = 0;
+  QString m_text;
+};
+
+class SparsityView : public QObject {
+  Q_OBJECT
+ public:
+  using QObject::QObject;
+  void setResult(const RunResultPtr& r);
+  bool hasData() const { return !m_prefill.empty(); }
+  const HeadGrid& prefill() const { return m_prefill; }
+  const HeadGrid& decode() const { return m_decode; }
+  const std::vector<double>& layerPrefill() const { return m_layerPrefill; }
+  const std::vector<double>& layerDecode() const { return m_layerDecode; }
+  const QString& summary() const { return m_summary; }
+ Q_SIGNALS:
+  void changed();
+ private:
+  HeadGrid m_prefill, m_decode;
+  std::vector<double> m_layerPrefill, m_layerDecode;
+  QString m_summary;
+};
+
+class TimelineView : public QObject {
+  Q_OBJECT
+ public:
+  explicit TimelineView(QObject* parent = nullptr);
+  void setResult(const RunResultPtr& r);
+  bool hasData() const { return m_timeline && m_timeline->event_count() > 0; }
+  const std::shared_ptr<const prof::Timeline>& timeline() const { return m_timeline; }
+  KernelSummaryModel* summary() { return &m_summary; }
+  // Writes the Chrome trace atomically; returns "" or the error.
+  QString exportTrace(const QString& path) const;
+ Q_SIGNALS:
+  void changed();
+ private:
+  std::shared_ptr<const prof::Timeline> m_timeline;
+  KernelSummaryModel m_summary;
+};
+
+class CompareView : public QObject {
+  Q_OBJECT
+ public:
+  using QObject::QObject;
+  void setResult(const RunResultPtr& r);
+  bool hasData() const { return m_result && m_result->compare.available; }
+  const Comparison& comparison() const { return m_result->compare; }
+  const RunResultPtr& result() const { return m_result; }
+  QString metricsText() const;  // KL, top-1, perplexity delta, ROUGE-L, first divergence
+ Q_SIGNALS:
+  void changed();
+ private:
+  RunResultPtr m_result;
+};
+
+}  // namespace sinkscope::gui

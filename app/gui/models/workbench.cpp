@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "app/gui/models/workbench.h"
+
+#include <QDateTime>
+
+#include "engine/version.h"
+
+namespace sinkscope::gui {
+
+Workbench::Workbench(BackendKind kind, int threads, QObject* parent)
+    : QObject(parent), m_engine(kind, threads) {
+  m_debounce.setSingleShot(true);
+  m_debounce.setInterval(300);
+  connect(&m_debounce, &QTimer::timeout, this, &Workbench::runNow);
+  connect(&m_engine, &EngineController::modelLoaded, this,
+          [this](quint64 id, const QString& path, const QString& backend, const QString& info,
+                 const QString& sha) {
+            if (id != m_lastModelId) return;
+            m_modelReady = true;
+            m_modelPath = path;
+            m_backend = backend;
+            m_sha256 = sha;
+            Q_EMIT modelLoaded(path, backend, info);
+            if (m_autoRun) runNow();
+          });
+  connect(&m_engine, &EngineController::modelFailed, this,
+          [this](quint64 id, const QString& path, const QString& message) {
+            if (id != m_lastModelId) return;
+            Q_EMIT modelFailed(path, message);
+          });
+  connect(&m_engine, &EngineController::started, this, [this](quint64 id) {
+    if (id == m_lastRunId) Q_EMIT runStarted();
+  });
+  connect(&m_engine, &EngineController::progress, this,
+          [this](quint64 id, double f, double eta, const QString& phase) {
+            if (id == m_lastRunId) Q_EMIT runProgress(f, eta, phase);
+          });
+  connect(&m_engine, &EngineController::finished, this, &Workbench::onFinished);
+  connect(&m_engine, &EngineController::failed, this, [this](quint64 id, const QString& msg) {
+    if (id != m_lastRunId) return;
+    setRunning(false);
+    Q_EMIT runFailed(msg);
+  });
+  connect(&m_engine, &EngineController::cancelled, this, [this](quint64 id) {
+    if (id != m_lastRunId) return;  // superseded by a newer run, which keeps the bar going
+    setRunning(false);
+    Q_EMIT runCancelled();
+  });
+}
+
+void Workbench::setControls(const ControlState& c) {
+  if (c == m_controls) return;
+  m_controls = c;
+  Q_EMIT controlsChanged();
+  schedule();
+}
+
+void Workbench::setPrompt(const QString& text) {
+  if (text == m_prompt) return;
+  m_prompt = text;
+  schedule();
+}
+
+void Workbench::schedule() {
+  if (m_autoRun && m_modelReady) m_debounce.start();
+}
+
+void Workbench::loadModel(const QString& path) {
+  m_modelReady = false;
+  m_lastModelId = m_engine.loadModel(path);
+}
+
+void Workbench::setModel(std::shared_ptr<const Model> model) {
+  m_modelReady = false;
+  m_lastModelId = m_engine.setModel(std::move(model));
+}
+
+void Workbench::runNow() {
+  m_debounce.stop();
+  if (!m_modelReady) return;
+  m_lastRunId = m_engine.run(m_controls.toRequest(m_prompt.toStdString()));
+  setRunning(true);
+}
+
+void Workbench::cancel() {
+  m_debounce.stop();
+  m_engine.cancel();
+}
+
+void Workbench::setRunning(bool on) {
+  if (on == m_running) return;
+  m_running = on;
+  Q_EMIT runningChanged(on);
+}
+
+void Workbench::onFinished(const RunResultPtr& r) {
+  if (!r || r->id != m_lastRunId) return;  // a stale result: a newer run is on its way
+  m_last = r;
+  m_tokens.setResult(r);
+  m_headStats.setResult(r);
+  m_map.setResult(r);
+  m_sinks.setResult(r);
+  m_sparsity.setResult(r);
+  m_timeline.setResult(r);
+  m_compare.setResult(r);
+  setRunning(false);
+  Q_EMIT resultReady(r);
+}
+
+SinkScopeConfig Workbench::currentConfig() const {
+  SinkScopeConfig c = m_controls.toConfig(m_modelPath.toStdString(), m_sha256.toStdString());
+  c.provenance.engine_version = SINKSCOPE_VERSION;
+  c.provenance.git_sha = SINKSCOPE_GIT_SHA;
+  c.provenance.device = m_backend.isEmpty() ? std::string("cpu") : m_backend.toStdString();
+  c.provenance.created =
+      QDateTime::currentDateTimeUtc().toString(Qt::ISODate).toStdString();
+  return c;
+}
+
+QString Workbench::exportConfig(const QString& path, QString* note) const {
+  const SinkScopeConfig c = currentConfig();
+  QStringList errors;
+  for (const ConfigProblem& p : check_config(c))
+    if (p.severity == Severity::kError) errors << QString::fromStdString(format_problem(p));
+  if (!errors.isEmpty()) return tr("The settings do not form a valid config:\n") + errors.join(QLatin1Char('\n'));
+  try {
+    save_config(path.toStdString(), c);
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  if (note)
+    *note = tr("Wrote the settings without a validation block: validation against the dense "
+               "baseline on a dataset is not available in this version yet, so this config is "
+               "not validated. The Compare view shows the quality on the current prompt only.");
+  return {};
+}
+
+QString Workbench::importConfig(const QString& path, QString* warnings) {
+  ConfigParseResult r;
+  try {
+    r = load_config_file(path.toStdString());
+  } catch (const std::exception& e) {
+    return QString::fromStdString(e.what());
+  }
+  QStringList errors, warns;
+  for (const ConfigProblem& p : r.problems)
+    (p.severity == Severity::kError ? errors : warns)
+        << QString::fromStdString(format_problem(p, path.toStdString()));
+  if (warnings) *warnings = warns.join(QLatin1Char('\n'));
+  if (!errors.isEmpty()) return errors.join(QLatin1Char('\n'));
+  setControls(ControlState::fromConfig(r.config, m_controls));
+  return {};
+}
+
+}  // namespace sinkscope::gui

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: Apache-2.0
+// The workbench's state and wiring, without widgets: the controls, the prompt and the model; a
+// debounced auto re-run (newest wins); the engine thread; one view-model per dock fed from each
+// run's snapshot; config export and import through engine/config.h. The panels only bind to
+// this object, and the tests drive it directly.
+#pragma once
+
+#include <QObject>
+#include <QTimer>
+
+#include "app/gui/models/control_state.h"
+#include "app/gui/models/engine_controller.h"
+#include "app/gui/models/head_stats_model.h"
+#include "app/gui/models/token_list_model.h"
+#include "app/gui/models/view_models.h"
+
+namespace sinkscope::gui {
+
+class Workbench : public QObject {
+  Q_OBJECT
+ public:
+  explicit Workbench(BackendKind kind = BackendKind::kAuto, int threads = 0,
+                     QObject* parent = nullptr);
+
+  EngineController* engine() { return &m_engine; }
+  const ControlState& controls() const { return m_controls; }
+  const QString& prompt() const { return m_prompt; }
+  const QString& modelPath() const { return m_modelPath; }
+  const QString& backendName() const { return m_backend; }
+  bool modelReady() const { return m_modelReady; }
+  bool running() const { return m_running; }
+  RunResultPtr lastResult() const { return m_last; }
+
+  // A change schedules a run after debounceMs (restarted by every change: the newest wins).
+  void setControls(const ControlState& c);
+  void setPrompt(const QString& text);
+  void setDebounceMs(int ms) { m_debounce.setInterval(ms); }
+  int debounceMs() const { return m_debounce.interval(); }
+  void setAutoRun(bool on) { m_autoRun = on; }
+
+  void loadModel(const QString& path);  // the first run follows when it loaded
+  void setModel(std::shared_ptr<const Model> model);  // tests: an in-memory model
+  void runNow();
+  void cancel();
+
+  TokenListModel* tokens() { return &m_tokens; }
+  HeadStatsModel* headStats() { return &m_headStats; }
+  AttentionMapView* attentionMap() { return &m_map; }
+  SinksView* sinks() { return &m_sinks; }
+  SparsityView* sparsity() { return &m_sparsity; }
+  TimelineView* timeline() { return &m_timeline; }
+  CompareView* compare() { return &m_compare; }
+
+  // Writes the current settings as a config (atomically). Returns "" or the error; *note gets
+  // what the person should know (validation is not available yet, so no validation block).
+  QString exportConfig(const QString& path, QString* note = nullptr) const;
+  // The config these settings export (provenance filled in).
+  SinkScopeConfig currentConfig() const;
+  // Reads a config and applies its settings. Returns "" or every problem, one per line, each
+  // naming its key ("inference.cache.window_size: ..."); *warnings gets the warnings.
+  QString importConfig(const QString& path, QString* warnings = nullptr);
+
+ Q_SIGNALS:
+  void controlsChanged();
+  void modelLoaded(const QString& path, const QString& backend, const QString& info);
+  void modelFailed(const QString& path, const QString& message);
+  void runStarted();
+  void runProgress(double fraction, double etaSeconds, const QString& phase);
+  void resultReady(sinkscope::gui::RunResultPtr result);
+  void runFailed(const QString& message);
+  void runCancelled();
+  void runningChanged(bool running);
+
+ private:
+  void schedule();
+  void setRunning(bool on);
+  void onFinished(const RunResultPtr& r);
+
+  EngineController m_engine;
+  ControlState m_controls;
+  QString m_prompt, m_modelPath, m_backend, m_sha256;
+  bool m_modelReady = false, m_running = false, m_autoRun = true;
+  QTimer m_debounce;
+  uint64_t m_lastRunId = 0, m_lastModelId = 0;
+  RunResultPtr m_last;
+  TokenListModel m_tokens;
+  HeadStatsModel m_headStats;
+  AttentionMapView m_map;
+  SinksView m_sinks;
+  SparsityView m_sparsity;
+  TimelineView m_timeline;
+  CompareView m_compare;
+};
+
+}  // namespace sinkscope::gui
