@@ -8,6 +8,7 @@
 #include "engine/thread_pool.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SINKSCOPE_X86 1
 #endif
@@ -144,8 +145,10 @@ SINKSCOPE_AVX2 void rows_f32(const QuantMatrix& w, const float* x, float* y, int
 }
 
 bool cpu_has_avx2() {
+  // F16C is read from CPUID directly: clang before 15 rejects __builtin_cpu_supports("f16c").
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __builtin_cpu_supports("f16c");
+                         __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   return ok;
 }
 #endif

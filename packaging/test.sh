@@ -3,6 +3,14 @@
 # The test command: set up (packages + model), build everything including the tests, run ctest.
 # Tests that need the default model fail (rather than skip) when it is missing.
 # Extra arguments go to ctest, e.g.  bash packaging/test.sh -R Json
+#
+# Then two more stages, each switchable by an environment variable:
+#  - SINKSCOPE_TEST_SANITIZE=1 (default): the CPU unit tests again, built with ASan + UBSan (gcc,
+#    -DSINKSCOPE_SANITIZE=ON, CPU only) in build-asan/; the slowest model-heavy tests are left
+#    out there (SINKSCOPE_TEST_ASAN_EXCLUDE, a ctest -E regex) since the Release run covers them;
+#  - SINKSCOPE_TEST_FUZZ_SECONDS=20 (default; 0 skips): each libFuzzer target for that long
+#    (packaging/fuzz.sh), when clang is installed.
+# The status is non-zero when any stage fails.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,4 +23,54 @@ echo "test: ctest -j$jobs in $ROOT/build"
 status=0
 ctest --test-dir "$ROOT/build" --output-on-failure -j "$jobs" "$@" || status=$?
 if ((status == 0)); then echo "test: all tests passed"; else echo "test: FAILED (ctest status $status)" >&2; fi
+
+# ---- ASan + UBSan ------------------------------------------------------------------------------
+# ModelGolden's logits check runs the real model over long sequences (40 s in Release, minutes
+# under ASan); the Release run above keeps it.
+ASAN_EXCLUDE="${SINKSCOPE_TEST_ASAN_EXCLUDE:-^ModelGolden\.LogitsArgmaxAndGreedyContinuationMatchTransformers$}"
+if [[ "${SINKSCOPE_TEST_SANITIZE:-1}" != 0 ]]; then
+  asan="$ROOT/build-asan"
+  if [[ ! -f "$asan/build.ninja" ]]; then
+    echo "test: configuring $asan (ASan + UBSan, CPU only)"
+    mkdir -p "$asan"
+    cmake -S "$ROOT" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKSCOPE_SANITIZE=ON \
+      -DSINKSCOPE_CUDA=OFF -DSINKSCOPE_GUI=OFF >"$asan/test-configure.log" 2>&1 ||
+      { cat "$asan/test-configure.log" >&2; echo "test: FAILED to configure $asan" >&2; exit 1; }
+  fi
+  echo "test: building the sanitizer build in $asan"
+  asan_status=0
+  cmake --build "$asan" -j "$(nproc 2>/dev/null || echo 2)" >"$asan/test-build.log" 2>&1 ||
+    { tail -n 60 "$asan/test-build.log" >&2; asan_status=1; }
+  if ((asan_status == 0)); then
+    echo "test: ctest -j$jobs in $asan (ASan + UBSan; excluded: $ASAN_EXCLUDE)"
+    ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}" \
+      UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
+      ctest --test-dir "$asan" --output-on-failure -j "$jobs" -E "$ASAN_EXCLUDE" "$@" ||
+      asan_status=$?
+  fi
+  if ((asan_status == 0)); then
+    echo "test: sanitizer tests passed"
+  else
+    echo "test: FAILED under ASan + UBSan (status $asan_status)" >&2
+    status=1
+  fi
+fi
+
+# ---- fuzz smoke ----------------------------------------------------------------------------------
+fuzz_seconds="${SINKSCOPE_TEST_FUZZ_SECONDS:-20}"
+if [[ "$fuzz_seconds" != 0 ]]; then
+  if command -v clang++ >/dev/null 2>&1 || command -v clang++-14 >/dev/null 2>&1; then
+    echo "test: fuzzing each target for $fuzz_seconds s"
+    if bash "$ROOT/packaging/fuzz.sh" "$fuzz_seconds"; then
+      echo "test: fuzz smoke passed"
+    else
+      echo "test: FAILED: fuzz smoke (see above)" >&2
+      status=1
+    fi
+  else
+    echo "test: clang not found; skipping the fuzz smoke (packaging/setup.sh installs it)"
+  fi
+fi
+
+if ((status == 0)); then echo "test: every stage passed"; else echo "test: FAILED" >&2; fi
 exit "$status"

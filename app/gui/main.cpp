@@ -1,1 +1,142 @@
-int main() { return 0; }
+// SPDX-License-Identifier: Apache-2.0
+// sinkscope: the Qt 6 workbench.
+//   sinkscope [--model FILE] [--prompt TEXT | --prompt-file FILE] [--backend auto|cpu|cuda]
+//             [--screenshot FILE [--views DIR]] [--layer L --head H] [--fresh]
+// --screenshot renders the main window after the first run and exits (docs, tests); --views also
+// saves each view dock as DIR/<name>.png.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QDockWidget>
+#include <QFile>
+#include <QSettings>
+#include <QTimer>
+
+#include <cstdio>
+
+#include "app/gui/models/workbench.h"
+#include "app/gui/panels/main_window.h"
+#include "engine/backend_factory.h"
+#include "engine/paths.h"
+
+using namespace sinkscope;
+using namespace sinkscope::gui;
+
+namespace {
+
+bool saveGrab(QWidget* w, const QString& path) {
+  const bool ok = w->grab().save(path);
+  std::fprintf(ok ? stdout : stderr, "sinkscope: %s %s\n", ok ? "wrote" : "could not write",
+               qPrintable(path));
+  return ok;
+}
+
+// Saves the window (and each view) once the first run has finished, then quits.
+void screenshotAndQuit(MainWindow* w, const QString& file, const QString& viewsDir, bool runOk) {
+  bool ok = saveGrab(w, file);
+  if (!viewsDir.isEmpty()) {
+    QDir().mkpath(viewsDir);
+    for (QDockWidget* d : w->viewDocks()) {
+      d->raise();
+      QApplication::processEvents();
+      ok = saveGrab(d, viewsDir + QLatin1Char('/') + d->objectName() + QStringLiteral(".png")) && ok;
+    }
+  }
+  QApplication::exit(ok && runOk ? 0 : 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("SinkScope"));
+  QApplication::setApplicationName(QStringLiteral("sinkscope"));
+  QApplication::setApplicationVersion(QStringLiteral("0.1"));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/sinkscope.svg")));
+
+  QCommandLineParser cli;
+  cli.setApplicationDescription(QStringLiteral("SinkScope workbench: attention sinks, KV cache and sparse attention"));
+  cli.addHelpOption();
+  cli.addVersionOption();
+  QCommandLineOption model({QStringLiteral("m"), QStringLiteral("model")}, QStringLiteral("GGUF model (default: $SINKSCOPE_MODEL or the cached SmolLM2)"), QStringLiteral("FILE"));
+  QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("prompt text"), QStringLiteral("TEXT"));
+  QCommandLineOption promptFile(QStringLiteral("prompt-file"), QStringLiteral("prompt from a file"), QStringLiteral("FILE"));
+  QCommandLineOption backend(QStringLiteral("backend"), QStringLiteral("auto, cpu or cuda"), QStringLiteral("KIND"), QStringLiteral("auto"));
+  QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("render the main window after a run to FILE and exit"), QStringLiteral("FILE"));
+  QCommandLineOption views(QStringLiteral("views"), QStringLiteral("with --screenshot: also save each view to DIR"), QStringLiteral("DIR"));
+  QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer of the attention map"), QStringLiteral("L"));
+  QCommandLineOption head(QStringLiteral("head"), QStringLiteral("head of the attention map"), QStringLiteral("H"));
+  QCommandLineOption config(QStringLiteral("config"), QStringLiteral("import a config file at start"), QStringLiteral("FILE"));
+  QCommandLineOption fresh(QStringLiteral("fresh"), QStringLiteral("ignore the saved settings and layout"));
+  cli.addOptions({model, prompt, promptFile, backend, shot, views, layer, head, config, fresh});
+  cli.process(app);
+
+  const auto kind = parse_backend_kind(cli.value(backend).toStdString());
+  if (!kind) {
+    std::fprintf(stderr, "sinkscope: --backend must be auto, cpu or cuda\n");
+    return 2;
+  }
+  const bool screenshot = cli.isSet(shot);
+  if (screenshot) app.setProperty("sinkscopeNoDialogs", true);
+  const bool useSettings = !cli.isSet(fresh) && !screenshot;
+
+  Workbench wb(*kind);
+  MainWindow w(&wb);
+  w.resize(1600, 1000);
+  QSettings settings;
+  ControlState controls;
+  QString text = QStringLiteral("The attention sink phenomenon: language models put a large share of "
+                                "attention on the first token, whatever it says.");
+  QFile sample(QStringLiteral(":/prompts/attention-sinks.txt"));
+  if (sample.open(QIODevice::ReadOnly)) text = QString::fromUtf8(sample.readAll()).trimmed();
+  if (useSettings) {
+    const auto saved = parse_config(settings.value(QStringLiteral("session/config")).toString().toStdString());
+    if (saved.ok() && settings.contains(QStringLiteral("session/config")))
+      controls = ControlState::fromConfig(saved.config, controls);
+    controls.maxTokens = settings.value(QStringLiteral("session/maxTokens"), controls.maxTokens).toInt();
+    text = settings.value(QStringLiteral("session/prompt"), text).toString();
+    w.restoreSettings();
+  }
+  if (cli.isSet(layer)) controls.layer = cli.value(layer).toInt();
+  if (cli.isSet(head)) controls.head = cli.value(head).toInt();
+  wb.setControls(controls);
+  if (cli.isSet(config)) {
+    const QString err = wb.importConfig(cli.value(config));
+    if (!err.isEmpty()) std::fprintf(stderr, "sinkscope: %s\n", qPrintable(err));
+  }
+  if (cli.isSet(prompt)) text = cli.value(prompt);
+  if (cli.isSet(promptFile)) {
+    QFile f(cli.value(promptFile));
+    if (!f.open(QIODevice::ReadOnly)) {
+      std::fprintf(stderr, "sinkscope: cannot read %s\n", qPrintable(cli.value(promptFile)));
+      return 2;
+    }
+    text = QString::fromUtf8(f.readAll()).trimmed();
+  }
+  w.setPromptText(text);
+  QObject::connect(&wb, &Workbench::controlsChanged, &wb, [&wb] {
+    QSettings().setValue(QStringLiteral("session/maxTokens"), wb.controls().maxTokens);
+  });
+
+  if (screenshot) {
+    const QString file = cli.value(shot), dir = cli.value(views);
+    QObject::connect(&wb, &Workbench::resultReady, &w, [&w, file, dir] {
+      QTimer::singleShot(300, &w, [&w, file, dir] { screenshotAndQuit(&w, file, dir, true); });
+    });
+    auto fail = [&w, file, dir](const QString&, const QString& msg = {}) {
+      std::fprintf(stderr, "sinkscope: %s\n", qPrintable(msg));
+      QTimer::singleShot(100, &w, [&w, file, dir] { screenshotAndQuit(&w, file, dir, false); });
+    };
+    QObject::connect(&wb, &Workbench::modelFailed, &w, fail);
+    QObject::connect(&wb, &Workbench::runFailed, &w, [fail](const QString& m) { fail(QString(), m); });
+    QTimer::singleShot(600000, &app, [] {
+      std::fprintf(stderr, "sinkscope: --screenshot timed out\n");
+      QApplication::exit(3);
+    });
+  }
+  w.show();
+  const QString path = cli.isSet(model) ? cli.value(model) : QString::fromStdString(default_model_path().string());
+  QTimer::singleShot(0, &w, [&w, path] { QMetaObject::invokeMethod(&w, [&w, path] { (void)w; }); });
+  wb.loadModel(path);
+  return app.exec();
+}

@@ -8,7 +8,7 @@
 #   MODEL=<file.gguf>  (or SINKSCOPE_MODEL) the model; else $ROOT/.model/<file> or its split
 #                      parts $ROOT/.model/<file>.part-*; else the set-up script's cache path
 #   BUILD=<dir> (default build-gpu)   OUT=<dir> (default $BUILD/out-backend)
-#   SKIP_TESTS=1 / SKIP_BENCH=1 / SKIP_HF=1     REPS=<n> benchmark repetitions (default 5)
+#   SKIP_TESTS=1 / SKIP_BENCH=1 / SKIP_HF=1 / SKIP_ABLATE=1 (bench with PDL / fused combine off)     REPS=<n> benchmark repetitions (default 5)
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
@@ -60,6 +60,14 @@ if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   timeout 600 "$BUILD/tests/gpu/bench_e2e" --csv "$OUT/ours.csv" --ids "$OUT/prompt_ids.txt" \
     --reps "$REPS" >"$OUT/bench.log" 2>&1 || echo "bench_e2e failed (rc=$?)"
   cat "$OUT/bench.log"
+  if [[ "${SKIP_ABLATE:-0}" != 1 ]]; then
+    # Decode-step switches (tests/gpu/NOTES.md, backend v3): PDL off, fused combine off, both.
+    for sw in "SINKSCOPE_PDL=0" "SINKSCOPE_FUSED_COMBINE=0" "SINKSCOPE_PDL=0 SINKSCOPE_FUSED_COMBINE=0"; do
+      echo "== bench_e2e with $sw =="
+      env $sw timeout 300 "$BUILD/tests/gpu/bench_e2e" --reps 3 2>&1 | grep -E "graph stats|sinkscope cuda graph" ||
+        echo "bench_e2e ($sw) failed"
+    done
+  fi
   if [[ "${SKIP_HF:-0}" != 1 ]]; then
     echo "== HF transformers (same GPU, same prompt) =="
     ids_arg=()

@@ -49,7 +49,7 @@ void replay(const std::string& target, Body body, size_t min_inputs) {
       ADD_FAILURE() << p << ": unexpected exception: " << e.what();
     }
   }
-  RecordProperty("inputs", static_cast<int>(files.size()));
+  ::testing::Test::RecordProperty("inputs", static_cast<int>(files.size()));
 }
 
 TEST(MalformedCorpus, Gguf) { replay("gguf", fuzz::gguf_one_input, 5); }

@@ -80,14 +80,14 @@ class FdCapture {
   std::string m_text;
 };
 
-struct Run {
+struct CliRun {
   int status = -1;
   std::string out, err;        // the streams given to run_cli
   std::string fd_out, fd_err;  // anything written to the process's stdout / stderr
 };
 
-Run run(std::vector<std::string> args) {
-  Run r;
+CliRun run(std::vector<std::string> args) {
+  CliRun r;
   std::ostringstream out, err;
   FdCapture cap_out(STDOUT_FILENO), cap_err(STDERR_FILENO);
   r.status = cli::run_cli(args, out, err);
@@ -106,7 +106,7 @@ void expect_no_secret(const std::string& text, const std::string& where) {
         << text;
 }
 
-void expect_private(const Run& r, const std::string& what) {
+void expect_private(const CliRun& r, const std::string& what) {
   expect_no_secret(r.err, what + ": stderr stream");
   expect_no_secret(r.out, what + ": stdout stream");
   expect_no_secret(r.fd_err, what + ": process stderr");
@@ -134,7 +134,7 @@ class Privacy : public ::testing::Test {
 };
 
 TEST_F(Privacy, GenerateLogsLengthAndFingerprintOnly) {
-  const Run r = run({"generate", "--model", s_model, "--prompt", kSecret, "--max-tokens", "4",
+  const CliRun r = run({"generate", "--model", s_model, "--prompt", kSecret, "--max-tokens", "4",
                      "--threads", "1"});
   ASSERT_EQ(r.status, 0) << r.err;
   expect_private(r, "generate");
@@ -145,7 +145,7 @@ TEST_F(Privacy, GenerateLogsLengthAndFingerprintOnly) {
 }
 
 TEST_F(Privacy, GenerateJsonAndChat) {
-  Run r = run({"generate", "--model", s_model, "--prompt", kSecret, "--max-tokens", "3",
+  CliRun r = run({"generate", "--model", s_model, "--prompt", kSecret, "--max-tokens", "3",
                "--threads", "1", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
   expect_private(r, "generate --json");
@@ -163,7 +163,7 @@ TEST_F(Privacy, ErrorPathsDoNotEchoThePrompt) {
   // Longer than the context: a usage error that gives token counts, not text.
   std::string long_prompt;
   for (int i = 0; i < 20; ++i) long_prompt += kSecret + " ";
-  Run r = run({"generate", "--model", s_model, "--prompt", long_prompt, "--ctx", "32",
+  CliRun r = run({"generate", "--model", s_model, "--prompt", long_prompt, "--ctx", "32",
                "--threads", "1"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("longer than the context"), std::string::npos) << r.err;
@@ -179,7 +179,7 @@ TEST_F(Privacy, ErrorPathsDoNotEchoThePrompt) {
 }
 
 TEST_F(Privacy, PerplexityOfASecretFile) {
-  const Run r = run({"perplexity", "--model", s_model, "--file", s_text_file, "--ctx", "32",
+  const CliRun r = run({"perplexity", "--model", s_model, "--file", s_text_file, "--ctx", "32",
                      "--threads", "1"});
   ASSERT_EQ(r.status, 0) << r.err;
   expect_private(r, "perplexity");
@@ -187,7 +187,7 @@ TEST_F(Privacy, PerplexityOfASecretFile) {
 
 TEST_F(Privacy, TraceLogAndTraceFile) {
   const fs::path trace = s_dir->path() / "trace.json";
-  const Run r = run({"trace", "--model", s_model, "--prompt", kSecret, "--max-tokens", "3",
+  const CliRun r = run({"trace", "--model", s_model, "--prompt", kSecret, "--max-tokens", "3",
                      "--out", trace.string(), "--summary", "--threads", "1"});
   ASSERT_EQ(r.status, 0) << r.err;
   expect_private(r, "trace");

@@ -86,7 +86,7 @@ AttentionMap computeHeadAttention(const Model& model, const std::vector<TokenId>
   const float scale = float(1.0 / std::sqrt(double(d)));
   RopeTable rope(c, w.rope_freqs);
   const int half = rope.dim() / 2;
-  std::vector<float> cs(size_t(n) * half), sn(size_t(n) * half);
+  std::vector<float> cs(static_cast<size_t>(n) * half), sn(size_t(n) * half);
   for (int i = 0; i < n; ++i) rope.angles(i, &cs[size_t(i) * half], &sn[size_t(i) * half]);
 
   std::vector<float> x(size_t(n * D)), xn(size_t(n * D)), q(size_t(n * Q)), k(size_t(n * KV)),
@@ -119,7 +119,7 @@ AttentionMap computeHeadAttention(const Model& model, const std::vector<TokenId>
     if (last) break;
     // Dense attention of every head (the layer's output feeds the next layer).
     forEach(pool, c.n_head, [&](int64_t h) {
-      std::vector<float> p(size_t(n));
+      std::vector<float> p(static_cast<size_t>(n));
       const int kvh = int(h) / group;
       for (int i = 0; i < n; ++i) {
         probabilityRow(&q[size_t(i * Q + h * d)], &k[size_t(kvh * d)], i, int(KV), int(d), scale,
@@ -154,13 +154,13 @@ AttentionMap computeHeadAttention(const Model& model, const std::vector<TokenId>
   m.rows = int(m.rowStart.size()) - 1;
   m.cols = m.rows;
   m.cells.assign(size_t(m.rows) * m.cols, 0.0f);
-  std::vector<double> colSum(size_t(n), 0.0);
-  std::vector<int> colQueries(size_t(n), 0);
-  std::vector<int> colBin(size_t(n));
+  std::vector<double> colSum(static_cast<size_t>(n), 0.0);
+  std::vector<int> colQueries(static_cast<size_t>(n), 0);
+  std::vector<int> colBin(static_cast<size_t>(n));
   for (int b = 0; b < m.cols; ++b)
     for (int j = m.colStart[size_t(b)]; j < m.colStart[size_t(b) + 1]; ++j) colBin[size_t(j)] = b;
   const int kvh = o.head / group;
-  std::vector<float> p(size_t(n));
+  std::vector<float> p(static_cast<size_t>(n));
   for (int r = 0; r < m.rows; ++r) {
     std::vector<double> acc(size_t(m.cols), 0.0);
     for (int i = m.rowStart[size_t(r)]; i < m.rowStart[size_t(r) + 1]; ++i) {

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "app/gui/panels/controls_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QSlider>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+namespace sinkscope::gui {
+
+ControlsPanel::ControlsPanel(QWidget* parent) : QWidget(parent) {
+  auto* attn = new QGroupBox(tr("Dynamic sparse attention"), this);
+  auto* af = new QFormLayout(attn);
+  m_sparse = new QCheckBox(tr("skip tiles (sparse on)"), attn);
+  m_sparse->setToolTip(tr("Skip a KV tile when exp(tile max - running max) < lambda for every row"));
+  af->addRow(m_sparse);
+  m_mode = new QComboBox(attn);
+  m_mode->addItems({tr("fixed lambda"), tr("length scaled (c / L_kv)")});
+  af->addRow(tr("Threshold"), m_mode);
+  addLambda(af, tr("lambda prefill"), m_prefillSlider, m_prefill, &ControlState::lambdaPrefill);
+  addLambda(af, tr("lambda decode"), m_decodeSlider, m_decode, &ControlState::lambdaDecode);
+  m_block = new QComboBox(attn);
+  m_block->addItems({QStringLiteral("64"), QStringLiteral("128")});
+  m_block->setToolTip(tr("KV tile = KV page, in tokens"));
+  af->addRow(tr("Block size"), m_block);
+
+  auto* cache = new QGroupBox(tr("KV cache"), this);
+  auto* cf = new QFormLayout(cache);
+  m_window = new QCheckBox(tr("sliding window with sinks"), cache);
+  m_window->setToolTip(tr("Keep the first S tokens and the W most recent (StreamingLLM); off keeps everything"));
+  cf->addRow(m_window);
+  m_windowSize = new QSpinBox(cache);
+  m_windowSize->setRange(1, 1 << 20);
+  cf->addRow(tr("Window W"), m_windowSize);
+  m_sinks = new QSpinBox(cache);
+  m_sinks->setRange(0, 1024);
+  cf->addRow(tr("Sinks S"), m_sinks);
+  m_position = new QComboBox(cache);
+  m_position->addItems({tr("cache (re-rotated)"), tr("original")});
+  cf->addRow(tr("Positions"), m_position);
+  m_quant = new QComboBox(cache);
+  m_quant->addItems({tr("off (float)"), QStringLiteral("int8"), QStringLiteral("int4")});
+  cf->addRow(tr("KV quantization"), m_quant);
+  m_protect = new QCheckBox(tr("protect sink positions (16-bit)"), cache);
+  cf->addRow(m_protect);
+
+  m_compare = new QCheckBox(tr("compare with the dense baseline"), this);
+  m_compare->setToolTip(tr("Also run dense attention with a full cache (cached while the prompt is unchanged)"));
+
+  auto* lay = new QVBoxLayout(this);
+  lay->addWidget(attn);
+  lay->addWidget(cache);
+  lay->addWidget(m_compare);
+  lay->addStretch(1);
+
+  for (QCheckBox* c : {m_sparse, m_window, m_protect, m_compare})
+    connect(c, &QCheckBox::toggled, this, &ControlsPanel::commit);
+  for (QComboBox* c : {m_mode, m_block, m_position, m_quant})
+    connect(c, &QComboBox::currentIndexChanged, this, &ControlsPanel::commit);
+  for (QSpinBox* s : {m_windowSize, m_sinks}) connect(s, &QSpinBox::valueChanged, this, &ControlsPanel::commit);
+  setState(m_state);
+}
+
+void ControlsPanel::addLambda(QFormLayout* form, const QString& label, QSlider*& slider,
+                              QDoubleSpinBox*& spin, double ControlState::*member) {
+  slider = new QSlider(Qt::Horizontal, this);
+  slider->setRange(0, kLambdaSteps);
+  slider->setToolTip(tr("Log scale from %1 to %2; far left is 0 (dense)").arg(kLambdaMin).arg(kLambdaMax));
+  spin = new QDoubleSpinBox(this);
+  spin->setDecimals(6);
+  spin->setRange(0.0, 1000.0);  // c of length-scaled mode may exceed 1
+  spin->setSingleStep(0.001);
+  spin->setKeyboardTracking(false);
+  auto* row = new QHBoxLayout;
+  row->addWidget(slider, 1);
+  row->addWidget(spin);
+  form->addRow(label, row);
+  QSlider* sl = slider;
+  QDoubleSpinBox* sp = spin;
+  connect(slider, &QSlider::valueChanged, this, [this, sp, member](int v) {
+    if (m_updating) return;
+    m_updating = true;
+    m_state.*member = sliderToLambda(v);
+    sp->setValue(m_state.*member);
+    m_updating = false;
+    commit();
+  });
+  connect(spin, &QDoubleSpinBox::valueChanged, this, [this, sl, member](double v) {
+    if (m_updating) return;
+    m_updating = true;
+    m_state.*member = v;
+    sl->setValue(lambdaToSlider(v));
+    m_updating = false;
+    commit();
+  });
+}
+
+void ControlsPanel::setQuantizationAvailable(bool on) {
+  m_quant->setEnabled(on);
+  m_quant->setToolTip(on ? tr("Symmetric per-token groups of 32 with 16-bit scales")
+                         : tr("not available in this build"));
+}
+
+void ControlsPanel::setState(const ControlState& s) {
+  m_updating = true;
+  m_state = s;
+  m_sparse->setChecked(s.sparse);
+  m_mode->setCurrentIndex(s.thresholdMode == ThresholdMode::kLengthScaled ? 1 : 0);
+  m_prefill->setValue(s.lambdaPrefill);
+  m_prefillSlider->setValue(lambdaToSlider(s.lambdaPrefill));
+  m_decode->setValue(s.lambdaDecode);
+  m_decodeSlider->setValue(lambdaToSlider(s.lambdaDecode));
+  m_block->setCurrentIndex(s.blockSize == 128 ? 1 : 0);
+  m_window->setChecked(s.slidingWindow);
+  m_windowSize->setValue(s.windowSize);
+  m_sinks->setValue(s.sinkCount);
+  m_position->setCurrentIndex(s.positionMode == PositionMode::kOriginal ? 1 : 0);
+  m_quant->setCurrentIndex(int(s.kvQuant));
+  m_protect->setChecked(s.protectSinks);
+  m_compare->setChecked(s.compare);
+  m_updating = false;
+  syncEnabled();
+}
+
+void ControlsPanel::syncEnabled() {
+  const bool sparse = m_sparse->isChecked();
+  for (QWidget* w : std::initializer_list<QWidget*>{m_mode, m_prefillSlider, m_prefill, m_decodeSlider, m_decode})
+    w->setEnabled(sparse);
+  const bool win = m_window->isChecked();
+  for (QWidget* w : std::initializer_list<QWidget*>{m_windowSize, m_sinks, m_position}) w->setEnabled(win);
+  m_protect->setEnabled(m_quant->isEnabled() && m_quant->currentIndex() != 0);
+}
+
+void ControlsPanel::commit() {
+  if (m_updating) return;
+  ControlState s = m_state;
+  s.sparse = m_sparse->isChecked();
+  s.thresholdMode = m_mode->currentIndex() == 1 ? ThresholdMode::kLengthScaled : ThresholdMode::kFixed;
+  s.lambdaPrefill = m_prefill->value();
+  s.lambdaDecode = m_decode->value();
+  s.blockSize = m_block->currentIndex() == 1 ? 128 : 64;
+  s.slidingWindow = m_window->isChecked();
+  s.windowSize = m_windowSize->value();
+  s.sinkCount = m_sinks->value();
+  s.positionMode = m_position->currentIndex() == 1 ? PositionMode::kOriginal : PositionMode::kCache;
+  s.kvQuant = KvQuantChoice(m_quant->currentIndex());
+  s.protectSinks = m_protect->isChecked();
+  s.compare = m_compare->isChecked();
+  m_state = s;
+  syncEnabled();
+  Q_EMIT edited(s);
+}
+
+}  // namespace sinkscope::gui
