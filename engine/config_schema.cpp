@@ -22,6 +22,7 @@
 
 #if SINKSCOPE_HAVE_YAML_CPP
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -31,7 +32,9 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
+#include <sstream>
 
 namespace sinkscope {
 
@@ -46,6 +49,40 @@ using Pos = std::pair<int, int>;  // 1-based line, column; {0, 0} unknown
 Pos pos_of(const YAML::Mark& m) {
   if (m.is_null() || m.line < 0) return {0, 0};
   return {m.line + 1, m.column + 1};
+}
+
+// yaml-cpp before 0.8.0 loops forever in LoadAll(), allocating a null document per round, on a
+// stray token it cannot start a node with (a lone ',': jbeder/yaml-cpp#1040, fixed upstream by
+// #1319; found by tests/fuzz/fuzz_config). A first pass that only records where each document
+// starts stops as soon as a document starts where the previous one did, i.e. nothing was consumed.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// Where parsing stalls on a token no node can start with; nullopt when the stream is fine (or
+// fails with a YAML::Exception, which the caller's LoadAll() then reports).
+std::optional<YAML::Mark> stalled_at(const std::string& text) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts d;
+  while (parser.HandleNextDocument(d)) {
+    const size_t n = d.starts.size();
+    if (n >= 2 && d.starts[n - 1].pos == d.starts[n - 2].pos) return d.starts[n - 1];
+  }
+  return std::nullopt;
 }
 
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -636,7 +673,14 @@ ConfigParseResult parse_config(std::string_view text) {
   Reader r;
   std::vector<YAML::Node> docs;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    const std::string yaml(text);
+    if (const std::optional<YAML::Mark> m = stalled_at(yaml)) {
+      const Pos p = pos_of(*m);
+      result.problems.push_back(
+          {Severity::kError, "", p.first, p.second, "invalid YAML: unexpected character"});
+      return result;
+    }
+    docs = YAML::LoadAll(yaml);
   } catch (const YAML::Exception& e) {
     const Pos p = pos_of(e.mark);
     result.problems.push_back({Severity::kError, "", p.first, p.second, "invalid YAML: " + e.msg});

@@ -33,7 +33,7 @@ namespace sinkscope::kernels::detail {
 
 constexpr int kDecodeWarps = 4;
 
-// Fused combine (the default; SINKSCOPE_FUSED_COMBINE=0 restores the separate combine kernel):
+// Fused combine (opt-in with SINKSCOPE_FUSED_COMBINE=1; the separate combine kernel is the default):
 // after writing its partials each split CTA bumps an arrival counter of its KV head; the last
 // CTA to arrive (of the ACTUAL splits) merges the group's heads with exactly the arithmetic and
 // order of attention_decode_combine_kernel, then resets the counter to 0 for the next launch.

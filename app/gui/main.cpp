@@ -9,6 +9,7 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QFile>
+#include <QFileInfo>
 #include <QSettings>
 #include <QTimer>
 
@@ -33,6 +34,7 @@ bool saveGrab(QWidget* w, const QString& path) {
 
 // Saves the window (and each view) once the first run has finished, then quits.
 void screenshotAndQuit(MainWindow* w, const QString& file, const QString& viewsDir, bool runOk) {
+  QDir().mkpath(QFileInfo(file).absolutePath());
   bool ok = saveGrab(w, file);
   if (!viewsDir.isEmpty()) {
     QDir().mkpath(viewsDir);

@@ -147,7 +147,10 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
   res->request = req;
   res->nLayer = c.n_layer;
   res->nHead = c.n_head;
-  res->promptTokens = tok.encode(req.prompt);
+  // The chat template's special tokens are parsed; the user's text is the message content.
+  res->promptTokens = req.chatTemplate
+                          ? tok.encode(tok.apply_chat_template({{"user", req.prompt}}), /*parse_special=*/true)
+                          : tok.encode(req.prompt);
   const int n = int(res->promptTokens.size());
   if (n < 2) throw std::invalid_argument("the prompt has fewer than 2 tokens; type some text");
   const int maxTokens = std::clamp(req.maxTokens, 1, 4096);

@@ -25,6 +25,7 @@ struct RunRequest {
   int mapSize = 256;         // the attention map is downsampled to at most mapSize^2 cells
   int sinkPositions = 64;    // key positions covered by the column-mass probe
   bool compare = true;       // also run (or reuse) the dense baseline
+  bool chatTemplate = true;  // wrap the prompt as one user message (instruct models)
 };
 
 // The attention probabilities of one (layer, head) over the prompt, mean-pooled into a grid of

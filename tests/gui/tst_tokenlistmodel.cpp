@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <QAbstractItemModelTester>
+#include <QTest>
+
+#include "app/gui/models/token_list_model.h"
+#include "tests/gui/test_model.h"
+
+using namespace sinkscope::gui;
+
+class TestTokenListModel : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void emptyAndFilled() {
+    TokenListModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QCOMPARE(model.rowCount(), 0);
+    fill(model);
+    QVERIFY(model.rowCount() > 0);
+    for (int r = 0; r < model.rowCount(); ++r)
+      for (int c = 0; c < static_cast<QAbstractItemModel&>(model).columnCount(); ++c)
+        QVERIFY(model.data(model.index(r, c)).isValid());
+    fill(model);  // a second snapshot resets cleanly
+    check(model);
+  }
+ private:
+  void fill(TokenListModel& m);
+  void check(TokenListModel& m);
+};
+
+void TestTokenListModel::fill(TokenListModel& m) { m.setResult(test::sampleResult()); }
+void TestTokenListModel::check(TokenListModel& m) {
+  const auto r = test::sampleResult();
+  QCOMPARE(m.rowCount(), int(r->promptTokens.size() + r->tokens.size()));
+  QCOMPARE(m.promptLength(), int(r->promptTokens.size()));
+  const QModelIndex last = m.index(m.rowCount() - 1);
+  QVERIFY(last.data(TokenListModel::GeneratedRole).toBool());
+  QVERIFY(!m.index(0).data(TokenListModel::GeneratedRole).toBool());
+  QCOMPARE(m.index(3).data(TokenListModel::PositionRole).toInt(), 3);
+  QCOMPARE(TokenListModel::visiblePiece("a\nb"), QStringLiteral("a\u23CEb"));
+}
+
+QTEST_GUILESS_MAIN(TestTokenListModel)
+#include "tst_tokenlistmodel.moc"

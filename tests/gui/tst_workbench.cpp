@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "app/gui/models/workbench.h"
+#include "tests/gui/test_model.h"
+
+using namespace sinkscope;
+using namespace sinkscope::gui;
+
+namespace {
+
+void expectAllViewsFilled(Workbench& wb) {
+  QVERIFY(wb.tokens()->rowCount() > 0);
+  QVERIFY(wb.headStats()->rowCount() > 0);
+  QVERIFY(wb.attentionMap()->hasData());
+  QVERIFY(wb.sinks()->hasData());
+  QVERIFY(!wb.sinks()->firstMass().empty());
+  QVERIFY(!wb.sinks()->recommendation().isEmpty());
+  QVERIFY(wb.sparsity()->hasData());
+  QVERIFY(wb.timeline()->hasData());
+  QVERIFY(wb.timeline()->summary()->rowCount() > 0);
+  QVERIFY(wb.compare()->hasData());
+  QVERIFY(!wb.compare()->comparison().klPerToken.empty());
+}
+
+}  // namespace
+
+class TestWorkbench : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void controlChangeRerunsAndFillsEveryView() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setDebounceMs(50);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    wb.setPrompt(test::longPrompt());
+    wb.setModel(test::randomModel());
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);  // the first run follows the load
+    expectAllViewsFilled(wb);
+    QSignalSpy mapChanged(wb.attentionMap(), &AttentionMapView::changed);
+    ControlState s = wb.controls();
+    s.lambdaPrefill = 0.25;
+    s.layer = 1;
+    s.head = 1;
+    wb.setControls(s);
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
+    QCOMPARE(mapChanged.count(), 1);
+    QCOMPARE(wb.lastResult()->request.attention.threshold_prefill, 0.25);
+    QCOMPARE(wb.attentionMap()->map().layer, 1);
+    expectAllViewsFilled(wb);
+    // A burst of changes within the debounce runs once, with the newest settings.
+    for (int i = 0; i < 5; ++i) {
+      s.windowSize = 100 + i;
+      s.slidingWindow = true;
+      wb.setControls(s);
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 3, 30000);
+    QTest::qWait(300);
+    QCOMPARE(ready.count(), 3);
+    QCOMPARE(wb.lastResult()->request.cache.window_size, int64_t(104));
+  }
+  void configExportLoadsBackIdentically() {
+    Workbench wb(BackendKind::kCpu, 2);
+    ControlState s;
+    s.lambdaPrefill = 0.0375;
+    s.lambdaDecode = 0.001;
+    s.slidingWindow = true;
+    s.windowSize = 300;
+    s.sinkCount = 6;
+    s.kvQuant = KvQuantChoice::kInt8;
+    wb.setControls(s);
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("c.yaml"));
+    QString note;
+    QCOMPARE(wb.exportConfig(path, &note), QString());
+    QVERIFY(note.contains(QStringLiteral("not validated")));
+    const ConfigParseResult r = load_config_file(path.toStdString());
+    QVERIFY(r.ok());
+    QVERIFY(!r.config.validation.has_value());
+    SinkScopeConfig expected = wb.currentConfig();
+    expected.provenance.created = r.config.provenance.created;  // the clock moved on
+    QVERIFY(r.config == expected);
+    // Import into a fresh workbench restores the same controls.
+    Workbench other(BackendKind::kCpu, 2);
+    QCOMPARE(other.importConfig(path), QString());
+    QCOMPARE(other.controls(), s);
+  }
+  void badConfigNamesTheKey() {
+    Workbench wb(BackendKind::kCpu, 2);
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("bad.yaml"));
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("sinkscope_config_version: 1\ninference:\n  cache:\n    window_size: 0\n    bogus_key: 3\n");
+    f.close();
+    const ControlState before = wb.controls();
+    const QString err = wb.importConfig(path);
+    QVERIFY(err.contains(QStringLiteral("inference.cache.window_size")));
+    QVERIFY(err.contains(QStringLiteral("bogus_key")));
+    QCOMPARE(wb.controls(), before);  // nothing applied
+    QVERIFY(!wb.importConfig(dir.filePath(QStringLiteral("missing.yaml"))).isEmpty());
+  }
+  void badModelShowsError() {
+    Workbench wb(BackendKind::kCpu, 2);
+    QSignalSpy failed(&wb, &Workbench::modelFailed);
+    wb.loadModel(QStringLiteral(SINKSCOPE_SOURCE_DIR "/README.md"));
+    QTRY_COMPARE(failed.count(), 1);
+    QVERIFY(!wb.modelReady());
+    wb.runNow();  // no model: nothing happens, nothing crashes
+    QVERIFY(!wb.running());
+  }
+  void defaultModelRun() {
+    const QString path = test::defaultModelPath();
+    if (path.isEmpty()) QSKIP("the default model is not present (bash packaging/setup.sh fetches it)");
+    Workbench wb(BackendKind::kCpu, 2);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    QSignalSpy failed(&wb, &Workbench::runFailed);
+    wb.setPrompt(QStringLiteral("Why do language models attend to the first token?"));
+    ControlState s;
+    s.maxTokens = 4;
+    wb.setControls(s);
+    wb.loadModel(path);
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 120000);
+    QCOMPARE(failed.count(), 0);
+    expectAllViewsFilled(wb);
+    QCOMPARE(wb.lastResult()->nLayer, 30);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestWorkbench)
+#include "tst_workbench.moc"
