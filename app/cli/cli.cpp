@@ -22,6 +22,7 @@ const char* const kTopHelp =
     "  perplexity   score a text file\n"
     "  info         show a model's configuration, tensors and tokenizer\n"
     "  trace        run a generation with the profiler on; write a Chrome trace\n"
+    "  quality      dynamic-sparse vs dense on a text: sparsity, KL, top-1, perplexity change\n"
     "  calibrate    fit the dynamic-sparse threshold for a target sparsity (length_scaled c)\n"
     "  config       check, show, export (llama.cpp flags) or size (KV capacity) a config file\n"
     "  sinks        find attention sinks and recommend sink_keep_count\n"
@@ -65,13 +66,14 @@ int run_cli(std::span<const std::string> args, std::ostream& out, std::ostream& 
     if (command == "info") return run_info(parse_info_args(rest), out, err);
     if (command == "config") return run_config(rest, out, err);
     if (command == "calibrate") return run_calibrate(rest, out, err);
+    if (command == "quality") return run_quality(rest, out, err);
     if (command == "trace") return run_trace(parse_trace_args(rest), out, err);
     if (command == "sinks") return run_sinks(parse_sinks_args(rest), out, err);
     if (command == "stream-ppl") return run_stream_ppl(parse_stream_ppl_args(rest), out, err);
     if (command == "passkey") return run_passkey(parse_passkey_args(rest), out, err);
     const std::string what = command.rfind("-", 0) == 0 ? "unknown option '" : "unknown command '";
     command.clear();
-    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info, config, calibrate, trace, sinks, stream-ppl, passkey)");
+    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info, config, calibrate, quality, trace, sinks, stream-ppl, passkey)");
   } catch (const UsageError& e) {
     out.flush();
     const std::string who = command.empty() ? "sinkscope-cli" : "sinkscope-cli " + command;

@@ -22,6 +22,7 @@ int run_passkey(const PasskeyArgs& a, std::ostream& out, std::ostream& err) {
   for (int l : a.lengths) longest = std::max(longest, l);
   bo.max_context = std::max(longest + 64, model->config().n_ctx_train);
   if (a.cache) bo.cache = *a.cache;
+  bo.attention = a.attention;
   auto backend = make_cpu_backend(model, bo);
   const std::string what = a.cache ? describe(*a.cache) : "full cache, float32";
   err << "sinkscope-cli: passkey retrieval (" << what << ")\n";

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "app/cli/kv_args.h"
 
+#include "app/cli/attention_options.h"
+
 #include <sstream>
 
 namespace sinkscope::cli {
@@ -172,6 +174,7 @@ PasskeyArgs parse_passkey_args(std::span<const std::string> args) {
       .option("--lengths", "N,...", "prompt lengths in tokens (default 1024,2048)")
       .option("--depths", "D,...", "needle depths in [0, 1] (default 0,0.25,0.5,0.75,1)");
   add_cache_options(p);
+  add_attention_options(p);
   p.option("--trials", "N", "tasks per (length, depth), different keys (default 1)")
       .option("--seed", "S", "first task seed (default 1)")
       .option("--threads", "N", "CPU threads, 0 = all (default)")
@@ -187,6 +190,7 @@ PasskeyArgs parse_passkey_args(std::span<const std::string> args) {
   if (auto l = p.get("--lengths")) a.lengths = parse_list<int>("--lengths", *l, 64, 1 << 20);
   if (auto d = p.get("--depths")) a.depths = parse_list<double>("--depths", *d, 0.0, 1.0);
   a.cache = parse_cache_options(p, false);
+  a.attention = parse_attention_options(p);
   a.trials = int(p.get_int("--trials", 1, 1, 1000));
   a.seed = p.get_uint64("--seed", 1);
   a.threads = int(p.get_int("--threads", 0, 0, 1024));

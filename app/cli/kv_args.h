@@ -3,6 +3,8 @@
 // through a bounded cache) and passkey (retrieval accuracy), and the cache options they share.
 #pragma once
 
+#include "engine/attention.h"
+
 #include <optional>
 #include <span>
 #include <string>
@@ -50,6 +52,7 @@ struct PasskeyArgs {
   std::vector<int> lengths{1024, 2048};
   std::vector<double> depths{0, 0.25, 0.5, 0.75, 1};
   std::optional<CacheSettings> cache;  // none: full cache
+  AttentionSettings attention;
   int trials = 1;
   uint64_t seed = 1;
   int threads = 0;

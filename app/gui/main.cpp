@@ -26,7 +26,9 @@ using namespace sinkscope::gui;
 namespace {
 
 bool saveGrab(QWidget* w, const QString& path) {
-  const bool ok = w->grab().save(path);
+  // A 256-colour palette keeps the documentation images small.
+  const QImage img = w->grab().toImage().convertToFormat(QImage::Format_Indexed8, Qt::ThresholdDither);
+  const bool ok = img.save(path);
   std::fprintf(ok ? stdout : stderr, "sinkscope: %s %s\n", ok ? "wrote" : "could not write",
                qPrintable(path));
   return ok;

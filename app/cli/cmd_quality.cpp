@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: Apache-2.0
+// sinkscope-cli quality: dynamic-sparse attention against the dense baseline on real text, per
+// length and lambda: sparsity (prefill, decode), mean KL(dense || sparse), top-1 agreement and
+// perplexity change over the scored positions.
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "app/cli/args.h"
+#include "app/cli/attention_options.h"
+#include "app/cli/commands.h"
+#include "app/cli/common.h"
+#include "engine/atomic_file.h"
+#include "engine/json.h"
+#include "engine/quality.h"
+#include "profiler/spans.h"
+
+namespace sinkscope::cli {
+
+namespace {
+
+template <typename T>
+std::vector<T> parse_values(const std::string& option, const std::string& text, double lo,
+                            double hi) {
+  std::vector<T> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if constexpr (std::is_integral_v<T>) {
+      out.push_back(T(parse_int(option, item, int64_t(lo), int64_t(hi))));
+    } else {
+      out.push_back(T(parse_double(option, item, lo, hi, /*min_exclusive=*/true)));
+    }
+  }
+  if (out.empty()) throw UsageError(option + ": no values");
+  return out;
+}
+
+struct Row {
+  int length = 0;
+  double lambda = 0;
+  double sparsity_prefill = 0, sparsity_decode = 0;
+  LogitComparison prefill, decode;
+};
+
+}  // namespace
+
+int run_quality(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
+  ArgParser p("sinkscope-cli quality --file FILE [options]",
+              "Dynamic-sparse attention vs the dense baseline on a text: for each length L the\n"
+              "first L tokens are one prefill (positions L/2..L scored) followed by --decode\n"
+              "teacher-forced decode steps; the same lambda is used for prefill and decode.");
+  p.option("--model", "FILE", "GGUF model file (default: the cached default model)")
+      .option("--file", "FILE", "UTF-8 text; must hold max(--lengths) + --decode tokens")
+      .option("--lengths", "L,L,...", "prompt lengths (default 2048,4096,8192)")
+      .option("--lambdas", "X,X,...", "lambdas in (0, 1) (default 0.001,0.005,0.01,0.02,0.05,0.1)")
+      .option("--decode", "N", "teacher-forced decode steps after each prefill (default 32)")
+      .option("--block-size", "N", "KV tile size: 64 (default) or 128")
+      .option("--threads", "N", "CPU threads, 0 = all (default)")
+      .option("--csv", "FILE", "also write the table as CSV (atomically)")
+      .flag("--json", "print one JSON object");
+  add_backend_option(p);
+  p.epilog("Exit status: 0 success, 1 runtime error, 2 usage error.\n");
+  p.parse(args);
+  if (p.help_requested()) {
+    out << p.help();
+    return 0;
+  }
+  const auto file = p.get("--file");
+  if (!file) throw UsageError("--file is required");
+  std::vector<int> lengths = {2048, 4096, 8192};
+  std::vector<double> lambdas = {0.001, 0.005, 0.01, 0.02, 0.05, 0.1};
+  if (auto v = p.get("--lengths")) lengths = parse_values<int>("--lengths", *v, 4, 1 << 20);
+  if (auto v = p.get("--lambdas")) lambdas = parse_values<double>("--lambdas", *v, 0.0, 0.999999);
+  const int n_decode = int(p.get_int("--decode", 32, 0, 4096));
+  const int block = int(p.get_int("--block-size", 64, 64, 128));
+  if (block != 64 && block != 128) throw UsageError("--block-size: expected 64 or 128");
+  const bool json_out = p.has("--json");
+
+  const std::string text = read_text_file(*file, "--file");
+  auto model = load_model(resolve_model_path(p.get("--model")), json_out ? nullptr : &err);
+  const int longest = *std::max_element(lengths.begin(), lengths.end());
+  BackendOptions bo = make_backend_options(model->config(), int(p.get_int("--threads", 0, 0, 1024)),
+                                           std::min(longest + n_decode, model->config().n_ctx_train));
+  if (longest + n_decode > bo.max_context && bo.max_context > 0)
+    throw UsageError("--lengths/--decode: " + std::to_string(longest + n_decode) +
+                     " tokens exceed the model's trained context of " +
+                     std::to_string(model->config().n_ctx_train));
+  std::string note;
+  auto backend = make_backend(model, bo, parse_backend_option(p), &note);
+  if (!note.empty() && !json_out) err << "sinkscope-cli: " << note << "\n";
+  const auto tokens = model->tokenizer().encode(text);
+  if (int(tokens.size()) < longest + n_decode)
+    throw UsageError("--file: the text has " + std::to_string(tokens.size()) + " tokens; " +
+                     std::to_string(longest + n_decode) + " are needed");
+  const int V = model->config().n_vocab;
+
+  std::vector<Row> rows;
+  const int64_t t0 = prof::now_ns();
+  const int total_runs = int(lengths.size() * (lambdas.size() + 1));
+  int runs = 0;
+  auto progress = [&] {
+    ++runs;
+    const double el = double(prof::now_ns() - t0) / 1e9;
+    err << "quality: run " << runs << "/" << total_runs << ", about "
+        << format_duration(el / runs * (total_runs - runs)) << " left\n";
+  };
+  for (int L : lengths) {
+    const std::span<const TokenId> seq(tokens.data(), size_t(L + n_decode));
+    AttentionSettings dense;
+    dense.block_size = block;
+    backend->set_attention(dense);
+    const std::vector<float> base = teacher_forced_logits(*backend, seq, L);
+    progress();
+    std::vector<TokenId> next(seq.begin() + 1, seq.end());
+    next.push_back(-1);
+    const size_t first = size_t(L / 2);
+    for (double lam : lambdas) {
+      AttentionSettings s = dense;
+      s.type = AttentionType::kDynamicSparse;
+      s.threshold_prefill = lam;
+      s.threshold_decode = lam;
+      backend->set_attention(s);
+      const std::vector<float> var = teacher_forced_logits(*backend, seq, L);
+      Row r;
+      r.length = L;
+      r.lambda = lam;
+      r.sparsity_prefill = backend->probes().total(false).sparsity();
+      r.sparsity_decode = backend->probes().total(true).sparsity();
+      const size_t V_ = size_t(V);
+      r.prefill = compare_logits(std::span(base).subspan(first * V_, (size_t(L) - first) * V_),
+                                 std::span(var).subspan(first * V_, (size_t(L) - first) * V_), V,
+                                 std::span(next).subspan(first, size_t(L) - first));
+      if (n_decode > 0)
+        r.decode = compare_logits(std::span(base).subspan(size_t(L) * V_),
+                                  std::span(var).subspan(size_t(L) * V_), V,
+                                  std::span(next).subspan(size_t(L)));
+      rows.push_back(r);
+      progress();
+    }
+  }
+
+  std::ostringstream csv;
+  csv << "length,lambda,sparsity_prefill,sparsity_decode,kl_prefill,top1_prefill,ppl_dense,"
+         "ppl_sparse,ppl_delta_pct,kl_decode,top1_decode\n";
+  for (const Row& r : rows)
+    csv << r.length << "," << r.lambda << "," << r.sparsity_prefill << "," << r.sparsity_decode
+        << "," << r.prefill.kl_mean() << "," << r.prefill.top1_agreement() << ","
+        << r.prefill.ppl_dense() << "," << r.prefill.ppl_variant() << ","
+        << r.prefill.ppl_delta_pct() << "," << r.decode.kl_mean() << ","
+        << r.decode.top1_agreement() << "\n";
+  if (auto path = p.get("--csv")) write_file_atomic(*path, csv.str());
+
+  if (json_out) {
+    json::Writer w;
+    w.begin_object();
+    w.field("model", model->path().string());
+    w.field("backend", backend->name());
+    w.field("block_size", block);
+    w.field("decode_steps", n_decode);
+    w.key("rows").begin_array();
+    for (const Row& r : rows) {
+      w.begin_object();
+      w.field("length", r.length);
+      w.field("lambda", r.lambda);
+      w.field("sparsity_prefill", r.sparsity_prefill);
+      w.field("sparsity_decode", r.sparsity_decode);
+      w.field("kl_prefill", r.prefill.kl_mean());
+      w.field("top1_prefill", r.prefill.top1_agreement());
+      w.field("ppl_dense", r.prefill.ppl_dense());
+      w.field("ppl_sparse", r.prefill.ppl_variant());
+      w.field("ppl_delta_pct", r.prefill.ppl_delta_pct());
+      w.field("kl_decode", r.decode.kl_mean());
+      w.field("top1_decode", r.decode.top1_agreement());
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    out << w.str() << "\n";
+    return 0;
+  }
+  out << "|     L |  lambda | sparsity prefill | sparsity decode | KL prefill | top-1 | ppl dense "
+         "| ppl sparse | ppl delta % | KL decode | top-1 decode |\n";
+  out << "|------:|--------:|-----:|-----:|------:|------:|------:|------:|------:|------:|------:|\n";
+  out << std::fixed;
+  for (const Row& r : rows)
+    out << "| " << r.length << " | " << std::setprecision(3) << r.lambda << " | "
+        << std::setprecision(3) << r.sparsity_prefill << " | " << r.sparsity_decode << " | "
+        << std::scientific << std::setprecision(2) << r.prefill.kl_mean() << std::fixed << " | "
+        << std::setprecision(4) << r.prefill.top1_agreement() << " | " << std::setprecision(3)
+        << r.prefill.ppl_dense() << " | " << r.prefill.ppl_variant() << " | "
+        << std::setprecision(2) << r.prefill.ppl_delta_pct() << " | " << std::scientific
+        << std::setprecision(2) << r.decode.kl_mean() << std::fixed << " | "
+        << std::setprecision(4) << r.decode.top1_agreement() << " |\n";
+  return 0;
+}
+
+}  // namespace sinkscope::cli
