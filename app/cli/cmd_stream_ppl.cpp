@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <fstream>
 #include <iomanip>
+#include <sstream>
 #include <iostream>
 
 #include "app/cli/commands.h"
+#include "engine/atomic_file.h"
 #include "app/cli/common.h"
 #include "app/cli/kv_args.h"
 #include "engine/json.h"
@@ -80,13 +82,12 @@ int run_stream_ppl(const StreamPplArgs& a, std::ostream& out, std::ostream& err)
   if (drew && tty) err << "\n";
 
   if (a.csv) {
-    std::ofstream f(*a.csv);
-    if (!f) throw std::runtime_error("--csv: cannot write " + *a.csv);
+    std::ostringstream f;
     f << "segment_begin,segment_end,scored,mean_nll,perplexity\n";
     for (const auto& s : r.segments)
       f << s.begin << "," << s.end << "," << s.scored << "," << std::setprecision(9) << s.mean_nll
         << "," << s.perplexity << "\n";
-    if (!f) throw std::runtime_error("--csv: write failed: " + *a.csv);
+    write_file_atomic(*a.csv, f.str());  // an interrupted write keeps the previous file
   }
   if (a.json) {
     json::Writer w;

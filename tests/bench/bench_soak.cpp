@@ -45,7 +45,7 @@ struct Args {
   int threads = 2;
   int ctx = 0;  // 0: 256 for the random model, 1024 for a real one
   uint64_t seed = 1;
-  int warmup = 20;
+  int warmup = 100;  // long enough for every operation to reach its largest buffers
   std::optional<double> max_growth_pct;
 };
 

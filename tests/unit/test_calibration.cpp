@@ -91,7 +91,9 @@ TEST(Calibrate, FitsTheDefaultModelOnRealText) {
   for (size_t i = 0; i < r.points.size(); ++i) {
     std::printf("[calibrate] L=%d lambda=%g sparsity=%.3f\n", r.points[i].length,
                 r.points[i].lambda, r.points[i].sparsity);
-    if (i % 3 != 0) EXPECT_GT(r.points[i].sparsity, r.points[i - 1].sparsity);
+    if (i % 3 != 0) {
+      EXPECT_GT(r.points[i].sparsity, r.points[i - 1].sparsity);
+    }
   }
   EXPECT_GE(r.fit.n_points, 3);
   EXPECT_GT(r.fit.b, 0);

@@ -264,7 +264,9 @@ TEST(CpuAttention, SparseMatchesContractOracle) {
           EXPECT_EQ(vi, ref_visited);
         }
       }
-      if (lambda >= 5e-2) EXPECT_GT(ref_skipped, 0) << "the sink input should make tiles skippable";
+      if (lambda >= 5e-2) {
+        EXPECT_GT(ref_skipped, 0) << "the sink input should make tiles skippable";
+      }
     }
   }
 }

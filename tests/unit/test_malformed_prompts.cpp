@@ -194,7 +194,8 @@ TEST_F(MalformedPrompts, CliEmptyPromptsAndTextsThenServes) {
   r = cli({"perplexity", "--model", s_model_path, "--file", write_file("empty.txt", "")});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(contains(r.err, "the file is empty")) << r.err;
-  r = cli({"perplexity", "--model", s_model_path, "--file", write_file("one.txt", "a")});
+  r = cli({"perplexity", "--model", s_model_path, "--file", write_file("one.txt", "a"), "--ctx",
+           "32"});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(contains(r.err, "perplexity needs at least 2")) << r.err;
   expect_still_serving();
