@@ -31,7 +31,7 @@ Usage: bash packaging/setup.sh [options]
 
 Installs what SinkScope needs, fetches the default model once and builds into build/.
 
-  --gui              also install the Qt 6 packages for the (upcoming) GUI
+  --gui              also install the Qt 6 packages and build the workbench (sinkscope)
   --no-apt           do not install system packages
   --no-model         do not fetch the default model
   --no-build         do not configure or build
@@ -239,7 +239,11 @@ fetch_eval_data() {
 run_cmake() {
   local log="$BUILD_DIR/setup-configure.log"
   mkdir -p "$BUILD_DIR"
-  cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKSCOPE_GUI=OFF \
+  # The workbench is built when --gui was given (its Qt packages are then installed); a plain
+  # setup keeps an existing build's choice.
+  local gui_args=()
+  ((WANT_GUI)) && gui_args=(-DSINKSCOPE_GUI=ON)
+  cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release "${gui_args[@]}" \
     "$@" >"$log" 2>&1
 }
 
