@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace sinkscope::cli {
@@ -26,6 +27,28 @@ uint64_t parse_uint64(std::string_view option, std::string_view text);
 // min_exclusive: the value must be strictly greater than lo.
 double parse_double(std::string_view option, std::string_view text, double lo, double hi,
                     bool min_exclusive = false);
+
+// A comma-separated list ("1024,2048") of integers or doubles, each range-checked like the
+// scalar getters; throws UsageError naming the option for an empty list or a bad item.
+template <typename T>
+std::vector<T> parse_list(const std::string& option, const std::string& text, double lo,
+                          double hi, bool min_exclusive = false) {
+  std::vector<T> out;
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    if constexpr (std::is_integral_v<T>) {
+      out.push_back(T(parse_int(option, item, int64_t(lo), int64_t(hi))));
+    } else {
+      out.push_back(T(parse_double(option, item, lo, hi, min_exclusive)));
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (out.empty()) throw UsageError(option + ": empty list");
+  return out;
+}
 
 class ArgParser {
  public:

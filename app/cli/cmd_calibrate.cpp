@@ -15,28 +15,6 @@
 
 namespace sinkscope::cli {
 
-namespace {
-
-template <typename T>
-std::vector<T> parse_list(const std::string& option, const std::string& text, double lo,
-                          double hi) {
-  std::vector<T> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) throw UsageError(option + ": empty item in '" + text + "'");
-    if constexpr (std::is_integral_v<T>) {
-      out.push_back(T(parse_int(option, item, int64_t(lo), int64_t(hi))));
-    } else {
-      out.push_back(T(parse_double(option, item, lo, hi, /*min_exclusive=*/true)));
-    }
-  }
-  if (out.empty()) throw UsageError(option + ": no values");
-  return out;
-}
-
-}  // namespace
-
 int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ostream& err) {
   ArgParser p("sinkscope-cli calibrate --file FILE --target-sparsity S [options]",
               "Calibrates the dynamic-sparse threshold: measures prefill sparsity over a grid of\n"
@@ -68,7 +46,7 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
   if (o.target_sparsity >= 1.0) throw UsageError("--target-sparsity: must be < 1");
   if (auto v = p.get("--lengths")) o.lengths = parse_list<int>("--lengths", *v, 2, 1 << 20);
   if (auto v = p.get("--lambdas")) {
-    o.lambdas = parse_list<double>("--lambdas", *v, 0.0, 1.0);
+    o.lambdas = parse_list<double>("--lambdas", *v, 0.0, 1.0, /*min_exclusive=*/true);
     for (double l : o.lambdas)
       if (l >= 1.0) throw UsageError("--lambdas: every lambda must be < 1");
   }

@@ -21,23 +21,6 @@ namespace sinkscope::cli {
 
 namespace {
 
-template <typename T>
-std::vector<T> parse_values(const std::string& option, const std::string& text, double lo,
-                            double hi) {
-  std::vector<T> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if constexpr (std::is_integral_v<T>) {
-      out.push_back(T(parse_int(option, item, int64_t(lo), int64_t(hi))));
-    } else {
-      out.push_back(T(parse_double(option, item, lo, hi, /*min_exclusive=*/true)));
-    }
-  }
-  if (out.empty()) throw UsageError(option + ": no values");
-  return out;
-}
-
 struct Row {
   int length = 0;
   double lambda = 0;
@@ -72,8 +55,8 @@ int run_quality(std::span<const std::string> args, std::ostream& out, std::ostre
   if (!file) throw UsageError("--file is required");
   std::vector<int> lengths = {2048, 4096, 8192};
   std::vector<double> lambdas = {0.001, 0.005, 0.01, 0.02, 0.05, 0.1};
-  if (auto v = p.get("--lengths")) lengths = parse_values<int>("--lengths", *v, 4, 1 << 20);
-  if (auto v = p.get("--lambdas")) lambdas = parse_values<double>("--lambdas", *v, 0.0, 0.999999);
+  if (auto v = p.get("--lengths")) lengths = parse_list<int>("--lengths", *v, 4, 1 << 20);
+  if (auto v = p.get("--lambdas")) lambdas = parse_list<double>("--lambdas", *v, 0.0, 0.999999, /*min_exclusive=*/true);
   const int n_decode = int(p.get_int("--decode", 32, 0, 4096));
   const int block = int(p.get_int("--block-size", 64, 64, 128));
   if (block != 64 && block != 128) throw UsageError("--block-size: expected 64 or 128");

@@ -63,21 +63,6 @@ std::optional<CacheSettings> parse_cache_options(const ArgParser& p, bool window
   return s;
 }
 
-template <typename T>
-std::vector<T> parse_list(const std::string& opt, const std::string& text, double lo, double hi) {
-  std::vector<T> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if constexpr (std::is_integral_v<T>) {
-      out.push_back(T(parse_int(opt, item, int64_t(lo), int64_t(hi))));
-    } else {
-      out.push_back(T(parse_double(opt, item, lo, hi)));
-    }
-  }
-  if (out.empty()) throw UsageError(opt + ": empty list");
-  return out;
-}
 
 }  // namespace
 
