@@ -33,4 +33,9 @@ std::filesystem::path default_model_path() {
   return cache_dir() / kDefaultModelFile;
 }
 
+std::filesystem::path default_dataset_manifest() {
+  if (const char* m = env_nonempty("SINKSCOPE_DATASET")) return std::filesystem::path(m);
+  return cache_dir() / "eval" / kDefaultDatasetDir / "manifest.json";
+}
+
 }  // namespace sinkscope

@@ -16,4 +16,9 @@ std::filesystem::path cache_dir();
 // $SINKSCOPE_MODEL when set, else cache_dir()/kDefaultModelFile (may not exist).
 std::filesystem::path default_model_path();
 
+// The default validation dataset (packaging/make_dataset.py, run by `setup.sh --eval-data`):
+// $SINKSCOPE_DATASET when set, else <cache_dir>/eval/<kDefaultDatasetDir>/manifest.json.
+inline constexpr const char* kDefaultDatasetDir = "validation-v1";
+std::filesystem::path default_dataset_manifest();
+
 }  // namespace sinkscope

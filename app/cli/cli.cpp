@@ -24,6 +24,9 @@ const char* const kTopHelp =
     "  trace        run a generation with the profiler on; write a Chrome trace\n"
     "  quality      dynamic-sparse vs dense on a text: sparsity, KL, top-1, perplexity change\n"
     "  calibrate    fit the dynamic-sparse threshold for a target sparsity (length_scaled c)\n"
+    "  validate     run a config against the dense baseline on the validation dataset; write\n"
+    "               the validated config (results, gates, pass/fail, provenance)\n"
+    "  sweep        validate a grid of settings; CSV/JSON with the Pareto fronts marked\n"
     "  config       check, show, export (llama.cpp flags) or size (KV capacity) a config file\n"
     "  sinks        find attention sinks and recommend sink_keep_count\n"
     "  stream-ppl   perplexity of a long text streamed through a bounded (sink + window) cache\n"
@@ -67,13 +70,15 @@ int run_cli(std::span<const std::string> args, std::ostream& out, std::ostream& 
     if (command == "config") return run_config(rest, out, err);
     if (command == "calibrate") return run_calibrate(rest, out, err);
     if (command == "quality") return run_quality(rest, out, err);
+    if (command == "validate") return run_validate(rest, out, err);
+    if (command == "sweep") return run_sweep(rest, out, err);
     if (command == "trace") return run_trace(parse_trace_args(rest), out, err);
     if (command == "sinks") return run_sinks(parse_sinks_args(rest), out, err);
     if (command == "stream-ppl") return run_stream_ppl(parse_stream_ppl_args(rest), out, err);
     if (command == "passkey") return run_passkey(parse_passkey_args(rest), out, err);
     const std::string what = command.rfind("-", 0) == 0 ? "unknown option '" : "unknown command '";
     command.clear();
-    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info, config, calibrate, quality, trace, sinks, stream-ppl, passkey)");
+    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info, config, calibrate, quality, validate, sweep, trace, sinks, stream-ppl, passkey)");
   } catch (const UsageError& e) {
     out.flush();
     const std::string who = command.empty() ? "sinkscope-cli" : "sinkscope-cli " + command;

@@ -25,6 +25,9 @@ int run_passkey(const PasskeyArgs& args, std::ostream& out, std::ostream& err);
 int run_config(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 int run_quality(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+// Validation against the dense baseline and grid sweeps (engine/validation.h, engine/sweep.h).
+int run_validate(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
 // The whole program after argv: dispatches a subcommand, prints errors, returns the status
 // (0 success, 1 runtime error, 2 usage error). Never throws.

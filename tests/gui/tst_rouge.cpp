@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <QTest>
 
-#include "app/gui/models/rouge.h"
+#include "engine/rouge.h"
 
-using namespace sinkscope::gui;
+using namespace sinkscope;
 
 class TestRouge : public QObject {
   Q_OBJECT

@@ -17,6 +17,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
 #include "engine/json.h"
+#include "cli_test_support.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;
@@ -39,10 +40,9 @@ std::string generate_error(std::initializer_list<const char*> a) {
   return "";
 }
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
+using sinkscope::test::CliRun;
+using sinkscope::test::run_binary;
+using sinkscope::test::slurp;
 
 CliRun run_in_process(std::initializer_list<const char*> a) {
   std::ostringstream out, err;
@@ -50,42 +50,6 @@ CliRun run_in_process(std::initializer_list<const char*> a) {
   r.status = sinkscope::cli::run_cli(argv_of(a), out, err);
   r.out = out.str();
   r.err = err.str();
-  return r;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Runs the built binary with the given arguments (and optional environment prefix).
-CliRun run_binary(const std::vector<std::string>& args, const std::string& env = "") {
-  static int counter = 0;
-  const fs::path dir =
-      fs::temp_directory_path() /
-      ("sinkscope_test_cli_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-  fs::create_directories(dir);
-  std::string cmd = env + " " + shell_quote(SINKSCOPE_CLI_PATH);
-  for (const auto& a : args) {
-    cmd += ' ';
-    cmd += shell_quote(a);
-  }
-  cmd += " </dev/null >" + shell_quote((dir / "out").string()) + " 2>" +
-         shell_quote((dir / "err").string());
-  CliRun r;
-  const int raw = std::system(cmd.c_str());
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  fs::remove_all(dir);
   return r;
 }
 

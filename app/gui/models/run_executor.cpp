@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "app/gui/models/head_attention.h"
-#include "app/gui/models/rouge.h"
+#include "engine/rouge.h"
 #include "engine/sinks.h"
 #include "engine/thread_pool.h"
 #include "profiler/profiler.h"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace sinkscope::gui {
+namespace sinkscope {
 
 // Length of the longest common subsequence (O(n*m) time, O(min(n, m)) memory).
 size_t lcsLength(const std::vector<int32_t>& a, const std::vector<int32_t>& b);
@@ -20,4 +20,4 @@ double rougeLF1(const std::vector<int32_t>& reference, const std::vector<int32_t
 // The same over whitespace-separated words of two texts.
 double rougeLF1Words(std::string_view reference, std::string_view candidate);
 
-}  // namespace sinkscope::gui
+}  // namespace sinkscope

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "app/gui/models/rouge.h"
+#include "engine/rouge.h"
 
 #include <algorithm>
 #include <string>
 #include <unordered_map>
 
-namespace sinkscope::gui {
+namespace sinkscope {
 
 size_t lcsLength(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   const std::vector<int32_t>& outer = a.size() >= b.size() ? a : b;
@@ -48,4 +48,4 @@ double rougeLF1Words(std::string_view reference, std::string_view candidate) {
   return rougeLF1(ref, cand);
 }
 
-}  // namespace sinkscope::gui
+}  // namespace sinkscope
