@@ -43,6 +43,18 @@ std::string cuda_device_name() {
   return {};
 }
 
+bool cuda_memory_info(uint64_t* free_bytes, uint64_t* total_bytes, std::string* why) {
+#ifdef SINKSCOPE_HAVE_CUDA
+  if (!gpu::probe_device(why, nullptr)) return false;
+  return gpu::memory_info(free_bytes, total_bytes, why);
+#else
+  (void)free_bytes;
+  (void)total_bytes;
+  if (why) *why = "built without CUDA";
+  return false;
+#endif
+}
+
 std::unique_ptr<Backend> make_backend(std::shared_ptr<const Model> model,
                                       const BackendOptions& options, BackendKind kind,
                                       std::string* note) {

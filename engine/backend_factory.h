@@ -3,6 +3,7 @@
 // present, the CPU reference otherwise. Works the same in builds without CUDA.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,9 @@ std::optional<BackendKind> parse_backend_kind(std::string_view text);  // the sa
 bool cuda_available(std::string* why = nullptr);
 // Name of the current CUDA device; "" without CUDA or without a device.
 std::string cuda_device_name();
+// Free and total memory of the current CUDA device (device-wide); false, with why, without CUDA
+// or without a device.
+bool cuda_memory_info(uint64_t* free_bytes, uint64_t* total_bytes, std::string* why = nullptr);
 
 // kCpu: the CPU backend. kCuda: the CUDA backend or a BackendError saying why not (e.g. "CUDA
 // backend requested but this build has no CUDA (built without CUDA)"). kAuto: CUDA when

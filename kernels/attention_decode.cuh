@@ -82,13 +82,23 @@ struct DecodeCfg {
   // kDecodeMaxTilesPerSplit tiles.
   static constexpr int LIST_BYTES =
       MODE == 2 ? kDecodeMaxTilesPerSplit * (8 * 4 + 8 + 2 + 1) + 64 : 0;
-  // + the split's page ids (kDecodeMaxTilesPerSplit int32), read once up front.
+  // + the split's page ids and, for a live-page list, their first positions
+  // (kDecodeMaxTilesPerSplit int32 each), read once up front.
   static constexpr int SMEM = UNION_BYTES + 2 * kDecodeWarps * 8 * 4 + LIST_BYTES +
-                              kDecodeMaxTilesPerSplit * 4;
+                              2 * kDecodeMaxTilesPerSplit * 4;
 };
 
-// Keys the decode query sees: host length, or *kv_len_dev clamped to [0, bound].
+// Tiles of a live-page list (AttentionParams::tile_pos0): host count, or *n_tiles_dev clamped
+// to [0, bound].
+__device__ __forceinline__ int decode_list_tiles(const AttentionParams& p) {
+  if (!p.n_tiles_dev) return p.n_tiles;
+  const int n = *p.n_tiles_dev;
+  return n < 0 ? 0 : (n > p.n_tiles ? p.n_tiles : n);
+}
+// Keys the decode query sees: host length, or *kv_len_dev clamped to [0, bound]. A live-page
+// list: every slot of the listed tiles (the position rule masks inside them).
 __device__ __forceinline__ int64_t decode_visible(const AttentionParams& p) {
+  if (p.tile_pos0) return int64_t(decode_list_tiles(p)) * p.block_size;
   if (p.kv_len_dev) {
     const int64_t l = *p.kv_len_dev;
     return l < 0 ? 0 : (l > p.kv_len ? p.kv_len : l);
@@ -100,7 +110,7 @@ __device__ __forceinline__ int64_t decode_visible(const AttentionParams& p) {
 __device__ __forceinline__ DecodeSplitPlan decode_actual_plan(const AttentionParams& p,
                                                               const DecodeSplitPlan& plan,
                                                               int64_t vis) {
-  if (!p.kv_len_dev) return plan;
+  if (!p.kv_len_dev && !p.n_tiles_dev) return plan;
   return decode_split_plan_tiles(static_cast<int>((vis + p.block_size - 1) / p.block_size),
                                  plan.target);
 }
@@ -128,6 +138,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   uint8_t* bits = reinterpret_cast<uint8_t*>(work + kDecodeMaxTilesPerSplit);
   int* warp_cnt = reinterpret_cast<int*>(bits + kDecodeMaxTilesPerSplit);   // [4] + total
   int32_t* pages = reinterpret_cast<int32_t*>(list_raw + C::LIST_BYTES);    // [tile in split]
+  int32_t* pos0s = pages + kDecodeMaxTilesPerSplit;  // live-page list: [tile in split] positions
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tq = lane & 3;
@@ -152,8 +163,19 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 
   // The split's page ids, fetched once: a page-table load inside the loop put an L2 round trip
   // (slow while the kernel saturates memory) in front of every tile's copies.
-  for (int i = tid; i < nsplit_tiles; i += kDecodeWarps * 32) pages[i] = p.page_table[t0 + i];
+  for (int i = tid; i < nsplit_tiles; i += kDecodeWarps * 32) {
+    pages[i] = p.page_table[t0 + i];
+    if (p.tile_pos0) pos0s[i] = p.tile_pos0[t0 + i];
+  }
   __syncthreads();
+  // Live-page list: the sink/window rule by position (engine/kv_layout.h). Slot `off` of split
+  // tile i; positional tiles need only the length test (done by the callers).
+  const int64_t qpos = p.q_pos_dev ? int64_t(*p.q_pos_dev) : p.q_start;
+  auto list_ok = [&](int i, int off) {
+    if (!p.tile_pos0) return true;
+    const int64_t k = int64_t(pos0s[i]) + off;
+    return k <= qpos && (k < p.sink_count || p.window == 0 || k > qpos - p.window);
+  };
 
   // ---- MODE 2: decisions for this split's tiles, from the maxima of pass 1 ----
   int n_work = nsplit_tiles;
@@ -245,7 +267,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
       for (int op = 0; op < C::K_ITEMS; ++op) {
         const int kk = op * KEYS_PER_OP + lk;  // key within the warp's slice
-        const bool ok = key0 + kk < vis;
+        const bool ok = key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk);
         cp_async16(smem_u32(wbase + kk * CPR + dswz(ch, kk)),
                    ok ? p.k_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.k_pages,
                    ok ? 16 : 0);
@@ -255,7 +277,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
       for (int op = 0; op < C::V_ITEMS; ++op) {
         const int kk = op * KEYS_PER_OP + lk;
-        const bool ok = key0 + kk < vis;  // masked keys must be 0, not undefined (P*NaN)
+        // masked keys must be 0, not undefined (P*NaN)
+        const bool ok = key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk);
         cp_async16(smem_u32(wbase + C::K_ITEMS * 32 + kk * CPR + dswz(ch, kk)),
                    ok ? p.v_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.v_pages,
                    ok ? 16 : 0);
@@ -276,6 +299,14 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
   for (int pc = 0; pc < C::DC; ++pc)
     qa[pc] = hval ? *reinterpret_cast<const uint4*>(p.q + int64_t(h) * D + pc * 32 + tq * 8)
+                  : make_uint4(0, 0, 0, 0);
+
+  // Cache position mode: the same fragments of the query rotated at its cache index.
+  uint4 qsa[C::DC];
+#pragma unroll
+  for (int pc = 0; pc < C::DC; ++pc)
+    qsa[pc] = hval && p.q_sink
+                  ? *reinterpret_cast<const uint4*>(p.q_sink + int64_t(h) * D + pc * 32 + tq * 8)
                   : make_uint4(0, 0, 0, 0);
 
   constexpr int ND = D / 8;
@@ -315,9 +346,25 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
           mma_bf16(s[j], qa[pc].x, 0u, qa[pc].y, 0u, kv.x, kv.y);
           mma_bf16(s[j], qa[pc].z, 0u, qa[pc].w, 0u, kv.z, kv.w);
         }
+        // Scores against sink keys with the cache-index query (tile-uniform branch).
+        if (p.q_sink && pos0s[t - t0] < p.sink_count) {
+          float ss[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+          for (int pc = 0; pc < C::DC; ++pc) {
+            const int kk = 8 * j + g;
+            const uint4 kv = src[kk * CPR + dswz(4 * pc + tq, kk)];
+            mma_bf16(ss, qsa[pc].x, 0u, qsa[pc].y, 0u, kv.x, kv.y);
+            mma_bf16(ss, qsa[pc].z, 0u, qsa[pc].w, 0u, kv.z, kv.w);
+          }
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (pos0s[t - t0] + warp * C::KPW + 8 * j + tq * 2 + e < p.sink_count) s[j][e] = ss[e];
+        }
 #pragma unroll
         for (int e = 0; e < 2; ++e)
-          if (!hval || key0 + 8 * j + tq * 2 + e >= vis) s[j][e] = kNegInf;
+          if (!hval || key0 + 8 * j + tq * 2 + e >= vis ||
+              !list_ok(t - t0, warp * C::KPW + 8 * j + tq * 2 + e))
+            s[j][e] = kNegInf;
       }
       float v = kNegInf;
 #pragma unroll

@@ -48,14 +48,19 @@ struct AttentionShape {
   // decode only; kv_len is then the upper bound and q_start = kv_len - 1.
   bool device_len = false;
   bool device_lambda = false;
+  // Live-page list (AttentionParams::tile_pos0): tiles listed (0 = positional tiles).
+  int list_tiles = 0;
+  bool sink_queries = false;  // AttentionParams::q_sink (decode kernels only)
 };
 
 inline AttentionShape shape_of(const AttentionParams& p) {
   AttentionShape s{p.n_q_tokens, p.n_q_heads,   p.n_kv_heads,      p.head_dim,
                    p.block_size, p.kv_len,      p.q_start,         p.log2_lambda,
                    p.skip_value_load, p.force_sparse_kernel, false};
-  s.device_len = p.kv_len_dev != nullptr;
+  s.device_len = p.kv_len_dev != nullptr || p.n_tiles_dev != nullptr;
   s.device_lambda = p.log2_lambda_dev != nullptr;
+  s.list_tiles = p.tile_pos0 != nullptr ? (p.n_tiles > 0 ? p.n_tiles : -1) : 0;
+  s.sink_queries = p.q_sink != nullptr;
   if (s.device_len) s.q_start = s.kv_len - 1;
   return s;
 }
@@ -89,6 +94,9 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
     return no("lambda must be in [0, 1)");
   const bool sparse = s.log2_lambda > -std::numeric_limits<float>::infinity() ||
                       s.force_sparse_kernel;
+  if (s.list_tiles < 0) return no("a live-page list (tile_pos0) needs n_tiles >= 1");
+  if (s.sink_queries && (s.n_q_tokens != 1 || group > 8 || s.list_tiles == 0))
+    return no("q_sink (cache position mode) needs the decode kernels and a live-page list");
   if (s.n_q_tokens == 1 && group <= 8) {
     return {sparse ? AttentionVariant::kDecodeSparse : AttentionVariant::kDecodeDense, ""};
   }
@@ -199,6 +207,7 @@ inline DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& s,
 // Keys the decode query sees: positions 0 .. min(kv_len-1, q_start) (the bound when the length
 // is read on the device).
 inline int64_t decode_visible_keys(const AttentionShape& s) {
+  if (s.list_tiles > 0) return int64_t(s.list_tiles) * s.block_size;  // the listed tiles' slots
   return std::min<int64_t>(s.kv_len, s.q_start + 1);
 }
 

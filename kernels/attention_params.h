@@ -64,6 +64,24 @@ struct AttentionParams {
   // unless force_sparse_kernel), so it must be finite exactly when *log2_lambda_dev may be.
   const float* log2_lambda_dev = nullptr;
 
+  // ---- sink-retaining window over a list of live pages (engine/kv_page_plan.h) ----
+  // When tile_pos0 is set, the KV tiles are the n_tiles live pages listed in position order:
+  // tile t is pool page page_table[t] and holds positions tile_pos0[t] + slot (sink pages first).
+  // q_start is then the ORIGINAL position of query 0 and kv_len = q_start + n_q_tokens; a key at
+  // position k is visible to the query at q iff k <= q and (k < sink_count or window == 0 or
+  // k > q - window) (engine/kv_layout.h). Decode with n_tiles_dev: the tile count is read from
+  // device memory (n_tiles is then its upper bound: grid and workspace strides) and the query's
+  // position from *q_pos_dev (kv_len / q_start are ignored by the kernels).
+  const int32_t* tile_pos0 = nullptr;
+  int n_tiles = 0;
+  const int32_t* n_tiles_dev = nullptr;
+  const int32_t* q_pos_dev = nullptr;
+  int sink_count = 0;
+  int window = 0;
+  // Cache position mode (decode kernels only): the queries rotated at their cache index, same
+  // layout as q; scores against keys at positions < sink_count use them (engine/kv_cache.h).
+  const uint16_t* q_sink = nullptr;
+
   // ---- softmax and skip rule ----
   float scale = 0.f;                 // softmax scale, usually 1/sqrt(head_dim)
   // log2(lambda); -inf = dense (see log2_of_lambda() in attention_dispatch.h).

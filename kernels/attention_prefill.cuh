@@ -63,7 +63,30 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   const int rows = min(BR, p.n_q_tokens - i0);
   const int64_t q_lo = p.q_start + i0;  // absolute position of row 0
   const int64_t last_key = q_lo + rows - 1 < p.kv_len - 1 ? q_lo + rows - 1 : p.kv_len - 1;
-  const int n_t = static_cast<int>(last_key / BC) + 1;  // causally visible tiles
+  // Tiles visited, in position order. Positional tiles: 0 .. the last causal one. A live-page
+  // list (AttentionParams::tile_pos0): its sink tiles, then the tiles from the first that
+  // reaches into row 0's window to the last that starts at or before the last row (tiles in
+  // between are invisible to every row and not visited). Iteration i reads list entry
+  // tile_of(i).
+  int n_t = static_cast<int>(last_key / BC) + 1;
+  int n_sink_it = 0, win_begin = 0;
+  if (p.tile_pos0) {
+    const int64_t q_hi = q_lo + rows - 1;
+    int win_end = 0;
+    win_begin = -1;
+    for (int t = 0; t < p.n_tiles; ++t) {
+      const int64_t a = p.tile_pos0[t];
+      if (a < p.sink_count) n_sink_it = t + 1;
+      if (win_begin < 0 && a >= p.sink_count &&
+          (p.window == 0 || a + BC - 1 > q_lo - p.window))
+        win_begin = t;
+      if (a <= q_hi) win_end = t + 1;
+    }
+    if (win_begin < 0 || win_begin > win_end) win_begin = win_end;
+    n_sink_it = min(n_sink_it, win_end);
+    n_t = n_sink_it + (win_end - win_begin);
+  }
+  auto tile_of = [&](int i) { return i < n_sink_it ? i : win_begin + (i - n_sink_it); };
   const int n_kvt = static_cast<int>((p.kv_len + BC - 1) / BC);
   const int row_base = warp * 16 * MT;
 
@@ -77,16 +100,19 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
       cp_async16(smem_u32(sq + swz<BR>(r, ch)), ok ? qg + r * stride + ch * 8 : p.q, ok ? 16 : 0);
     }
   }
-  auto load_tile = [&](uint16_t* dst, const uint16_t* pool, int t) {
+  auto load_tile = [&](uint16_t* dst, const uint16_t* pool, int it) {
+    const int t = tile_of(it);
     const int64_t page = p.page_table[t];
     const uint16_t* src = pool + (page * p.n_kv_heads + kvh) * (BC * D);
-    const int64_t valid = p.kv_len - int64_t(t) * BC;  // slots past the cache end: zeros
+    const int64_t first = p.tile_pos0 ? int64_t(p.tile_pos0[t]) : int64_t(t) * BC;
+    const int64_t valid = p.kv_len - first;  // slots past the cache end: zeros
     for (int c = tid; c < BC * CH; c += NTHREADS) {
       const int r = c / CH, ch = c % CH;
       const bool ok = r < valid;
       cp_async16(smem_u32(dst + swz<BC>(r, ch)), ok ? src + c * 8 : pool, ok ? 16 : 0);
     }
   };
+  // n_t >= 1: the query tile's own (last) tile is always listed.
   load_tile(sk, p.k_pages, 0);
   if constexpr (!LAZY_V) load_tile(sv, p.v_pages, 0);
   cp_async_commit();
@@ -185,8 +211,10 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
     }
 
     // ---- causal / cache-end / padding-row mask: only tiles that cross a boundary ----
-    const int64_t key0 = int64_t(t) * BC;
-    if (key0 + BC - 1 > q_lo || key0 + BC > p.kv_len || rows < BR) {
+    const int64_t key0 = p.tile_pos0 ? int64_t(p.tile_pos0[tile_of(t)]) : int64_t(t) * BC;
+    // Window rule: keys below the last row's window floor may be out of some row's window.
+    const bool win_mask = p.tile_pos0 && p.window > 0 && key0 <= q_lo + rows - 1 - p.window;
+    if (key0 + BC - 1 > q_lo || key0 + BC > p.kv_len || rows < BR || win_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -195,7 +223,9 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
           for (int e = 0; e < 4; ++e) {
             const int row = row_base + mt * 16 + g + ((e >> 1) << 3);
             const int64_t key = key0 + nb * 8 + tq * 2 + (e & 1);
-            if (row >= rows || key > q_lo + row || key >= p.kv_len) s[mt][nb][e] = kNegInf;
+            if (row >= rows || key > q_lo + row || key >= p.kv_len ||
+                (win_mask && key >= p.sink_count && key <= q_lo + row - p.window))
+              s[mt][nb][e] = kNegInf;
           }
     }
 
@@ -223,7 +253,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
       skip = __syncthreads_and(agree) && t > 0;
       n_skipped += skip;
     }
-    if (mask_row) mask_row[t] = skip ? 1 : 0;
+    if (mask_row && !p.tile_pos0) mask_row[t] = skip ? 1 : 0;
     if (!LAZY_V && skip && p.skip_softmax_exp) continue;
     if constexpr (LAZY_V) {
       // V only for tiles that are computed; then K two tiles ahead (its buffer (t+2)%3 was

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/pdl.cuh"
+#include "kernels/rope_pair.cuh"
 
 namespace sinkscope::kernels {
 
@@ -41,8 +42,10 @@ void set_pdl_enabled(bool on) {
 namespace {
 
 using detail::launch_pdl;
+using detail::paged_kv_index;
 using detail::pdl_trigger;
 using detail::pdl_wait;
+using detail::rope_rotate;
 
 constexpr int kThreads = 256;
 
@@ -192,25 +195,24 @@ __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
           partner = d ^ 1;
         }
         const float mine = value(e), other = value(e - d + partner);
-        const float c = cs[i], s = sn[i];
-        // __fmul_rn/__fadd_rn: no FMA contraction, the CPU's rounding order.
-        out = first ? __fadd_rn(__fmul_rn(mine, c), -__fmul_rn(other, s))
-                    : __fadd_rn(__fmul_rn(other, s), __fmul_rn(mine, c));
+        float ra, rb;  // the pair (x[a], x[b]) rotated (kernels/rope_pair.cuh)
+        rope_rotate(first ? mine : other, first ? other : mine, cs[i], sn[i], &ra, &rb);
+        out = first ? ra : rb;
       } else {
         out = value(e);
       }
       if (is_q) {
         p.q_out[int64_t(row) * q_dim + e] = to_bf16_bits(out);
       } else {
-        const int64_t idx = ((page * p.n_head_kv + h) * p.block_size + slot) * p.head_dim + d;
-        p.k_pages[idx] = to_bf16_bits(out);
+        p.k_pages[paged_kv_index(page, p.n_head_kv, h, p.block_size, slot, p.head_dim, d)] =
+            to_bf16_bits(out);
       }
     } else {
       const int local = e - q_dim - kv_dim;
       const int h = local / p.head_dim;
       const int d = local - h * p.head_dim;
-      const int64_t idx = ((page * p.n_head_kv + h) * p.block_size + slot) * p.head_dim + d;
-      p.v_pages[idx] = to_bf16_bits(value(e));
+      p.v_pages[paged_kv_index(page, p.n_head_kv, h, p.block_size, slot, p.head_dim, d)] =
+          to_bf16_bits(value(e));
     }
   }
 }
@@ -340,6 +342,70 @@ OpStatus launch_repage_kv(const uint16_t* src, uint16_t* dst, int64_t n_position
   repage_kernel<<<grid_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       src, dst, total, n_kv_heads, head_dim, bs_src, bs_dst);
   return SINKSCOPE_OP_CHECK("repage_kernel");
+}
+
+namespace {
+
+// One block per token over its q_dim query elements; pairs and rounding as in
+// qkv_rope_append_kernel (kernels/rope_pair.cuh).
+__global__ void rope_queries_kernel(RopeQueriesParams p) {
+  detail::pdl_wait();
+  detail::pdl_trigger();
+  const int row = blockIdx.x;
+  const int q_dim = p.n_head * p.head_dim;
+  const int width = q_dim + 2 * p.n_head_kv * p.head_dim;
+  const float* in = p.qkv + int64_t(row) * width;
+  const int64_t pos = int64_t(p.pos0_dev ? *p.pos0_dev : p.pos0) + row;
+  // cache_position() of engine/kv_layout.h.
+  int64_t c = pos;
+  if (p.window > 0 && pos >= p.sinks) {
+    const int64_t past = pos - p.sinks;
+    c = p.sinks + (past < p.window - 1 ? past : p.window - 1);
+  }
+  const int half = p.rope_dim / 2;
+  const float* cs = p.rope_cos + c * half;
+  const float* sn = p.rope_sin + c * half;
+  auto value = [&](int j) { return p.bias ? in[j] + p.bias[j] : in[j]; };
+  for (int e = threadIdx.x; e < q_dim; e += blockDim.x) {
+    const int d = e % p.head_dim;
+    float out;
+    if (d < p.rope_dim) {
+      bool first;
+      int i, partner;
+      if (p.neox) {
+        first = d < half;
+        i = first ? d : d - half;
+        partner = first ? d + half : d - half;
+      } else {
+        first = (d & 1) == 0;
+        i = d >> 1;
+        partner = d ^ 1;
+      }
+      const float mine = value(e), other = value(e - d + partner);
+      float ra, rb;
+      detail::rope_rotate(first ? mine : other, first ? other : mine, cs[i], sn[i], &ra, &rb);
+      out = first ? ra : rb;
+    } else {
+      out = value(e);
+    }
+    p.q_out[int64_t(row) * q_dim + e] = to_bf16_bits(out);
+  }
+}
+
+}  // namespace
+
+OpStatus launch_rope_queries_at_cache_index(const RopeQueriesParams& p, void* stream) {
+  if (p.n_tokens <= 0) return {};
+  if (!p.qkv || !p.rope_cos || !p.rope_sin || !p.q_out)
+    return OpStatus::error("launch_rope_queries_at_cache_index: a required pointer is null");
+  if (p.rope_dim < 0 || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0 || p.window < 1 ||
+      p.sinks < 0)
+    return OpStatus::error("launch_rope_queries_at_cache_index: bad rope_dim/window/sinks");
+  const cudaError_t e = detail::launch_pdl(true, rope_queries_kernel, dim3(p.n_tokens),
+                                           dim3(kThreads), 0, static_cast<cudaStream_t>(stream), p);
+  if (e != cudaSuccess)
+    return OpStatus::error(cuda_error_text(e, "rope_queries_kernel", __FILE__, __LINE__));
+  return {};
 }
 
 }  // namespace sinkscope::kernels

@@ -78,4 +78,24 @@ OpStatus launch_swiglu(const float* gate_up, uint16_t* out, int rows, int n_ff, 
 OpStatus launch_repage_kv(const uint16_t* src, uint16_t* dst, int64_t n_positions, int n_kv_heads,
                           int head_dim, int bs_src, int bs_dst, void* stream);
 
+// Cache position mode (StreamingLLM, engine/kv_cache.h): the queries rotated a second time, at
+// their cache index c = cache_position(pos, sinks, window) (engine/kv_layout.h) instead of their
+// position, from the same fp32 q|k|v rows (+ bias) and with the same arithmetic as
+// qkv_rope_append; the attention scores sink keys with them. Nothing is appended.
+struct RopeQueriesParams {
+  const float* qkv = nullptr;   // [n_tokens][q_dim + 2*kv_dim] fp32
+  const float* bias = nullptr;  // [q_dim + 2*kv_dim] or nullptr
+  // Angles of cache indices [0, sinks + window): [index][rope_dim/2] fp32.
+  const float* rope_cos = nullptr;
+  const float* rope_sin = nullptr;
+  uint16_t* q_out = nullptr;  // [n_tokens][q_dim] bf16
+  int n_tokens = 0;
+  int pos0 = 0;                         // original position of token 0
+  const int32_t* pos0_dev = nullptr;    // when set, read instead (decode graphs)
+  int sinks = 0, window = 0;
+  int n_head = 0, n_head_kv = 0, head_dim = 0, rope_dim = 0;
+  bool neox = false;
+};
+OpStatus launch_rope_queries_at_cache_index(const RopeQueriesParams& p, void* stream);
+
 }  // namespace sinkscope::kernels

@@ -8,6 +8,10 @@
 #  - SINKSCOPE_TEST_SANITIZE=1 (default): the CPU unit tests again, built with ASan + UBSan (gcc,
 #    -DSINKSCOPE_SANITIZE=ON, CPU only) in build-asan/; the slowest model-heavy tests are left
 #    out there (SINKSCOPE_TEST_ASAN_EXCLUDE, a ctest -E regex) since the Release run covers them;
+#  - SINKSCOPE_TEST_TSAN=1 (default; 0 skips): ThreadSanitizer (gcc, -DSINKSCOPE_TSAN=ON, CPU
+#    only, no OpenBLAS) in build-tsan/, building only the threaded tests: the engine thread, the
+#    request queue (coalescing, cancel) and the GUI hand-off (tests/gui), the thread pool and the
+#    CPU backend's cancel (tests/unit); Qt-internal reports are suppressed by tests/tsan/qt.supp;
 #  - SINKSCOPE_TEST_FUZZ_SECONDS=20 (default; 0 skips): each libFuzzer target for that long
 #    (packaging/fuzz.sh), when clang is installed.
 # The status is non-zero when any stage fails.
@@ -57,6 +61,43 @@ if [[ "${SINKSCOPE_TEST_SANITIZE:-1}" != 0 ]]; then
     echo "test: sanitizer tests passed"
   else
     echo "test: FAILED under ASan + UBSan (status $asan_status)" >&2
+    status=1
+  fi
+fi
+
+# ---- ThreadSanitizer -----------------------------------------------------------------------------
+# Only the targets that run threads, so the stage stays a few minutes on 2 cores. OpenBLAS is left
+# out: its worker threads synchronise in uninstrumented assembly (false reports); the built-in
+# gemm is instrumented instead. Qt is not instrumented either: tests/tsan/qt.supp names the few
+# Qt/GLib internals TSan cannot see through, and nothing of ours.
+TSAN_TARGETS=(tst_requestqueue tst_enginecontroller tst_runexecutor test_cpu_backend test_cpu_attention test_spans)
+TSAN_TESTS='^(gui_tst_(requestqueue|enginecontroller|runexecutor)$|(CpuBackend|CpuAttention|EffectiveLambda|Session|Spans)\.)'
+if [[ "${SINKSCOPE_TEST_TSAN:-1}" != 0 ]]; then
+  tsan="$ROOT/build-tsan"
+  if [[ ! -f "$tsan/build.ninja" ]]; then
+    echo "test: configuring $tsan (ThreadSanitizer, CPU only)"
+    mkdir -p "$tsan"
+    cmake -S "$ROOT" -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKSCOPE_TSAN=ON \
+      -DSINKSCOPE_CUDA=OFF -DSINKSCOPE_GUI=ON -DCMAKE_DISABLE_FIND_PACKAGE_BLAS=ON \
+      >"$tsan/test-configure.log" 2>&1 ||
+      { cat "$tsan/test-configure.log" >&2; echo "test: FAILED to configure $tsan" >&2; exit 1; }
+  fi
+  echo "test: building the TSan targets in $tsan"
+  tsan_status=0
+  tsan_t0=$SECONDS
+  cmake --build "$tsan" -j "$(nproc 2>/dev/null || echo 2)" --target "${TSAN_TARGETS[@]}" \
+    >"$tsan/test-build.log" 2>&1 || { tail -n 60 "$tsan/test-build.log" >&2; tsan_status=1; }
+  if ((tsan_status == 0)); then
+    echo "test: ctest -j$jobs in $tsan (ThreadSanitizer: $TSAN_TESTS)"
+    # halt_on_error: the first report fails the test that made it.
+    TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$ROOT/tests/tsan/qt.supp}" \
+      ctest --test-dir "$tsan" --output-on-failure -j "$jobs" -R "$TSAN_TESTS" "$@" ||
+      tsan_status=$?
+  fi
+  if ((tsan_status == 0)); then
+    echo "test: ThreadSanitizer tests passed ($((SECONDS - tsan_t0)) s)"
+  else
+    echo "test: FAILED under ThreadSanitizer (status $tsan_status)" >&2
     status=1
   fi
 fi

@@ -47,6 +47,7 @@ struct RawKernel {
   uint64_t start, end;
   uint32_t name, stream, device, context, correlation;
   int32_t grid[3], block[3];
+  uint32_t graph_id;
 };
 struct RawCopy {
   uint64_t start, end, bytes;
@@ -54,7 +55,13 @@ struct RawCopy {
   EventKind kind;  // kMemcpy, kMemset or kSync
   CopyKind copy_kind;
   uint32_t sync_type;
+  uint32_t graph_id;
 };
+struct KnownLayout {
+  uint32_t graph_id, exec_id;
+  GraphLayout layout;
+};
+constexpr size_t kMaxLayouts = 64;
 struct RawApi {
   uint32_t correlation, thread;
   uint64_t start;
@@ -123,6 +130,7 @@ struct CuptiCollector::State {
   std::atomic<bool> running{false};
   std::vector<CUpti_ActivityKind> enabled;
   bool driver_cbids = false;  // launch entry points enabled one by one (lean mode)
+  bool runtime_cbids = false;  // the same for the runtime (runtime_api = false)
 
   // Buffer pool (lives for the process; bounded by options.max_buffers).
   std::vector<uint8_t*> free_buffers;
@@ -146,6 +154,10 @@ struct CuptiCollector::State {
   std::unordered_map<uint32_t, uint32_t> context_device;
   CuptiStats stats;
   uint64_t records = 0;
+  std::vector<KnownLayout> layouts;  // for the process, oldest first
+  CUpti_ActivityKind kernel_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  bool kernels_on = false;   // the kernel kind is enabled now (sampling switches it)
+  uint64_t decode_steps = 0;  // this run
 
   uint32_t intern(const char* text, bool kernel);
   bool admit() {  // one more record within max_records?
@@ -224,7 +236,7 @@ void CuptiCollector::State::take(const CUpti_Activity* r) {
       kernels.push_back({k->start, k->end, intern(k->name, true), k->streamId, k->deviceId,
                          k->contextId, k->correlationId,
                          {k->gridX, k->gridY, k->gridZ},
-                         {k->blockX, k->blockY, k->blockZ}});
+                         {k->blockX, k->blockY, k->blockZ}, k->graphId});
       context_device[k->contextId] = k->deviceId;
       ++stats.kernels;
       return;
@@ -233,7 +245,8 @@ void CuptiCollector::State::take(const CUpti_Activity* r) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(r);
       if (!admit()) return;
       copies.push_back({m->start, m->end, m->bytes, m->streamId, m->deviceId, m->contextId,
-                        m->correlationId, EventKind::kMemcpy, copy_kind_of(m->copyKind), 0});
+                        m->correlationId, EventKind::kMemcpy, copy_kind_of(m->copyKind), 0,
+                        m->graphId});
       context_device[m->contextId] = m->deviceId;
       ++stats.copies;
       return;
@@ -242,7 +255,7 @@ void CuptiCollector::State::take(const CUpti_Activity* r) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(r);
       if (!admit()) return;
       copies.push_back({m->start, m->end, m->bytes, m->streamId, m->deviceId, m->contextId,
-                        m->correlationId, EventKind::kMemset, CopyKind::kUnknown, 0});
+                        m->correlationId, EventKind::kMemset, CopyKind::kUnknown, 0, m->graphId});
       ++stats.copies;
       return;
     }
@@ -250,15 +263,16 @@ void CuptiCollector::State::take(const CUpti_Activity* r) {
       const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(r);
       if (!admit()) return;
       copies.push_back({s->start, s->end, 0, s->streamId, 0, s->contextId, s->correlationId,
-                        EventKind::kSync, CopyKind::kUnknown, static_cast<uint32_t>(s->type)});
+                        EventKind::kSync, CopyKind::kUnknown, static_cast<uint32_t>(s->type), 0});
       ++stats.syncs;
       return;
     }
     case CUPTI_ACTIVITY_KIND_GRAPH_TRACE: {
       const auto* g = reinterpret_cast<const CUpti_ActivityGraphTrace2*>(r);
       if (!admit()) return;
+      // Not a node of the graph: graph_id stays 0 so that layouts only see node records.
       kernels.push_back({g->start, g->end, intern("CUDA graph", false), g->streamId, g->deviceId,
-                         g->contextId, g->correlationId, {0, 0, 0}, {0, 0, 0}});
+                         g->contextId, g->correlationId, {0, 0, 0}, {0, 0, 0}, 0});
       context_device[g->contextId] = g->deviceId;
       ++stats.kernels;
       return;
@@ -373,11 +387,13 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t* buffer, 
 
 // The kinds of one run, in enabling order.
 std::vector<CUpti_ActivityKind> kinds_for(const CuptiOptions& o) {
-  std::vector<CUpti_ActivityKind> k = {CUPTI_ACTIVITY_KIND_RUNTIME};
+  std::vector<CUpti_ActivityKind> k;
+  if (o.runtime_api) k.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
   if (o.driver_api) k.push_back(CUPTI_ACTIVITY_KIND_DRIVER);
   k.push_back(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   if (o.graph_level) k.push_back(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
-  k.push_back(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  if (o.kernels)
+    k.push_back(o.serial_kernels ? CUPTI_ACTIVITY_KIND_KERNEL : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   if (o.memory) {
     k.push_back(CUPTI_ACTIVITY_KIND_MEMCPY);
     k.push_back(CUPTI_ACTIVITY_KIND_MEMSET);
@@ -400,6 +416,24 @@ constexpr CUpti_CallbackId kDriverLaunchCbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,           CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz};
+
+// runtime_api = false: RUNTIME records only for launches and async copies (kernels launched
+// from the host get their thread and launch time; graph launches link to their step).
+constexpr CUpti_CallbackId kRuntimeLaunchCbids[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000};
 
 std::atomic<uint64_t> g_next_cost_id{1};
 
@@ -469,6 +503,24 @@ Status CuptiCollector::start(const CuptiOptions& options) {
     s.stats.clock_offset_ns = measure_offset();
     s.running.store(true);
   }
+  // Device-side buffers and semaphores: CUPTI reads these when it sets up a context's tracing;
+  // a refusal only costs speed, so it is not an error.
+  if (options.device_buffer_bytes > 0) {
+    size_t v = options.device_buffer_bytes, sz = sizeof v;
+    (void)cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE, &sz, &v);
+  }
+  if (options.semaphore_preallocate > 0) {
+    size_t v = options.semaphore_preallocate, sz = sizeof v;
+    (void)cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PROFILING_SEMAPHORE_PRE_ALLOCATE_VALUE,
+                                    &sz, &v);
+  }
+  {
+    std::lock_guard lock(s.mutex);
+    s.kernel_kind = options.serial_kernels ? CUPTI_ACTIVITY_KIND_KERNEL
+                                           : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    s.kernels_on = options.kernels;
+    s.decode_steps = 0;
+  }
   std::vector<CUpti_ActivityKind> enabled;
   for (CUpti_ActivityKind k : kinds_for(options)) {
     Status st = SS_CUPTI(cuptiActivityEnable(k));
@@ -490,9 +542,23 @@ Status CuptiCollector::start(const CuptiOptions& options) {
       }
     }
   }
+  if (!options.runtime_api) {
+    for (CUpti_CallbackId cbid : kRuntimeLaunchCbids) {
+      Status st = SS_CUPTI(cuptiActivityEnableRuntimeApi(cbid, 1));
+      if (!st) {
+        for (CUpti_CallbackId c : kRuntimeLaunchCbids) (void)cuptiActivityEnableRuntimeApi(c, 0);
+        if (!options.driver_api)
+          for (CUpti_CallbackId c : kDriverLaunchCbids) (void)cuptiActivityEnableDriverApi(c, 0);
+        for (CUpti_ActivityKind e : enabled) (void)cuptiActivityDisable(e);
+        s.running.store(false);
+        return st;
+      }
+    }
+  }
   std::lock_guard lock(s.mutex);
   s.enabled = std::move(enabled);
   s.driver_cbids = !options.driver_api;
+  s.runtime_cbids = !options.runtime_api;
   return Status::success();
 }
 
@@ -510,14 +576,21 @@ Status CuptiCollector::stop() {
     std::lock_guard lock(s.mutex);
     enabled.swap(s.enabled);
   }
-  for (CUpti_ActivityKind k : enabled) keep(SS_CUPTI(cuptiActivityDisable(k)));
-  bool cbids = false;
+  bool cbids = false, rt_cbids = false, kernels_on = true;
+  CUpti_ActivityKind kernel_kind;
   {
     std::lock_guard lock(s.mutex);
     std::swap(cbids, s.driver_cbids);
+    std::swap(rt_cbids, s.runtime_cbids);
+    kernels_on = s.kernels_on;
+    kernel_kind = s.kernel_kind;
   }
+  for (CUpti_ActivityKind k : enabled)
+    if (k != kernel_kind || kernels_on) keep(SS_CUPTI(cuptiActivityDisable(k)));
   if (cbids)
     for (CUpti_CallbackId c : kDriverLaunchCbids) keep(SS_CUPTI(cuptiActivityEnableDriverApi(c, 0)));
+  if (rt_cbids)
+    for (CUpti_CallbackId c : kRuntimeLaunchCbids) keep(SS_CUPTI(cuptiActivityEnableRuntimeApi(c, 0)));
   // Forced: also the buffers holding records of kinds just disabled.
   keep(SS_CUPTI(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)));
   std::lock_guard lock(s.mutex);
@@ -531,9 +604,40 @@ Status CuptiCollector::stop() {
   return first;
 }
 
+void CuptiCollector::on_decode_step() {
+  State& s = *m_state;
+  if (!s.running.load() || s.options.sample_every <= 1 || !s.options.kernels) return;
+  CUpti_ActivityKind kind;
+  bool want;
+  {
+    std::lock_guard lock(s.mutex);
+    want = s.decode_steps++ % uint64_t(s.options.sample_every) == 0;
+    if (want) ++s.stats.sampled_steps;
+    else ++s.stats.skipped_steps;
+    if (want == s.kernels_on) return;
+    s.kernels_on = want;
+    kind = s.kernel_kind;
+  }
+  // Outside the lock: enabling or disabling may complete buffers (callbacks take the lock).
+  (void)(want ? cuptiActivityEnable(kind) : cuptiActivityDisable(kind));
+}
+
+bool CuptiCollector::ready() const {
+  std::lock_guard lock(m_state->mutex);
+  return m_state->initialized && m_state->available;
+}
+
+void CuptiCollector::add_graph_layout(uint32_t graph_id, uint32_t exec_id, GraphLayout layout) {
+  std::lock_guard lock(m_state->mutex);
+  auto& v = m_state->layouts;
+  if (v.size() >= kMaxLayouts) v.erase(v.begin());
+  v.push_back({graph_id, exec_id, std::move(layout)});
+}
+
 CuptiStats CuptiCollector::stats() const {
   std::lock_guard lock(m_state->mutex);
   CuptiStats st = m_state->stats;
+  st.graph_layouts = m_state->layouts.size();
   st.buffers_allocated = m_state->allocated;
   st.buffers_free = m_state->free_buffers.size();
   return st;
@@ -573,6 +677,7 @@ void CuptiCollector::add_to(TimelineBuilder& b) const {
     e.end_ns = ts(k.end);
     e.name = name_ids[k.name];
     e.correlation = k.correlation;
+    e.graph_id = k.graph_id;
     std::copy(k.grid, k.grid + 3, e.grid);
     std::copy(k.block, k.block + 3, e.block);
     launch(k.correlation, e);
@@ -594,6 +699,7 @@ void CuptiCollector::add_to(TimelineBuilder& b) const {
     e.correlation = c.correlation;
     e.bytes = c.bytes;
     e.copy_kind = c.copy_kind;
+    e.graph_id = c.graph_id;
     launch(c.correlation, e);
     uint32_t device = c.device;
     if (c.kind == EventKind::kSync) {
@@ -630,8 +736,25 @@ void CuptiCollector::add_to(TimelineBuilder& b) const {
     const std::string& domain = s.names[m.domain];
     b.add(b.lane(LaneKind::kNvtx, m.thread, 0, domain, {}, m.thread), e);
   }
+  // Layouts of the graphs this run replayed (CUPTI's graph ids never repeat in a process).
+  {
+    std::vector<uint32_t> seen;
+    for (const RawKernel& k : s.kernels)
+      if (k.graph_id && (seen.empty() || seen.back() != k.graph_id)) seen.push_back(k.graph_id);
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    auto used = [&](uint32_t id) { return id && std::binary_search(seen.begin(), seen.end(), id); };
+    for (const KnownLayout& l : s.layouts) {
+      if (used(l.exec_id)) b.add_graph_layout(l.exec_id, true, l.layout);
+      if (used(l.graph_id)) b.add_graph_layout(l.graph_id, false, l.layout);
+    }
+  }
   TimelineInfo& info = b.info();
   info.dropped_records += s.stats.dropped_records;
+  if (s.stats.skipped_steps)
+    info.notes.push_back("kernel records in " + std::to_string(s.stats.sampled_steps) + " of " +
+                         std::to_string(s.stats.sampled_steps + s.stats.skipped_steps) +
+                         " decode steps (preset " + s.options.preset + ")");
   if (s.stats.dropped_names)
     info.notes.push_back(std::to_string(s.stats.dropped_names) +
                          " records past the name limit are shown as <other>");

@@ -19,16 +19,31 @@
 #include <memory>
 #include <string>
 
+#include "profiler/graph_layout.h"
 #include "profiler/status.h"
 #include "profiler/timeline.h"
 
 namespace sinkscope::prof {
 
-// Defaults record every kind and decode buffers in the callback: the configuration verified on an
-// H200 (tests/gpu/results/cupti_2026-11-30.log: kernels nest in their layer ranges). lean() drops
-// DRIVER API and SYNCHRONIZATION records and defers decoding to stop(); on the H200 it lost the
-// correlation of cuBLAS kernels (launched through the driver API) to their ranges
-// (tests/gpu/results/cupti_2026-11-30c.log), so it is opt-in until that is fixed.
+// Record sets, by name (CuptiOptions::preset, env SINKSCOPE_TRACE for the CLI and GUI). What
+// costs on end-to-end decode is CUPTI's per-kernel timestamping of the ~330 replayed graph
+// nodes of every decode step, not the API records (3 API calls per replayed step);
+// tests/bench/bench_trace_overhead measures every preset in one run.
+//   full        every kind, decoded in the callback (verified on an H200: the default)
+//   lean        no SYNCHRONIZATION, DRIVER records only for launch entry points, 8 MB buffers
+//               decoded at stop()
+//   lean-dev    lean + RUNTIME records only for launch entry points + 64 MB device buffers and
+//               pre-allocated profiling semaphores (fewer device-buffer flushes mid-run)
+//   serial      lean-dev with CUPTI_ACTIVITY_KIND_KERNEL (serialises kernels) instead of
+//               CONCURRENT_KERNEL
+//   sampled[:N] lean-dev, kernel records only in the prefill and every N-th decode step
+//               (default 8); the other steps keep their NVTX ranges. Kernel statistics then
+//               cover the sampled steps only (a timeline note says so)
+//   graph-level one record per CUDA graph launch (GRAPH_TRACE) next to kernel records
+//   no-kernels  lean-dev without kernel records (diagnostic: the cost of everything else)
+// Every preset keeps kernel names, durations and nesting for the kernels it records: work
+// without launch records is placed by device time and stream order, replayed graphs through
+// their capture layout (profiler/gpu_attribution.cpp).
 struct CuptiOptions {
   size_t buffer_bytes = size_t(4) << 20;  // one activity buffer
   size_t max_buffers = 32;                // pool bound: beyond it CUPTI drops (counted) records
@@ -39,10 +54,17 @@ struct CuptiOptions {
   bool sync = true;                       // SYNCHRONIZATION
   bool driver_api = true;                 // DRIVER API records (launches made via the driver
                                           // API, e.g. cuBLAS, then get launch thread/time too)
+  bool runtime_api = true;                // every RUNTIME API record; false: launch entry points
   bool defer_decode = false;              // decode buffers at stop(), not in the callback
   // Graph-level records (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): one record per CUDA graph launch
   // instead of one per node; CUPTI may refuse it together with kernel records (start() fails).
   bool graph_level = false;
+  bool kernels = true;                    // kernel records at all
+  bool serial_kernels = false;            // KIND_KERNEL instead of CONCURRENT_KERNEL
+  int sample_every = 0;                   // > 1: kernel records in every N-th decode step only
+  size_t device_buffer_bytes = 0;         // CUPTI device buffer per context; 0: CUPTI's default
+  size_t semaphore_preallocate = 0;       // profiling semaphores allocated up front; 0: default
+  std::string preset = "full";            // the name it was made from
 
   static CuptiOptions full() { return CuptiOptions{}; }
   static CuptiOptions lean() {
@@ -51,8 +73,15 @@ struct CuptiOptions {
     o.sync = false;
     o.driver_api = false;
     o.defer_decode = true;
+    o.preset = "lean";
     return o;
   }
+  // A preset by name ("full", "lean", "lean-dev", "serial", "sampled", "sampled:16",
+  // "graph-level", "no-kernels"); false (and *out untouched) for an unknown name.
+  static bool from_name(const std::string& name, CuptiOptions* out);
+  // The preset named by $SINKSCOPE_TRACE, else full(); *note (optional) reports an unknown name.
+  static CuptiOptions from_env(std::string* note = nullptr);
+  static const char* preset_names();  // "full|lean|..." for help texts
 };
 
 struct CuptiStats {
@@ -65,6 +94,9 @@ struct CuptiStats {
   uint64_t unmatched_markers = 0;  // NVTX starts without an end at stop()
   int64_t clock_offset_ns = 0;     // steady_ns = cupti_ns + offset
   int64_t clock_drift_ns = 0;      // offset at stop() minus offset at start()
+  uint64_t sampled_steps = 0, skipped_steps = 0;  // sample_every: decode steps with / without
+                                                   // kernel records
+  uint64_t graph_layouts = 0;      // capture layouts known to the process
 };
 
 class CuptiCollector {
@@ -85,6 +117,16 @@ class CuptiCollector {
   // NVTX lanes per (domain, thread). GPU work carries its launch thread and time for linking.
   void add_to(TimelineBuilder& b) const;
   CuptiStats stats() const;
+
+  // Called at each "decode step" start while running (Profiler installs it on its span
+  // recorder): with sample_every > 1, switches kernel records on for the sampled steps only.
+  void on_decode_step();
+  // Whether available() has already been asked and said yes (no side effects: never initialises
+  // CUPTI). Graph layouts are registered only then.
+  bool ready() const;
+  // The layout of a captured graph (profiler/graph_capture.h), under CUPTI's ids of the graph
+  // and of its executable; kept for the process (bounded, oldest dropped first).
+  void add_graph_layout(uint32_t graph_id, uint32_t exec_id, GraphLayout layout);
 
   struct State;
 

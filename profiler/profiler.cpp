@@ -1,10 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "profiler/profiler.h"
 
+#include <cstring>
+
 #include "profiler/nvtx.h"
 #include "profiler/span_timeline.h"
 
 namespace sinkscope::prof {
+
+namespace {
+void on_span_begin(const char* name) {
+  if (std::strcmp(name, "decode step") == 0) CuptiCollector::instance().on_decode_step();
+}
+}  // namespace
 
 const char* trace_mode_name(TraceMode m) {
   return m == TraceMode::kCupti ? "cupti" : "cpu-spans";
@@ -26,7 +34,8 @@ Profiler::~Profiler() {
 }
 
 std::string Profiler::describe() const {
-  if (m_mode == TraceMode::kCupti) return "CUPTI activity tracing + NVTX ranges";
+  if (m_mode == TraceMode::kCupti)
+    return "CUPTI activity tracing (" + m_options.cupti.preset + ") + NVTX ranges";
   std::string s = "CPU spans";
   if (!m_fallback.empty()) s += " (" + m_fallback + ")";
   return s;
@@ -43,6 +52,9 @@ Status Profiler::start() {
     }
   }
   nvtx::set_mirror(m_mode == TraceMode::kCupti);
+  m_spans.set_begin_hook(m_mode == TraceMode::kCupti && m_options.cupti.sample_every > 1
+                             ? on_span_begin
+                             : nullptr);
   m_spans.set_enabled(true);
   m_running = true;
   return Status::success();

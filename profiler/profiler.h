@@ -28,7 +28,7 @@ const char* trace_mode_name(TraceMode m);  // "cpu-spans" | "cupti"
 struct ProfilerOptions {
   bool gpu = false;  // the traced run uses the GPU: try CUPTI
   size_t max_spans = SpanRecorder::kDefaultCapacity;
-  CuptiOptions cupti;
+  CuptiOptions cupti = CuptiOptions::from_env();  // $SINKSCOPE_TRACE names the preset
   std::string device;  // device name for the timeline's info ("cpu" when empty and CPU mode)
 };
 

@@ -73,6 +73,7 @@ std::vector<Span> SpanRecorder::take() {
 }
 
 void SpanRecorder::begin(const char* name, int64_t arg) {
+  if (m_hook) m_hook(name);
   t_open.push_back({name, now_ns(), arg});
 }
 

@@ -59,8 +59,12 @@ class SpanRecorder {
 
   void begin(const char* name, int64_t arg = kNoArg);  // `name` must live until end()
   void end();
+  // Called with the name at every begin() (Profiler: CUPTI sampling per decode step). Set it
+  // while no span is being recorded.
+  void set_begin_hook(void (*hook)(const char* name)) { m_hook = hook; }
 
  private:
+  void (*m_hook)(const char*) = nullptr;
   std::atomic<bool> m_enabled{false};
   mutable std::mutex m_mutex;
   std::vector<Span> m_done;

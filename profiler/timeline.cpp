@@ -133,6 +133,11 @@ int64_t Timeline::layer_of(EventRef r) const {
   return -1;
 }
 
+bool Timeline::is_gpu_phases(uint32_t lane) const {
+  return lane < m_lanes.size() && m_lanes[lane].kind == LaneKind::kNvtx &&
+         m_lanes[lane].os_thread == 0 && m_lanes[lane].domain == kGpuPhasesDomain;
+}
+
 uint32_t Timeline::find_name(std::string_view text) const {
   for (uint32_t i = 0; i < m_names.size(); ++i)
     if (m_names[i] == text) return i;
@@ -213,37 +218,77 @@ void TimelineBuilder::add(uint32_t lane, Event e) {
   ++m_count;
 }
 
+void TimelineBuilder::add_graph_layout(uint32_t id, bool exec, GraphLayout layout) {
+  m_layouts[(uint64_t(exec) << 32) | id] = std::move(layout);
+}
+
+void TimelineBuilder::nest_lane(Timeline& t, uint32_t lane_index, std::vector<uint32_t>* order) {
+  Timeline::LaneData& d = t.m_data[lane_index];
+  auto& ev = d.events;
+  // Start order; on equal starts the longer (enclosing) event first, then the producer's depth.
+  std::vector<uint32_t> idx(ev.size());
+  for (uint32_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](uint32_t ia, uint32_t ib) {
+    const Event& a = ev[ia];
+    const Event& b = ev[ib];
+    if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
+    if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
+    return a.depth < b.depth;
+  });
+  {
+    std::vector<Event> sorted;
+    sorted.reserve(ev.size());
+    for (uint32_t i : idx) sorted.push_back(ev[i]);
+    ev.swap(sorted);
+  }
+  if (order) {
+    order->assign(idx.size(), 0);
+    for (uint32_t n = 0; n < idx.size(); ++n) (*order)[idx[n]] = n;
+  }
+  // Depth = open ranges at start. An event only takes a depth whose previous holder has
+  // ended, so each level is non-overlapping (what window() relies on).
+  d.levels.clear();
+  std::vector<uint32_t> stack;
+  for (uint32_t i = 0; i < ev.size(); ++i) {
+    Event& e = ev[i];
+    while (!stack.empty() && ev[stack.back()].end_ns <= e.start_ns) stack.pop_back();
+    e.depth = static_cast<uint16_t>(std::min<size_t>(stack.size(), 0xffff));
+    if (e.kind == EventKind::kRange) {
+      e.parent = {};
+      if (!stack.empty() && ev[stack.back()].kind == EventKind::kRange &&
+          ev[stack.back()].end_ns >= e.end_ns)
+        e.parent = {lane_index, stack.back()};
+    }
+    if (d.levels.size() <= e.depth) d.levels.resize(e.depth + 1u);
+    d.levels[e.depth].push_back(i);
+    stack.push_back(i);
+  }
+  // "layer" ranges without an index: their order among the "layer" siblings of one parent.
+  if (t.m_layer_name != kNoIndex) {
+    std::unordered_map<uint64_t, int64_t> next;  // parent -> next ordinal
+    for (Event& e : ev) {
+      if (e.kind != EventKind::kRange || e.name != t.m_layer_name || e.arg != kNoArg) continue;
+      const uint64_t key = (uint64_t(e.parent.lane) << 32) | e.parent.index;
+      e.arg = next[key]++;
+    }
+  }
+}
+
 std::shared_ptr<const Timeline> TimelineBuilder::build() {
   Timeline& t = *m_t;
   t.m_layer_name = kNoIndex;
   if (auto it = m_name_ids.find("layer"); it != m_name_ids.end()) t.m_layer_name = it->second;
+  for (uint32_t l = 0; l < t.m_data.size(); ++l) nest_lane(t, l, nullptr);
+  // Link GPU work to the range enclosing its launch.
+  for (auto& d : t.m_data)
+    for (Event& e : d.events)
+      if (e.kind != EventKind::kRange && e.launch_ns >= 0)
+        e.parent = t.enclosing_range(e.launch_thread, e.launch_ns);
+  attribute_gpu_work(t);  // may add the GPU-phases lane (and the name "layer")
+
   bool any = false;
-  for (auto& d : t.m_data) {
-    auto& ev = d.events;
-    // Start order; on equal starts the longer (enclosing) event first, then the producer's depth.
-    std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) {
-      if (a.start_ns != b.start_ns) return a.start_ns < b.start_ns;
-      if (a.end_ns != b.end_ns) return a.end_ns > b.end_ns;
-      return a.depth < b.depth;
-    });
-    // Depth = open ranges at start. An event only takes a depth whose previous holder has
-    // ended, so each level is non-overlapping (what window() relies on).
-    d.levels.clear();
-    std::vector<uint32_t> stack;
-    const uint32_t lane_index = static_cast<uint32_t>(&d - t.m_data.data());
-    for (uint32_t i = 0; i < ev.size(); ++i) {
-      Event& e = ev[i];
-      while (!stack.empty() && ev[stack.back()].end_ns <= e.start_ns) stack.pop_back();
-      e.depth = static_cast<uint16_t>(std::min<size_t>(stack.size(), 0xffff));
-      if (e.kind == EventKind::kRange) {
-        e.parent = {};
-        if (!stack.empty() && ev[stack.back()].kind == EventKind::kRange &&
-            ev[stack.back()].end_ns >= e.end_ns)
-          e.parent = {lane_index, stack.back()};
-      }
-      if (d.levels.size() <= e.depth) d.levels.resize(e.depth + 1u);
-      d.levels[e.depth].push_back(i);
-      stack.push_back(i);
+  for (const auto& d : t.m_data)
+    for (const Event& e : d.events) {
       if (!any) {
         t.m_begin = e.start_ns;
         t.m_end = e.end_ns;
@@ -252,26 +297,12 @@ std::shared_ptr<const Timeline> TimelineBuilder::build() {
       t.m_begin = std::min(t.m_begin, e.start_ns);
       t.m_end = std::max(t.m_end, e.end_ns);
     }
-    // "layer" ranges without an index: their order among the "layer" siblings of one parent.
-    if (t.m_layer_name != kNoIndex) {
-      std::unordered_map<uint64_t, int64_t> next;  // parent -> next ordinal
-      for (Event& e : ev) {
-        if (e.kind != EventKind::kRange || e.name != t.m_layer_name || e.arg != kNoArg) continue;
-        const uint64_t key = (uint64_t(e.parent.lane) << 32) | e.parent.index;
-        e.arg = next[key]++;
-      }
-    }
-  }
-  // Link GPU work to the range enclosing its launch.
-  for (auto& d : t.m_data)
-    for (Event& e : d.events)
-      if (e.kind != EventKind::kRange && e.launch_ns >= 0)
-        e.parent = t.enclosing_range(e.launch_thread, e.launch_ns);
 
   std::shared_ptr<const Timeline> out(m_t.release());
   m_t = std::make_unique<Timeline>();
   m_name_ids.clear();
   m_lane_ids.clear();
+  m_layouts.clear();
   m_count = 0;
   return out;
 }

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "profiler/graph_layout.h"
 #include "profiler/spans.h"
 
 namespace sinkscope::prof {
@@ -70,6 +71,7 @@ struct Event {
   int32_t block[3] = {0, 0, 0};  // kernels
   uint64_t bytes = 0;            // memcpy / memset size; kernels: bytes moved, when annotated
   double flops = 0;              // kernels: floating-point operations, when annotated
+  uint32_t graph_id = 0;         // GPU work replayed from a CUDA graph: CUPTI's graph id; 0 none
 
   int64_t duration_ns() const { return end_ns > start_ns ? end_ns - start_ns : 0; }
   double achieved_gbps() const;    // bytes / duration in GB/s (1e9 B/s); 0 when unknown
@@ -82,7 +84,15 @@ struct TimelineInfo {
   uint64_t dropped_spans = 0;    // CPU spans beyond the recorder's cap
   uint64_t dropped_records = 0;  // CUPTI records lost (buffer pool exhausted, record cap)
   std::vector<std::string> notes;
+  // GPU-work attribution (TimelineBuilder::build): records placed by their graph layout, by the
+  // kernel before them on their stream (no launch record), only in their phase, and launch
+  // links dropped because the work ran outside the phase that launched it.
+  uint64_t graph_attributed = 0, inherited = 0, phase_only = 0, inconsistent_launches = 0;
 };
+
+// The synthetic lane of GPU-time phases (kind kNvtx, this domain, os_thread 0): one range per
+// phase / layer / region instance that has GPU work, spanning that work's device time.
+inline constexpr const char* kGpuPhasesDomain = "SinkScope GPU";
 
 class Timeline {
  public:
@@ -117,6 +127,8 @@ class Timeline {
   int64_t layer_of(EventRef r) const;
   // The name id of `text`, or kNoIndex when no event has that name.
   uint32_t find_name(std::string_view text) const;
+  // Whether `lane` is the synthetic GPU-phases lane (its ranges mirror host ranges on GPU time).
+  bool is_gpu_phases(uint32_t lane) const;
 
  private:
   friend class TimelineBuilder;
@@ -148,12 +160,27 @@ class TimelineBuilder {
   TimelineInfo& info() { return m_t->m_info; }
   size_t size() const { return m_count; }
 
+  // A captured graph's layout, for records whose graph_id is `id` (`exec`: CUPTI's id of the
+  // executable graph, else of the graph it was instantiated from; exec ids are tried first).
+  void add_graph_layout(uint32_t id, bool exec, GraphLayout layout);
+  // Names of the ranges the engine closes only after the device finished their work (it
+  // synchronises before returning): GPU work running inside one belongs to it. Default:
+  // "run", "prefill", "decode step".
+  void set_synced_ranges(std::vector<std::string> names) { m_synced = std::move(names); }
+
   // Sorts each lane by (start, longer first), computes depths and range parents, fills layer
   // indices of "layer" ranges without one (their order among siblings), links GPU work to the
-  // range enclosing its launch. The builder is empty afterwards.
+  // range enclosing its launch, then attributes GPU work without such a link
+  // (profiler/gpu_attribution.cpp): graph replays through their layout, the rest through the
+  // synced phase it ran in. The builder is empty afterwards.
   std::shared_ptr<const Timeline> build();
 
  private:
+  // Sorts and nests one lane; *order (optional) receives the new index of each old index.
+  static void nest_lane(Timeline& t, uint32_t lane, std::vector<uint32_t>* order);
+  void attribute_gpu_work(Timeline& t);
+  std::unordered_map<uint64_t, GraphLayout> m_layouts;  // (exec << 32) | id
+  std::vector<std::string> m_synced = {"run", "prefill", "decode step"};
   std::unique_ptr<Timeline> m_t;
   std::unordered_map<std::string, uint32_t> m_name_ids;
   std::unordered_map<std::string, uint32_t> m_lane_ids;

@@ -38,7 +38,8 @@ struct Acc {
 template <typename KeyFn>
 std::vector<NameStats> aggregate(const Timeline& t, KeyFn key) {
   std::unordered_map<std::string, Acc> by;
-  for (uint32_t l = 0; l < t.lanes().size(); ++l)
+  for (uint32_t l = 0; l < t.lanes().size(); ++l) {
+    if (t.is_gpu_phases(l)) continue;  // device-time twins of host ranges: not counted twice
     for (const Event& e : t.events(l)) {
       std::string k;
       if (!key(e, k)) continue;
@@ -49,6 +50,7 @@ std::vector<NameStats> aggregate(const Timeline& t, KeyFn key) {
       }
       a.add(e);
     }
+  }
   std::vector<NameStats> out;
   int64_t total = 0;
   for (auto& [k, a] : by) {
@@ -94,7 +96,7 @@ std::vector<NameStats> range_stats(const Timeline& t) {
   for (size_t i = 0; i < out.size(); ++i) row[out[i].name] = i;
   for (uint32_t l = 0; l < t.lanes().size(); ++l)
     for (const Event& e : t.events(l))
-      if (e.kind == EventKind::kRange && e.parent.valid()) {
+      if (e.kind == EventKind::kRange && e.parent.valid() && !t.is_gpu_phases(l)) {
         const Event& p = t.event(e.parent);
         out[row[t.name(p.name)]].self_ns -= e.duration_ns();
       }
@@ -118,7 +120,7 @@ std::vector<LayerStats> layer_stats(const Timeline& t) {
     for (uint32_t i = 0; i < ev.size(); ++i) {
       const Event& e = ev[i];
       if (e.kind == EventKind::kRange) {
-        if (e.name != layer_name || e.arg == kNoArg) continue;
+        if (e.name != layer_name || e.arg == kNoArg || t.is_gpu_phases(l)) continue;
         LayerStats& s = by[e.arg];
         s.layer = e.arg;
         ++s.ranges;

@@ -12,6 +12,7 @@
 #include "app/cli/common.h"
 #include "app/cli/interrupt.h"
 #include "engine/atomic_file.h"
+#include "engine/capacity.h"
 #include "engine/json.h"
 #include "engine/paths.h"
 #include "engine/sweep.h"
@@ -268,6 +269,15 @@ int run_validate(std::span<const std::string> args, std::ostream& out, std::ostr
     out << w.str() << "\n";
   } else {
     print_report(out, run, setup.dataset);
+    // The capacity planner's estimate next to the measured peak (the CPU keeps unquantized rows
+    // in float32, the estimate uses the config's attention dtype, so they differ by that).
+    const ModelConfig& mc = model->config();
+    const KvEstimate est = estimate_kv(KvModelShape{mc.n_layer, mc.n_head_kv, mc.head_dim}, config);
+    out << "KV cache: planner estimate " << pct(est.mib_per_request(), 2) << " MiB per request ("
+        << est.tokens_per_request << " tokens, " << to_string(config.inference.attention.dtype)
+        << (config.inference.quantization.enabled ? std::string(" / ") + to_string(config.inference.quantization.kv_dtype) : "")
+        << "); measured peak " << pct(run.results.peak_kv_mib, 2) << " MiB on " << run.backend
+        << " (float32 rows)\n";
     out << "wrote " << *out_file << "\n";
   }
   return run.gates.passed ? 0 : kExitGateFailed;

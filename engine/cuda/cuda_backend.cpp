@@ -3,7 +3,9 @@
 //   RMSNorm (fp32 -> bf16) -> fused QKV GEMM (fp32 out) -> bias + RoPE + paged KV append
 //   -> attention (kernels::launch_attention) -> O GEMM with the residual add fused (beta = 1)
 //   -> RMSNorm -> fused gate|up GEMM -> SwiGLU -> down GEMM with the residual add fused.
-// Then the final RMSNorm and the LM head (fp32 logits).
+// Then the final RMSNorm and the LM head (fp32 logits). Decode steps (one token) run the fused
+// batch-1 kernels of kernels/decode_fused.h instead (4 per layer + the attention) unless
+// SINKSCOPE_FUSED_DECODE=0 or the shape is unsupported (fused_decode() says why).
 //
 // Decode and CUDA Graphs. A decode step reads everything that changes from one position to the
 // next from a 16-byte step record in device memory: the token id (embedding gather), the position
@@ -34,8 +36,11 @@
 #include "engine/cuda/blas.h"
 #include "engine/cuda/cuda_errors.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/kv_page_plan.h"
 #include "engine/rope.h"
+#include "profiler/graph_capture.h"
 #include "kernels/attention.h"
+#include "kernels/decode_fused.h"
 #include "kernels/ops.h"
 
 namespace sinkscope {
@@ -75,6 +80,7 @@ struct DecodeGraph {
   cudaGraphExec_t exec = nullptr;
   int64_t bound = 0;
   bool sparse = false;
+  bool sinkq = false;  // cache position mode past the window: unfused + query re-rotation
   uint64_t gen = 0;
   uint64_t last_use = 0;
   DecodeGraph() = default;
@@ -85,6 +91,7 @@ struct DecodeGraph {
     std::swap(exec, o.exec);
     bound = o.bound;
     sparse = o.sparse;
+    sinkq = o.sinkq;
     gen = o.gen;
     last_use = o.last_use;
     return *this;
@@ -95,7 +102,17 @@ struct DecodeGraph {
 };
 
 // Device step record of a decode step (int32 slots of m_step / m_h_step).
-enum StepSlot : int { kStepToken = 0, kStepPos = 1, kStepKvLen = 2, kStepLog2Lambda = 3, kStepSlots };
+// kStepPos is the append position (the ring position of a windowed cache, engine/kv_page_plan.h);
+// kStepPosOrig the original position and kStepNTiles the live-page count (windowed caches).
+enum StepSlot : int {
+  kStepToken = 0,
+  kStepPos = 1,
+  kStepKvLen = 2,
+  kStepLog2Lambda = 3,
+  kStepPosOrig = 4,
+  kStepNTiles = 5,
+  kStepSlots
+};
 
 struct LayerDev {
   const uint16_t* w_qkv = nullptr;   // (q_dim + 2 kv_dim, D): wq | wk | wv rows
@@ -116,7 +133,12 @@ class CudaBackendImpl final : public CudaBackend {
   std::string name() const override { return m_device_name; }
   const Model& model() const override { return *m_model; }
   int n_past() const override { return m_n_past; }
-  int capacity() const override { return m_capacity; }
+  // Like the CPU: a windowed cache streams without end; the full cache stops at the smaller of
+  // max_context and per_request_limit_tokens.
+  int capacity() const override {
+    return m_plan->windowed() ? m_capacity : int(m_plan->stats().capacity_tokens);
+  }
+  KvCacheStats cache_stats() const override { return m_plan->stats(); }
   void reset() override;
   void set_attention(const AttentionSettings& s) override;
   const AttentionSettings& attention() const override { return m_attn; }
@@ -136,6 +158,10 @@ class CudaBackendImpl final : public CudaBackend {
     invalidate_graphs();
   }
   std::string device_name() const override { return m_device_name; }
+  bool fused_decode(std::string* why_not) const override {
+    if (why_not) *why_not = m_fused_why;
+    return m_fused;
+  }
   uint64_t device_bytes() const override { return m_device_bytes; }
 
  private:
@@ -149,6 +175,7 @@ class CudaBackendImpl final : public CudaBackend {
     bool decode = false;     // probes go to the decode counters
     bool capturing = false;  // no cancel checks (a throw would abandon the capture)
     int64_t kv_bound = 0;
+    bool sinkq = false;  // cache position mode: queries re-rotated at their cache index
   };
 
   static void validate_attention(const AttentionSettings& s);
@@ -167,12 +194,19 @@ class CudaBackendImpl final : public CudaBackend {
 
   void prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
                std::vector<float>& logits);
-  void decode_step(TokenId token, double lambda, std::vector<float>& logits);
+  void decode_step(TokenId token, double lambda, std::vector<float>& logits, bool sinkq = false);
+  // A sliding-window cache: the tokens in chunks (engine/kv_page_plan.h), page tables and RoPE
+  // ring rows uploaded before each, evictions after.
+  void forward_windowed(std::span<const TokenId> tokens, LogitsMode mode,
+                        std::vector<float>& logits);
+  void upload_window_tables(int m);
   // The whole decode step for lengths <= bound: step record in, layers, LM head, logits and
   // probes out (to pinned memory). Eager and captured alike.
-  void enqueue_decode(cudaStream_t s, Blas& blas, int64_t bound, double lambda, bool capturing);
+  void enqueue_decode(cudaStream_t s, Blas& blas, int64_t bound, double lambda, bool capturing,
+                      bool sinkq = false);
   int64_t kv_bound(int64_t kv_len) const;
-  cudaGraphExec_t decode_graph(int64_t bound, double lambda);  // nullptr: run eagerly
+  cudaGraphExec_t decode_graph(int64_t bound, double lambda, bool sinkq);  // nullptr: eager
+  void recover_after_failed_forward();
   void invalidate_graphs() {
     m_graphs.clear();  // callers have synchronised: no graph is in flight
     ++m_gen;
@@ -193,9 +227,14 @@ class CudaBackendImpl final : public CudaBackend {
   int m_batch = 0;      // tokens per device pass
   int m_logit_rows = 0;
   int m_n_past = 0;
+  CacheSettings m_cache_settings;
+  std::unique_ptr<KvPagePlan> m_plan;  // budgets, stats; pages of a windowed cache
+  int m_window_batch = 0;              // windowed: the device batch the pool was sized for
   size_t m_layer_kv_elems = 0;
   uint64_t m_device_bytes = 0;
   bool m_use_graphs = true;
+  bool m_fused = false;     // decode steps through kernels/decode_fused.h
+  std::string m_fused_why;  // why not, when !m_fused
   uint64_t m_gen = 1;
   uint64_t m_use_clock = 0;
   CudaGraphStats m_stats;
@@ -204,6 +243,7 @@ class CudaBackendImpl final : public CudaBackend {
   Stream m_stream;      // every execution
   Stream m_cap_stream;  // captures (executes only the warm-up pass at construction)
   std::unique_ptr<Blas> m_blas, m_blas_cap;
+  prof::GraphLayoutRecorder* m_capture_layout = nullptr;  // set while decode_graph() captures
   std::vector<DecodeGraph> m_graphs;
 
   // Weights.
@@ -216,6 +256,13 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceBuffer m_rope_cos, m_rope_sin;  // (alloc_pos, rope_dim/2)
   // KV cache: per layer, pages[page][kv_head][slot][head_dim] bf16, identity page table.
   DeviceBuffer m_k, m_v, m_page_table, m_repage_tmp;
+  // Windowed cache (engine/kv_page_plan.h): m_page_table is the append table (ring position /
+  // block_size -> page), the attention reads the live-page list (first positions, page ids), and
+  // m_rope_cos/sin hold ring rows. Cache position mode: angles of cache indices [0, S + W) and
+  // the re-rotated queries.
+  DeviceBuffer m_tile_pos0, m_tile_page, m_rope_cache_cos, m_rope_cache_sin, m_q_sink;
+  std::vector<float> m_h_rope;  // pageable staging of ring rows (cos | sin)
+  RopeTable m_rope_host;        // the CPU's angles, for the ring rows
   // Scratch for one pass of up to m_batch tokens.
   DeviceBuffer m_tokens, m_x, m_xn, m_qkv, m_q, m_att, m_gu, m_act, m_logits, m_attn_ws;
   DeviceBuffer m_mask;   // u8 [q_tile][kv_tile] of the requested (layer, head), one pass
@@ -249,11 +296,35 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   if (c.rope_dim < 0 || c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     throw BackendError("CUDA backend: rope_dim " + std::to_string(c.rope_dim) +
                        " must be even and <= head_dim");
+  // Never ignore cache settings: what the kernels cannot do yet is refused, naming the setting
+  // (backend_factory's auto mode then falls back to the CPU with a note).
+  if (const std::string why = cuda_cache_unsupported(opt.cache); !why.empty())
+    throw BackendError("CUDA backend: " + why);
+  if (opt.cache.block_size != 0 && opt.cache.block_size != opt.attention.block_size)
+    throw BackendError("cache block_size " + std::to_string(opt.cache.block_size) +
+                       " differs from the attention block_size " +
+                       std::to_string(opt.attention.block_size) + " (a KV page is one attention tile)");
+  m_cache_settings = opt.cache;
+  m_rope_host = RopeTable(c, m_model->weights().rope_freqs);
   m_capacity = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
   if (m_capacity <= 0) throw BackendError("CUDA backend: KV capacity must be positive");
   if (const char* env = std::getenv("SINKSCOPE_CUDA_GRAPHS"); env && std::string(env) == "0")
     m_copt.use_graphs = false;
   m_use_graphs = m_copt.use_graphs;
+  if (const char* env = std::getenv("SINKSCOPE_FUSED_DECODE"); env && std::string(env) == "0")
+    m_copt.fused_decode = false;
+  {
+    kernels::DecodeFusedShape fs;
+    fs.n_embd = c.n_embd;
+    fs.n_head = c.n_head;
+    fs.n_head_kv = c.n_head_kv;
+    fs.head_dim = c.head_dim;
+    fs.rope_dim = c.rope_dim;
+    fs.n_ff = c.n_ff;
+    m_fused_why = m_copt.fused_decode ? kernels::decode_fused_unsupported(fs)
+                                      : "switched off (SINKSCOPE_FUSED_DECODE=0 or the option)";
+    m_fused = m_fused_why.empty();
+  }
 
   if (m_copt.device >= 0) SS_CUDA(cudaSetDevice(m_copt.device));
   SS_CUDA(cudaGetDevice(&m_device));
@@ -267,8 +338,25 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
   const int64_t W = Q + 2 * KV;
   m_alloc_pos = int(round_up(m_capacity, kPositionAlign));
+  const CacheSettings& ks = m_cache_settings;
+  if (ks.windowed()) {
+    // A pool of pages for sinks + window + one pass, recycled as the window slides; the stream
+    // itself has no end (positions within int, like the CPU).
+    if (ks.window_size < 1 || ks.window_size > (int64_t(1) << 28) || ks.sink_keep_count < 0 ||
+        ks.sink_keep_count > 1024)
+      throw BackendError("sliding_window: window_size must be in [1, 2^28] and sink_keep_count "
+                         "in [0, 1024], got " + std::to_string(ks.window_size) + " and " +
+                         std::to_string(ks.sink_keep_count));
+    m_window_batch = int(round_up(std::max(copt.max_batch, 1), kQueryTileRows));
+    const int chunk = windowed_chunk(ks, 128, m_window_batch);
+    m_alloc_pos = int(windowed_pool_positions(ks, chunk));
+    m_capacity = 1 << 30;
+  }
   m_batch =
       int(std::min<int64_t>(round_up(std::max(copt.max_batch, 1), kQueryTileRows), m_alloc_pos));
+  m_plan = std::make_unique<KvPagePlan>(c.n_layer, int64_t(4) * KV, opt.attention.block_size,
+                                        ks.windowed() ? int64_t(1) << 30 : m_capacity,
+                                        ks.windowed() ? m_alloc_pos : 0, ks);
   m_logit_rows = std::min(kMaxLogitRows, m_batch);
   m_layer_kv_elems = size_t(m_alloc_pos) * size_t(KV);
 
@@ -343,6 +431,16 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   m_h_logits = PinnedBuffer(size_t(V) * 4, "pinned logits");
   m_h_probe = PinnedBuffer(m_probe.bytes(), "pinned probes");
   m_step = alloc(kStepSlots * 4, "decode step record");
+  if (ks.windowed()) {
+    m_tile_pos0 = alloc(size_t(m_alloc_pos / 64) * 4, "live-page positions");
+    m_tile_page = alloc(size_t(m_alloc_pos / 64) * 4, "live-page ids");
+    if (ks.position_mode == PositionMode::kCache) {
+      const size_t rows = size_t(ks.sink_keep_count + ks.window_size);
+      m_rope_cache_cos = alloc(rows * half * 4, "RoPE cos of cache indices");
+      m_rope_cache_sin = alloc(rows * half * 4, "RoPE sin of cache indices");
+      m_q_sink = alloc(B * Q * 2, "queries at cache indices");
+    }
+  }
   m_h_step = PinnedBuffer(kStepSlots * 4, "pinned decode step record");
 
   upload_weights();
@@ -362,6 +460,28 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
     SS_CUDA(cudaMemcpyAsync(m_page_table.get(), table.data(), table.size() * 4,
                             cudaMemcpyHostToDevice, m_stream.s));
+    if (m_rope_cache_cos) {  // cache indices [0, S + W), the first rows of the same table
+      const size_t n = std::min(m_rope_cache_cos.bytes() / 4, cs.size());
+      SS_CUDA(cudaMemcpyAsync(m_rope_cache_cos.get(), cs.data(), n * 4, cudaMemcpyHostToDevice,
+                              m_stream.s));
+      SS_CUDA(cudaMemcpyAsync(m_rope_cache_sin.get(), sn.data(), n * 4, cudaMemcpyHostToDevice,
+                              m_stream.s));
+      if (m_rope_cache_cos.bytes() / 4 > cs.size()) {  // S + W beyond the pool: compute the rest
+        const size_t rows = m_rope_cache_cos.bytes() / 4 / half;
+        std::vector<float> c2(rows * half, 1.0f), s2(rows * half, 0.0f);
+        if (c.rope_dim >= 2)
+          for (size_t p = 0; p < rows; ++p) rope.angles(int(p), &c2[p * half], &s2[p * half]);
+        SS_CUDA(cudaMemcpyAsync(m_rope_cache_cos.get(), c2.data(), c2.size() * 4,
+                                cudaMemcpyHostToDevice, m_stream.s));
+        SS_CUDA(cudaMemcpyAsync(m_rope_cache_sin.get(), s2.data(), s2.size() * 4,
+                                cudaMemcpyHostToDevice, m_stream.s));
+        SS_CUDA(cudaStreamSynchronize(m_stream.s));
+      }
+    }
+    if (m_tile_pos0) {  // the warm-up step below reads a one-page list: page 0 at position 0
+      SS_CUDA(cudaMemsetAsync(m_tile_pos0.get(), 0, m_tile_pos0.bytes(), m_stream.s));
+      SS_CUDA(cudaMemsetAsync(m_tile_page.get(), 0, m_tile_page.bytes(), m_stream.s));
+    }
     SS_CUDA(cudaStreamSynchronize(m_stream.s));  // the host vectors die here
   }
   // One decode step on the capture stream and handle, run for real: loads every module a
@@ -375,6 +495,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     h[kStepPos] = 0;
     h[kStepKvLen] = 1;
     std::memcpy(&h[kStepLog2Lambda], &dense, 4);
+    h[kStepPosOrig] = 0;
+    h[kStepNTiles] = 1;
     enqueue_decode(m_cap_stream.s, *m_blas_cap, kv_bound(1), 0.0, true);
     SS_CUDA(cudaStreamSynchronize(m_cap_stream.s));
   }
@@ -477,6 +599,7 @@ void CudaBackendImpl::upload_weights() {
 void CudaBackendImpl::reset() {
   SS_CUDA(cudaSetDevice(m_device));
   m_n_past = 0;
+  m_plan->reset(m_attn.block_size);  // a windowed cache takes a new page size here
   const ModelConfig& c = m_model->config();
   m_probes.reset(c.n_layer, c.n_head);
   SS_CUDA(cudaMemsetAsync(m_probe.get(), 0, m_probe.bytes(), m_stream.s));
@@ -486,9 +609,18 @@ void CudaBackendImpl::reset() {
 
 void CudaBackendImpl::set_attention(const AttentionSettings& s) {
   validate_attention(s);
+  if (m_cache_settings.block_size != 0 && m_cache_settings.block_size != s.block_size)
+    throw BackendError("attention block_size " + std::to_string(s.block_size) +
+                       " differs from the cache block_size " +
+                       std::to_string(m_cache_settings.block_size));
+  if (m_plan->windowed() && m_n_past > 0 && s.block_size != m_attn.block_size)
+    throw BackendError("CUDA backend: a sliding_window cache changes block_size only when empty "
+                       "(reset first): its pages are " + std::to_string(m_attn.block_size) +
+                       "-token tiles");
   SS_CUDA(cudaSetDevice(m_device));
   if (s.block_size != m_attn.block_size && m_n_past > 0) repage(m_attn.block_size, s.block_size);
   m_attn = s;
+  if (m_n_past == 0) m_plan->reset(s.block_size);
   invalidate_graphs();
 }
 
@@ -544,6 +676,24 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
     a.skip_mask = m_mask.as<uint8_t>();
     a.mask_head = m_probes.mask.head;
   }
+  if (m_plan->windowed()) {  // the live-page list with the sink/window rule
+    a.page_table = m_tile_page.as<int32_t>();
+    a.tile_pos0 = m_tile_pos0.as<int32_t>();
+    a.sink_count = m_plan->sinks();
+    a.window = m_plan->window();
+    a.q_sink = p.sinkq ? m_q_sink.as<uint16_t>() : nullptr;
+    a.kv_len_dev = nullptr;
+    a.skip_mask = nullptr;
+    if (p.kv_bound > 0) {  // decode graph: count and query position from the step record
+      a.n_tiles = int(m_plan->pool_pages());
+      a.kv_len = int64_t(a.n_tiles) * a.block_size;
+      a.q_start = a.kv_len - 1;
+      a.n_tiles_dev = m_step.as<int32_t>() + kStepNTiles;
+      a.q_pos_dev = m_step.as<int32_t>() + kStepPosOrig;
+    } else {
+      a.n_tiles = int(m_plan->tile_pos0().size());
+    }
+  }
   return a;
 }
 
@@ -554,6 +704,9 @@ void CudaBackendImpl::request_skip_mask(int layer, int head) {
                        std::to_string(head) + ") is outside the model (" +
                        std::to_string(c.n_layer) + " layers, " + std::to_string(c.n_head) +
                        " heads)");
+  if (layer >= 0 && m_plan->windowed())
+    throw BackendError("skip mask: not recorded by the CUDA backend with a sliding_window cache "
+                       "(its KV tiles are a live-page list); use the CPU backend or the full cache");
   if (layer >= 0 && !m_mask) {
     // One pass's mask at most: ceil(batch / 128) query tiles x ceil(capacity / 64) KV tiles.
     const size_t rows = size_t(m_batch + kernels::kPrefillQueryTile - 1) / kernels::kPrefillQueryTile;
@@ -577,9 +730,16 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     // replays would not re-emit them.
     std::optional<prof::ScopedSpan> span_layer;
     if (!p.capturing) span_layer.emplace(m_spans, "layer", l);
+    // While capturing: the layer's graph nodes, so replayed kernels find their layer.
+    prof::GraphRegionScope region_layer(p.capturing ? m_capture_layout : nullptr, "layer", l);
     const LayerDev& L = m_layers[size_t(l)];
-    SS_LAUNCH(kernels::launch_rms_norm(x, L.attn_norm, xn, p.n, D, c.rms_eps, s));
-    blas.linear(xn, L.w_qkv, m_qkv.as<float>(), p.n, W, D);
+    // Decode steps (one token): 4 fused kernels + the attention per layer (kernels/decode_fused.h).
+    // Not with re-rotated queries: they are made from the unfused path's fp32 q|k|v rows.
+    const bool fused = m_fused && p.kv_bound > 0 && p.n == 1 && !p.sinkq;
+    if (!fused) {
+      SS_LAUNCH(kernels::launch_rms_norm(x, L.attn_norm, xn, p.n, D, c.rms_eps, s));
+      blas.linear(xn, L.w_qkv, m_qkv.as<float>(), p.n, W, D);
+    }
 
     kernels::QkvRopeParams r;
     r.qkv = m_qkv.as<float>();
@@ -591,7 +751,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     r.v_pages = v_layer(l);
     r.page_table = m_page_table.as<int32_t>();
     r.n_tokens = p.n;
-    r.pos0 = p.pos0;
+    r.pos0 = int(m_plan->ring_pos(p.pos0));  // windowed: the append ring (kv_page_plan.h)
     if (p.kv_bound > 0) r.pos0_dev = m_step.as<int32_t>() + kStepPos;
     r.n_head = c.n_head;
     r.n_head_kv = c.n_head_kv;
@@ -599,13 +759,57 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     r.rope_dim = c.rope_dim;
     r.neox = c.rope_neox;
     r.block_size = m_attn.block_size;
-    SS_LAUNCH(kernels::launch_qkv_rope_append(r, s));
+    if (fused) {
+      kernels::FusedQkvParams f;
+      f.x = x;
+      f.norm_w = L.attn_norm;
+      f.eps = c.rms_eps;
+      f.w_qkv = L.w_qkv;
+      f.n_embd = D;
+      f.rope = r;
+      SS_LAUNCH(kernels::launch_fused_norm_qkv_rope(f, s));
+    } else {
+      SS_LAUNCH(kernels::launch_qkv_rope_append(r, s));
+    }
+    if (p.sinkq) {
+      kernels::RopeQueriesParams rq;
+      rq.qkv = m_qkv.as<float>();
+      rq.bias = L.b_qkv;
+      rq.rope_cos = m_rope_cache_cos.as<float>();
+      rq.rope_sin = m_rope_cache_sin.as<float>();
+      rq.q_out = m_q_sink.as<uint16_t>();
+      rq.n_tokens = p.n;
+      rq.pos0 = p.pos0;
+      if (p.kv_bound > 0) rq.pos0_dev = m_step.as<int32_t>() + kStepPosOrig;
+      rq.sinks = m_plan->sinks();
+      rq.window = m_plan->window();
+      rq.n_head = c.n_head;
+      rq.n_head_kv = c.n_head_kv;
+      rq.head_dim = c.head_dim;
+      rq.rope_dim = c.rope_dim;
+      rq.neox = c.rope_neox;
+      SS_LAUNCH(kernels::launch_rope_queries_at_cache_index(rq, s));
+    }
 
     const kernels::AttentionParams a = attention_params(l, p);
     if (kernels::attention_workspace_bytes(a) > a.workspace_bytes)
       throw BackendError("CUDA backend: attention decode workspace too small (internal error)");
     SS_LAUNCH(kernels::launch_attention(a, s));
 
+    if (fused) {
+      SS_LAUNCH(kernels::launch_fused_gemv_residual(m_att.as<uint16_t>(), L.w_o, x, D, Q, s));
+      kernels::FusedGateUpParams g;
+      g.x = x;
+      g.norm_w = L.ffn_norm;
+      g.eps = c.rms_eps;
+      g.w_gu = L.w_gu;
+      g.act = m_act.as<uint16_t>();
+      g.n_embd = D;
+      g.n_ff = F;
+      SS_LAUNCH(kernels::launch_fused_norm_gate_up_swiglu(g, s));
+      SS_LAUNCH(kernels::launch_fused_gemv_residual(m_act.as<uint16_t>(), L.w_down, x, D, F, s));
+      continue;
+    }
     blas.linear(m_att.as<uint16_t>(), L.w_o, x, p.n, D, Q, 1.0f);  // x += o-proj
     SS_LAUNCH(kernels::launch_rms_norm(x, L.ffn_norm, xn, p.n, D, c.rms_eps, s));
     blas.linear(xn, L.w_gu, m_gu.as<float>(), p.n, 2 * F, D);
@@ -653,25 +857,107 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
   const bool decode = n == 1 && m_n_past > 0;
   prof::ScopedSpan span_fwd(m_spans, decode ? "decode step" : "prefill");
   const double lambda = effective_lambda(m_attn, decode, int64_t(m_n_past) + n);
+  // Budgets first (BackendError naming the limit, nothing appended). A windowed cache reserves
+  // per chunk inside forward_windowed.
+  const bool windowed = m_plan->windowed();
+  if (!windowed) m_plan->reserve(n);
   try {
-    if (decode) {
+    if (windowed) {
+      forward_windowed(tokens, mode, logits);
+    } else if (decode) {
       decode_step(tokens[0], lambda, logits);
     } else {
       prefill(tokens, mode, lambda, logits);
     }
+  } catch (const Cancelled&) {
+    // A cancel is raised on the host between launches: what was enqueued is valid work, so the
+    // captured decode graphs stay (dropping them made every cancelled run re-capture, and the
+    // churn of graph instantiations grew the process's memory in the soak benchmark).
+    recover_after_failed_forward();
+    throw;
   } catch (...) {
-    // Cancelled or failed part-way: let the device finish what was enqueued, keep n_past (new
-    // K/V beyond it are ignored and overwritten later), and keep the probes of what ran.
-    if (cudaStreamSynchronize(m_stream.s) == cudaSuccess &&
-        cudaMemcpy(m_h_probe.as<uint64_t>(), m_probe.get(), m_probe.bytes(),
-                   cudaMemcpyDeviceToHost) == cudaSuccess)
-      apply_probes();
-    (void)cudaGetLastError();
+    recover_after_failed_forward();
     invalidate_graphs();
     throw;
   }
-  m_n_past += n;
+  if (!windowed) {
+    m_plan->commit(n);
+    m_n_past += n;
+  }
   apply_probes();
+}
+
+void CudaBackendImpl::upload_window_tables(int m) {
+  const ModelConfig& c = m_model->config();
+  const int64_t n0 = m_n_past;
+  cudaStream_t s = m_stream.s;
+  // Pageable sources: cudaMemcpyAsync stages them before returning, so they may change after.
+  for (const auto& [idx, page] : m_plan->append_entries())
+    SS_CUDA(cudaMemcpyAsync(m_page_table.as<int32_t>() + idx, &page, 4, cudaMemcpyHostToDevice, s));
+  if (c.rope_dim >= 2) {  // ring rows of this chunk's positions
+    const size_t half = size_t(c.rope_dim / 2);
+    m_h_rope.resize(2 * size_t(m) * half);
+    for (int i = 0; i < m; ++i)
+      m_rope_host.angles(int(n0 + i), &m_h_rope[size_t(i) * half],
+                         &m_h_rope[(size_t(m) + size_t(i)) * half]);
+    const size_t row0 = size_t(m_plan->ring_pos(n0));
+    SS_CUDA(cudaMemcpyAsync(m_rope_cos.as<float>() + row0 * half, m_h_rope.data(),
+                            size_t(m) * half * 4, cudaMemcpyHostToDevice, s));
+    SS_CUDA(cudaMemcpyAsync(m_rope_sin.as<float>() + row0 * half, m_h_rope.data() + size_t(m) * half,
+                            size_t(m) * half * 4, cudaMemcpyHostToDevice, s));
+  }
+  const std::vector<int32_t>& pos0 = m_plan->tile_pos0();
+  const std::vector<int32_t>& page = m_plan->tile_page();
+  SS_CUDA(cudaMemcpyAsync(m_tile_pos0.get(), pos0.data(), pos0.size() * 4, cudaMemcpyHostToDevice, s));
+  SS_CUDA(cudaMemcpyAsync(m_tile_page.get(), page.data(), page.size() * 4, cudaMemcpyHostToDevice, s));
+}
+
+// The CPU backend's chunking (cpu_backend.cpp): pieces of at most windowed_chunk() tokens, each
+// reserved, run and committed (evicting) before the next. Cache position mode past the window
+// (a query whose cache index differs from its position) runs token by token through the decode
+// kernels, which score sink keys with the re-rotated query; the prefill kernels do not.
+void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMode mode,
+                                       std::vector<float>& logits) {
+  const ModelConfig& c = m_model->config();
+  const int n = int(tokens.size());
+  const size_t V = size_t(c.n_vocab);
+  logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
+  const int S = m_plan->sinks(), W = m_plan->window();
+  const int step = windowed_chunk(m_cache_settings, m_attn.block_size, m_window_batch);
+  std::vector<float> part;
+  for (int off = 0; off < n;) {
+    const int64_t n0 = m_n_past;
+    int m = std::min(step, n - off);
+    bool sinkq = false;
+    if (m_plan->cache_positions()) {
+      const int64_t moved = int64_t(S) + W;  // first position whose cache index differs
+      if (n0 < moved) {
+        m = int(std::min<int64_t>(m, moved - n0));
+      } else {
+        m = 1;
+        sinkq = true;
+      }
+    }
+    const bool decode = m == 1 && n0 > 0;
+    const int64_t last = n0 + m - 1;
+    const int64_t n_kv = std::min<int64_t>(last + 1, cache_position(last, S, W) + 1);
+    const double lambda = effective_lambda(m_attn, decode, n_kv);
+    m_plan->reserve(m);
+    upload_window_tables(m);
+    if (decode) {
+      decode_step(tokens[size_t(off)], lambda, part, sinkq);
+    } else {
+      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part);
+    }
+    m_plan->commit(m);
+    m_n_past += m;
+    if (mode == LogitsMode::kAll) {
+      std::copy_n(part.data(), size_t(m) * V, logits.data() + size_t(off) * V);
+    } else if (off + m == n) {
+      std::copy_n(part.data(), V, logits.data());
+    }
+    off += m;
+  }
 }
 
 void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
@@ -731,18 +1017,20 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
 // Power-of-two buckets: a sequence re-captures log2(capacity / kMinKvBound) times at most, and
 // the grid of a bound wastes at most half its CTAs (which exit at once) on empty splits.
 int64_t CudaBackendImpl::kv_bound(int64_t kv_len) const {
+  if (m_plan && m_plan->windowed()) return m_alloc_pos;  // one graph: the whole live-page pool
   int64_t b = kMinKvBound;
   while (b < kv_len) b *= 2;
   return std::min<int64_t>(b, m_alloc_pos);
 }
 
 void CudaBackendImpl::enqueue_decode(cudaStream_t s, Blas& blas, int64_t bound, double lambda,
-                                     bool capturing) {
+                                     bool capturing, bool sinkq) {
   const ModelConfig& c = m_model->config();
   SS_CUDA(cudaMemcpyAsync(m_step.get(), m_h_step.as<int32_t>(), kStepSlots * 4,
                           cudaMemcpyHostToDevice, s));
   Pass p{1, m_n_past, lambda, true, capturing};
   p.kv_bound = bound;
+  p.sinkq = sinkq;
   enqueue_layers(s, blas, p);
   enqueue_lm_head(s, blas, 0, 1);
   SS_CUDA(cudaMemcpyAsync(m_h_logits.as<float>(), m_logits.get(), size_t(c.n_vocab) * 4,
@@ -751,7 +1039,8 @@ void CudaBackendImpl::enqueue_decode(cudaStream_t s, Blas& blas, int64_t bound, 
                           cudaMemcpyDeviceToHost, s));
 }
 
-void CudaBackendImpl::decode_step(TokenId token, double lambda, std::vector<float>& logits) {
+void CudaBackendImpl::decode_step(TokenId token, double lambda, std::vector<float>& logits,
+                                  bool sinkq) {
   const ModelConfig& c = m_model->config();
   const size_t V = size_t(c.n_vocab);
   const int pos = m_n_past;
@@ -762,22 +1051,36 @@ void CudaBackendImpl::decode_step(TokenId token, double lambda, std::vector<floa
   // The step record (pinned): the previous step's copy of it finished at its synchronisation.
   int32_t* h = m_h_step.as<int32_t>();
   h[kStepToken] = token;
-  h[kStepPos] = pos;
+  h[kStepPos] = int32_t(m_plan->ring_pos(pos));  // the append position (ring when windowed)
   h[kStepKvLen] = pos + 1;
   std::memcpy(&h[kStepLog2Lambda], &log2_lambda, 4);
+  h[kStepPosOrig] = pos;
+  h[kStepNTiles] = int32_t(m_plan->tile_pos0().size());
 
   const int64_t bound = kv_bound(int64_t(pos) + 1);
   cudaGraphExec_t exec = nullptr;
-  if (m_use_graphs && m_stats.disabled_reason.empty()) exec = decode_graph(bound, lambda);
+  if (m_use_graphs && m_stats.disabled_reason.empty()) exec = decode_graph(bound, lambda, sinkq);
   if (exec) {
     SS_CUDA(cudaGraphLaunch(exec, m_stream.s));
     ++m_stats.graph_steps;
   } else {
-    enqueue_decode(m_stream.s, *m_blas, bound, lambda, false);
+    enqueue_decode(m_stream.s, *m_blas, bound, lambda, false, sinkq);
     ++m_stats.eager_steps;
   }
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
   logits.assign(m_h_logits.as<float>(), m_h_logits.as<float>() + V);
+}
+
+// After a forward that threw: the chunk in flight (windowed) or the whole forward is rolled
+// back; the device finishes what was enqueued; n_past is kept (new K/V beyond it are ignored
+// and overwritten later) and so are the probes of what ran.
+void CudaBackendImpl::recover_after_failed_forward() {
+  m_plan->rollback();
+  if (cudaStreamSynchronize(m_stream.s) == cudaSuccess &&
+      cudaMemcpy(m_h_probe.as<uint64_t>(), m_probe.get(), m_probe.bytes(),
+                 cudaMemcpyDeviceToHost) == cudaSuccess)
+    apply_probes();
+  (void)cudaGetLastError();
 }
 
 void CudaBackendImpl::disable_graphs(const std::string& why) {
@@ -788,10 +1091,10 @@ void CudaBackendImpl::disable_graphs(const std::string& why) {
 
 // The graph for (bound, dense/sparse) under the current settings: cached, else captured now on
 // the capture stream (nothing runs there; the capture only records) and instantiated.
-cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda) {
+cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda, bool sinkq) {
   const bool sparse = lambda > 0.0 || m_copt.force_sparse_kernel;
   for (DecodeGraph& g : m_graphs)
-    if (g.gen == m_gen && g.bound == bound && g.sparse == sparse) {
+    if (g.gen == m_gen && g.bound == bound && g.sparse == sparse && g.sinkq == sinkq) {
       g.last_use = ++m_use_clock;
       return g.exec;
     }
@@ -801,7 +1104,7 @@ cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda) {
     if (kernels::pdl_enabled()) {
       (void)cudaGetLastError();
       kernels::set_pdl_enabled(false);
-      return decode_graph(bound, lambda);
+      return decode_graph(bound, lambda, sinkq);
     }
     disable_graphs(why);
     return nullptr;
@@ -813,9 +1116,13 @@ cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda) {
     return nullptr;
   }
   cudaGraph_t graph = nullptr;
+  prof::GraphLayoutRecorder layout(s);  // the timeline's map of replayed kernels to layers
+  m_capture_layout = &layout;
   try {
-    enqueue_decode(s, *m_blas_cap, bound, lambda, true);
+    enqueue_decode(s, *m_blas_cap, bound, lambda, true, sinkq);
+    m_capture_layout = nullptr;
   } catch (const std::exception& ex) {
+    m_capture_layout = nullptr;
     (void)cudaStreamEndCapture(s, &graph);
     if (graph) (void)cudaGraphDestroy(graph);
     return fail(std::string("capturing a decode step failed: ") + ex.what());
@@ -828,6 +1135,7 @@ cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda) {
   ++m_stats.captures;
   DecodeGraph g;
   e = cudaGraphInstantiate(&g.exec, graph, 0);
+  if (e == cudaSuccess) (void)layout.publish(graph, g.exec);
   (void)cudaGraphDestroy(graph);
   if (e != cudaSuccess) {
     g.exec = nullptr;
@@ -836,6 +1144,7 @@ cudaGraphExec_t CudaBackendImpl::decode_graph(int64_t bound, double lambda) {
   ++m_stats.instantiations;
   g.bound = bound;
   g.sparse = sparse;
+  g.sinkq = sinkq;
   g.gen = m_gen;
   g.last_use = ++m_use_clock;
   if (m_graphs.size() >= kMaxGraphs) {  // evict the least recently used (not in flight: synced)

@@ -18,6 +18,10 @@ struct CudaBackendOptions {
   int max_batch = 2048;    // tokens per device pass (prefill chunk); rounded to a multiple of 128
   // Tests: run the sparse attention kernels even when lambda = 0 (must equal dense bit for bit).
   bool force_sparse_kernel = false;
+  // Decode steps through the fused batch-1 kernels (kernels/decode_fused.h: RMSNorm folded into
+  // the QKV and gate|up projections, RoPE + KV append and SwiGLU in their epilogues, residual
+  // adds in the O and down projections). Env SINKSCOPE_FUSED_DECODE=0: off (the unfused path).
+  bool fused_decode = true;
 };
 
 // How decode steps ran. A decode step replays a CUDA Graph captured once for a bound of the
@@ -38,6 +42,9 @@ class CudaBackend : public Backend {
   virtual void set_use_graphs(bool on) = 0;
   virtual std::string device_name() const = 0;
   virtual uint64_t device_bytes() const = 0;  // device memory the backend holds
+  // Whether decode steps run the fused kernels; if not, why (switched off, or the model's shape
+  // is outside what they support: kernels/decode_fused_plan.h).
+  virtual bool fused_decode(std::string* why_not = nullptr) const = 0;
 };
 
 // Throws BackendError: no device, unsupported model shape (attention needs head_dim 64 or 128),
@@ -49,6 +56,9 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
 namespace gpu {
 // Whether a usable CUDA device exists; fills why (no) or name (yes, device 0) when given.
 bool probe_device(std::string* why, std::string* name);
+// Free and total memory of the current device (cudaMemGetInfo: device-wide, every process);
+// false with the runtime's error in *why when it cannot be read.
+bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes, std::string* why = nullptr);
 }  // namespace gpu
 
 }  // namespace sinkscope

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/backend.h"
+#include "engine/cuda/fault_injection.h"
 
 namespace sinkscope::gpu {
 
@@ -17,6 +18,9 @@ namespace sinkscope::gpu {
 [[noreturn]] void throw_status(const std::string& message, const char* call, const char* file,
                                int line);
 std::string format_bytes(uint64_t bytes);  // "123456789 bytes (117.7 MiB)"
+// The message of an injected launch failure (fault_injection.h).
+inline constexpr const char* kInjectedLaunchFailure =
+    "kernel launch failed (injected fault: the kernel was not launched)";
 
 }  // namespace sinkscope::gpu
 
@@ -34,8 +38,12 @@ std::string format_bytes(uint64_t bytes);  // "123456789 bytes (117.7 MiB)"
   } while (0)
 
 // For launchers returning {bool ok; std::string message;} (kernels/ops.h, kernels/attention.h).
+// A fault injected by tests (engine/cuda/fault_injection.h) fails the launch without making it.
 #define SS_LAUNCH(call)                                                              \
   do {                                                                               \
+    if (::sinkscope::gpu::fault_fires(::sinkscope::gpu::Fault::kLaunch))             \
+      ::sinkscope::gpu::throw_status(::sinkscope::gpu::kInjectedLaunchFailure, #call, \
+                                     __FILE__, __LINE__);                            \
     const auto ss_status_ = (call);                                                  \
     if (!ss_status_.ok)                                                              \
       ::sinkscope::gpu::throw_status(ss_status_.message, #call, __FILE__, __LINE__); \

@@ -33,7 +33,9 @@ std::string format_bytes(uint64_t bytes) {
 
 DeviceBuffer::DeviceBuffer(size_t bytes, std::string what) {
   if (bytes == 0) return;
-  const cudaError_t e = cudaMalloc(&m_ptr, bytes);
+  // An injected fault (fault_injection.h) reports what a full device reports, without allocating.
+  const bool injected = fault_fires(Fault::kAlloc);
+  const cudaError_t e = injected ? cudaErrorMemoryAllocation : cudaMalloc(&m_ptr, bytes);
   if (e != cudaSuccess) {
     m_ptr = nullptr;
     (void)cudaGetLastError();  // allocation failures are not sticky; clear them
@@ -44,7 +46,7 @@ DeviceBuffer::DeviceBuffer(size_t bytes, std::string what) {
     (void)cudaGetLastError();
     throw BackendError("cudaMalloc of " + format_bytes(bytes) + " for " + what +
                        " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-                       "); device memory: " + mem);
+                       "); device memory: " + mem + (injected ? " [injected fault]" : ""));
   }
   m_bytes = bytes;
 }
@@ -57,12 +59,14 @@ void DeviceBuffer::release() noexcept {
 
 PinnedBuffer::PinnedBuffer(size_t bytes, const std::string& what) {
   if (bytes == 0) return;
-  const cudaError_t e = cudaMallocHost(&m_ptr, bytes);
+  const bool injected = fault_fires(Fault::kAlloc);
+  const cudaError_t e = injected ? cudaErrorMemoryAllocation : cudaMallocHost(&m_ptr, bytes);
   if (e != cudaSuccess) {
     m_ptr = nullptr;
     (void)cudaGetLastError();
     throw BackendError("cudaMallocHost of " + format_bytes(bytes) + " for " + what +
-                       " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+                       " failed: " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")" +
+                       (injected ? " [injected fault]" : ""));
   }
   m_bytes = bytes;
 }

@@ -146,6 +146,11 @@ int main(int argc, char** argv) {
         steps ? double(s.captures) / double(steps) : 0.0, (long long)s.instantiations,
         (long long)s.graphs_cached, s.disabled_reason.empty() ? "" : "; DISABLED: ",
         s.disabled_reason.c_str());
+    std::string unfused_why;
+    const bool fused = graphs->fused_decode(&unfused_why);
+    std::printf("decode path: %s\n",
+                fused ? "fused batch-1 kernels (kernels/decode_fused.h)"
+                      : ("unfused (" + unfused_why + ")").c_str());
     std::printf(
         "\n| engine               | prefill tok/s | prefill ms | decode tok/s | decode ms/tok |\n");
     std::printf(

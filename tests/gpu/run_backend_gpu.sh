@@ -8,13 +8,20 @@
 #   MODEL=<file.gguf>  (or SINKSCOPE_MODEL) the model; else $ROOT/.model/<file> or its split
 #                      parts $ROOT/.model/<file>.part-*; else the set-up script's cache path
 #   BUILD=<dir> (default build-gpu)   OUT=<dir> (default $BUILD/out-backend)
-#   SKIP_TESTS=1 / SKIP_BENCH=1 / SKIP_HF=1 / SKIP_ABLATE=1 (bench with PDL / fused combine off)     REPS=<n> benchmark repetitions (default 5)
+#   SKIP_TESTS=1 / SKIP_BENCH=1 / SKIP_HF=1 / SKIP_ABLATE=1 (bench with PDL / fused combine /
+#   fused decode off)     REPS=<n> benchmark repetitions (default 5)
+#   SKIP_TRACE=1 skips the profiler checks: test_cupti (CUPTI collector, kernel attribution with
+#                eager and replayed decode steps) and bench_trace_overhead (decode tok/s and
+#                overhead per CUPTI preset); TRACE_PRESETS=<list> for test_cupti (default full,lean)
+#   SKIP_SOAK=1 skips the soak: bench_soak --backend cuda, SOAK_RUNS (default 1000) mixed short /
+#                long / cancelled runs on the model, RSS and GPU memory growth bound 1 %
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
 OUT=${OUT:-$BUILD/out-backend}
 REPS=${REPS:-5}
 mkdir -p "$OUT"
+rm -f "$OUT/unfused.csv"  # the "fused decode off" rows of the summary come from this run only
 [[ -n "${MODEL:-}" ]] && export SINKSCOPE_MODEL="$MODEL"
 # The model is larger than one device-tool carry (64 MiB): it may arrive as split parts
 # (split -b 50M FILE .model/FILE.part-) under $ROOT/.model; join and verify them once.
@@ -40,19 +47,39 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKSCOPE_CUD
   -DSINKSCOPE_PTXAS_VERBOSE=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA="$ROOT/tests/gpu/cuda20_override.cmake" \
   >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
-ninja -C "$BUILD" test_cuda_backend bench_e2e >"$OUT/build.log" 2>&1 ||
+trace_targets=()
+[[ "${SKIP_TRACE:-0}" != 1 ]] && trace_targets=(test_cupti bench_trace_overhead)
+[[ "${SKIP_SOAK:-0}" != 1 ]] && trace_targets+=(bench_soak)
+ninja -C "$BUILD" test_cuda_backend test_cuda_cache bench_e2e test_decode_fused "${trace_targets[@]}" \
+  >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 grep -A2 "ops_cu" "$OUT/build.log" | grep -E "spill" | sort | uniq -c | sed 's/^/  ptxas (ops.cu): /'
+grep -A2 "decode_fused_cu" "$OUT/build.log" | grep -E "spill" | sort | uniq -c |
+  sed 's/^/  ptxas (decode_fused.cu): /'
+# BUILD_ONLY=1: stop after the build (a first device call that builds while the model's second
+# part is still to be carried; the next call finds the build done).
+if [[ "${BUILD_ONLY:-0}" == 1 ]]; then echo "build only: done ($BUILD)"; exit 0; fi
 
 test_status="not run"
+fused_status="not run"
 rc=0
 if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
+  echo "== test_decode_fused (fused decode kernels vs float64 reference, then timing) =="
+  timeout 600 "$BUILD/tests/gpu/test_decode_fused" >"$OUT/test_decode_fused.log" 2>&1 || rc=1
+  cat "$OUT/test_decode_fused.log"
+  fused_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_decode_fused.log" | tail -1)
+  [[ -z "$fused_status" ]] && fused_status="crashed, see $OUT/test_decode_fused.log"
   echo "== test_cuda_backend =="
-  timeout 900 "$BUILD/tests/gpu/test_cuda_backend" >"$OUT/test.log" 2>&1
-  rc=$?
+  timeout 900 "$BUILD/tests/gpu/test_cuda_backend" >"$OUT/test.log" 2>&1 || rc=$?
   cat "$OUT/test.log"
   test_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test.log" | tail -1)
   [[ -z "$test_status" ]] && test_status="crashed (rc=$rc), see $OUT/test.log"
+  echo "== test_cuda_cache (sliding window + sinks, position modes, budgets vs the CPU) =="
+  timeout 900 "$BUILD/tests/gpu/test_cuda_cache" >"$OUT/test_cache.log" 2>&1 || rc=1
+  cat "$OUT/test_cache.log"
+  cache_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_cache.log" | tail -1)
+  [[ -z "$cache_status" ]] && cache_status="crashed, see $OUT/test_cache.log"
+  test_status="$test_status; cache: $cache_status"
 fi
 
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
@@ -61,12 +88,18 @@ if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
     --reps "$REPS" >"$OUT/bench.log" 2>&1 || echo "bench_e2e failed (rc=$?)"
   cat "$OUT/bench.log"
   if [[ "${SKIP_ABLATE:-0}" != 1 ]]; then
-    # Decode-step switches (tests/gpu/NOTES.md, backend v3): PDL off, fused combine off, both.
-    for sw in "SINKSCOPE_PDL=0" "SINKSCOPE_FUSED_COMBINE=0" "SINKSCOPE_PDL=0 SINKSCOPE_FUSED_COMBINE=0"; do
+    # Decode-step switches (tests/gpu/NOTES.md, backend v3/v4): PDL off, fused combine off, both,
+    # fused decode kernels off (the cuBLAS + element-wise path).
+    for sw in "SINKSCOPE_PDL=0" "SINKSCOPE_FUSED_COMBINE=0" "SINKSCOPE_PDL=0 SINKSCOPE_FUSED_COMBINE=0" \
+      "SINKSCOPE_FUSED_DECODE=0"; do
       echo "== bench_e2e with $sw =="
-      env $sw timeout 300 "$BUILD/tests/gpu/bench_e2e" --reps 3 2>&1 | grep -E "graph stats|sinkscope cuda graph" ||
-        echo "bench_e2e ($sw) failed"
+      csv_arg=()
+      [[ "$sw" == "SINKSCOPE_FUSED_DECODE=0" ]] && csv_arg=(--csv "$OUT/unfused.csv")
+      env $sw timeout 300 "$BUILD/tests/gpu/bench_e2e" --reps 3 "${csv_arg[@]}" 2>&1 |
+        grep -E "graph stats|decode path|sinkscope cuda graph" || echo "bench_e2e ($sw) failed"
     done
+    # The summary table's "fused decode off" rows.
+    [[ -s "$OUT/unfused.csv" ]] && sed -i 's/^sinkscope_/sinkscope_unfused_decode_/' "$OUT/unfused.csv"
   fi
   if [[ "${SKIP_HF:-0}" != 1 ]]; then
     echo "== HF transformers (same GPU, same prompt) =="
@@ -78,11 +111,53 @@ if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   fi
 fi
 
+trace_status="not run"
+if [[ "${SKIP_TRACE:-0}" != 1 ]]; then
+  echo "== test_cupti (presets ${TRACE_PRESETS:-full,lean}) =="
+  (cd "$OUT" && timeout 900 "$BUILD/tests/gpu/test_cupti" --presets "${TRACE_PRESETS:-full,lean}") \
+    >"$OUT/cupti.log" 2>&1
+  trace_rc=$?
+  cat "$OUT/cupti.log"
+  trace_status=$(grep -E "^(PASS|FAILED|SKIP)" "$OUT/cupti.log" | tail -1)
+  [[ -z "$trace_status" ]] && trace_status="crashed (rc=$trace_rc), see $OUT/cupti.log"
+  [[ $trace_rc -ne 0 && $rc -eq 0 ]] && rc=$trace_rc
+  echo "== bench_trace_overhead (every preset) =="
+  timeout 900 "$BUILD/tests/gpu/bench_trace_overhead" --backend cuda --reps "$REPS" \
+    >"$OUT/trace_bench.log" 2>&1 || echo "bench_trace_overhead failed (rc=$?)"
+  cat "$OUT/trace_bench.log"
+fi
+
+soak_status="not run"
+if [[ "${SKIP_SOAK:-0}" != 1 ]]; then
+  echo "== bench_soak --backend cuda (${SOAK_RUNS:-1000} runs) =="
+  soak_model=()
+  [[ -n "${SINKSCOPE_MODEL:-}" ]] && soak_model=(--model "$SINKSCOPE_MODEL")
+  timeout 1800 "$BUILD/tests/gpu/bench_soak" --backend cuda --runs "${SOAK_RUNS:-1000}" \
+    "${soak_model[@]}" --max-growth-pct 1 >"$OUT/soak.log" 2>&1
+  soak_rc=$?
+  cat "$OUT/soak.log"
+  if grep -q "^bound .*(GPU)" "$OUT/soak.log"; then
+    soak_status="$(grep -E "^(growth|GPU growth):" "$OUT/soak.log" | sed -E 's/ since the backend was made//; s/ since load//' | paste -sd';' -)"
+    soak_status="$([[ $soak_rc -eq 0 ]] && echo PASS || echo FAIL) ($soak_status)"
+  else
+    soak_status="FAIL: crashed or no GPU figures (rc=$soak_rc), see $OUT/soak.log"
+  fi
+  [[ $soak_rc -ne 0 && $rc -eq 0 ]] && rc=$soak_rc
+fi
+
 echo
 echo "================ summary: CUDA backend ================"
 echo "tests: $test_status"
+echo "soak (bench_soak --backend cuda, bound 1 %): $soak_status"
+echo "fused decode kernels: $fused_status"
+if [[ "${SKIP_TRACE:-0}" != 1 ]]; then
+  echo "test_cupti: $trace_status"
+  grep -E "^(model \(|FAIL )" "$OUT/cupti.log" 2>/dev/null | cut -c1-160 | sed 's/^/  /'
+  grep -E "^(\||tracing overhead:|lowest overhead)" "$OUT/trace_bench.log" 2>/dev/null ||
+    echo "bench_trace_overhead: no results (see $OUT/trace_bench.log)"
+fi
 grep -E "^(PASS|FAIL)" "$OUT/test.log" 2>/dev/null | sed -E 's/^(PASS|FAIL) ([a-z0-9_]+):.*/  \1 \2/'
-python3 - "$OUT/ours.csv" "$OUT/hf.csv" <<'PY'
+python3 - "$OUT/ours.csv" "$OUT/unfused.csv" "$OUT/hf.csv" <<'PY'
 import csv, os, sys
 rows = []
 for p in sys.argv[1:]:

@@ -8,19 +8,24 @@
 // for one prefill pass and for prefill + single-token decode steps.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/backend.h"
 #include "engine/backend_factory.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/fault_injection.h"
 #include "engine/model.h"
+#include "sample_text.h"
 #include "engine/paths.h"
 
 using namespace sinkscope;
@@ -122,31 +127,6 @@ std::vector<float> prefill_then_decode(Backend& be, const std::vector<TokenId>& 
   return all;
 }
 
-const char* kText =
-    "The lighthouse keeper woke before dawn, as he had every morning for thirty years. He climbed "
-    "the spiral stairs with a lantern in one hand and a mug of black coffee in the other, counting "
-    "the steps out of habit: one hundred and twelve. At the top, the great lens waited under its "
-    "canvas cover, and beyond the glass the sea was the colour of slate. Ships no longer needed "
-    "him, "
-    "strictly speaking. Satellites told every captain where the rocks were, and the light itself "
-    "had been automated a decade ago. Still, the harbour board paid him to stay, partly out of "
-    "tradition and partly because storms had a way of breaking things that computers could not "
-    "fix. "
-    "That morning he noticed a small boat drifting near the northern reef, its sail torn and its "
-    "deck empty. He reached for the radio and called the coast guard, describing the position, the "
-    "wind, and the state of the tide. Then he took out the old logbook and wrote down the time, "
-    "because that was what keepers had always done. Writing things down, his predecessor used to "
-    "say, is how you remember that the world happened at all. By nine o'clock a rescue launch had "
-    "reached the drifting boat. There was nobody aboard, only a wet notebook wrapped in plastic, a "
-    "compass, and three apples. The coast guard brought the notebook to the lighthouse, since it "
-    "was the nearest dry place, and the keeper dried its pages one by one on the warm metal of the "
-    "lamp housing. The handwriting was careful and small. It described a journey along the coast, "
-    "the birds seen each day, the weather, the fish caught and released. The last entry said only "
-    "that the writer had gone ashore to look for fresh water and would be back before dark. Two "
-    "days later a young woman walked into the village, sunburnt and hungry, asking whether anyone "
-    "had seen a blue boat with a red stripe. The keeper invited her up the hundred and twelve "
-    "steps, "
-    "handed her the notebook, and poured her a cup of coffee while she laughed and cried at once.";
 
 }  // namespace
 
@@ -171,7 +151,7 @@ int main() {
   }
   const ModelConfig& c = model->config();
   const int V = c.n_vocab;
-  std::vector<TokenId> text = model->tokenizer().encode(kText);
+  std::vector<TokenId> text = model->tokenizer().encode(gpu_test::kText);
   std::vector<TokenId> ids = text;
   while (ids.size() < 400) ids.insert(ids.end(), text.begin(), text.end());
   ids.resize(400);
@@ -220,6 +200,42 @@ int main() {
               double(s.instantiations)) +
               fmt(", %.0f graphs held", double(s.graphs_cached)) +
               (s.disabled_reason.empty() ? "" : "; graphs disabled: " + s.disabled_reason));
+  });
+
+  // 2b. Fused batch-1 decode kernels (the default; kernels/decode_fused.h) against the unfused
+  //     path (cuBLAS GEMMs + element-wise kernels, SINKSCOPE_FUSED_DECODE=0): both round the
+  //     same activations to bf16 and accumulate in fp32, only the summation order differs, so
+  //     the logits agree far inside the CPU-vs-GPU gates. Graphs replay in both. (The checks
+  //     below run the default, i.e. fused, decode: graph_equals_eager then also says that the
+  //     fused kernels are deterministic, and sparse_* that they chain with the sparse kernels.)
+  run("fused_decode_equals_unfused", [&] {
+    const char* env = std::getenv("SINKSCOPE_FUSED_DECODE");
+    const bool env_off = env && std::string(env) == "0";
+    auto f = make_cuda_backend(model, {});
+    CudaBackendOptions co;
+    co.fused_decode = false;
+    auto u = make_cuda_backend(model, {}, co);
+    std::string why;
+    const bool on = f->fused_decode(&why);
+    const bool off = !u->fused_decode();
+    const std::vector<float> lf = prefill_then_decode(*f, ids, 64, 128);
+    const std::vector<float> lu = prefill_then_decode(*u, ids, 64, 128);
+    const Agreement a = compare(lu, lf, V);
+    const CudaGraphStats sf = f->graph_stats(), su = u->graph_stats();
+    // Both paths are bf16 approximations of the float32 CPU reference (decode_teacher_forced
+    // holds the fused one to KL <= 1e-3 against it); measured on the H200: fused vs unfused
+    // mean KL 1.7e-4, top-1 100 %, about what each shows against the CPU. Gated like the CPU
+    // comparison; max |dlogit| is printed, not gated (one bf16 rounding flip of an activation
+    // moves single logits by a few tenths without changing the distribution).
+    check((on || env_off) && off && a.finite && a.mean_kl <= 1e-3 && a.top1 >= 0.99 &&
+              sf.graph_steps == 128 && sf.eager_steps == 0 &&
+              su.graph_steps == 128 && sf.disabled_reason.empty(),
+          "fused_decode_equals_unfused",
+          std::string("fused decode: ") + (on ? "on" : "OFF (" + why + ")") + "; " + a.str() +
+              fmt(" (gates: mean KL <= 1e-3, top-1 >= 99 %%); graph steps "
+                  "fused %.0f, unfused %.0f",
+                  double(sf.graph_steps), double(su.graph_steps)) +
+              (sf.disabled_reason.empty() ? "" : "; graphs disabled: " + sf.disabled_reason));
   });
 
   // 3. Sparse kernels at lambda = 0 equal the dense kernels bit for bit (prefill and decode).
@@ -490,6 +506,196 @@ int main() {
     }
     check(msg.find("needs") != std::string::npos && msg.find("free") != std::string::npos,
           "oom_message", "\"" + msg + "\"");
+  });
+
+  // 11. Injected allocation failures (engine/cuda/fault_injection.h): one while constructing a
+  //     backend (everything it had allocated is freed), one during a run (re-paging the cache for
+  //     a new block size); each names what failed, and the engine then gives the same logits.
+  run("fault_alloc", [&] {
+    auto gpu = make_cuda_backend(model, {});
+    std::vector<float> ref, l;
+    gpu->forward(std::span(ids.data(), 150), LogitsMode::kAll, ref);
+    uint64_t free0 = 0, free1 = 0;
+    gpu::memory_info(&free0, nullptr);
+    std::string msg_ctor, msg_run;
+    gpu::inject_fault(gpu::Fault::kAlloc, 3);  // the 4th allocation of the construction
+    try {
+      (void)make_cuda_backend(model, {});
+    } catch (const BackendError& e) {
+      msg_ctor = e.what();
+    }
+    gpu::clear_faults();
+    gpu::memory_info(&free1, nullptr);
+    const double leak_mib = (double(free0) - double(free1)) / (1 << 20);
+    AttentionSettings s = gpu->attention();
+    const int bs = s.block_size;
+    s.block_size = bs == 64 ? 128 : 64;
+    gpu->reset();
+    gpu->forward(std::span(ids.data(), 150), LogitsMode::kLast, l);
+    gpu::inject_fault(gpu::Fault::kAlloc, 0);  // the re-paging buffer
+    try {
+      gpu->set_attention(s);
+    } catch (const BackendError& e) {
+      msg_run = e.what();
+    }
+    gpu::clear_faults();
+    const bool kept = gpu->attention().block_size == bs;
+    gpu->reset();
+    gpu->forward(std::span(ids.data(), 150), LogitsMode::kAll, l);
+    const bool same = bitwise_equal(ref, l);
+    auto named = [](const std::string& m) {
+      return m.find("cudaMalloc") != std::string::npos && m.find(" for ") != std::string::npos &&
+             m.find("injected") != std::string::npos;
+    };
+    check(named(msg_ctor) && named(msg_run) && msg_run.find("re-paging") != std::string::npos &&
+              kept && same && leak_mib < 16.0,
+          "fault_alloc",
+          "construction: \"" + msg_ctor + "\"" + fmt("; device memory not returned: %.1f MiB", leak_mib) +
+              "; run: \"" + msg_run + "\"; block size kept: " + (kept ? "yes" : "NO") +
+              ", reset + rerun bitwise equal: " + (same ? "yes" : "NO"));
+  });
+
+  // 12. Injected kernel-launch failures, in a prefill (layer ~8) and in an eager decode step:
+  //     BackendError naming the launcher; n_past keeps what completed; reset + the same run
+  //     gives the same logits bit for bit. (Eager steps: a graph's kernels are only launched
+  //     while capturing, and a failed capture falls back to eager steps by design.)
+  run("fault_launch", [&] {
+    CudaBackendOptions co;
+    co.use_graphs = false;
+    auto gpu = make_cuda_backend(model, {}, co);
+    const std::vector<float> ref = prefill_then_decode(*gpu, ids, 150, 8);
+    std::string msg_pre, msg_dec;
+    std::vector<float> l;
+    gpu->reset();
+    gpu::inject_fault(gpu::Fault::kLaunch, 40);
+    try {
+      gpu->forward(std::span(ids.data(), 150), LogitsMode::kLast, l);
+    } catch (const BackendError& e) {
+      msg_pre = e.what();
+    }
+    gpu::clear_faults();
+    const int n_pre = gpu->n_past();
+    gpu->reset();
+    const std::vector<float> a = prefill_then_decode(*gpu, ids, 150, 8);
+    gpu->reset();
+    gpu->forward(std::span(ids.data(), 150), LogitsMode::kLast, l);
+    for (int t = 0; t < 3; ++t) gpu->forward(std::span(ids.data() + 150 + t, 1), LogitsMode::kLast, l);
+    gpu::inject_fault(gpu::Fault::kLaunch, 5);
+    try {
+      gpu->forward(std::span(ids.data() + 153, 1), LogitsMode::kLast, l);
+    } catch (const BackendError& e) {
+      msg_dec = e.what();
+    }
+    gpu::clear_faults();
+    const int n_dec = gpu->n_past();
+    gpu->reset();
+    const std::vector<float> b = prefill_then_decode(*gpu, ids, 150, 8);
+    auto named = [](const std::string& m) {
+      return m.find("launch_") != std::string::npos && m.find("injected") != std::string::npos;
+    };
+    check(named(msg_pre) && named(msg_dec) && n_pre == 0 && n_dec == 153 &&
+              bitwise_equal(ref, a) && bitwise_equal(ref, b) &&
+              gpu::faults_fired(gpu::Fault::kLaunch) >= 2,
+          "fault_launch",
+          "prefill: \"" + msg_pre + "\"; decode: \"" + msg_dec + "\"" +
+              fmt("; n_past after: %.0f / %.0f (want 0 / 153)", n_pre, n_dec) +
+              "; reset + rerun bitwise equal: " + (bitwise_equal(ref, a) ? "yes" : "NO") + " / " +
+              (bitwise_equal(ref, b) ? "yes" : "NO"));
+  });
+
+  // 13. Cancel raised from another thread while a prefill is running (a long prompt in passes
+  //     of 128 with every row's logits, so the host polls between layers until the end) and
+  //     while a loop of decode steps runs (graphs on): Cancelled, n_past keeps what completed,
+  //     and going on gives the uncancelled logits.
+  run("cancel_mid_run", [&] {
+    std::vector<TokenId> long_ids = ids;
+    while (long_ids.size() < 2048) long_ids.insert(long_ids.end(), ids.begin(), ids.end());
+    long_ids.resize(2048);
+    CudaBackendOptions co;
+    co.max_batch = 128;
+    auto gpu = make_cuda_backend(model, {}, co);
+    std::atomic<bool> flag{false};
+    gpu->set_cancel_flag(&flag);
+    std::vector<float> ref, l;
+    gpu->forward(long_ids, LogitsMode::kAll, ref);  // warm-up and reference
+    gpu->reset();
+    auto t0 = std::chrono::steady_clock::now();
+    gpu->forward(long_ids, LogitsMode::kAll, l);
+    const double full_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    // Raise the flag part-way; retry earlier if the prefill finished first.
+    bool pre_cancelled = false;
+    double at_ms = 0, took_ms = 0;
+    for (double f : {0.5, 0.3, 0.15, 0.05}) {
+      gpu->reset();
+      flag = false;
+      at_ms = f * full_ms;
+      std::thread raiser([&] {
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(at_ms));
+        flag = true;
+      });
+      t0 = std::chrono::steady_clock::now();
+      try {
+        gpu->forward(long_ids, LogitsMode::kAll, l);
+      } catch (const Cancelled&) {
+        pre_cancelled = true;
+      }
+      took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      raiser.join();
+      if (pre_cancelled) break;
+    }
+    const int n_pre = gpu->n_past();
+    flag = false;
+    gpu->reset();
+    gpu->forward(long_ids, LogitsMode::kAll, l);
+    const bool pre_same = bitwise_equal(ref, l);
+
+    // Decode: 200 steps uncancelled (reference), then the same with the flag raised half-way.
+    const int n_prompt = 300, steps = 200;
+    gpu->reset();
+    const std::vector<float> dref = prefill_then_decode(*gpu, long_ids, n_prompt, steps);
+    gpu->reset();
+    t0 = std::chrono::steady_clock::now();
+    (void)prefill_then_decode(*gpu, long_ids, n_prompt, steps);
+    const double dec_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    gpu->reset();
+    std::vector<float> got;
+    gpu->forward(std::span(long_ids.data(), size_t(n_prompt)), LogitsMode::kLast, l);
+    got.insert(got.end(), l.begin(), l.end());
+    flag = false;
+    std::thread raiser([&] {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(0.5 * dec_ms));
+      flag = true;
+    });
+    int stopped_at = -1;
+    for (int t = 0; t < steps; ++t) {
+      try {
+        gpu->forward(std::span(long_ids.data() + n_prompt + t, 1), LogitsMode::kLast, l);
+      } catch (const Cancelled&) {
+        stopped_at = t;
+        break;
+      }
+      got.insert(got.end(), l.begin(), l.end());
+    }
+    raiser.join();
+    const int n_dec = gpu->n_past();
+    flag = false;
+    for (int t = stopped_at < 0 ? steps : stopped_at; t < steps; ++t) {  // go on
+      gpu->forward(std::span(long_ids.data() + n_prompt + t, 1), LogitsMode::kLast, l);
+      got.insert(got.end(), l.begin(), l.end());
+    }
+    const Agreement a = compare(dref, got, V);
+    const bool dec_ok = stopped_at > 0 && n_dec == n_prompt + stopped_at && a.finite &&
+                        a.max_abs <= 1e-3;
+    check(pre_cancelled && n_pre == 0 && pre_same && dec_ok, "cancel_mid_run",
+          fmt("prefill of 2048 (%.1f ms): cancel raised at %.1f ms, returned after %.1f ms, ",
+              full_ms, at_ms, took_ms) +
+              (pre_cancelled ? "Cancelled" : "NOT cancelled") + fmt(", n_past %.0f", n_pre) +
+              ", rerun bitwise equal: " + (pre_same ? "yes" : "NO") +
+              fmt("; decode: cancelled at step %.0f of %.0f, n_past %.0f, continuation vs "
+                  "uncancelled max |d| %.3g",
+                  stopped_at, steps, n_dec, a.max_abs));
   });
 
   std::printf("RESULT: %s (%d checks, %d failed)\n", g_failed ? "FAIL" : "PASS", g_checks,

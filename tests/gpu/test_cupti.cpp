@@ -4,10 +4,13 @@
 //     back with names, durations and grids, linked to the right layer; the memcpy with its bytes;
 //     LaunchCost annotates bytes/FLOPs; the Chrome trace parses.
 //  2. 1,000 start/stop cycles: resident memory and the buffer pool do not grow.
-//  3. a real SmolLM2 forward on the CUDA backend (model: $SINKSCOPE_MODEL or the default path;
-//     SKIP of this part when absent): every kernel lies inside "prefill"/"decode step", and
-//     prefill kernels inside "layer N" ranges covering every layer.
-//   test_cupti [--cycles N] [--trace FILE]
+//  3. a real SmolLM2 generation on the CUDA backend (model: $SINKSCOPE_MODEL or the default
+//     path; SKIP of this part when absent), per collector preset (default "full,lean"), eager
+//     and with replayed CUDA graphs: every kernel lies inside its "prefill"/"decode step", all
+//     but embedding / final norm / LM head inside a "layer N" covering every layer (graph
+//     replays through their capture layout, profiler/gpu_attribution.cpp), and a replayed step
+//     gives each layer the same kernels as an eager step.
+//   test_cupti [--cycles N] [--trace FILE] [--presets full,lean,sampled]
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -217,28 +220,71 @@ void test_cycles(int cycles) {
   CHECK(events >= 8, "last cycle recorded %zu events", events);
 }
 
-void test_model() {
-  const std::filesystem::path path = default_model_path();
-  if (!std::filesystem::exists(path)) {
-    std::printf("SKIP (model part): model not found at %s (set SINKSCOPE_MODEL)\n",
-                path.string().c_str());
-    return;
-  }
-  auto model = Model::load(path);
+// Per kernel: its phase ("prefill" / "decode step") and layer through its parent chain
+// (host launch ranges or the GPU-phases lane), in stream order.
+struct Attributed {
+  uint64_t kernels = 0, in_phase = 0, in_layer = 0;
+  std::set<int64_t> layers;
+  // Decode steps: the kernel names of each layer, per step (for graph vs eager).
+  std::vector<std::map<int64_t, std::vector<std::string>>> steps;
+};
+
+Attributed attribute(const Timeline& t) {
+  Attributed a;
+  const uint32_t prefill = t.find_name("prefill"), decode = t.find_name("decode step");
+  std::map<std::pair<uint32_t, uint32_t>, size_t> step_of;  // phase range -> steps index
+  for (uint32_t l = 0; l < t.lanes().size(); ++l)
+    for (uint32_t i = 0; i < t.events(l).size(); ++i) {
+      const Event& e = t.events(l)[i];
+      if (e.kind != EventKind::kKernel) continue;
+      ++a.kernels;
+      EventRef phase;
+      for (EventRef r = e.parent; r.valid() && !phase.valid(); r = t.event(r).parent)
+        if (t.event(r).name == prefill || t.event(r).name == decode) phase = r;
+      a.in_phase += phase.valid();
+      const int64_t layer = t.layer_of({l, i});
+      if (layer >= 0) {
+        ++a.in_layer;
+        a.layers.insert(layer);
+      }
+      if (phase.valid() && t.event(phase).name == decode && layer >= 0) {
+        auto [it, fresh] = step_of.try_emplace({phase.lane, phase.index}, a.steps.size());
+        if (fresh) a.steps.emplace_back();
+        a.steps[it->second][layer].push_back(t.name(e.name));
+      }
+    }
+  return a;
+}
+
+void print_top(const Timeline& t) {
+  const auto stats = kernel_stats(t);
+  for (size_t i = 0; i < stats.size() && i < 12; ++i)
+    std::printf("  %-70.70s %5llu %9.3f ms %5.1f%%\n", stats[i].name.c_str(),
+                (unsigned long long)stats[i].count, stats[i].total_ns * 1e-6,
+                stats[i].share * 100);
+}
+
+// A real SmolLM2 generation, traced with `preset`, with CUDA graphs on or off. Every kernel
+// must lie in its prefill / decode step and, except embedding, final norm and LM head, in a
+// layer; graph replays must give each layer the same kernels as an eager step.
+Attributed traced_model_run(const std::shared_ptr<const Model>& model, bool graphs,
+                            const std::string& preset, const char* label) {
   BackendOptions bo;
   bo.max_context = 512;
   CudaBackendOptions co;
-  co.use_graphs = false;  // graph replays carry no per-layer ranges; see the report
+  co.use_graphs = graphs;
   auto backend = make_cuda_backend(model, bo, co);
   ProfilerOptions o;
   o.gpu = true;
   o.device = backend->name();
-  Profiler p(o);
+  CHECK(CuptiOptions::from_name(preset, &o.cupti), "preset %s", preset.c_str());
+  Profiler p(o);  // before the warm-up: graphs captured from here on register their layouts
   backend->set_span_recorder(p.spans());
   const auto prompt = model->tokenizer().encode("The capital of France is Paris, and the capital");
   GenerateOptions g;
-  g.max_tokens = 4;
-  (void)generate(*backend, prompt, g);  // warm-up (module loading, cuBLAS handles)
+  g.max_tokens = 6;
+  g.stop_at_eog = false;
+  (void)generate(*backend, prompt, g);  // warm-up (module loading, cuBLAS handles, captures)
   CHECK(p.start().ok, "start");
   {
     Phase run(p.spans(), "run");
@@ -246,44 +292,63 @@ void test_model() {
   }
   const Status st = p.stop();
   CHECK(st.ok, "stop: %s", st.message.c_str());
+  backend->set_span_recorder(nullptr);
   const auto t = p.timeline();
   const int n_layer = model->config().n_layer;
-  uint64_t kernels = 0, in_phase = 0, in_layer = 0;
-  std::set<int64_t> layers_seen;
-  const uint32_t prefill = t->find_name("prefill"), decode = t->find_name("decode step");
-  for (uint32_t l = 0; l < t->lanes().size(); ++l)
-    for (uint32_t i = 0; i < t->events(l).size(); ++i) {
-      const Event& e = t->events(l)[i];
-      if (e.kind != EventKind::kKernel) continue;
-      ++kernels;
-      bool phase = false;
-      for (EventRef r = e.parent; r.valid(); r = t->event(r).parent)
-        phase |= t->event(r).name == prefill || t->event(r).name == decode;
-      in_phase += phase;
-      const int64_t layer = t->layer_of({l, i});
-      if (layer >= 0) {
-        ++in_layer;
-        layers_seen.insert(layer);
-      }
-    }
-  std::printf("model: %llu kernels, %llu inside prefill/decode step, %llu inside layer ranges "
-              "(%zu distinct layers of %d)\n",
-              (unsigned long long)kernels, (unsigned long long)in_phase,
-              (unsigned long long)in_layer, layers_seen.size(), n_layer);
-  CHECK(kernels > 0, "no kernels recorded");
-  CHECK(in_phase == kernels, "%llu kernels outside prefill/decode step",
-        (unsigned long long)(kernels - in_phase));
-  CHECK(static_cast<int>(layers_seen.size()) == n_layer,
-        "kernels cover %zu layers of %d: the CUDA backend must open "
-        "prof::ScopedSpan(m_spans, \"layer\", l) around each layer's launches",
-        layers_seen.size(), n_layer);
-  const auto stats = kernel_stats(*t);
-  for (size_t i = 0; i < stats.size() && i < 12; ++i)
-    std::printf("  %-70.70s %5llu %9.3f ms %5.1f%%\n", stats[i].name.c_str(),
-                (unsigned long long)stats[i].count, stats[i].total_ns * 1e-6,
-                stats[i].share * 100);
-  (void)write_chrome_trace(*t, "test_cupti_model_trace.json");
-  backend->set_span_recorder(nullptr);
+  Attributed a = attribute(*t);
+  const TimelineInfo& info = t->info();
+  const CudaGraphStats gs = backend->graph_stats();
+  std::printf("model (%s, preset %s): %llu kernels, %llu inside prefill/decode step, %llu inside "
+              "layer ranges (%zu distinct layers of %d); graph steps %lld, eager steps %lld; "
+              "placed by graph layout %llu, inherited %llu, phase only %llu, launch links "
+              "dropped %llu; layouts known %llu\n",
+              label, preset.c_str(), (unsigned long long)a.kernels,
+              (unsigned long long)a.in_phase, (unsigned long long)a.in_layer, a.layers.size(),
+              n_layer, (long long)gs.graph_steps, (long long)gs.eager_steps,
+              (unsigned long long)info.graph_attributed, (unsigned long long)info.inherited,
+              (unsigned long long)info.phase_only, (unsigned long long)info.inconsistent_launches,
+              (unsigned long long)CuptiCollector::instance().stats().graph_layouts);
+  for (const auto& n : info.notes) std::printf("  note: %s\n", n.c_str());
+  CHECK(a.kernels > 0, "%s: no kernels recorded", label);
+  CHECK(a.in_phase == a.kernels, "%s: %llu kernels outside prefill/decode step", label,
+        (unsigned long long)(a.kernels - a.in_phase));
+  CHECK(static_cast<int>(a.layers.size()) == n_layer, "%s: kernels cover %zu layers of %d", label,
+        a.layers.size(), n_layer);
+  // Outside layers only: embedding gather + final norm + LM head per forward (a few kernels).
+  const uint64_t forwards = 1 + uint64_t(g.max_tokens - 1);
+  CHECK(a.kernels - a.in_layer <= 4 * forwards, "%s: %llu kernels outside layer ranges", label,
+        (unsigned long long)(a.kernels - a.in_layer));
+  if (graphs) CHECK(gs.graph_steps > 0, "%s: no decode step ran as a graph", label);
+  for (size_t s = 0; s < a.steps.size(); ++s) {
+    CHECK(static_cast<int>(a.steps[s].size()) == n_layer, "%s: decode step %zu covers %zu layers",
+          label, s, a.steps[s].size());
+    for (const auto& [layer, names] : a.steps[s])
+      CHECK(names == a.steps[0].begin()->second, "%s: decode step %zu layer %lld has %zu kernels "
+            "unlike layer 0 of step 0 (%zu)", label, s, (long long)layer, names.size(),
+            a.steps[0].begin()->second.size());
+  }
+  print_top(*t);
+  (void)write_chrome_trace(*t, std::string("test_cupti_model_") + label + ".json");
+  return a;
+}
+
+void test_model(const std::string& preset) {
+  const std::filesystem::path path = default_model_path();
+  if (!std::filesystem::exists(path)) {
+    std::printf("SKIP (model part): model not found at %s (set SINKSCOPE_MODEL)\n",
+                path.string().c_str());
+    return;
+  }
+  auto model = Model::load(path);
+  const Attributed eager = traced_model_run(model, false, preset, "eager");
+  const Attributed graph = traced_model_run(model, true, preset, "graph");
+  // The layout of a replay must give the same kernels per layer as the eager steps' ranges.
+  if (!eager.steps.empty() && !graph.steps.empty())
+    CHECK(eager.steps[0] == graph.steps[0],
+          "graph replay and eager step disagree on the kernels of some layer (layer 0: %zu vs "
+          "%zu kernels)",
+          eager.steps[0].empty() ? size_t(0) : eager.steps[0].begin()->second.size(),
+          graph.steps[0].empty() ? size_t(0) : graph.steps[0].begin()->second.size());
 }
 
 }  // namespace
@@ -295,9 +360,18 @@ int main(int argc, char** argv) {
   std::printf("NVTX injection: %s\n", s.ok ? inj.c_str() : s.message.c_str());
   int cycles = 1000;
   std::string trace;
+  std::vector<std::string> presets = {"full", "lean"};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--cycles") && i + 1 < argc) cycles = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--trace") && i + 1 < argc) trace = argv[++i];
+    if (!std::strcmp(argv[i], "--presets") && i + 1 < argc) {
+      presets.clear();
+      for (std::string list = argv[++i]; !list.empty();) {
+        const size_t comma = list.find(',');
+        presets.push_back(list.substr(0, comma));
+        list = comma == std::string::npos ? "" : list.substr(comma + 1);
+      }
+    }
   }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -311,10 +385,12 @@ int main(int argc, char** argv) {
   }
   test_synthetic(trace);
   test_cycles(cycles);
-  try {
-    test_model();
-  } catch (const std::exception& e) {
-    CHECK(false, "model part: %s", e.what());
+  for (const std::string& preset : presets) {
+    try {
+      test_model(preset);
+    } catch (const std::exception& e) {
+      CHECK(false, "model part (%s): %s", preset.c_str(), e.what());
+    }
   }
   std::printf(g_failures ? "FAILED: %d checks\n" : "PASS\n", g_failures);
   return g_failures ? 1 : 0;

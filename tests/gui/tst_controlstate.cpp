@@ -38,6 +38,23 @@ class TestControlState : public QObject {
     QCOMPARE(r.cache.sink_keep_count, int64_t(8));
     QVERIFY(r.cache.quantization.enabled);
   }
+  void hybridModeReachesRequestAndConfig() {
+    ControlState s;
+    QCOMPARE(s.toRequest("hi").attention.min_sequence_length, 0);  // default: sparse at every length
+    s.minSeqLength = 1536;
+    s.thresholdMode = ThresholdMode::kLengthScaled;
+    s.lambdaPrefill = 40.0;  // c of lambda = c / L_kv
+    const RunRequest r = s.toRequest("hi");
+    QCOMPARE(r.attention.min_sequence_length, 1536);
+    QCOMPARE(r.attention.threshold_mode, ThresholdMode::kLengthScaled);
+    const SinkScopeConfig c = s.toConfig("m.gguf", "");
+    QCOMPARE(c.inference.attention.min_sequence_length, int64_t(1536));
+    QVERIFY(check_config(c).empty());
+    const ConfigParseResult back = parse_config(format_config(c));
+    QVERIFY(back.ok());
+    QCOMPARE(back.config.inference.attention.min_sequence_length, int64_t(1536));
+    QCOMPARE(ControlState::fromConfig(back.config, ControlState{}), s);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestControlState)

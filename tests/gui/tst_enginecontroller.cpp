@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <QElapsedTimer>
+#include <QSet>
 #include <QSignalSpy>
 #include <QTest>
+#include <QThread>
+
+#include <atomic>
+#include <memory>
 
 #include "app/gui/models/control_state.h"
 #include "app/gui/models/engine_controller.h"
@@ -84,6 +90,113 @@ class TestEngineController : public QObject {
     c.loadModel(QStringLiteral("/nonexistent/model.gguf"));
     QTRY_COMPARE(failed.count(), 2);
     QVERIFY(failed.last().at(2).toString().contains(QStringLiteral("not found")));
+  }
+  // Regression: the worker emitted the controller's signals on the engine thread, so receivers
+  // connected directly (QSignalSpy, lambdas without a context) ran there and raced with the GUI
+  // thread (TSan found it). Every signal must arrive on the controller's thread.
+  void signalsArriveOnTheControllerThread() {
+    EngineController c(BackendKind::kCpu, 2);
+    std::atomic<int> wrongThread{0};
+    std::atomic<int> calls{0};
+    auto check = [&] {
+      calls.fetch_add(1);
+      if (QThread::currentThread() != c.thread()) wrongThread.fetch_add(1);
+    };
+    connect(&c, &EngineController::modelLoaded, check);
+    connect(&c, &EngineController::modelFailed, check);
+    connect(&c, &EngineController::started, check);
+    connect(&c, &EngineController::progress, check);
+    connect(&c, &EngineController::finished, check);
+    connect(&c, &EngineController::cancelled, check);
+    connect(&c, &EngineController::failed, check);
+    QSignalSpy finished(&c, &EngineController::finished);
+    QSignalSpy failed(&c, &EngineController::failed);
+    c.loadModel(QStringLiteral("/nonexistent/model.gguf"));
+    c.setModel(test::randomModel());
+    ControlState s;
+    s.maxTokens = 3;
+    c.run(s.toRequest(test::longPrompt().toStdString()));
+    ControlState bad = s;
+    bad.layer = 999;  // outside the model: the run fails
+    c.run(bad.toRequest(test::longPrompt().toStdString()), QStringLiteral("bad"));
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1 && failed.count() == 1, 60000);
+    QVERIFY(calls.load() >= 5);
+    QCOMPARE(wrongThread.load(), 0);
+  }
+  // Many requests under two tags with cancels, while runs are in flight: each started id ends
+  // exactly once (finished, failed or cancelled), none fails, the newest of each tag finishes.
+  void stressCoalesceAndCancel() {
+    EngineController c(BackendKind::kCpu, 2);
+    QSignalSpy loaded(&c, &EngineController::modelLoaded);
+    c.setModel(test::randomModel());
+    QTRY_COMPARE(loaded.count(), 1);
+    QSet<quint64> startedIds, endedIds;
+    int duplicates = 0;
+    QStringList failures;
+    auto end = [&](quint64 id) {
+      if (endedIds.contains(id) || !startedIds.contains(id)) ++duplicates;
+      endedIds.insert(id);
+    };
+    connect(&c, &EngineController::started, [&](quint64 id) { startedIds.insert(id); });
+    connect(&c, &EngineController::finished, [&](const RunResultPtr& r) { end(r->id); });
+    connect(&c, &EngineController::cancelled, [&](quint64 id) { end(id); });
+    connect(&c, &EngineController::failed, [&](quint64 id, const QString& m) {
+      end(id);
+      failures << m;
+    });
+    const std::string prompt = test::longPrompt().toStdString();
+    const QString other = QStringLiteral("other");
+    ControlState s;
+    int cancels = 0;
+    for (int i = 0; i < 80; ++i) {
+      s.maxTokens = (i % 3 == 0) ? 24 : 2;  // short and long runs
+      s.lambdaPrefill = 0.001 * (i + 1);
+      c.run(s.toRequest(prompt), i % 4 == 0 ? other : QStringLiteral("run"));
+      if (i % 6 == 5) {
+        c.cancel();
+        ++cancels;
+      }
+      if (i % 8 == 0) QTest::qWait(2);  // let some of them start
+    }
+    s.maxTokens = 2;
+    const uint64_t lastRun = c.run(s.toRequest(prompt));
+    const uint64_t lastOther = c.run(s.toRequest(prompt), other);
+    QTRY_VERIFY_WITH_TIMEOUT(endedIds.contains(lastRun) && endedIds.contains(lastOther) &&
+                                 !c.busy() && c.queuedJobs() == 0,
+                             180000);
+    QTRY_COMPARE(endedIds.size(), startedIds.size());
+    QCOMPARE(duplicates, 0);
+    QVERIFY2(failures.isEmpty(), qPrintable(failures.join(QStringLiteral("; "))));
+    QVERIFY2(startedIds.size() < 82, qPrintable(QString::number(startedIds.size())));  // coalesced
+    QVERIFY(cancels > 0);
+  }
+  // Destroying the controller with a run in flight and more queued cancels the run, joins the
+  // engine thread promptly and calls nobody back afterwards; also right after posting.
+  void destroyWhileRunning() {
+    const auto model = test::randomModel();
+    const std::string prompt = test::longPrompt().toStdString();
+    QObject receiver;
+    int calls = 0;
+    for (int round = 0; round < 3; ++round) {
+      auto c = std::make_unique<EngineController>(BackendKind::kCpu, 2);
+      QSignalSpy started(c.get(), &EngineController::started);
+      connect(c.get(), &EngineController::progress, &receiver, [&] { ++calls; });
+      connect(c.get(), &EngineController::cancelled, &receiver, [&] { ++calls; });
+      c->setModel(model);
+      ControlState s;
+      s.maxTokens = 400;  // long enough to be cut short
+      c->run(s.toRequest(prompt));
+      c->run(s.toRequest(prompt), QStringLiteral("other"));
+      if (round == 1) QTRY_COMPARE_WITH_TIMEOUT(started.count(), 1, 30000);  // mid-run
+      if (round == 2) QTest::qWait(20);
+      QElapsedTimer timer;
+      timer.start();
+      c.reset();
+      QVERIFY2(timer.elapsed() < 30000, qPrintable(QString::number(timer.elapsed())));
+      const int before = calls;
+      QTest::qWait(50);
+      QCOMPARE(calls, before);
+    }
   }
 };
 

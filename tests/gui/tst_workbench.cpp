@@ -86,6 +86,29 @@ class TestWorkbench : public QObject {
     QCOMPARE(other.importConfig(path), QString());
     QCOMPARE(other.controls(), s);
   }
+  void hybridControlChangesTheRunAndTheExport() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setDebounceMs(20);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    wb.setPrompt(test::longPrompt());
+    wb.setModel(test::randomModel());
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+    QCOMPARE(wb.lastResult()->request.attention.min_sequence_length, 0);
+    ControlState s = wb.controls();
+    s.minSeqLength = 100000;  // longer than the prompt: attention stays dense
+    wb.setControls(s);
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
+    QCOMPARE(wb.lastResult()->request.attention.min_sequence_length, 100000);
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("hybrid.yaml"));
+    QCOMPARE(wb.exportConfig(path), QString());
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QVERIFY(f.readAll().contains("min_sequence_length: 100000"));
+    Workbench other(BackendKind::kCpu, 2);
+    QCOMPARE(other.importConfig(path), QString());
+    QCOMPARE(other.controls().minSeqLength, 100000);
+  }
   void badConfigNamesTheKey() {
     Workbench wb(BackendKind::kCpu, 2);
     QTemporaryDir dir;

@@ -14,6 +14,7 @@ RunRequest ControlState::toRequest(const std::string& prompt) const {
   r.attention.threshold_mode = thresholdMode;
   r.attention.threshold_prefill = lambdaPrefill;
   r.attention.threshold_decode = lambdaDecode;
+  r.attention.min_sequence_length = minSeqLength;
   r.attention.block_size = blockSize;
   r.cache.strategy = slidingWindow ? CacheStrategy::kSlidingWindow : CacheStrategy::kFull;
   r.cache.window_size = windowSize;
@@ -44,6 +45,7 @@ SinkScopeConfig ControlState::toConfig(const std::string& modelPath,
   a.threshold_mode = thresholdMode;
   a.threshold_prefill = lambdaPrefill;
   a.threshold_decode = lambdaDecode;
+  a.min_sequence_length = minSeqLength;
   QuantizationSection& q = c.inference.quantization;
   q.enabled = kvQuant != KvQuantChoice::kOff;
   q.kv_dtype = kvQuant == KvQuantChoice::kInt4 ? KvQuantDtype::kInt4 : KvQuantDtype::kInt8;
@@ -64,6 +66,7 @@ ControlState ControlState::fromConfig(const SinkScopeConfig& c, const ControlSta
   s.thresholdMode = a.threshold_mode;
   s.lambdaPrefill = a.threshold_prefill;
   s.lambdaDecode = a.threshold_decode;
+  s.minSeqLength = int(std::min<int64_t>(a.min_sequence_length, kMaxMinSeqLength));
   const QuantizationSection& q = c.inference.quantization;
   s.kvQuant = !q.enabled ? KvQuantChoice::kOff
               : q.kv_dtype == KvQuantDtype::kInt4 ? KvQuantChoice::kInt4 : KvQuantChoice::kInt8;

@@ -18,6 +18,7 @@ struct ControlState {
   double lambdaPrefill = 0.02;  // the deployment guide's starting points
   double lambdaDecode = 0.005;
   ThresholdMode thresholdMode = ThresholdMode::kFixed;
+  int minSeqLength = 0;         // hybrid mode: sparse only when L_kv >= this (0: always)
   bool slidingWindow = false;   // off: full cache
   int windowSize = 256;
   int sinkCount = 4;
@@ -36,6 +37,9 @@ struct ControlState {
   // The controls a config describes; layer/head/maxTokens/compare are kept from `base`.
   static ControlState fromConfig(const SinkScopeConfig& c, const ControlState& base);
 };
+
+// Upper end of the hybrid-mode spin box (the config allows up to kConfigMaxTokens).
+inline constexpr int kMaxMinSeqLength = int(kConfigMaxTokens);
 
 // Log-scale slider mapping for lambda: slider positions [0, kLambdaSteps] cover
 // [kLambdaMin, kLambdaMax] logarithmically; position 0 means lambda = 0 (dense).

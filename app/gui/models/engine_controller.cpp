@@ -12,6 +12,7 @@ EngineController::EngineController(BackendKind kind, int threads, QObject* paren
     : QObject(parent) {
   qRegisterMetaType<RunResultPtr>("sinkscope::gui::RunResultPtr");
   m_thread.setObjectName(QStringLiteral("sinkscope-engine"));
+  m_queue.setCancelFlag(&m_cancel);
   m_worker = new EngineWorker(this, &m_queue, &m_cancel, &m_busy, kind, threads);
   m_worker->moveToThread(&m_thread);
   m_thread.start();
@@ -19,17 +20,40 @@ EngineController::EngineController(BackendKind kind, int threads, QObject* paren
 
 EngineController::~EngineController() {
   m_queue.clear();
-  m_cancel = true;
+  m_queue.cancelRunning();  // a run in flight stops at its next poll
   m_thread.quit();
   m_thread.wait();
   delete m_worker;  // its thread has stopped
 }
 
 uint64_t EngineController::post(const QString& tag, std::function<void(uint64_t)> work) {
-  if (m_queue.runningTag() == tag) m_cancel = true;  // the newest request wins
+  m_queue.cancelRunning(tag);  // the newest request wins
   const uint64_t id = m_queue.post(tag, std::move(work));
   QMetaObject::invokeMethod(m_worker, &EngineWorker::drain, Qt::QueuedConnection);
   return id;
+}
+
+void EngineController::pushToGui(std::function<void()> emit) {
+  {
+    std::lock_guard lock(m_outboxMutex);
+    m_outbox.push_back(std::move(emit));
+  }
+  QMetaObject::invokeMethod(this, &EngineController::deliver, Qt::QueuedConnection);
+}
+
+void EngineController::deliver() {
+  // One pass may find several emissions (or none, when an earlier pass took them); they are
+  // taken one at a time so a receiver that spins the event loop keeps their order.
+  for (;;) {
+    std::function<void()> emit;
+    {
+      std::lock_guard lock(m_outboxMutex);
+      if (m_outbox.empty()) return;
+      emit = std::move(m_outbox.front());
+      m_outbox.pop_front();
+    }
+    emit();
+  }
 }
 
 uint64_t EngineController::loadModel(const QString& path) {
@@ -49,7 +73,7 @@ uint64_t EngineController::run(const RunRequest& request, const QString& tag) {
 
 void EngineController::cancel() {
   m_queue.removeTag(QStringLiteral("run"));
-  if (!m_queue.runningTag().isEmpty()) m_cancel = true;
+  m_queue.cancelRunning();
 }
 
 }  // namespace sinkscope::gui

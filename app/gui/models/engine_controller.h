@@ -4,7 +4,8 @@
 // RequestQueue; a newer request with the tag of a queued one replaces it, and one with the tag
 // of the running one also cancels that run (newest wins). Cancellation is an atomic flag the
 // backend polls between layers. Results come back as std::shared_ptr<const RunResult> through
-// queued signals whose receiver is this object, so a destroyed GUI is never called back.
+// queued signals whose receiver is this object, so a destroyed GUI is never called back: every
+// signal below is emitted on the controller's own thread, never on the engine thread.
 // Nothing here blocks the GUI thread.
 #pragma once
 
@@ -13,7 +14,10 @@
 #include <QThread>
 
 #include <atomic>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 
 #include "app/gui/models/request_queue.h"
 #include "app/gui/models/run_types.h"
@@ -62,7 +66,14 @@ class EngineController : public QObject {
 
  private:
   uint64_t post(const QString& tag, std::function<void(uint64_t)> work);
+  // The engine -> GUI hand-off. The worker appends emissions under m_outboxMutex and posts
+  // deliver(), which runs them here. The data crosses threads under our own mutex rather than
+  // inside Qt's event queue, so ThreadSanitizer can check the hand-off (Qt is not instrumented).
+  void pushToGui(std::function<void()> emit);
+  void deliver();
   friend class EngineWorker;
+  std::mutex m_outboxMutex;
+  std::deque<std::function<void()>> m_outbox;
   RequestQueue m_queue;
   std::atomic<bool> m_cancel{false};
   std::atomic<bool> m_busy{false};

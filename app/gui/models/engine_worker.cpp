@@ -2,7 +2,6 @@
 #include "app/gui/models/engine_worker.h"
 
 #include <QFileInfo>
-#include <QMetaObject>
 
 #include "app/gui/models/engine_controller.h"
 #include "engine/model.h"
@@ -18,16 +17,19 @@ EngineWorker::EngineWorker(EngineController* controller, RequestQueue* queue,
 }
 
 void EngineWorker::drain() {
-  // Reset before taking the job: a cancel() that arrives after take() still hits this job.
-  *m_cancel = false;
+  // take() lowers the cancel flag under the queue's lock: a cancel() that arrives after it still
+  // hits this job, and one aimed at the previous job cannot.
   auto job = m_queue->take();
   if (!job) return;
   *m_busy = true;
   job->work(job->id);
   m_queue->finish();
   *m_busy = false;
-  if (m_queue->size() == 0)
-    QMetaObject::invokeMethod(m_controller, &EngineController::idle, Qt::QueuedConnection);
+  if (m_queue->size() == 0) toController([c = m_controller] { Q_EMIT c->idle(); });
+}
+
+void EngineWorker::toController(std::function<void()> emit) {
+  m_controller->pushToGui(std::move(emit));
 }
 
 void EngineWorker::doLoad(uint64_t id, const QString& path) {
@@ -42,9 +44,13 @@ void EngineWorker::doLoad(uint64_t id, const QString& path) {
                              .arg(c.n_layer).arg(c.n_head).arg(c.head_dim).arg(c.n_vocab);
     // Hashed here, on the engine thread, so the exported config can name the exact file.
     const QString sha = QString::fromStdString(m_executor.model()->sha256());
-    Q_EMIT m_controller->modelLoaded(id, path, backend, info, sha);
+    toController([c = m_controller, id, path, backend, info, sha] {
+      Q_EMIT c->modelLoaded(id, path, backend, info, sha);
+    });
   } catch (const std::exception& e) {
-    Q_EMIT m_controller->modelFailed(id, path, QString::fromStdString(e.what()));
+    toController([c = m_controller, id, path, msg = QString::fromStdString(e.what())] {
+      Q_EMIT c->modelFailed(id, path, msg);
+    });
   }
 }
 
@@ -52,17 +58,21 @@ void EngineWorker::doSetModel(uint64_t id, std::shared_ptr<const Model> model) {
   try {
     m_executor.setModel(std::move(model));
     const ModelConfig& c = m_executor.model()->config();
-    Q_EMIT m_controller->modelLoaded(
-        id, QString::fromStdString(m_executor.model()->path().string()),
-        QString::fromStdString(m_executor.backendName()),
-        QStringLiteral("%1 layers x %2 heads").arg(c.n_layer).arg(c.n_head), QString());
+    toController([c = m_controller, id,
+                  path = QString::fromStdString(m_executor.model()->path().string()),
+                  backend = QString::fromStdString(m_executor.backendName()),
+                  info = QStringLiteral("%1 layers x %2 heads").arg(c.n_layer).arg(c.n_head)] {
+      Q_EMIT c->modelLoaded(id, path, backend, info, QString());
+    });
   } catch (const std::exception& e) {
-    Q_EMIT m_controller->modelFailed(id, QString(), QString::fromStdString(e.what()));
+    toController([c = m_controller, id, msg = QString::fromStdString(e.what())] {
+      Q_EMIT c->modelFailed(id, QString(), msg);
+    });
   }
 }
 
 void EngineWorker::doRun(uint64_t id, const RunRequest& request) {
-  Q_EMIT m_controller->started(id);
+  toController([c = m_controller, id] { Q_EMIT c->started(id); });
   QElapsedTimer throttle;
   throttle.start();
   bool first = true;
@@ -72,15 +82,18 @@ void EngineWorker::doRun(uint64_t id, const RunRequest& request) {
       return;
     first = false;
     throttle.restart();
-    Q_EMIT m_controller->progress(id, p.fraction, p.etaSeconds, QString::fromStdString(p.phase));
+    toController([c = m_controller, id, f = p.fraction, eta = p.etaSeconds,
+                  phase = QString::fromStdString(p.phase)] { Q_EMIT c->progress(id, f, eta, phase); });
   };
   try {
     RunResultPtr r = m_executor.run(request, id, onProgress);
-    Q_EMIT m_controller->finished(r);
+    toController([c = m_controller, r] { Q_EMIT c->finished(r); });
   } catch (const Cancelled&) {
-    Q_EMIT m_controller->cancelled(id);
+    toController([c = m_controller, id] { Q_EMIT c->cancelled(id); });
   } catch (const std::exception& e) {
-    Q_EMIT m_controller->failed(id, QString::fromStdString(e.what()));
+    toController([c = m_controller, id, msg = QString::fromStdString(e.what())] {
+      Q_EMIT c->failed(id, msg);
+    });
   }
 }
 

@@ -7,6 +7,7 @@
 #include <QObject>
 
 #include <atomic>
+#include <functional>
 
 #include "app/gui/models/request_queue.h"
 #include "app/gui/models/run_executor.h"
@@ -28,6 +29,11 @@ class EngineWorker : public QObject {
   void doRun(uint64_t id, const RunRequest& request);
 
  private:
+  // Emits a controller signal on the controller's (GUI) thread, through its outbox
+  // (EngineController::pushToGui): every receiver -- also one connected directly, like
+  // QSignalSpy -- runs there, and nothing is delivered after the controller is gone.
+  void toController(std::function<void()> emit);
+
   EngineController* m_controller;
   RequestQueue* m_queue;
   std::atomic<bool>* m_cancel;

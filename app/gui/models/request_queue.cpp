@@ -27,6 +27,7 @@ std::optional<RequestQueue::Job> RequestQueue::take() {
   Job j = std::move(m_jobs.front());
   m_jobs.pop_front();
   m_running = j.tag;
+  if (m_cancel) m_cancel->store(false);
   return j;
 }
 
@@ -61,6 +62,19 @@ size_t RequestQueue::size() const {
 bool RequestQueue::hasTag(const QString& tag) const {
   std::lock_guard lock(m_mutex);
   return std::any_of(m_jobs.begin(), m_jobs.end(), [&](const Job& j) { return j.tag == tag; });
+}
+
+void RequestQueue::setCancelFlag(std::atomic<bool>* flag) {
+  std::lock_guard lock(m_mutex);
+  m_cancel = flag;
+}
+
+bool RequestQueue::cancelRunning(const QString& tag) {
+  std::lock_guard lock(m_mutex);
+  // m_running is empty between finish() and the next take(): nothing to cancel then.
+  if (!m_cancel || m_running.isEmpty() || (!tag.isEmpty() && m_running != tag)) return false;
+  m_cancel->store(true);
+  return true;
 }
 
 }  // namespace sinkscope::gui

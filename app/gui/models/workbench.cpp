@@ -8,7 +8,7 @@
 namespace sinkscope::gui {
 
 Workbench::Workbench(BackendKind kind, int threads, QObject* parent)
-    : QObject(parent), m_engine(kind, threads) {
+    : QObject(parent), m_engine(kind, threads), m_threads(threads) {
   m_debounce.setSingleShot(true);
   m_debounce.setInterval(300);
   connect(&m_debounce, &QTimer::timeout, this, &Workbench::runNow);
@@ -67,11 +67,13 @@ void Workbench::schedule() {
 
 void Workbench::loadModel(const QString& path) {
   m_modelReady = false;
+  m_model.reset();
   m_lastModelId = m_engine.loadModel(path);
 }
 
 void Workbench::setModel(std::shared_ptr<const Model> model) {
   m_modelReady = false;
+  m_model = model;
   m_lastModelId = m_engine.setModel(std::move(model));
 }
 
@@ -129,9 +131,9 @@ QString Workbench::exportConfig(const QString& path, QString* note) const {
     return QString::fromStdString(e.what());
   }
   if (note)
-    *note = tr("Wrote the settings without a validation block: validation against the dense "
-               "baseline on a dataset is not available in this version yet, so this config is "
-               "not validated. The Compare view shows the quality on the current prompt only.");
+    *note = tr("Wrote the settings without a validation block, so this config is not "
+               "validated. Validate it against the dense baseline to record the evidence (the "
+               "Compare view shows the quality on the current prompt only).");
   return {};
 }
 
@@ -142,13 +144,50 @@ QString Workbench::importConfig(const QString& path, QString* warnings) {
   } catch (const std::exception& e) {
     return QString::fromStdString(e.what());
   }
+  return applyConfig(r, path.toStdString(), warnings);
+}
+
+QString Workbench::applyConfig(const ConfigParseResult& r, const std::string& source,
+                               QString* warnings) {
   QStringList errors, warns;
   for (const ConfigProblem& p : r.problems)
     (p.severity == Severity::kError ? errors : warns)
-        << QString::fromStdString(format_problem(p, path.toStdString()));
+        << QString::fromStdString(format_problem(p, source));
   if (warnings) *warnings = warns.join(QLatin1Char('\n'));
   if (!errors.isEmpty()) return errors.join(QLatin1Char('\n'));
   setControls(ControlState::fromConfig(r.config, m_controls));
+  return {};
+}
+
+ValidationJob Workbench::validationJob(const QString& manifest, int quickPerClass) const {
+  ValidationJob job;
+  job.config = currentConfig();
+  job.model = m_model;
+  job.manifest = manifest;
+  job.quickPerClass = quickPerClass;
+  job.options.threads = m_threads;  // job.device stays empty: the worker describes the CPU
+  return job;
+}
+
+QString Workbench::openSweep(const QString& path) {
+  return m_sweep.load(path);
+}
+
+QString Workbench::applySweepPoint(int row, QString* warnings) {
+  const SweepPoint* p = m_sweep.point(row);
+  if (!p) return tr("There is no sweep point %1.").arg(row);
+  if (!p->valid) return tr("Point %1 (%2) was not run: %3").arg(p->index).arg(p->label, p->invalid);
+  const ConfigParseResult r = parse_config(p->configYaml.toStdString());
+  const std::string source = "sweep point " + std::to_string(p->index);
+  QString warns;
+  const QString err = applyConfig(r, source, &warns);
+  if (!err.isEmpty()) return err;
+  if (!r.config.model.sha256.empty() && !m_sha256.isEmpty() && m_sha256.toStdString() != r.config.model.sha256)
+    warns += (warns.isEmpty() ? QString() : QStringLiteral("\n")) +
+             tr("The sweep measured another model (sha256 %1...); the loaded model differs.")
+                 .arg(QString::fromStdString(r.config.model.sha256.substr(0, 12)));
+  if (warnings) *warnings = warns;
+  runNow();  // also when the controls did not change: the point's run is what was asked for
   return {};
 }
 

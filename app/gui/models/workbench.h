@@ -11,7 +11,9 @@
 #include "app/gui/models/control_state.h"
 #include "app/gui/models/engine_controller.h"
 #include "app/gui/models/head_stats_model.h"
+#include "app/gui/models/sweep_model.h"
 #include "app/gui/models/token_list_model.h"
+#include "app/gui/models/validation_controller.h"
 #include "app/gui/models/view_models.h"
 
 namespace sinkscope::gui {
@@ -51,14 +53,26 @@ class Workbench : public QObject {
   TimelineView* timeline() { return &m_timeline; }
   CompareView* compare() { return &m_compare; }
 
-  // Writes the current settings as a config (atomically). Returns "" or the error; *note gets
-  // what the person should know (validation is not available yet, so no validation block).
+  // Writes the current settings as a config (atomically) without validating them: no validation
+  // block. Returns "" or the error; *note gets what the person should know.
   QString exportConfig(const QString& path, QString* note = nullptr) const;
   // The config these settings export (provenance filled in).
   SinkScopeConfig currentConfig() const;
   // Reads a config and applies its settings. Returns "" or every problem, one per line, each
   // naming its key ("inference.cache.window_size: ..."); *warnings gets the warnings.
   QString importConfig(const QString& path, QString* warnings = nullptr);
+
+  // Validated export: a validation job for the current settings (the dialog starts it on
+  // validation()). manifest "" is the default dataset; quickPerClass > 0 runs only that many
+  // short texts and passkey tasks (the dataset name says "subset").
+  ValidationJob validationJob(const QString& manifest = {}, int quickPerClass = 0) const;
+  ValidationController* validation() { return &m_validation; }
+
+  // Sweeps: reads a `sinkscope-cli sweep --json-out` file into sweep() ("" or the error), and
+  // applies one point's config to the controls and re-runs ("" or the config's problems).
+  QString openSweep(const QString& path);
+  QString applySweepPoint(int row, QString* warnings = nullptr);
+  SweepPointsModel* sweep() { return &m_sweep; }
 
  Q_SIGNALS:
   void controlsChanged();
@@ -75,8 +89,12 @@ class Workbench : public QObject {
   void schedule();
   void setRunning(bool on);
   void onFinished(const RunResultPtr& r);
+  // Applies a parsed config's settings; "" or its errors (source names it in the messages).
+  QString applyConfig(const ConfigParseResult& r, const std::string& source, QString* warnings);
 
   EngineController m_engine;
+  int m_threads = 0;
+  std::shared_ptr<const Model> m_model;  // set by setModel() (tests); else loaded from the path
   ControlState m_controls;
   QString m_prompt, m_modelPath, m_backend, m_sha256;
   bool m_modelReady = false, m_running = false, m_autoRun = true;
@@ -90,6 +108,8 @@ class Workbench : public QObject {
   SparsityView m_sparsity;
   TimelineView m_timeline;
   CompareView m_compare;
+  SweepPointsModel m_sweep;
+  ValidationController m_validation;
 };
 
 }  // namespace sinkscope::gui

@@ -20,10 +20,21 @@ ControlsPanel::ControlsPanel(QWidget* parent) : QWidget(parent) {
   m_sparse->setToolTip(tr("Skip a KV tile when exp(tile max - running max) < lambda for every row"));
   af->addRow(m_sparse);
   m_mode = new QComboBox(attn);
+  m_mode->setObjectName(QStringLiteral("thresholdMode"));
   m_mode->addItems({tr("fixed lambda"), tr("length scaled (c / L_kv)")});
   af->addRow(tr("Threshold"), m_mode);
   addLambda(af, tr("lambda prefill"), m_prefillSlider, m_prefill, &ControlState::lambdaPrefill);
   addLambda(af, tr("lambda decode"), m_decodeSlider, m_decode, &ControlState::lambdaDecode);
+  m_minSeq = new QSpinBox(attn);
+  m_minSeq->setObjectName(QStringLiteral("minSeqLength"));
+  m_minSeq->setRange(0, kMaxMinSeqLength);
+  m_minSeq->setSingleStep(256);
+  m_minSeq->setKeyboardTracking(false);
+  m_minSeq->setSpecialValueText(tr("always sparse"));
+  m_minSeq->setSuffix(tr(" tokens"));
+  m_minSeq->setToolTip(tr("Hybrid mode (attention.min_sequence_length): attention stays dense while "
+                          "the KV length L_kv is below this; 0 skips tiles at every length"));
+  af->addRow(tr("Sparse from L_kv"), m_minSeq);
   m_block = new QComboBox(attn);
   m_block->addItems({QStringLiteral("64"), QStringLiteral("128")});
   m_block->setToolTip(tr("KV tile = KV page, in tokens"));
@@ -62,7 +73,7 @@ ControlsPanel::ControlsPanel(QWidget* parent) : QWidget(parent) {
     connect(c, &QCheckBox::toggled, this, &ControlsPanel::commit);
   for (QComboBox* c : {m_mode, m_block, m_position, m_quant})
     connect(c, &QComboBox::currentIndexChanged, this, &ControlsPanel::commit);
-  for (QSpinBox* s : {m_windowSize, m_sinks}) connect(s, &QSpinBox::valueChanged, this, &ControlsPanel::commit);
+  for (QSpinBox* s : {m_minSeq, m_windowSize, m_sinks}) connect(s, &QSpinBox::valueChanged, this, &ControlsPanel::commit);
   setState(m_state);
 }
 
@@ -115,6 +126,7 @@ void ControlsPanel::setState(const ControlState& s) {
   m_prefillSlider->setValue(lambdaToSlider(s.lambdaPrefill));
   m_decode->setValue(s.lambdaDecode);
   m_decodeSlider->setValue(lambdaToSlider(s.lambdaDecode));
+  m_minSeq->setValue(s.minSeqLength);
   m_block->setCurrentIndex(s.blockSize == 128 ? 1 : 0);
   m_window->setChecked(s.slidingWindow);
   m_windowSize->setValue(s.windowSize);
@@ -129,7 +141,7 @@ void ControlsPanel::setState(const ControlState& s) {
 
 void ControlsPanel::syncEnabled() {
   const bool sparse = m_sparse->isChecked();
-  for (QWidget* w : std::initializer_list<QWidget*>{m_mode, m_prefillSlider, m_prefill, m_decodeSlider, m_decode})
+  for (QWidget* w : std::initializer_list<QWidget*>{m_mode, m_prefillSlider, m_prefill, m_decodeSlider, m_decode, m_minSeq})
     w->setEnabled(sparse);
   const bool win = m_window->isChecked();
   for (QWidget* w : std::initializer_list<QWidget*>{m_windowSize, m_sinks, m_position}) w->setEnabled(win);
@@ -143,6 +155,7 @@ void ControlsPanel::commit() {
   s.thresholdMode = m_mode->currentIndex() == 1 ? ThresholdMode::kLengthScaled : ThresholdMode::kFixed;
   s.lambdaPrefill = m_prefill->value();
   s.lambdaDecode = m_decode->value();
+  s.minSeqLength = m_minSeq->value();
   s.blockSize = m_block->currentIndex() == 1 ? 128 : 64;
   s.slidingWindow = m_window->isChecked();
   s.windowSize = m_windowSize->value();

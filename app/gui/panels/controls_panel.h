@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The tuning controls: lambda prefill / decode (log sliders with exact spin boxes), threshold
-// mode, sparse on/off, KV cache (full or sliding window, window size, sink count, position mode),
-// block size, KV quantization, protect sinks, compare with dense. Emits the whole ControlState on
-// every edit; the Workbench debounces.
+// mode, hybrid mode (sparse from a KV length on), sparse on/off, KV cache (full or sliding
+// window, window size, sink count, position mode), block size, KV quantization, protect sinks,
+// compare with dense. Emits the whole ControlState on every edit; the Workbench debounces.
 #pragma once
 
 #include <QWidget>
@@ -41,6 +41,7 @@ class ControlsPanel : public QWidget {
   QDoubleSpinBox* m_prefill;
   QSlider* m_decodeSlider;
   QDoubleSpinBox* m_decode;
+  QSpinBox* m_minSeq;
   QComboBox* m_block;
   QCheckBox* m_window;
   QSpinBox* m_windowSize;

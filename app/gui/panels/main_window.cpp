@@ -26,8 +26,10 @@
 #include "app/gui/panels/controls_panel.h"
 #include "app/gui/panels/sinks_panel.h"
 #include "app/gui/panels/sparsity_panel.h"
+#include "app/gui/panels/sweep_panel.h"
 #include "app/gui/panels/timeline_panel.h"
 #include "app/gui/panels/token_strip.h"
+#include "app/gui/panels/validation_dialog.h"
 #include "engine/paths.h"
 
 namespace sinkscope::gui {
@@ -213,6 +215,16 @@ void MainWindow::buildDocks() {
   auto* stripDock = dock(tr("Tokens"), QStringLiteral("tokens"), strip);
   addDockWidget(Qt::BottomDockWidgetArea, stripDock);
   resizeDocks({stripDock}, {110}, Qt::Vertical);
+
+  // Not one of the run views (viewDocks()): it shows a sweep file, so it stays hidden until one
+  // is opened.
+  m_sweepPanel = new SweepPanel(m_wb->sweep(), this);
+  connect(m_sweepPanel, &SweepPanel::loadPoint, this, &MainWindow::loadSweepPoint);
+  m_sweepDock = dock(tr("Sweep"), QStringLiteral("sweep"), m_sweepPanel);
+  addDockWidget(Qt::RightDockWidgetArea, m_sweepDock);
+  tabifyDockWidget(m_views[0], m_sweepDock);
+  m_sweepDock->hide();
+  m_views[0]->raise();
   resizeDocks({m_views[0]}, {760}, Qt::Horizontal);
 }
 
@@ -228,7 +240,8 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   file->addAction(tr("&Import config..."), this, &MainWindow::importConfig);
   m_recentConfigMenu = file->addMenu(tr("Recent configs"));
-  file->addAction(tr("&Export config..."), QKeySequence::Save, this, &MainWindow::exportConfig);
+  file->addAction(tr("&Export config (validate)..."), QKeySequence::Save, this, &MainWindow::exportConfig);
+  file->addAction(tr("Open s&weep results..."), this, &MainWindow::openSweep);
   file->addAction(tr("Export &trace..."), this, [this] {
     static_cast<TimelinePanel*>(m_views[3]->widget())->exportTrace();
   });
@@ -317,18 +330,40 @@ void MainWindow::importConfig() {
 }
 
 void MainWindow::exportConfig() {
-  const QString f = QFileDialog::getSaveFileName(this, tr("Export config"), QStringLiteral("sinkscope-config.yaml"),
-                                                 tr("SinkScope config (*.yaml)"));
+  const QStringList recent = m_recentConfigs.list();
+  const QString dir = recent.isEmpty() ? QDir::currentPath() : QFileInfo(recent.first()).absolutePath();
+  ValidationDialog dialog(m_wb, QDir(dir).filePath(QStringLiteral("sinkscope-config.yaml")), this);
+  connect(&dialog, &ValidationDialog::written, this, [this](const QString& path, bool validated) {
+    m_recentConfigs.add(path);
+    refreshRecentMenus();
+    setStatus(validated ? tr("Wrote the validated config %1").arg(path)
+                        : tr("Wrote %1 (not validated)").arg(path));
+  });
+  dialog.exec();
+}
+
+void MainWindow::openSweep() {
+  const QString f = QFileDialog::getOpenFileName(this, tr("Open sweep results"), QString(),
+                                                 tr("Sweep results (*.json);;All files (*)"));
   if (f.isEmpty()) return;
-  QString note;
-  const QString err = m_wb->exportConfig(f, &note);
-  if (!err.isEmpty()) {
-    showError(tr("Could not export the config"), err);
+  if (const QString err = m_wb->openSweep(f); !err.isEmpty()) {
+    showError(tr("Could not open the sweep results"), err);
     return;
   }
-  m_recentConfigs.add(f);
-  refreshRecentMenus();
-  QMessageBox::information(this, tr("Config exported (not validated)"), tr("Wrote %1.\n\n%2").arg(f, note));
+  m_sweepDock->show();
+  m_sweepDock->raise();
+  setStatus(tr("Opened %1: %2 points").arg(f).arg(m_wb->sweep()->rowCount()));
+}
+
+void MainWindow::loadSweepPoint(int row) {
+  QString warnings;
+  if (const QString err = m_wb->applySweepPoint(row, &warnings); !err.isEmpty()) {
+    showError(tr("Could not load the sweep point"), err);
+    return;
+  }
+  const SweepPoint* p = m_wb->sweep()->point(row);
+  setStatus(warnings.isEmpty() ? tr("Loaded sweep point %1 (%2); running...").arg(p->index).arg(p->label)
+                               : tr("Loaded sweep point %1 (%2) with warnings:\n%3").arg(p->index).arg(p->label, warnings));
 }
 
 void MainWindow::showError(const QString& title, const QString& message) {

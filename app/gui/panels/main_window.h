@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The main window: model picker and backend indicator, prompt editor with sample prompts, Run /
 // Cancel, generation length, progress with time remaining, status; the controls and the five
-// views as dock widgets plus the token strip. All state lives in the Workbench.
+// views as dock widgets plus the token strip and the sweep view (shown once a sweep is opened). All state lives in the Workbench.
 #pragma once
 
 #include <QMainWindow>
@@ -23,6 +23,7 @@ namespace sinkscope::gui {
 
 class AttentionMapPanel;
 class ControlsPanel;
+class SweepPanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -44,6 +45,8 @@ class MainWindow : public QMainWindow {
   void loadPromptFile(const QString& path);
   void importConfig();
   void exportConfig();
+  void openSweep();
+  void loadSweepPoint(int row);
   void refreshRecentMenus();
   void showError(const QString& title, const QString& message);
   void setStatus(const QString& text, bool error = false);
@@ -65,6 +68,8 @@ class MainWindow : public QMainWindow {
   ControlsPanel* m_controls = nullptr;
   AttentionMapPanel* m_mapPanel = nullptr;
   QList<QDockWidget*> m_views;
+  SweepPanel* m_sweepPanel = nullptr;
+  QDockWidget* m_sweepDock = nullptr;
   QMenu* m_recentModelMenu = nullptr;
   QMenu* m_recentPromptMenu = nullptr;
   QMenu* m_recentConfigMenu = nullptr;

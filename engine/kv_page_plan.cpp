@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine/kv_page_plan.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "engine/backend.h"
+
+namespace sinkscope {
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+std::string mib(int64_t bytes) {
+  std::ostringstream o;
+  o.precision(3);
+  o << std::fixed << double(bytes) / (1024.0 * 1024.0) << " MiB";
+  return o.str();
+}
+
+}  // namespace
+
+std::string cuda_cache_unsupported(const CacheSettings& s) {
+  if (s.quantization.enabled)
+    return std::string("KV quantization (quantization.enabled with kv_dtype ") +
+           (s.quantization.kv_dtype == KvQuantDtype::kInt8 ? "int8" : "int4") +
+           ") is not implemented in the CUDA backend yet; use the CPU backend";
+  return "";
+}
+
+int64_t windowed_pool_positions(const CacheSettings& s, int64_t chunk) {
+  return round_up(s.sink_keep_count, 128) + round_up(s.window_size + chunk, 128) + 256;
+}
+
+int windowed_chunk(const CacheSettings& s, int block_size, int device_batch) {
+  const int64_t cpu = std::max<int64_t>(block_size, std::min<int64_t>(s.window_size, 1 << 20));
+  return int(std::max<int64_t>(1, std::min<int64_t>(cpu, device_batch)));
+}
+
+KvPagePlan::KvPagePlan(int n_layer, int64_t bytes_per_token_layer, int block_size,
+                       int64_t max_tokens, int64_t pool_positions, const CacheSettings& s)
+    : m_s(s),
+      m_layers(n_layer),
+      m_row_bytes(bytes_per_token_layer),
+      m_bs(block_size),
+      m_max_tokens(max_tokens),
+      m_pool_positions(pool_positions) {
+  // The CPU cache's own checks (window range, block size, budgets vs capacity) with the same
+  // messages; it allocates nothing until reserve().
+  KvCache check(1, 1, 64, block_size, max_tokens, s);
+  (void)check;
+  if (s.windowed() && (pool_positions % 128 != 0 || pool_positions < 256))
+    throw BackendError("KV page plan: pool of " + std::to_string(pool_positions) +
+                       " positions is not a positive multiple of 128 (internal error)");
+  reset(block_size);
+}
+
+void KvPagePlan::reset(int block_size) {
+  m_bs = block_size;
+  m_base = 0;
+  m_pos0.clear();
+  m_page.clear();
+  m_free.clear();
+  if (m_s.windowed())
+    for (int64_t i = pool_pages() - 1; i >= 0; --i) m_free.push_back(int32_t(i));
+  m_full_pages = 0;
+  m_reserved = m_reserved_pages = 0;
+  m_stats = {};
+  m_stats.bytes_per_token = m_row_bytes * m_layers;
+  m_stats.capacity_tokens =
+      m_s.windowed() ? m_s.window_size + m_s.sink_keep_count
+                     : (m_s.per_request_limit_tokens > 0
+                            ? std::min(m_max_tokens, m_s.per_request_limit_tokens)
+                            : m_max_tokens);
+}
+
+void KvPagePlan::update_bytes() {
+  m_stats.pages = m_s.windowed() ? int64_t(m_pos0.size()) : m_full_pages;
+  m_stats.bytes_allocated = m_stats.pages * page_bytes_all_layers();
+  m_stats.high_water_bytes = std::max(m_stats.high_water_bytes, m_stats.bytes_allocated);
+}
+
+bool KvPagePlan::reserve(int m) {
+  if (m <= 0) throw BackendError("KV cache: reserve of " + std::to_string(m) + " tokens");
+  if (m_reserved) throw BackendError("KV cache: reserve while a forward is in flight");
+  const int64_t n0 = m_stats.n_past, n1 = n0 + m;
+  if (!m_s.windowed() && m_s.per_request_limit_tokens > 0 && n1 > m_s.per_request_limit_tokens)
+    throw BackendError("per_request_limit_tokens exceeded: " + std::to_string(n0) + " cached + " +
+                       std::to_string(m) + " new tokens > the limit of " +
+                       std::to_string(m_s.per_request_limit_tokens) + " tokens");
+  const int64_t last_now = n0 > 0 ? (n0 - 1) / m_bs : -1;
+  const int64_t last_new = (n1 - 1) / m_bs;
+  const int new_pages = int(last_new - last_now);
+  if (m_s.global_cache_limit_mib > 0) {
+    const int64_t limit = m_s.global_cache_limit_mib * 1024 * 1024;
+    const int64_t need = m_stats.bytes_allocated + int64_t(new_pages) * page_bytes_all_layers();
+    if (need > limit)
+      throw BackendError("global_cache_limit_mib exceeded: " + std::to_string(m) +
+                         " new tokens need " + mib(need) + " of KV cache (" +
+                         std::to_string(m_stats.bytes_per_token) + " bytes per token, " +
+                         std::to_string(m_bs) + "-token pages), over the limit of " +
+                         std::to_string(m_s.global_cache_limit_mib) + " MiB");
+  }
+  if (m_s.windowed()) {
+    if (new_pages > int(m_free.size()))
+      throw BackendError("KV cache: the device page pool is exhausted (" +
+                         std::to_string(pool_pages()) + " pages; internal error)");
+    // The ring: the pass's ring positions [n0 - base, n1 - base) must lie inside the ring.
+    m_base_before = m_base;
+    if (n1 - m_base > m_pool_positions) m_base = n0 / 128 * 128;
+    if (n1 - m_base > m_pool_positions)
+      throw BackendError("KV cache: a pass of " + std::to_string(m) +
+                         " tokens does not fit the device ring (internal error)");
+    for (int i = 0; i < new_pages; ++i) {
+      m_pos0.push_back(int32_t((last_now + 1 + i) * m_bs));
+      m_page.push_back(m_free.back());
+      m_free.pop_back();
+    }
+  } else {
+    m_full_pages += new_pages;
+  }
+  m_reserved = m;
+  m_reserved_pages = new_pages;
+  update_bytes();
+  return new_pages > 0;
+}
+
+std::vector<std::pair<int32_t, int32_t>> KvPagePlan::append_entries() const {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  if (!m_s.windowed() || !m_reserved) return out;
+  const int64_t n0 = m_stats.n_past, n1 = n0 + m_reserved;
+  for (size_t i = 0; i < m_pos0.size(); ++i) {
+    const int64_t p0 = m_pos0[i];
+    if (p0 + m_bs <= n0 || p0 >= n1) continue;  // holds no position of this pass
+    out.emplace_back(int32_t((p0 - m_base) / m_bs), m_page[i]);
+  }
+  return out;
+}
+
+void KvPagePlan::rollback() {
+  if (!m_reserved) return;
+  if (m_s.windowed()) {
+    for (int i = 0; i < m_reserved_pages; ++i) {
+      m_free.push_back(m_page.back());
+      m_page.pop_back();
+      m_pos0.pop_back();
+    }
+    m_base = m_base_before;
+  } else {
+    m_full_pages -= m_reserved_pages;
+  }
+  m_reserved = m_reserved_pages = 0;
+  update_bytes();
+}
+
+void KvPagePlan::commit(int m) {
+  if (m != m_reserved) throw BackendError("KV cache: commit without a matching reserve");
+  m_reserved = m_reserved_pages = 0;
+  m_stats.n_past += m;
+  const int64_t n = m_stats.n_past;
+  if (!m_s.windowed()) {
+    m_stats.n_cached = n;
+    update_bytes();
+    return;
+  }
+  // The CPU's rule (kv_cache.cpp): pages whose positions all lie below keep_from and that hold
+  // no sink go back to the pool.
+  const int64_t S = m_s.sink_keep_count, W = m_s.window_size;
+  const int64_t keep_from = std::max<int64_t>(S, n - W);
+  m_stats.evicted = std::max<int64_t>(0, keep_from - S);
+  m_stats.n_cached = std::min(n, S) + (n - std::min(n, S) - m_stats.evicted);
+  size_t b = 0;
+  while (b < m_pos0.size() && m_pos0[b] < S) ++b;
+  size_t e = b;
+  while (e < m_pos0.size() && m_pos0[e] + m_bs <= keep_from) ++e;
+  for (size_t i = b; i < e; ++i) m_free.push_back(m_page[i]);
+  m_pos0.erase(m_pos0.begin() + long(b), m_pos0.begin() + long(e));
+  m_page.erase(m_page.begin() + long(b), m_page.begin() + long(e));
+  update_bytes();
+}
+
+}  // namespace sinkscope

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: Apache-2.0
+// The controls panel offscreen: the hybrid-mode spin box and the threshold mode reach the
+// emitted ControlState, follow setState(), and are disabled with sparse attention off.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTest>
+
+#include "app/gui/panels/controls_panel.h"
+
+using namespace sinkscope;
+using namespace sinkscope::gui;
+
+class TestControlsPanel : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void hybridAndThresholdModeAreEditable() {
+    ControlsPanel panel;
+    auto* minSeq = panel.findChild<QSpinBox*>(QStringLiteral("minSeqLength"));
+    auto* mode = panel.findChild<QComboBox*>(QStringLiteral("thresholdMode"));
+    QVERIFY(minSeq && mode);
+    QCOMPARE(minSeq->value(), 0);
+    QCOMPARE(minSeq->maximum(), kMaxMinSeqLength);
+    QSignalSpy edited(&panel, &ControlsPanel::edited);
+    minSeq->setValue(2048);
+    QCOMPARE(edited.count(), 1);
+    QCOMPARE(edited.last().first().value<ControlState>().minSeqLength, 2048);
+    mode->setCurrentIndex(1);
+    QCOMPARE(edited.last().first().value<ControlState>().thresholdMode,
+             ThresholdMode::kLengthScaled);
+    QCOMPARE(panel.state().minSeqLength, 2048);
+
+    ControlState s;
+    s.minSeqLength = 777;
+    s.sparse = false;
+    panel.setState(s);  // no signal
+    QCOMPARE(edited.count(), 2);
+    QCOMPARE(minSeq->value(), 777);
+    QVERIFY(!minSeq->isEnabled());  // dense: no tiles to skip
+    s.sparse = true;
+    panel.setState(s);
+    QVERIFY(minSeq->isEnabled());
+  }
+};
+
+QTEST_MAIN(TestControlsPanel)
+#include "tst_controlspanel.moc"

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend's host-side KV bookkeeping (engine/kv_page_plan.h) against the CPU cache
+// (engine/kv_cache.h): same live pages, evictions, statistics and budget errors; page ids
+// recycled; the append ring never wraps inside a pass; unsupported settings named.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+
+#include "engine/backend.h"
+#include "engine/kv_cache.h"
+#include "engine/kv_page_plan.h"
+
+namespace sinkscope {
+namespace {
+
+constexpr int kLayers = 3, kHeads = 2, kDim = 32;
+constexpr int64_t kRowBytes = 2 * kHeads * kDim * 2;  // bf16 K + V of one position, one layer
+
+CacheSettings window(int64_t w, int64_t s) {
+  CacheSettings c;
+  c.strategy = CacheStrategy::kSlidingWindow;
+  c.window_size = w;
+  c.sink_keep_count = s;
+  return c;
+}
+
+// Feeds the same chunks to a CPU cache and a plan and compares the live pages after each.
+void stream_both(const CacheSettings& s, int bs, int total, int device_batch) {
+  KvCache cpu(kLayers, kHeads, kDim, bs, 1 << 20, s);
+  const int chunk = windowed_chunk(s, bs, device_batch);
+  const int64_t pool = windowed_pool_positions(s, chunk);
+  KvPagePlan plan(kLayers, kRowBytes, bs, 1 << 20, pool, s);
+  std::vector<float> k(size_t(chunk) * kHeads * kDim, 1.0f), v = k;
+  std::mt19937 rng(7);
+  int done = 0;
+  while (done < total) {
+    const int m = std::min<int>(total - done, 1 + int(rng() % uint32_t(chunk)));
+    cpu.reserve(m);
+    for (int l = 0; l < kLayers; ++l) cpu.write(l, m, k.data(), v.data());
+    plan.reserve(m);
+    // Every reserved position has exactly one append entry, inside the ring.
+    std::set<int32_t> pages;
+    for (auto [idx, page] : plan.append_entries()) {
+      EXPECT_GE(idx, 0);
+      EXPECT_LT(int64_t(idx) * bs, plan.ring_positions());
+      EXPECT_TRUE(pages.insert(page).second);
+    }
+    EXPECT_GE(plan.ring_pos(done), 0);
+    EXPECT_LE(plan.ring_pos(done + m), plan.ring_positions());
+    const KvLayerView view = cpu.view(0);
+    ASSERT_EQ(int(plan.tile_pos0().size()), view.n_pages);
+    for (int t = 0; t < view.n_pages; ++t) EXPECT_EQ(plan.tile_pos0()[size_t(t)], view.page_pos0[t]);
+    std::set<int32_t> live(plan.tile_page().begin(), plan.tile_page().end());
+    EXPECT_EQ(live.size(), plan.tile_page().size()) << "a page id is used twice";
+    for (int32_t id : live) EXPECT_LT(id, plan.pool_pages());
+    cpu.commit(m);
+    plan.commit(m);
+    done += m;
+    EXPECT_EQ(plan.stats().n_cached, cpu.stats().n_cached);
+    EXPECT_EQ(plan.stats().evicted, cpu.stats().evicted);
+    EXPECT_EQ(plan.stats().pages, cpu.stats().pages);
+  }
+}
+
+TEST(KvPagePlan, WindowMatchesCpuCacheAndStreamsPastThePool) {
+  for (int bs : {64, 128})
+    for (int64_t s : {0, 4, 130})
+      for (int64_t w : {1, 100, 256, 1000}) stream_both(window(w, s), bs, 5000, 2048);
+}
+
+TEST(KvPagePlan, FullCacheBudgetsAndStats) {
+  CacheSettings s;
+  s.per_request_limit_tokens = 100;
+  KvPagePlan plan(kLayers, kRowBytes, 64, 8192, 0, s);
+  EXPECT_EQ(plan.stats().capacity_tokens, 100);
+  EXPECT_EQ(plan.stats().bytes_per_token, kRowBytes * kLayers);
+  plan.reserve(64);
+  plan.commit(64);
+  EXPECT_EQ(plan.stats().pages, 1);
+  EXPECT_EQ(plan.stats().bytes_allocated, 64 * kRowBytes * kLayers);
+  try {
+    plan.reserve(40);
+    FAIL() << "expected a BackendError";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("per_request_limit_tokens"), std::string::npos);
+  }
+  EXPECT_EQ(plan.n_past(), 64);  // nothing appended
+  plan.reserve(36);
+  plan.commit(36);
+  EXPECT_EQ(plan.stats().high_water_bytes, 2 * 64 * kRowBytes * kLayers);
+}
+
+TEST(KvPagePlan, GlobalLimitNamesTheLimitAndChangesNothing) {
+  CacheSettings s;
+  s.global_cache_limit_mib = 1;  // 1 MiB / (64 * 768 B) = 21 pages of 64
+  KvPagePlan plan(kLayers, kRowBytes, 64, 1 << 20, 0, s);
+  plan.reserve(64 * 21);
+  plan.commit(64 * 21);
+  const KvCacheStats before = plan.stats();
+  EXPECT_THROW(
+      {
+        try {
+          plan.reserve(1);
+        } catch (const BackendError& e) {
+          EXPECT_NE(std::string(e.what()).find("global_cache_limit_mib"), std::string::npos);
+          throw;
+        }
+      },
+      BackendError);
+  EXPECT_EQ(plan.stats().bytes_allocated, before.bytes_allocated);
+  EXPECT_EQ(plan.n_past(), before.n_past);
+}
+
+TEST(KvPagePlan, RollbackRestoresPagesAndRing) {
+  const CacheSettings s = window(100, 4);
+  const int chunk = windowed_chunk(s, 64, 2048);
+  KvPagePlan plan(kLayers, kRowBytes, 64, 1 << 20, windowed_pool_positions(s, chunk), s);
+  for (int i = 0; i < 20; ++i) {
+    plan.reserve(chunk);
+    plan.commit(chunk);
+  }
+  const auto pos0 = plan.tile_pos0();
+  const auto pages = plan.tile_page();
+  const int64_t ring = plan.ring_pos(plan.n_past());
+  plan.reserve(chunk);
+  plan.rollback();
+  EXPECT_EQ(plan.tile_pos0(), pos0);
+  EXPECT_EQ(plan.tile_page(), pages);
+  EXPECT_EQ(plan.ring_pos(plan.n_past()), ring);
+}
+
+TEST(KvPagePlan, WindowCapacityOverTheRequestLimitIsRejected) {
+  CacheSettings s = window(256, 4);
+  s.per_request_limit_tokens = 200;
+  EXPECT_THROW(KvPagePlan(kLayers, kRowBytes, 64, 1 << 20, 1024, s), BackendError);
+}
+
+TEST(KvPagePlan, CudaNamesUnsupportedSettings) {
+  CacheSettings s = window(256, 4);
+  EXPECT_EQ(cuda_cache_unsupported(s), "");
+  s.quantization.enabled = true;
+  s.quantization.kv_dtype = KvQuantDtype::kInt4;
+  const std::string why = cuda_cache_unsupported(s);
+  EXPECT_NE(why.find("int4"), std::string::npos);
+  EXPECT_NE(why.find("quantization"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sinkscope
