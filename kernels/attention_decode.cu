@@ -21,17 +21,23 @@ bool fused_combine_enabled() {
   return on;
 }
 
-template <int D, int BC, int MODE>
+template <int D, int BC, int MODE, bool LIST>
 cudaError_t set_smem_attr() {
-  return cudaFuncSetAttribute(attention_decode_kernel<D, BC, MODE>,
+  return cudaFuncSetAttribute(attention_decode_kernel<D, BC, MODE, LIST>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               DecodeCfg<D, BC, MODE>::SMEM);
 }
+template <int D, int BC, bool LIST>
+cudaError_t set_smem_attrs_list() {
+  cudaError_t e = set_smem_attr<D, BC, 0, LIST>();
+  if (e == cudaSuccess) e = set_smem_attr<D, BC, 1, LIST>();
+  if (e == cudaSuccess) e = set_smem_attr<D, BC, 2, LIST>();
+  return e;
+}
 template <int D, int BC>
 cudaError_t set_smem_attrs_bc() {
-  cudaError_t e = set_smem_attr<D, BC, 0>();
-  if (e == cudaSuccess) e = set_smem_attr<D, BC, 1>();
-  if (e == cudaSuccess) e = set_smem_attr<D, BC, 2>();
+  cudaError_t e = set_smem_attrs_list<D, BC, false>();
+  if (e == cudaSuccess) e = set_smem_attrs_list<D, BC, true>();
   return e;
 }
 // The shared-memory opt-in of EVERY decode instantiation, done once at the first decode launch
@@ -56,8 +62,11 @@ AttentionStatus launch_mode(const AttentionParams& p, const DecodeSplitPlan& pla
                             cudaStream_t stream) {
   constexpr int smem = DecodeCfg<D, BC, MODE>::SMEM;
   SINKSCOPE_CUDA_TRY(AttentionStatus, decode_smem_attrs_once());
+  // A live-page list (sliding-window cache) takes the LIST instantiation.
+  auto kernel = p.tile_pos0 ? attention_decode_kernel<D, BC, MODE, true>
+                            : attention_decode_kernel<D, BC, MODE, false>;
   SINKSCOPE_CUDA_TRY(AttentionStatus,
-                     (launch_pdl(pdl, attention_decode_kernel<D, BC, MODE>,
+                     (launch_pdl(pdl, kernel,
                                  dim3(plan.n_splits, p.n_kv_heads), dim3(kDecodeWarps * 32),
                                  size_t(smem), stream, p, plan, wl, fused ? 1 : 0)));
   return {};

@@ -120,7 +120,10 @@ __device__ __forceinline__ int dswz(int chunk, int row) {
   return (chunk & ~7) | ((chunk ^ row) & 7);
 }
 
-template <int D, int BC, int MODE>
+// LIST: the KV tiles are a live-page list with the sink/window rule (AttentionParams::tile_pos0,
+// a sliding-window cache). A compile-time switch, so the full-cache kernels carry none of its
+// checks, registers or loads (a run-time switch cost the 64K d=128 decode ~25 % on the H200).
+template <int D, int BC, int MODE, bool LIST>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
                             const DecodeWorkspaceLayout wl, const int fused_combine) {
@@ -165,14 +168,14 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // (slow while the kernel saturates memory) in front of every tile's copies.
   for (int i = tid; i < nsplit_tiles; i += kDecodeWarps * 32) {
     pages[i] = p.page_table[t0 + i];
-    if (p.tile_pos0) pos0s[i] = p.tile_pos0[t0 + i];
+    if constexpr (LIST) pos0s[i] = p.tile_pos0[t0 + i];
   }
   __syncthreads();
   // Live-page list: the sink/window rule by position (engine/kv_layout.h). Slot `off` of split
   // tile i; positional tiles need only the length test (done by the callers).
-  const int64_t qpos = p.q_pos_dev ? int64_t(*p.q_pos_dev) : p.q_start;
+  const int64_t qpos = LIST ? (p.q_pos_dev ? int64_t(*p.q_pos_dev) : p.q_start) : 0;
   auto list_ok = [&](int i, int off) {
-    if (!p.tile_pos0) return true;
+    if constexpr (!LIST) return true;
     const int64_t k = int64_t(pos0s[i]) + off;
     return k <= qpos && (k < p.sink_count || p.window == 0 || k > qpos - p.window);
   };
@@ -302,9 +305,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
                   : make_uint4(0, 0, 0, 0);
 
   // Cache position mode: the same fragments of the query rotated at its cache index.
-  uint4 qsa[C::DC];
+  uint4 qsa[LIST ? C::DC : 1];
 #pragma unroll
-  for (int pc = 0; pc < C::DC; ++pc)
+  for (int pc = 0; pc < (LIST ? C::DC : 0); ++pc)
     qsa[pc] = hval && p.q_sink
                   ? *reinterpret_cast<const uint4*>(p.q_sink + int64_t(h) * D + pc * 32 + tq * 8)
                   : make_uint4(0, 0, 0, 0);
@@ -347,18 +350,20 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
           mma_bf16(s[j], qa[pc].z, 0u, qa[pc].w, 0u, kv.z, kv.w);
         }
         // Scores against sink keys with the cache-index query (tile-uniform branch).
-        if (p.q_sink && pos0s[t - t0] < p.sink_count) {
-          float ss[4] = {0.f, 0.f, 0.f, 0.f};
+        if constexpr (LIST) {
+          if (p.q_sink && pos0s[t - t0] < p.sink_count) {
+            float ss[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-          for (int pc = 0; pc < C::DC; ++pc) {
-            const int kk = 8 * j + g;
-            const uint4 kv = src[kk * CPR + dswz(4 * pc + tq, kk)];
-            mma_bf16(ss, qsa[pc].x, 0u, qsa[pc].y, 0u, kv.x, kv.y);
-            mma_bf16(ss, qsa[pc].z, 0u, qsa[pc].w, 0u, kv.z, kv.w);
+            for (int pc = 0; pc < C::DC; ++pc) {
+              const int kk = 8 * j + g;
+              const uint4 kv = src[kk * CPR + dswz(4 * pc + tq, kk)];
+              mma_bf16(ss, qsa[pc].x, 0u, qsa[pc].y, 0u, kv.x, kv.y);
+              mma_bf16(ss, qsa[pc].z, 0u, qsa[pc].w, 0u, kv.z, kv.w);
+            }
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (pos0s[t - t0] + warp * C::KPW + 8 * j + tq * 2 + e < p.sink_count) s[j][e] = ss[e];
           }
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (pos0s[t - t0] + warp * C::KPW + 8 * j + tq * 2 + e < p.sink_count) s[j][e] = ss[e];
         }
 #pragma unroll
         for (int e = 0; e < 2; ++e)

@@ -36,7 +36,9 @@ constexpr int prefill_smem_bytes() {
          1024;
 }
 
-template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG>
+// LIST: the KV tiles are a live-page list with the sink/window rule (AttentionParams::tile_pos0,
+// a sliding-window cache); compile-time, so the full-cache kernels carry none of its work.
+template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG, bool LIST>
 __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC == 128 ? 1 : 2)
     attention_prefill_kernel(const AttentionParams p) {
   constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC, WG);
@@ -70,7 +72,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   // tile_of(i).
   int n_t = static_cast<int>(last_key / BC) + 1;
   int n_sink_it = 0, win_begin = 0;
-  if (p.tile_pos0) {
+  if constexpr (LIST) {
     const int64_t q_hi = q_lo + rows - 1;
     int win_end = 0;
     win_begin = -1;
@@ -104,7 +106,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
     const int t = tile_of(it);
     const int64_t page = p.page_table[t];
     const uint16_t* src = pool + (page * p.n_kv_heads + kvh) * (BC * D);
-    const int64_t first = p.tile_pos0 ? int64_t(p.tile_pos0[t]) : int64_t(t) * BC;
+    const int64_t first = LIST ? int64_t(p.tile_pos0[t]) : int64_t(t) * BC;
     const int64_t valid = p.kv_len - first;  // slots past the cache end: zeros
     for (int c = tid; c < BC * CH; c += NTHREADS) {
       const int r = c / CH, ch = c % CH;
@@ -211,9 +213,9 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
     }
 
     // ---- causal / cache-end / padding-row mask: only tiles that cross a boundary ----
-    const int64_t key0 = p.tile_pos0 ? int64_t(p.tile_pos0[tile_of(t)]) : int64_t(t) * BC;
+    const int64_t key0 = LIST ? int64_t(p.tile_pos0[tile_of(t)]) : int64_t(t) * BC;
     // Window rule: keys below the last row's window floor may be out of some row's window.
-    const bool win_mask = p.tile_pos0 && p.window > 0 && key0 <= q_lo + rows - 1 - p.window;
+    const bool win_mask = LIST && p.window > 0 && key0 <= q_lo + rows - 1 - p.window;
     if (key0 + BC - 1 > q_lo || key0 + BC > p.kv_len || rows < BR || win_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -253,7 +255,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
       skip = __syncthreads_and(agree) && t > 0;
       n_skipped += skip;
     }
-    if (mask_row && !p.tile_pos0) mask_row[t] = skip ? 1 : 0;
+    if (!LIST && mask_row) mask_row[t] = skip ? 1 : 0;
     if (!LAZY_V && skip && p.skip_softmax_exp) continue;
     if constexpr (LAZY_V) {
       // V only for tiles that are computed; then K two tiles ahead (its buffer (t+2)%3 was

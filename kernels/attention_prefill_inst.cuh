@@ -8,11 +8,11 @@
 
 namespace sinkscope::kernels::detail {
 
-template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG>
+template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG, bool LIST = false>
 AttentionStatus launch_prefill_t(const AttentionParams& p, cudaStream_t stream) {
   constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC, WG);
   constexpr int smem = prefill_smem_bytes<D, BC, LAZY_V>();
-  auto kernel = attention_prefill_kernel<D, BC, SPARSE, LAZY_V, WG>;
+  auto kernel = attention_prefill_kernel<D, BC, SPARSE, LAZY_V, WG, LIST>;
   // Once per instantiation (and process): the attribute call costs host time on every launch.
   static const cudaError_t attr_err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -33,9 +33,20 @@ AttentionStatus launch_prefill_bc(const AttentionParams& p, AttentionVariant v, 
   }
 }
 
+// A live-page list (sliding-window cache): the mma.sync kernels with the LIST rule, dense or
+// sparse with eager V (the only instantiations with LIST, to keep the build time in bounds).
+template <int D, int BC>
+AttentionStatus launch_prefill_list(const AttentionParams& p, AttentionVariant v, cudaStream_t s) {
+  if (v == AttentionVariant::kPrefillDense) return launch_prefill_t<D, BC, false, false, false, true>(p, s);
+  return launch_prefill_t<D, BC, true, false, false, true>(p, s);
+}
+
 template <int D>
 AttentionStatus launch_prefill_d(const AttentionParams& p, const AttentionChoice& c,
                                  cudaStream_t s) {
+  if (p.tile_pos0)
+    return p.block_size == 64 ? launch_prefill_list<D, 64>(p, c.variant, s)
+                              : launch_prefill_list<D, 128>(p, c.variant, s);
   if (c.wgmma)
     return p.block_size == 64 ? launch_prefill_bc<D, 64, true>(p, c.variant, s)
                               : launch_prefill_bc<D, 128, true>(p, c.variant, s);

@@ -153,14 +153,8 @@ int main() {
         const std::vector<float> lc = stream(*cpu, ids, 700, 500);
         const std::vector<float> lg = stream(*gpu, ids, 700, 500);
         const Agreement a = compare(lc, lg, V);
-        // S = 0 evicts the attention sink: the window-only regime StreamingLLM shows collapsing,
-        // where attention spreads over the window and bf16-vs-float32 rounding moves the
-        // (poor) predictions more; its gate is looser. A wrong visibility or position rule
-        // gives KL > 1e-2 either way.
-        const double kl_gate = S == 0 ? 5e-3 : 2e-3, top1_gate = S == 0 ? 0.95 : 0.98;
-        check(a.finite && a.mean_kl <= kl_gate && a.top1 >= top1_gate, name,
-              a.str() + " (gates: mean KL <= " + (S == 0 ? "5e-3" : "2e-3") + ", top-1 >= " +
-                  (S == 0 ? "95" : "98") + " %)");
+        check(a.finite && a.mean_kl <= 2e-3 && a.top1 >= 0.98, name,
+              a.str() + " (gates: mean KL <= 2e-3, top-1 >= 98 %)");
         const KvCacheStats sc = cpu->cache_stats(), sg = gpu->cache_stats();
         check(sc.n_past == sg.n_past && sc.n_cached == sg.n_cached && sc.evicted == sg.evicted &&
                   sc.pages == sg.pages && sg.bytes_per_token > 0 &&
