@@ -25,6 +25,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/fault_injection.h"
 #include "engine/model.h"
+#include "gpu_agreement.h"
 #include "sample_text.h"
 #include "engine/paths.h"
 
@@ -56,58 +57,8 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 
   return buf;
 }
 
-struct Agreement {
-  int rows = 0;
-  double mean_kl = 0, max_kl = 0, top1 = 0, max_abs = 0;
-  bool finite = true;
-  std::string str() const {
-    char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "%d positions, mean KL %.3g, max KL %.3g, top-1 %.2f %%, max |dlogit| %.3g%s",
-                  rows, mean_kl, max_kl, 100.0 * top1, max_abs, finite ? "" : ", NON-FINITE");
-    return buf;
-  }
-};
-
-// KL(ref || test) per row in double from log-softmax; top-1 agreement; max abs logit diff.
-Agreement compare(const std::vector<float>& ref, const std::vector<float>& test, int V) {
-  Agreement a;
-  if (ref.size() != test.size() || ref.empty()) {
-    a.finite = false;
-    return a;
-  }
-  a.rows = int(ref.size() / size_t(V));
-  int agree = 0;
-  for (int r = 0; r < a.rows; ++r) {
-    const float* p = &ref[size_t(r) * V];
-    const float* q = &test[size_t(r) * V];
-    double mp = -INFINITY, mq = -INFINITY;
-    int ap = 0, aq = 0;
-    for (int i = 0; i < V; ++i) {
-      if (!std::isfinite(q[i])) a.finite = false;
-      if (p[i] > mp) mp = p[i], ap = i;
-      if (q[i] > mq) mq = q[i], aq = i;
-      a.max_abs = std::max(a.max_abs, double(std::fabs(p[i] - q[i])));
-    }
-    double sp = 0, sq = 0;
-    for (int i = 0; i < V; ++i) {
-      sp += std::exp(double(p[i]) - mp);
-      sq += std::exp(double(q[i]) - mq);
-    }
-    const double lzp = mp + std::log(sp), lzq = mq + std::log(sq);
-    double kl = 0;
-    for (int i = 0; i < V; ++i) {
-      const double lp = double(p[i]) - lzp, lq = double(q[i]) - lzq;
-      kl += std::exp(lp) * (lp - lq);
-    }
-    a.mean_kl += kl;
-    a.max_kl = std::max(a.max_kl, kl);
-    agree += ap == aq;
-  }
-  a.mean_kl /= a.rows;
-  a.top1 = double(agree) / a.rows;
-  return a;
-}
+using gpu_test::Agreement;
+using gpu_test::compare;
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;

@@ -22,6 +22,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/model.h"
 #include "engine/paths.h"
+#include "gpu_agreement.h"
 #include "sample_text.h"
 
 using namespace sinkscope;
@@ -45,55 +46,8 @@ void run(const std::string& name, const std::function<void()>& fn) {
   }
 }
 
-struct Agreement {
-  int rows = 0;
-  double mean_kl = 0, max_kl = 0, top1 = 0;
-  bool finite = true;
-  std::string str() const {
-    char b[200];
-    std::snprintf(b, sizeof b, "%d positions, mean KL %.3g, max KL %.3g, top-1 %.2f %%%s", rows,
-                  mean_kl, max_kl, 100 * top1, finite ? "" : ", NON-FINITE");
-    return b;
-  }
-};
-
-Agreement compare(const std::vector<float>& ref, const std::vector<float>& test, int V) {
-  Agreement a;
-  if (ref.size() != test.size() || ref.empty()) {
-    a.finite = false;
-    return a;
-  }
-  a.rows = int(ref.size() / size_t(V));
-  int agree = 0;
-  for (int r = 0; r < a.rows; ++r) {
-    const float* p = &ref[size_t(r) * V];
-    const float* q = &test[size_t(r) * V];
-    double mp = -INFINITY, mq = -INFINITY;
-    int ap = 0, aq = 0;
-    for (int i = 0; i < V; ++i) {
-      if (!std::isfinite(q[i])) a.finite = false;
-      if (p[i] > mp) mp = p[i], ap = i;
-      if (q[i] > mq) mq = q[i], aq = i;
-    }
-    double sp = 0, sq = 0;
-    for (int i = 0; i < V; ++i) {
-      sp += std::exp(double(p[i]) - mp);
-      sq += std::exp(double(q[i]) - mq);
-    }
-    const double lzp = mp + std::log(sp), lzq = mq + std::log(sq);
-    double kl = 0;
-    for (int i = 0; i < V; ++i) {
-      const double lp = double(p[i]) - lzp, lq = double(q[i]) - lzq;
-      kl += std::exp(lp) * (lp - lq);
-    }
-    a.mean_kl += kl;
-    a.max_kl = std::max(a.max_kl, kl);
-    agree += ap == aq;
-  }
-  a.mean_kl /= a.rows;
-  a.top1 = double(agree) / a.rows;
-  return a;
-}
+using gpu_test::Agreement;
+using gpu_test::compare;
 
 // Prefill n_prefill tokens (all logits, chunked by the cache), then `steps` single tokens.
 std::vector<float> stream(Backend& be, const std::vector<TokenId>& ids, int n_prefill, int steps) {
