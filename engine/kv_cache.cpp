@@ -298,15 +298,12 @@ void KvCache::commit(int m) {
     update_bytes();
     return;
   }
-  const int64_t S = m_settings.sink_keep_count, W = m_settings.window_size;
-  // Positions below keep_from (and not sinks) are out of every later query's window.
-  const int64_t keep_from = std::max<int64_t>(S, n - W);
-  m_stats.evicted = std::max<int64_t>(0, keep_from - S);
-  m_stats.n_cached = std::min(n, S) + (n - std::min(n, S) - m_stats.evicted);
-  size_t drop_begin = 0;
-  while (drop_begin < m_page_pos0.size() && m_page_pos0[drop_begin] < S) ++drop_begin;
-  size_t drop_end = drop_begin;
-  while (drop_end < m_page_pos0.size() && m_page_pos0[drop_end] + m_block <= keep_from) ++drop_end;
+  const WindowEviction ev =
+      window_eviction(n, m_settings.sink_keep_count, m_settings.window_size, m_page_pos0, m_block);
+  m_stats.evicted = ev.evicted;
+  m_stats.n_cached = ev.n_cached;
+  const size_t drop_begin = ev.drop_begin, drop_end = ev.drop_end;
+  const int64_t S = m_settings.sink_keep_count, keep_from = ev.keep_from;
   if (drop_end > drop_begin) {
     for (Layer& L : m_layer) {
       for (size_t i = drop_begin; i < drop_end; ++i) L.free_ids.push_back(L.table[i]);

@@ -15,7 +15,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace sinkscope {
 
@@ -37,6 +39,28 @@ struct KvQuantFormat {
 inline int64_t cache_position(int64_t q, int64_t sinks, int64_t window) {
   if (window <= 0 || q < sinks) return q;
   return sinks + std::min<int64_t>(window - 1, q - sinks);
+}
+
+// The sliding window's eviction once n positions have been appended (S sinks, window W): the
+// positions in [S, keep_from), keep_from = max(S, n - W), are out of every later query's window.
+// Of the live pages (first positions page_pos0, ascending), those in [drop_begin, drop_end) hold
+// no sink and only such positions, and go back to the pool. Shared by the CPU cache
+// (kv_cache.cpp) and the CUDA backend's page plan (kv_page_plan.cpp).
+struct WindowEviction {
+  int64_t keep_from = 0;  // positions in [S, keep_from) are evicted
+  int64_t evicted = 0, n_cached = 0;
+  size_t drop_begin = 0, drop_end = 0;
+};
+inline WindowEviction window_eviction(int64_t n, int64_t S, int64_t W,
+                                      const std::vector<int>& page_pos0, int block) {
+  WindowEviction e;
+  const int64_t keep_from = e.keep_from = std::max<int64_t>(S, n - W);
+  e.evicted = std::max<int64_t>(0, keep_from - S);
+  e.n_cached = std::min(n, S) + (n - std::min(n, S) - e.evicted);
+  while (e.drop_begin < page_pos0.size() && page_pos0[e.drop_begin] < S) ++e.drop_begin;
+  e.drop_end = e.drop_begin;
+  while (e.drop_end < page_pos0.size() && page_pos0[e.drop_end] + block <= keep_from) ++e.drop_end;
+  return e;
 }
 
 // One layer of the cache as attention reads it. Row r of a page, kv head g:

@@ -163,16 +163,12 @@ void KvPagePlan::commit(int m) {
     update_bytes();
     return;
   }
-  // The CPU's rule (kv_cache.cpp): pages whose positions all lie below keep_from and that hold
-  // no sink go back to the pool.
-  const int64_t S = m_s.sink_keep_count, W = m_s.window_size;
-  const int64_t keep_from = std::max<int64_t>(S, n - W);
-  m_stats.evicted = std::max<int64_t>(0, keep_from - S);
-  m_stats.n_cached = std::min(n, S) + (n - std::min(n, S) - m_stats.evicted);
-  size_t b = 0;
-  while (b < m_pos0.size() && m_pos0[b] < S) ++b;
-  size_t e = b;
-  while (e < m_pos0.size() && m_pos0[e] + m_bs <= keep_from) ++e;
+  // The CPU's rule (kv_layout.h): pages that hold no sink and only evicted positions go back
+  // to the pool.
+  const WindowEviction ev = window_eviction(n, m_s.sink_keep_count, m_s.window_size, m_pos0, m_bs);
+  m_stats.evicted = ev.evicted;
+  m_stats.n_cached = ev.n_cached;
+  const size_t b = ev.drop_begin, e = ev.drop_end;
   for (size_t i = b; i < e; ++i) m_free.push_back(m_page[i]);
   m_pos0.erase(m_pos0.begin() + long(b), m_pos0.begin() + long(e));
   m_page.erase(m_page.begin() + long(b), m_page.begin() + long(e));
