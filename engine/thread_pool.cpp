@@ -2,6 +2,7 @@
 #include "engine/thread_pool.h"
 
 #include <algorithm>
+#include <fstream>
 
 namespace sinkscope {
 
@@ -80,6 +81,19 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
     err = m_error;
   }
   if (err) std::rethrow_exception(err);
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) return "";
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
+  }
+  return "";
 }
 
 }  // namespace sinkscope

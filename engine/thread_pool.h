@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <string>
+
 namespace sinkscope {
 
 class ThreadPool {
@@ -40,5 +42,9 @@ class ThreadPool {
   bool m_stop = false;
   std::exception_ptr m_error;
 };
+
+// The CPU's model name from /proc/cpuinfo ("" when it cannot be read), for benchmark and
+// provenance lines.
+std::string cpu_model_name();
 
 }  // namespace sinkscope

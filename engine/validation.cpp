@@ -5,13 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <thread>
 
 #include "engine/passkey.h"
 #include "engine/rouge.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "engine/thread_pool.h"
 #include "engine/version.h"
 #include "profiler/spans.h"
 
@@ -330,19 +330,7 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
 }
 
 std::string cpu_device_description(int threads) {
-  std::string name;
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        name = line.substr(colon + 1);
-        name.erase(0, name.find_first_not_of(" \t"));
-      }
-      break;
-    }
-  }
+  std::string name = cpu_model_name();
   if (name.empty()) name = "CPU";
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));
   return name + " (" + std::to_string(threads) + " thread" + (threads == 1 ? "" : "s") + ")";

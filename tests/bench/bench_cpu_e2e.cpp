@@ -21,6 +21,7 @@
 #include "engine/model.h"
 #include "engine/paths.h"
 #include "engine/sampler.h"
+#include "engine/thread_pool.h"
 #include "engine/version.h"
 
 using namespace sinkscope;
@@ -98,15 +99,8 @@ Args parse_args(int argc, char** argv) {
 }
 
 std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
+  const std::string name = cpu_model_name();
+  return name.empty() ? "unknown" : name;
 }
 
 int usable_cpus() {
