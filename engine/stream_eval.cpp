@@ -54,6 +54,7 @@ double token_nll(const float* row, int n_vocab, TokenId target) {
 StreamResult stream_perplexity(Backend& backend, const std::vector<TokenId>& tokens,
                                const StreamOptions& o, const StreamProgressFn& progress) {
   if (o.chunk < 1) throw BackendError("stream evaluation: chunk must be >= 1");
+  if (o.score_stride < 1) throw BackendError("stream evaluation: score stride must be >= 1");
   StreamResult r;
   r.tokens = stream_length(tokens, o);
   const int V = backend.model().config().n_vocab;
@@ -69,7 +70,7 @@ StreamResult stream_perplexity(Backend& backend, const std::vector<TokenId>& tok
     // Token off is predicted by the previous chunk's last row; tokens off+1.. by this chunk.
     for (int64_t i = 0; i < m; ++i) {
       const int64_t idx = off + i;
-      if (idx == 0) continue;
+      if (idx == 0 || idx % o.score_stride != 0) continue;
       const float* row = i == 0 ? prev.data() : logits.data() + size_t(i - 1) * V;
       const double v = token_nll(row, V, tokens[size_t(idx)]);
       r.nll.push_back(float(v));
@@ -123,6 +124,54 @@ StreamResult recompute_perplexity(Backend& backend, const std::vector<TokenId>& 
   r.cache = backend.cache_stats();
   finish(r, o);
   return r;
+}
+
+StreamComparison compare_streams(Backend& reference, Backend& variant,
+                                 const std::vector<TokenId>& tokens, const StreamOptions& o,
+                                 const StreamProgressFn& progress) {
+  if (o.chunk < 1) throw BackendError("stream comparison: chunk must be >= 1");
+  if (o.score_stride < 1) throw BackendError("stream comparison: score stride must be >= 1");
+  const int V = reference.model().config().n_vocab;
+  if (variant.model().config().n_vocab != V)
+    throw BackendError("stream comparison: the two backends' vocabularies differ");
+  StreamComparison c;
+  c.tokens = stream_length(tokens, o);
+  const int64_t seg = std::max(1, o.segment);
+  reference.reset();
+  variant.reset();
+  const int64_t t0 = prof::now_ns();
+  std::vector<float> lr, lv, rows_r, rows_v;
+  std::vector<TokenId> next;
+  for (int64_t off = 0; off < c.tokens; off += o.chunk) {
+    const int64_t m = std::min<int64_t>(o.chunk, c.tokens - off);
+    std::span<const TokenId> chunk(tokens.data() + off, size_t(m));
+    reference.forward(chunk, LogitsMode::kAll, lr);
+    variant.forward(chunk, LogitsMode::kAll, lv);
+    // Row i predicts token off + i + 1; compared rows are grouped by that token's segment.
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t target = off + i + 1;
+      if (target >= c.tokens || target % o.score_stride != 0) continue;
+      const std::span<const float> rr(lr.data() + size_t(i) * V, size_t(V));
+      const std::span<const float> rv(lv.data() + size_t(i) * V, size_t(V));
+      const TokenId nx = tokens[size_t(target)];
+      const LogitComparison one = compare_logits(rr, rv, V, std::span<const TokenId>(&nx, 1));
+      c.total.add(one);
+      const int64_t s = target / seg;
+      if (c.segments.empty() || c.segments.back().first != s * seg)
+        c.segments.push_back({s * seg, LogitComparison{}});
+      c.segments.back().second.add(one);
+    }
+    if (progress) {
+      const double el = double(prof::now_ns() - t0) / 1e9;
+      const int64_t done = off + m;
+      progress({done, c.tokens, el / double(done) * double(c.tokens - done),
+                c.total.scored ? c.total.ppl_variant() : 0.0});
+    }
+  }
+  c.seconds = double(prof::now_ns() - t0) / 1e9;
+  c.reference_cache = reference.cache_stats();
+  c.variant_cache = variant.cache_stats();
+  return c;
 }
 
 }  // namespace sinkscope

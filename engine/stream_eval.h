@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/quality.h"
 
 namespace sinkscope {
 
@@ -17,6 +18,8 @@ struct StreamOptions {
   int chunk = 1;           // tokens per forward (1: token by token)
   int segment = 1000;      // tokens per reported segment
   int64_t max_tokens = 0;  // 0: the whole stream
+  int score_stride = 1;    // stream_perplexity: score tokens i % score_stride == 0 only (every
+                           // token is still fed); the tokens recompute_perplexity(stride) scores
 };
 
 struct StreamSegment {
@@ -43,8 +46,9 @@ struct StreamProgress {
 };
 using StreamProgressFn = std::function<void(const StreamProgress&)>;
 
-// Resets the backend, then feeds tokens [0, n) in chunks; token i >= 1 is scored with the
-// logits of token i - 1. Throws BackendError for fewer than 2 tokens or a chunk < 1.
+// Resets the backend, then feeds tokens [0, n) in chunks; token i >= 1 (with i % score_stride
+// == 0) is scored with the logits of token i - 1. Throws BackendError for fewer than 2 tokens,
+// a chunk < 1 or a score_stride < 1.
 StreamResult stream_perplexity(Backend& backend, const std::vector<TokenId>& tokens,
                                const StreamOptions& options, const StreamProgressFn& progress = {});
 
@@ -53,6 +57,22 @@ StreamResult stream_perplexity(Backend& backend, const std::vector<TokenId>& tok
 StreamResult recompute_perplexity(Backend& backend, const std::vector<TokenId>& tokens, int window,
                                   int stride, const StreamOptions& options,
                                   const StreamProgressFn& progress = {});
+
+// Streams the same tokens through two backends in lock step (the same chunks) and compares their
+// next-token distributions: KL(reference || variant), top-1 agreement and both perplexities, over
+// the tokens stream_perplexity would score (i >= 1, i % score_stride == 0), overall and per
+// segment (LogitComparison per segment). Used for "int8/int4 KV vs unquantized KV" under one cache
+// policy. Both backends are reset first; their vocabularies must match.
+struct StreamComparison {
+  int64_t tokens = 0;
+  LogitComparison total;
+  std::vector<std::pair<int64_t, LogitComparison>> segments;  // (segment begin, figures)
+  KvCacheStats reference_cache, variant_cache;
+  double seconds = 0;
+};
+StreamComparison compare_streams(Backend& reference, Backend& variant,
+                                 const std::vector<TokenId>& tokens, const StreamOptions& options,
+                                 const StreamProgressFn& progress = {});
 
 // -log softmax(row)[target] in double.
 double token_nll(const float* logits_row, int n_vocab, TokenId target);

@@ -23,9 +23,11 @@ int run_passkey(const PasskeyArgs& a, std::ostream& out, std::ostream& err) {
   bo.max_context = std::max(longest + 64, model->config().n_ctx_train);
   if (a.cache) bo.cache = *a.cache;
   bo.attention = a.attention;
-  auto backend = make_cpu_backend(model, bo);
-  const std::string what = a.cache ? describe(*a.cache) : "full cache, float32";
-  err << "sinkscope-cli: passkey retrieval (" << what << ")\n";
+  std::string backend_note;
+  auto backend = make_backend(model, bo, a.backend, &backend_note);
+  const std::string what = a.cache ? describe(*a.cache) : "full cache";
+  err << "sinkscope-cli: passkey retrieval (" << what << ", " << backend->name() << ")\n";
+  if (!backend_note.empty()) err << "sinkscope-cli: " << backend_note << "\n";
 
   struct Cell {
     int length;

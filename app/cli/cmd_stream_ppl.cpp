@@ -29,6 +29,87 @@ void write_cache_json(json::Writer& w, const KvCacheStats& s) {
   w.end_object();
 }
 
+std::string kv_name(const CacheSettings& c) {
+  return !c.quantization.enabled ? "unquantized"
+         : c.quantization.kv_dtype == KvQuantDtype::kInt8 ? "int8" : "int4";
+}
+
+// --vs-unquantized: the same policy with unquantized KV as the reference, streamed in lock step.
+int run_comparison(const StreamPplArgs& a, const std::shared_ptr<const Model>& model, BackendOptions bo, Backend& variant,
+                   const std::vector<TokenId>& tokens, const StreamOptions& so,
+                   const StreamProgressFn& progress, std::ostream& out, std::ostream& err) {
+  bo.cache.quantization.enabled = false;
+  std::string note;
+  auto reference = make_backend(model, bo, a.backend, &note);
+  if (reference->name() != variant.name())
+    err << "sinkscope-cli: note: the reference runs on " << reference->name() << ", the "
+        << kv_name(a.cache) << " stream on " << variant.name() << "\n";
+  const StreamComparison c = compare_streams(*reference, variant, tokens, so, progress);
+  const LogitComparison& t = c.total;
+  if (a.csv) {
+    std::ostringstream f;
+    f << "segment_begin,scored,ppl_reference,ppl_variant,ppl_delta_pct,kl_mean,top1\n";
+    for (const auto& [b, s] : c.segments)
+      f << b << "," << s.scored << "," << std::setprecision(9) << s.ppl_dense() << ","
+        << s.ppl_variant() << "," << s.ppl_delta_pct() << "," << s.kl_mean() << ","
+        << s.top1_agreement() << "\n";
+    write_file_atomic(*a.csv, f.str());
+  }
+  if (a.json) {
+    json::Writer w;
+    w.begin_object();
+    w.field("model", model->path().string());
+    w.field("file", a.file);
+    w.field("mode", a.dense ? "dense" : "stream");
+    w.field("settings", describe(a.cache));
+    w.field("kv", kv_name(a.cache));
+    w.field("protect_sinks", a.cache.quantization.protect_sink_positions);
+    w.field("backend", variant.name());
+    w.field("reference_backend", reference->name());
+    w.field("tokens", static_cast<long long>(c.tokens));
+    w.field("scored", static_cast<long long>(t.scored));
+    w.field("stride", a.stride);
+    w.field("perplexity", t.ppl_variant());
+    w.field("perplexity_unquantized", t.ppl_dense());
+    w.field("ppl_delta_pct", t.ppl_delta_pct());
+    w.field("kl_mean", t.kl_mean());
+    w.field("kl_max", t.kl_max);
+    w.field("top1_agreement", t.top1_agreement());
+    w.field("seconds", c.seconds);
+    w.key("segments").begin_array();
+    for (const auto& [b, s] : c.segments) {
+      w.begin_object();
+      w.field("begin", static_cast<long long>(b));
+      w.field("scored", static_cast<long long>(s.scored));
+      w.field("ppl_delta_pct", s.ppl_delta_pct());
+      w.field("kl_mean", s.kl_mean());
+      w.field("top1_agreement", s.top1_agreement());
+      w.end_object();
+    }
+    w.end_array();
+    write_cache_json(w, c.variant_cache);
+    w.key("cache_unquantized").begin_object();
+    w.field("bytes_per_token", static_cast<long long>(c.reference_cache.bytes_per_token));
+    w.field("peak_bytes", static_cast<long long>(c.reference_cache.high_water_bytes));
+    w.end_object();
+    w.end_object();
+    out << w.str() << "\n";
+    return 0;
+  }
+  out << std::fixed << std::setprecision(4) << kv_name(a.cache)
+      << (a.cache.quantization.protect_sink_positions ? " (sinks protected)" : "")
+      << " vs unquantized KV over " << t.scored << " tokens: perplexity " << t.ppl_variant()
+      << " vs " << t.ppl_dense() << " (" << std::showpos << std::setprecision(3)
+      << t.ppl_delta_pct() << std::noshowpos << " %), mean KL " << std::scientific
+      << std::setprecision(3) << t.kl_mean() << ", top-1 " << std::fixed << std::setprecision(2)
+      << 100.0 * t.top1_agreement() << " %\n";
+  out << "kv cache: " << c.variant_cache.bytes_per_token << " vs "
+      << c.reference_cache.bytes_per_token << " bytes/token, peak " << std::setprecision(2)
+      << double(c.variant_cache.high_water_bytes) / (1024.0 * 1024.0) << " vs "
+      << double(c.reference_cache.high_water_bytes) / (1024.0 * 1024.0) << " MiB\n";
+  return 0;
+}
+
 }  // namespace
 
 int run_stream_ppl(const StreamPplArgs& a, std::ostream& out, std::ostream& err) {
@@ -47,17 +128,24 @@ int run_stream_ppl(const StreamPplArgs& a, std::ostream& out, std::ostream& err)
   bo.n_threads = a.threads;
   if (a.dense) {
     bo.max_context = int(tokens.size());  // past the trained context on purpose
+    bo.cache = a.cache;                   // full cache; --kv applies to it
   } else if (a.recompute) {
     bo.max_context = int(a.cache.window_size);
   } else {
     bo.cache = a.cache;
   }
-  auto backend = make_cpu_backend(model, bo);
+  std::string backend_note;
+  auto backend = make_backend(model, bo, a.backend, &backend_note);
   const std::string what = a.dense ? "full cache" : a.recompute
       ? "recompute over " + std::to_string(a.cache.window_size) + " tokens, stride " + std::to_string(a.stride)
       : describe(a.cache);
   err << "sinkscope-cli: " << mode_name(a) << " perplexity over " << tokens.size() << " tokens ("
-      << what << ", chunk " << a.chunk << ", " << resolved_threads(a.threads) << " threads)\n";
+      << what << ", chunk " << a.chunk;
+  if (a.stride > 1) err << ", every " << a.stride << "th token scored";
+  err << ", " << backend->name();
+  if (backend->name() == "cpu") err << ", " << resolved_threads(a.threads) << " threads";
+  err << ")\n";
+  if (!backend_note.empty()) err << "sinkscope-cli: " << backend_note << "\n";
 
   const bool tty = stderr_is_tty();
   Throttle throttle(tty ? 0.5 : 15.0);
@@ -75,6 +163,8 @@ int run_stream_ppl(const StreamPplArgs& a, std::ostream& out, std::ostream& err)
   StreamOptions so;
   so.chunk = a.chunk;
   so.segment = a.segment;
+  if (!a.recompute) so.score_stride = a.stride;
+  if (a.vs_unquantized) return run_comparison(a, model, bo, *backend, tokens, so, progress, out, err);
   const StreamResult r = a.recompute
                              ? recompute_perplexity(*backend, tokens, int(a.cache.window_size),
                                                     a.stride, so, progress)
@@ -104,7 +194,8 @@ int run_stream_ppl(const StreamPplArgs& a, std::ostream& out, std::ostream& err)
                     : a.cache.quantization.kv_dtype == KvQuantDtype::kInt8 ? "int8" : "int4");
       w.field("protect_sinks", a.cache.quantization.enabled && a.cache.quantization.protect_sink_positions);
     }
-    if (a.recompute) w.field("stride", a.stride);
+    w.field("stride", a.stride);
+    w.field("backend", backend->name());
     w.field("chunk", a.chunk);
     w.field("tokens", static_cast<long long>(r.tokens));
     w.field("scored", static_cast<long long>(r.scored));

@@ -107,9 +107,13 @@ StreamPplArgs parse_stream_ppl_args(std::span<const std::string> args) {
               "forward over their last W tokens instead (the reference; --stride to thin it).");
   p.option("--model", "FILE", kModelHelp).option("--file", "FILE", "UTF-8 text to stream");
   add_cache_options(p);
+  add_backend_option(p);
   p.flag("--dense", "full cache (no eviction; degrades past the trained context)")
       .flag("--recompute", "sliding window with re-computation over --window tokens")
-      .option("--stride", "K", "with --recompute: score every K-th token (default 1)")
+      .flag("--vs-unquantized", "with --kv: stream the same policy with unquantized KV in lock "
+                                "step and report KL, top-1 and the perplexity change against it")
+      .option("--stride", "K", "score every K-th token (default 1); the same tokens in every mode, "
+                               "so a thinned --recompute reference compares 1:1 with a stream run")
       .option("--chunk", "N", "tokens per forward (default 64; 1 = token by token)")
       .option("--segment", "N", "tokens per reported segment (default 1000)")
       .option("--max-tokens", "N", "stream at most N tokens of the file")
@@ -138,10 +142,14 @@ StreamPplArgs parse_stream_ppl_args(std::span<const std::string> args) {
   if (a.recompute && !p.has("--window")) throw UsageError("--recompute needs --window");
   if (a.recompute && (p.has("--kv") || p.has("--sinks")))
     throw UsageError("--recompute runs a full float cache over each window; no --kv/--sinks");
-  if (!a.recompute && p.has("--stride")) throw UsageError("--stride needs --recompute");
   auto cache = parse_cache_options(p, !a.dense);
   if (cache) a.cache = *cache;
   a.stride = int(p.get_int("--stride", 1, 1, 1 << 20));
+  a.backend = parse_backend_option(p);
+  a.vs_unquantized = p.has("--vs-unquantized");
+  if (a.vs_unquantized && (!p.has("--kv") || a.recompute))
+    throw UsageError("--vs-unquantized compares a --kv int8|int4 stream (not --recompute) with "
+                     "unquantized KV; give --kv");
   a.chunk = int(p.get_int("--chunk", a.chunk, 1, 1 << 16));
   a.segment = int(p.get_int("--segment", a.segment, 1, 1 << 30));
   a.max_tokens = p.get_int("--max-tokens", 0, 2, int64_t(1) << 30);
@@ -159,6 +167,7 @@ PasskeyArgs parse_passkey_args(std::span<const std::string> args) {
       .option("--lengths", "N,...", "prompt lengths in tokens (default 1024,2048)")
       .option("--depths", "D,...", "needle depths in [0, 1] (default 0,0.25,0.5,0.75,1)");
   add_cache_options(p);
+  add_backend_option(p);
   add_attention_options(p);
   p.option("--trials", "N", "tasks per (length, depth), different keys (default 1)")
       .option("--seed", "S", "first task seed (default 1)")
@@ -180,6 +189,7 @@ PasskeyArgs parse_passkey_args(std::span<const std::string> args) {
   a.seed = p.get_uint64("--seed", 1);
   a.threads = int(p.get_int("--threads", 0, 0, 1024));
   a.json = p.has("--json");
+  a.backend = parse_backend_option(p);
   return a;
 }
 

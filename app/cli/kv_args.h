@@ -36,7 +36,10 @@ struct StreamPplArgs {
   CacheSettings cache;       // window / sinks / kv / position mode
   bool dense = false;        // full cache instead of the window
   bool recompute = false;    // sliding window with re-computation (reference)
-  int stride = 1;            // recompute: score every k-th token
+  int stride = 1;            // score every k-th token (recompute's cost / k; stream/dense
+                             // score the same tokens so that runs compare 1:1)
+  BackendKind backend = BackendKind::kAuto;
+  bool vs_unquantized = false;  // --kv: also stream unquantized KV and compare (KL, top-1, ppl)
   int chunk = 64;
   int segment = 1000;
   int64_t max_tokens = 0;
@@ -57,6 +60,7 @@ struct PasskeyArgs {
   uint64_t seed = 1;
   int threads = 0;
   bool json = false;
+  BackendKind backend = BackendKind::kAuto;
 };
 
 SinksArgs parse_sinks_args(std::span<const std::string> args);

@@ -215,6 +215,17 @@ TEST(Stream, WindowCoveringTheTextIsDense) {
   EXPECT_NEAR(r.perplexity, a.perplexity, 1e-4 * a.perplexity);
   const auto rs = recompute_perplexity(*dense, ids, 512, 10, so);
   EXPECT_EQ(rs.scored, 19);
+  // A thinned stream scores exactly the tokens of the thinned reference, with the same values.
+  so.chunk = 64;
+  so.score_stride = 10;
+  const auto s10 = stream_perplexity(*win, ids, so);
+  EXPECT_EQ(s10.scored_index, rs.scored_index);
+  ASSERT_EQ(s10.nll.size(), rs.nll.size());
+  for (size_t i = 0; i < rs.nll.size(); ++i) EXPECT_NEAR(s10.nll[i], rs.nll[i], 1e-4);
+  for (size_t i = 0; i < s10.nll.size(); ++i)  // the full run's values at those tokens
+    EXPECT_NEAR(s10.nll[i], a.nll[size_t(s10.scored_index[i]) - 1], 1e-4);
+  so.score_stride = 0;
+  EXPECT_THROW(stream_perplexity(*win, ids, so), BackendError);
 }
 
 TEST(Stream, RecomputeScoresFromTheLastWTokens) {
@@ -316,6 +327,45 @@ TEST(Stream, QuantizedCacheStaysCloseToFloat) {
     EXPECT_GT(m, 0.0);
     // 2 layers x 2 heads x 2 x (16 codes + 1 scale x 2 bytes) for int8 = 144; int4 = 80.
     EXPECT_EQ(be->cache_stats().bytes_per_token, dt == KvQuantDtype::kInt8 ? 144 : 80);
+  }
+}
+
+
+TEST(Stream, ComparisonAgainstUnquantizedKv) {
+  TestModelShape shape;
+  auto model = load_random(shape, 26, "stream_compare");
+  const auto ids = random_ids(160, model->config().n_vocab, 5);
+  BackendOptions o;
+  o.cache = window(64, 2, PositionMode::kCache);
+  auto ref = make_cpu_backend(model, o);
+  auto same = make_cpu_backend(model, o);
+  StreamOptions so;
+  so.chunk = 16;
+  so.segment = 50;
+  // The same policy on both sides: nothing differs.
+  const auto c0 = compare_streams(*ref, *same, ids, so);
+  EXPECT_EQ(c0.total.scored, 159);
+  EXPECT_EQ(c0.total.kl_sum, 0.0);
+  EXPECT_EQ(c0.total.top1_agreement(), 1.0);
+  ASSERT_EQ(c0.segments.size(), 4u);  // targets 1..49, 50..99, 100..149, 150..159
+  EXPECT_EQ(c0.segments[0].second.scored, 49);
+  EXPECT_EQ(c0.segments[3].first, 150);
+  // The reference perplexity is the plain stream's.
+  const auto plain = stream_perplexity(*ref, ids, so);
+  EXPECT_NEAR(c0.total.ppl_dense(), plain.perplexity, 1e-6 * plain.perplexity);
+  // int4 moves the distribution, int8 much less; the caches say what they hold.
+  for (auto dtype : {KvQuantDtype::kInt8, KvQuantDtype::kInt4}) {
+    BackendOptions q = o;
+    q.cache.quantization.enabled = true;
+    q.cache.quantization.kv_dtype = dtype;
+    q.cache.quantization.group_size = 8;  // the test model's head_dim is 16
+    auto var = make_cpu_backend(model, q);
+    so.score_stride = 3;
+    const auto c = compare_streams(*ref, *var, ids, so);
+    EXPECT_EQ(c.total.scored, 53);  // 3, 6, ..., 159
+    EXPECT_GT(c.total.kl_mean(), 0.0);
+    EXPECT_LT(c.variant_cache.bytes_per_token, c.reference_cache.bytes_per_token);
+    if (dtype == KvQuantDtype::kInt8) EXPECT_LT(c.total.kl_mean(), 1e-2);
   }
 }
 
