@@ -150,12 +150,23 @@ void TimelineBuilder::attribute_gpu_work(Timeline& t) {
     }
     return false;
   };
+  std::string first_unmatched;  // what the first replay without a layout looked like
   for (Group& g : groups) {
-    bool ok = false;
+    bool ok = false, known = false;
     for (uint64_t exec : {1, 0})
-      if (auto it = m_layouts.find(exec << 32 | g.graph_id); !ok && it != m_layouts.end())
+      if (auto it = m_layouts.find(exec << 32 | g.graph_id); !ok && it != m_layouts.end()) {
+        known = true;
         ok = try_layout(g, it->second);
+      }
     unmatched_groups += !ok;
+    if (!ok && first_unmatched.empty()) {
+      uint32_t kernels = 0;
+      for (uint32_t ri : g.recs) kernels += t.event(recs[ri].ref).kind == EventKind::kKernel;
+      first_unmatched = "first: graph " + std::to_string(g.graph_id) + ", " +
+                        std::to_string(g.recs.size()) + " records (" + std::to_string(kernels) +
+                        " kernels), " + (known ? "node counts differ from its layout"
+                                               : "no layout captured for this graph");
+    }
   }
 
   // 3. Work without a launch record inherits from its stream predecessor in the same phase.
@@ -191,7 +202,8 @@ void TimelineBuilder::attribute_gpu_work(Timeline& t) {
   if (!needed) {
     if (unmatched_groups)
       t.m_info.notes.push_back(std::to_string(unmatched_groups) +
-                               " CUDA graph replays had no matching layout");
+                               " CUDA graph replays had no matching layout (" + first_unmatched +
+                               ")");
     return;
   }
   if (t.m_layer_name == kNoIndex)
@@ -293,7 +305,7 @@ void TimelineBuilder::attribute_gpu_work(Timeline& t) {
   if (unmatched_groups)
     t.m_info.notes.push_back(std::to_string(unmatched_groups) +
                              " CUDA graph replays had no matching layout: their work is placed "
-                             "in its phase only");
+                             "in its phase only (" + first_unmatched + ")");
   if (t.m_info.inconsistent_launches)
     t.m_info.notes.push_back(std::to_string(t.m_info.inconsistent_launches) +
                              " GPU records ran outside the phase their launch record names; "

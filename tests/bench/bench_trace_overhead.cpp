@@ -217,6 +217,17 @@ int main(int argc, char** argv) {
     std::printf("| %-12s | %12.1f | %7.2f %% | %8llu | %6.1f %% | %6.1f %% | %3zu/%-3d |\n",
                 m.label.c_str(), m_on, overhead, (unsigned long long)c.kernels,
                 pct(c.in_phase, c.kernels), pct(c.in_layer, c.kernels), c.layers, n_layer);
+    {  // the spread of this preset's interleaved runs, so that noise is visible next to the figure
+      auto lo_hi = [](const std::vector<double>& v) {
+        return v.empty() ? std::pair<double, double>{0, 0}
+                         : std::pair<double, double>{*std::min_element(v.begin(), v.end()),
+                                                     *std::max_element(v.begin(), v.end())};
+      };
+      const auto [off_lo, off_hi] = lo_hi(m.off);
+      const auto [on_lo, on_hi] = lo_hi(m.tps);
+      std::printf("    %s: untraced median %.1f (%.1f-%.1f), traced %.1f-%.1f tok/s over %zu runs each\n",
+                  m.label.c_str(), m_ref, off_lo, off_hi, on_lo, on_hi, m.tps.size());
+    }
     for (const auto& n : c.notes) std::printf("    %s: %s\n", m.label.c_str(), n.c_str());
     // Usable as a default: every recorded kernel in its phase, every layer covered.
     const bool correct = c.kernels > 0 && c.in_phase == c.kernels && int(c.layers) == n_layer;
