@@ -61,27 +61,85 @@ SINKSCOPE_AVX2 inline __m256 exp8(__m256 x) {
 }
 
 // sr[0..nk) = scale * q . kt[:, j] for a transposed K tile kt (d, ld). nk % 8 == 0.
-// Eight accumulators over 64 keys at a time stay in registers (no stores inside the d loop).
+// Eight named accumulators over 64 keys at a time stay in registers: an __m256 array indexed
+// by a loop with a variable bound made GCC spill all eight to the stack on every step of the d
+// loop (twice the time). Each lane's sum is the same FMA chain over i as before (bit-identical).
 SINKSCOPE_AVX2 void scores_avx2(const float* q, const float* kt, int d, int ld, int nk,
                                 float scale, float* sr) {
-  for (int j0 = 0; j0 < nk; j0 += 64) {
-    const int nv = std::min(8, (nk - j0) / 8);
-    __m256 acc[8];
-    for (int v = 0; v < 8; ++v) acc[v] = _mm256_setzero_ps();
-    if (nv == 8) {  // the common full tile: no per-lane conditions in the hot loop
-      for (int i = 0; i < d; ++i) {
-        const __m256 b = _mm256_set1_ps(q[i] * scale);
-        const float* kr = kt + size_t(i) * ld + j0;
-        for (int v = 0; v < 8; ++v) acc[v] = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 8 * v), acc[v]);
-      }
-    } else {
-      for (int i = 0; i < d; ++i) {
-        const __m256 b = _mm256_set1_ps(q[i] * scale);
-        const float* kr = kt + size_t(i) * ld + j0;
-        for (int v = 0; v < nv; ++v) acc[v] = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 8 * v), acc[v]);
-      }
+  int j0 = 0;
+  for (; j0 + 64 <= nk; j0 += 64) {  // the common full tile
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    const float* kr = kt + j0;
+    for (int i = 0; i < d; ++i, kr += ld) {
+      const __m256 b = _mm256_set1_ps(q[i] * scale);
+      a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr), a0);
+      a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 8), a1);
+      a2 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 16), a2);
+      a3 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 24), a3);
+      a4 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 32), a4);
+      a5 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 40), a5);
+      a6 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 48), a6);
+      a7 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 56), a7);
     }
-    for (int v = 0; v < nv; ++v) _mm256_storeu_ps(sr + j0 + 8 * v, acc[v]);
+    float* o = sr + j0;
+    _mm256_storeu_ps(o, a0);
+    _mm256_storeu_ps(o + 8, a1);
+    _mm256_storeu_ps(o + 16, a2);
+    _mm256_storeu_ps(o + 24, a3);
+    _mm256_storeu_ps(o + 32, a4);
+    _mm256_storeu_ps(o + 40, a5);
+    _mm256_storeu_ps(o + 48, a6);
+    _mm256_storeu_ps(o + 56, a7);
+  }
+  for (; j0 < nk; j0 += 8) {  // a partial tile: eight keys at a time
+    __m256 a = _mm256_setzero_ps();
+    const float* kr = kt + j0;
+    for (int i = 0; i < d; ++i, kr += ld) a = _mm256_fmadd_ps(_mm256_set1_ps(q[i] * scale), _mm256_loadu_ps(kr), a);
+    _mm256_storeu_ps(sr + j0, a);
+  }
+}
+
+// kt (d, ld) = the transpose of nk key rows k_j = k + j * stride (d floats each), in 8 x 8
+// blocks (nk % 8 == 0, d % 8 == 0): a scalar scatter with stride ld cost a fifth of the
+// attention time. Pure data movement.
+SINKSCOPE_AVX2 void transpose_tile_avx2(const float* k, int64_t stride, int nk, int d,
+                                        float* kt, int ld) {
+  for (int j = 0; j < nk; j += 8) {
+    for (int i = 0; i < d; i += 8) {
+      __m256 r0 = _mm256_loadu_ps(k + (j + 0) * stride + i);
+      __m256 r1 = _mm256_loadu_ps(k + (j + 1) * stride + i);
+      __m256 r2 = _mm256_loadu_ps(k + (j + 2) * stride + i);
+      __m256 r3 = _mm256_loadu_ps(k + (j + 3) * stride + i);
+      __m256 r4 = _mm256_loadu_ps(k + (j + 4) * stride + i);
+      __m256 r5 = _mm256_loadu_ps(k + (j + 5) * stride + i);
+      __m256 r6 = _mm256_loadu_ps(k + (j + 6) * stride + i);
+      __m256 r7 = _mm256_loadu_ps(k + (j + 7) * stride + i);
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      const __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+      const __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+      r0 = _mm256_permute2f128_ps(u0, u4, 0x20);
+      r1 = _mm256_permute2f128_ps(u1, u5, 0x20);
+      r2 = _mm256_permute2f128_ps(u2, u6, 0x20);
+      r3 = _mm256_permute2f128_ps(u3, u7, 0x20);
+      r4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+      r5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+      r6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+      r7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+      float* o = kt + size_t(i) * ld + j;
+      _mm256_storeu_ps(o, r0);
+      _mm256_storeu_ps(o + ld, r1);
+      _mm256_storeu_ps(o + 2 * ld, r2);
+      _mm256_storeu_ps(o + 3 * ld, r3);
+      _mm256_storeu_ps(o + 4 * ld, r4);
+      _mm256_storeu_ps(o + 5 * ld, r5);
+      _mm256_storeu_ps(o + 6 * ld, r6);
+      _mm256_storeu_ps(o + 7 * ld, r7);
+    }
   }
 }
 
@@ -103,27 +161,43 @@ SINKSCOPE_AVX2 float exp_sum_avx2(float* s, int nk, float m) {
 }
 
 // acc[0..d) += sum_j p[j] v_j, v_j = v + j * stride; d % 8 == 0. 64 lanes of acc stay in
-// registers across the key loop.
+// registers across the key loop (named accumulators, as in scores_avx2; the same FMA chain per
+// lane as before).
 SINKSCOPE_AVX2 void pv_avx2(const float* p, const float* v, int64_t stride, int nk, int d,
                             float* acc) {
-  for (int c0 = 0; c0 < d; c0 += 64) {
-    const int nv = std::min(8, (d - c0) / 8);
-    __m256 a[8];
-    for (int u = 0; u < 8; ++u) a[u] = u < nv ? _mm256_loadu_ps(acc + c0 + 8 * u) : _mm256_setzero_ps();
-    if (nv == 8) {
-      for (int j = 0; j < nk; ++j) {
-        const __m256 b = _mm256_set1_ps(p[j]);
-        const float* vr = v + j * stride + c0;
-        for (int u = 0; u < 8; ++u) a[u] = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 8 * u), a[u]);
-      }
-    } else {
-      for (int j = 0; j < nk; ++j) {
-        const __m256 b = _mm256_set1_ps(p[j]);
-        const float* vr = v + j * stride + c0;
-        for (int u = 0; u < nv; ++u) a[u] = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 8 * u), a[u]);
-      }
+  int c0 = 0;
+  for (; c0 + 64 <= d; c0 += 64) {
+    float* o = acc + c0;
+    __m256 a0 = _mm256_loadu_ps(o), a1 = _mm256_loadu_ps(o + 8), a2 = _mm256_loadu_ps(o + 16),
+           a3 = _mm256_loadu_ps(o + 24), a4 = _mm256_loadu_ps(o + 32),
+           a5 = _mm256_loadu_ps(o + 40), a6 = _mm256_loadu_ps(o + 48),
+           a7 = _mm256_loadu_ps(o + 56);
+    const float* vr = v + c0;
+    for (int j = 0; j < nk; ++j, vr += stride) {
+      const __m256 b = _mm256_set1_ps(p[j]);
+      a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr), a0);
+      a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 8), a1);
+      a2 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 16), a2);
+      a3 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 24), a3);
+      a4 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 32), a4);
+      a5 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 40), a5);
+      a6 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 48), a6);
+      a7 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 56), a7);
     }
-    for (int u = 0; u < nv; ++u) _mm256_storeu_ps(acc + c0 + 8 * u, a[u]);
+    _mm256_storeu_ps(o, a0);
+    _mm256_storeu_ps(o + 8, a1);
+    _mm256_storeu_ps(o + 16, a2);
+    _mm256_storeu_ps(o + 24, a3);
+    _mm256_storeu_ps(o + 32, a4);
+    _mm256_storeu_ps(o + 40, a5);
+    _mm256_storeu_ps(o + 48, a6);
+    _mm256_storeu_ps(o + 56, a7);
+  }
+  for (; c0 < d; c0 += 8) {  // d not a multiple of 64: eight lanes at a time
+    __m256 a = _mm256_loadu_ps(acc + c0);
+    const float* vr = v + c0;
+    for (int j = 0; j < nk; ++j, vr += stride) a = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(vr), a);
+    _mm256_storeu_ps(acc + c0, a);
   }
 }
 #endif
@@ -177,6 +251,12 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
     a.mask->assign(size_t(n_qtiles) * n_kvtiles_total, 0);
     if (a.mask_cols) *a.mask_cols = n_kvtiles_total;
   }
+  const size_t all_cells = size_t(a.n_head) * n_qtiles * n_kvtiles_total;
+  if (a.mask_all) {
+    a.mask_all->assign(all_cells, 0);
+    if (a.mask_cols) *a.mask_cols = n_kvtiles_total;
+    if (a.tile_stat) a.tile_stat->assign(all_cells, NAN);
+  }
   std::vector<TileCounts> local(size_t(a.n_head) * n_qtiles);
   std::vector<double> local_cm(size_t(a.n_head) * n_qtiles * size_t(col_n), 0.0);
 #if defined(__x86_64__)
@@ -200,6 +280,9 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
     TileCounts& cnt = local[size_t(task)];
     uint8_t* mask_row =
         (a.mask && h == a.mask_head) ? a.mask->data() + size_t(qt) * n_kvtiles_total : nullptr;
+    const size_t all_row = (size_t(h) * n_qtiles + qt) * n_kvtiles_total;
+    uint8_t* mask_all_row = a.mask_all ? a.mask_all->data() + all_row : nullptr;
+    float* stat_row = a.mask_all && a.tile_stat ? a.tile_stat->data() + all_row : nullptr;
 
     std::vector<float> kt(size_t(d) * bk);  // K tile transposed: (d, bk)
     std::vector<float> vbuf;                // dequantized V tile (bk, d), quantized pages only
@@ -221,10 +304,18 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
       // Transpose the K tile once; every row of the query tile reuses it, and the score loop
       // becomes broadcast-FMA over contiguous keys (no horizontal sums).
       if (!quant) {
-        for (int j = 0; j < nk; ++j) {
-          const float* kj = kv ? kv->k_f32[t] + (int64_t(j) * a.n_head_kv + g) * d
-                               : a.k + int64_t(k0 + j) * kv_stride + int64_t(g) * d;
-          for (int i = 0; i < d; ++i) kt[size_t(i) * bk + j] = kj[i];
+        const float* k_first = kv ? kv->k_f32[t] + int64_t(g) * d
+                                  : a.k + int64_t(k0) * kv_stride + int64_t(g) * d;
+#if defined(__x86_64__)
+        if (simd && nk % 8 == 0 && d % 8 == 0) {
+          transpose_tile_avx2(k_first, kv_stride, nk, d, kt.data(), bk);
+        } else
+#endif
+        {
+          for (int j = 0; j < nk; ++j) {
+            const float* kj = k_first + int64_t(j) * kv_stride;
+            for (int i = 0; i < d; ++i) kt[size_t(i) * bk + j] = kj[i];
+          }
         }
       } else {
         const int cb = kv->fmt.code_bytes(d), ns = kv->fmt.scales(d);
@@ -285,8 +376,16 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
         for (int r = 0; r < rows && skip; ++r)
           if (!(tile_max[size_t(r)] - m[size_t(r)] < a.log_lambda)) skip = false;
       }
+      if (stat_row && !first_visit) {
+        float st = -INFINITY;
+        for (int r = 0; r < rows; ++r)
+          if (tile_max[size_t(r)] > -INFINITY)
+            st = std::max(st, m[size_t(r)] > -INFINITY ? tile_max[size_t(r)] - m[size_t(r)] : INFINITY);
+        stat_row[t] = st;
+      }
       first_visit = false;
       if (mask_row) mask_row[t] = skip ? 2 : 1;
+      if (mask_all_row) mask_all_row[t] = skip ? 2 : 1;
       if (skip) {
         ++cnt.skipped;
         for (int r = 0; r < rows; ++r) {

@@ -8,9 +8,22 @@
 //
 //   bench_view_latency [--model FILE] [--backend auto|cpu|cuda] [--tokens N] [--gen N]
 //                      [--reps N] [--threads N]
-// Prints one row per control change and the median; checks that every view's data is there.
+// Prints one row per control change (median, min, max over --reps runs), the overall median, the
+// machine, and a per-stage breakdown (the medians of RunResult::stagesMs); checks that every
+// view's data is there (exit 1 when some is missing).
+//
+// Reproduce the issue-7 figure (2-core CPU, SmolLM2-135M-Instruct Q4_1, 549-token prompt, the
+// workbench's default 16 generated tokens), from the repository root on an otherwise idle machine:
+//   cmake --build build --target bench_view_latency
+//   build/tests/bench/bench_view_latency --backend cpu --tokens 512 --gen 16 --reps 5
+// Each timed run follows an untimed run at the base settings, so every change is a real change
+// against the state the executor's caches hold (as after a slider move in the GUI).
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <thread>
+
+#include <sys/resource.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +34,7 @@
 #include "app/gui/models/run_executor.h"
 #include "engine/backend_factory.h"
 #include "engine/paths.h"
+#include "engine/thread_pool.h"
 
 using namespace sinkscope;
 
@@ -29,6 +43,15 @@ namespace {
 const char* const kFiller =
     "The harbour town woke slowly. Fishing boats came in with the tide, gulls argued over the "
     "nets, and the baker on the corner lit his ovens before the church bell rang six. ";
+
+// CPU seconds of this process so far (all threads): with other jobs on the machine, wall time
+// inflates but this stays close to the work done.
+double cpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -81,12 +104,14 @@ int main(int argc, char** argv) {
   struct Change {
     const char* name;
     void (*apply)(gui::RunRequest&);
+    bool dropViewCaches = false;
   };
   const Change changes[] = {
       {"lambda prefill 0.01 -> 0.02", [](gui::RunRequest& r) { r.attention.threshold_prefill = 0.02; }},
       {"lambda decode 0.005 -> 0.01", [](gui::RunRequest& r) { r.attention.threshold_decode = 0.01; }},
       {"sparse off", [](gui::RunRequest& r) { r.attention.type = AttentionType::kDense; }},
-      {"map layer 10 -> 20, head 3 -> 5", [](gui::RunRequest& r) { r.layer = 20; r.head = 5; }},
+      {"map layer 10 -> 20, head 3 -> 5", [](gui::RunRequest& r) { r.layer = 20; r.head = 5; },
+       true},
       {"window 256 + 4 sinks", [](gui::RunRequest& r) {
          r.cache.strategy = CacheStrategy::kSlidingWindow;
          r.cache.window_size = 256;
@@ -101,25 +126,58 @@ int main(int argc, char** argv) {
   std::printf("backend %s%s%s; prompt %zu tokens, %d generated, map layer %d head %d\n",
               first->backendName.c_str(), ex.backendNote().empty() ? "" : " -- ",
               ex.backendNote().c_str(), first->promptTokens.size(), gen, base.layer, base.head);
-  std::printf("first run (model warm-up + dense baseline): %.0f ms\n\n", cold_ms);
-  std::printf("| %-32s | %10s | %10s | %s |\n", "control change", "median ms", "max ms",
-              "views filled");
-  std::printf("|%s|%s|%s|%s|\n", std::string(34, '-').c_str(), std::string(12, '-').c_str(),
-              std::string(12, '-').c_str(), std::string(14, '-').c_str());
+  double load[3] = {0, 0, 0};
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+    std::fclose(f);
+  }
+  std::printf("machine: %s, %u hardware threads, engine threads %s, load average %.2f before "
+              "the timed runs\n",
+              cpu_model_name().empty() ? "unknown CPU" : cpu_model_name().c_str(),
+              std::thread::hardware_concurrency(),
+              threads > 0 ? std::to_string(threads).c_str() : "auto (all)", load[0]);
+  std::printf("first run (model warm-up + dense baseline): %.0f ms\n", cold_ms);
+  std::printf("attention map: %s\n", first->mapSource.c_str());
+  for (const auto& [name, ms] : first->stagesMs) std::printf("    %-36s %8.1f ms\n", name.c_str(), ms);
+  std::printf("\n| %-32s | %9s | %9s | %9s | %9s | %s |\n", "control change", "median ms",
+              "min ms", "max ms", "CPU s", "views filled");
+  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(34, '-').c_str(),
+              std::string(11, '-').c_str(), std::string(11, '-').c_str(),
+              std::string(11, '-').c_str(), std::string(11, '-').c_str(),
+              std::string(14, '-').c_str());
+  // Per-stage medians: stage name -> one column per change (stages in first-seen order).
+  std::vector<std::string> stageOrder;
+  std::map<std::string, std::vector<std::vector<double>>> stageMs;
+  const size_t nChanges = std::size(changes);
+  size_t ci = 0;
   std::vector<double> all;
   bool every_view = true;
   uint64_t id = 2;
   for (const Change& c : changes) {
-    std::vector<double> ms;
+    std::vector<double> ms, cpu;
     bool filled = true;
     for (int r = 0; r < reps; ++r) {
+      // A first visit of the new layer: without this, the map's stored residual streams (and the
+      // map itself) from the previous repetition would make every repetition after the first
+      // a revisit (milliseconds). The dense baseline stays cached, as in the GUI.
+      if (c.dropViewCaches) ex.dropViewCaches();
       (void)ex.run(base, id++);  // back to the base settings (not timed)
       gui::RunRequest req = base;
       c.apply(req);
+      const double c0 = cpuSeconds();
       t0 = std::chrono::steady_clock::now();
       gui::RunResultPtr res = ex.run(req, id++);
+      cpu.push_back(cpuSeconds() - c0);
       ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      for (const auto& [name, sm] : res->stagesMs) {
+        auto& cols = stageMs[name];
+        if (cols.empty()) {
+          cols.resize(nChanges);
+          stageOrder.push_back(name);
+        }
+        cols[ci].push_back(sm);
+      }
       // Every view's data: tokens, attention map, sinks, sparsity probes, timeline, comparison.
       filled = filled && !res->tokens.empty() && !res->map.cells.empty() &&
                (!res->sinkAlpha.empty() || !res->sinkNote.empty()) &&
@@ -127,8 +185,24 @@ int main(int argc, char** argv) {
     }
     every_view = every_view && filled;
     all.insert(all.end(), ms.begin(), ms.end());
-    std::printf("| %-32s | %10.0f | %10.0f | %-12s |\n", c.name, median(ms),
-                *std::max_element(ms.begin(), ms.end()), filled ? "all" : "MISSING");
+    std::printf("| %-32s | %9.0f | %9.0f | %9.0f | %9.2f | %-12s |\n", c.name, median(ms),
+                *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()),
+                median(cpu), filled ? "all" : "MISSING");
+    ++ci;
+  }
+  std::printf("\nper-stage breakdown, median ms per control change (columns in the order above; "
+              "'-': stage not run):\n");
+  std::printf("| %-36s |", "stage");
+  for (size_t i = 0; i < nChanges; ++i) std::printf(" %7s%zu |", "change ", i + 1);
+  std::printf("\n");
+  for (const std::string& name : stageOrder) {
+    std::printf("| %-36s |", name.c_str());
+    for (size_t i = 0; i < nChanges; ++i) {
+      const auto& v = stageMs[name][i];
+      if (v.empty()) std::printf(" %8s |", "-");
+      else std::printf(" %8.1f |", median(v));
+    }
+    std::printf("\n");
   }
   std::printf("\ncontrol change -> all view data ready (engine side): median %.0f ms over %zu runs "
               "(%d-token prompt, %s)\n",

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <QTest>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <numeric>
 
 #include "app/gui/models/control_state.h"
 #include "app/gui/models/head_attention.h"
+#include "engine/thread_pool.h"
 #include "app/gui/models/run_executor.h"
 #include "tests/gui/test_model.h"
 
@@ -64,6 +68,124 @@ class TestRunExecutor : public QObject {
     }
     QVERIFY(std::abs(a.alpha.back() - a.cells.back()) < 1e-6);  // only the last query sees the last key
     QVERIFY_THROWS_EXCEPTION(std::invalid_argument, computeHeadAttention(*m, toks, {.layer = 9}, nullptr));
+  }
+  // The map from given Q/K (the GPU path feeds it captured bf16 Q/K): a hand-computed case, and
+  // the same bits on one thread and on a pool.
+  void mapFromQKMatchesHandComputedAndIsThreadIndependent() {
+    // d = 2, scale 1: q = (1, 0) for every row, keys (0,0), (1,0), (2,0): row 2 sees scores 0, 1, 2.
+    const std::vector<float> q = {1, 0, 1, 0, 1, 0}, k = {0, 0, 1, 0, 2, 0};
+    HeadMapOptions o;
+    o.maxCells = 8;
+    const AttentionMap a = headMapFromQK(q.data(), k.data(), 3, 2, 1.0f, o, nullptr);
+    QCOMPARE(a.rows, 3);
+    const double z = 1 + std::exp(1.0) + std::exp(2.0);
+    QVERIFY(std::abs(a.cells[2 * 3 + 0] - 1 / z) < 1e-6);
+    QVERIFY(std::abs(a.cells[2 * 3 + 2] - std::exp(2.0) / z) < 1e-6);
+    QVERIFY(std::abs(a.cells[1 * 3 + 1] - std::exp(1.0) / (1 + std::exp(1.0))) < 1e-6);
+    QCOMPARE(a.cells[0 * 3 + 1], 0.0f);  // causal
+    // alpha_0 = mean over queries 0..2 of P[i, 0]
+    const double a0 = (1.0 + 1 / (1 + std::exp(1.0)) + 1 / z) / 3;
+    QVERIFY(std::abs(a.alpha[0] - a0) < 1e-6);
+    // A window of 1 with one sink: row 2 sees keys 0 and 2 only.
+    o.window = 1;
+    o.sinkCount = 1;
+    const AttentionMap w = headMapFromQK(q.data(), k.data(), 3, 2, 1.0f, o, nullptr);
+    QCOMPARE(w.cells[2 * 3 + 1], 0.0f);
+    QVERIFY(std::abs(w.cells[2 * 3 + 2] - std::exp(2.0) / (1 + std::exp(2.0))) < 1e-6);
+    // Random Q/K, pooled: a pool gives the same bits as one thread.
+    std::vector<float> rq(300 * 16), rk(300 * 16);
+    uint32_t st = 7;
+    for (auto* v : {&rq, &rk})
+      for (float& x : *v) x = float((st = st * 1664525u + 1013904223u) >> 8) / float(1 << 24) - 0.5f;
+    HeadMapOptions p;
+    p.maxCells = 37;
+    ThreadPool pool(3);
+    const AttentionMap one = headMapFromQK(rq.data(), rk.data(), 300, 16, 0.25f, p, nullptr);
+    const AttentionMap many = headMapFromQK(rq.data(), rk.data(), 300, 16, 0.25f, p, &pool);
+    QCOMPARE(many.cells, one.cells);
+    QCOMPARE(many.alpha, one.alpha);
+  }
+  // The map's residual-stream cache: resuming from a stored layer gives the same bits as a
+  // forward from the embeddings, for the full cache and a sink-retaining window alike.
+  void headMapCacheResumesBitIdentical() {
+    const auto m = test::randomModel();
+    const std::vector<TokenId> toks = m->tokenizer().encode(test::longPrompt().toStdString());
+    for (int window : {0, 24}) {
+      HeadMapOptions o;
+      o.layer = 1;
+      o.head = 2;
+      o.window = window;
+      o.sinkCount = window ? 2 : 0;
+      HeadMapCache cache;
+      const AttentionMap first = computeHeadAttention(*m, toks, o, nullptr, nullptr, &cache);
+      QVERIFY(cache.bytes() > 0);
+      o.layer = m->config().n_layer - 1;
+      o.head = 3;
+      const AttentionMap resumed = computeHeadAttention(*m, toks, o, nullptr, nullptr, &cache);
+      const AttentionMap fresh = computeHeadAttention(*m, toks, o, nullptr);
+      QCOMPARE(resumed.cells, fresh.cells);
+      QCOMPARE(resumed.alpha, fresh.alpha);
+      QVERIFY(first.cells != fresh.cells);
+    }
+  }
+  // A change of the map's (layer, head) alone reuses the variant's run; its skip mask must be the
+  // one a fresh run records for that (layer, head).
+  void mapChangeReusesRunWithRightMask() {
+    ControlState s;
+    s.maxTokens = 4;
+    s.layer = 0;
+    s.head = 1;
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.setModel(test::randomModel());
+    const RunResultPtr a = ex.run(s.toRequest(test::longPrompt().toStdString()), 1);
+    s.layer = 1;
+    s.head = 3;
+    const RunResultPtr b = ex.run(s.toRequest(test::longPrompt().toStdString()), 2);
+    QVERIFY(std::any_of(b->stagesMs.begin(), b->stagesMs.end(),
+                        [](const auto& st) { return st.first.find("reused") != std::string::npos; }));
+    RunExecutor fresh(BackendKind::kCpu, 2);
+    fresh.setModel(test::randomModel());
+    const RunResultPtr c = fresh.run(s.toRequest(test::longPrompt().toStdString()), 3);
+    QCOMPARE(b->probes.mask.layer, 1);
+    QCOMPARE(b->probes.mask.head, 3);
+    QCOMPARE(b->probes.mask.rows, c->probes.mask.rows);
+    QCOMPARE(b->probes.mask.cols, c->probes.mask.cols);
+    QCOMPARE(b->probes.mask.cells, c->probes.mask.cells);
+    QCOMPARE(b->tokens, c->tokens);
+    QCOMPARE(b->compare.klPerToken, c->compare.klPerToken);
+    QCOMPARE(b->sinkAlpha, c->sinkAlpha);
+    QCOMPARE(b->map.cells, c->map.cells);
+    QCOMPARE(a->compare.klPerToken, b->compare.klPerToken);
+  }
+  // Sparse off after a sparse run: the variant is the cached dense baseline, with the same data a
+  // fresh dense run gives.
+  void sparseOffServedFromBaseline() {
+    ControlState s;
+    s.maxTokens = 4;
+    s.layer = 1;
+    s.head = 2;
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.setModel(test::randomModel());
+    (void)ex.run(s.toRequest(test::longPrompt().toStdString()), 1);
+    s.sparse = false;
+    const RunResultPtr off = ex.run(s.toRequest(test::longPrompt().toStdString()), 2);
+    QVERIFY(std::any_of(off->stagesMs.begin(), off->stagesMs.end(), [](const auto& st) {
+      return st.first.find("dense baseline") != std::string::npos &&
+             st.first.find("variant") != std::string::npos;
+    }));
+    RunExecutor fresh(BackendKind::kCpu, 2);
+    fresh.setModel(test::randomModel());
+    const RunResultPtr ref = fresh.run(s.toRequest(test::longPrompt().toStdString()), 3);
+    QCOMPARE(off->compare.klMean, 0.0);
+    QCOMPARE(off->compare.top1Agreement, 1.0);
+    QCOMPARE(off->tokens, ref->tokens);
+    QCOMPARE(off->promptPerplexity, ref->promptPerplexity);
+    QCOMPARE(off->compare.klPerToken, ref->compare.klPerToken);
+    QCOMPARE(off->sinkAlpha, ref->sinkAlpha);
+    QCOMPARE(off->probes.mask.cells, ref->probes.mask.cells);
+    QCOMPARE(off->probes.total(false).visited, ref->probes.total(false).visited);
+    QCOMPARE(off->probes.total(false).skipped, int64_t(0));
+    QVERIFY(off->timeline && off->timeline->event_count() > 0);
   }
   void binEdgesCoverEverything() {
     const auto e = binEdges(1000, 256);

@@ -2,8 +2,13 @@
 #include "app/gui/models/run_executor.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <sstream>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include "app/gui/models/head_attention.h"
 #include "engine/rouge.h"
@@ -25,15 +30,140 @@ std::string cacheKey(const CacheSettings& s) {
   return o.str();
 }
 
-// log-sum-exp of one logits row.
+int argmax(const float* row, int n) { return int(std::max_element(row, row + n) - row); }
+
+#if defined(__AVX2__) && defined(__FMA__)
+// exp of 4 doubles, 2^k e^r with r = x - k ln2 (ln2 split in two) and the degree-13 Taylor
+// polynomial of e^r on |r| <= ln2 / 2 (truncation < 2e-16 relative): within ~2 ulp of glibc's
+// exp. Inputs below -708 give 0 (here they are logits 708 nats under the row's max: terms
+// under 1e-307 in a sum >= 1).
+inline __m256d exp4d(__m256d x) {
+  const __m256d lo = _mm256_set1_pd(-708.0);
+  const __m256d under = _mm256_cmp_pd(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_pd(x, lo);
+  const __m256d k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(6.93147180369123816490e-01), x);
+  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(1.90821492927058770002e-10), r);
+  static constexpr double kInvFact[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0,
+                                        1.0 / 3628800.0,    1.0 / 362880.0,    1.0 / 40320.0,
+                                        1.0 / 5040.0,       1.0 / 720.0,       1.0 / 120.0,
+                                        1.0 / 24.0,         1.0 / 6.0,         0.5,
+                                        1.0,                1.0};
+  __m256d p = _mm256_set1_pd(kInvFact[0]);
+  for (int i = 1; i < 14; ++i) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(kInvFact[i]));
+  const __m128i ki = _mm256_cvtpd_epi32(k);
+  const __m256i e = _mm256_slli_epi64(
+      _mm256_add_epi64(_mm256_cvtepi32_epi64(ki), _mm256_set1_epi64x(1023)), 52);
+  return _mm256_andnot_pd(under, _mm256_mul_pd(p, _mm256_castsi256_pd(e)));
+}
+#endif
+
+// Largest value of one logits row.
+float rowMax(const float* row, int n) {
+  int v = 0;
+  float mx = -INFINITY;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256 m8 = _mm256_set1_ps(-INFINITY);
+  for (; v + 8 <= n; v += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(row + v));
+  float buf[8];
+  _mm256_storeu_ps(buf, m8);
+  for (float b : buf) mx = std::max(mx, b);
+#endif
+  for (; v < n; ++v) mx = std::max(mx, row[v]);
+  return mx;
+}
+
+// log-sum-exp of one logits row, in double: max + log(sum_v exp(row[v] - max)).
 double logSumExp(const float* row, int n) {
-  const float mx = *std::max_element(row, row + n);
+  const float mx = rowMax(row, n);
   double s = 0;
-  for (int v = 0; v < n; ++v) s += std::exp(double(row[v]) - mx);
+  int v = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256d m4 = _mm256_set1_pd(double(mx));
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  for (; v + 8 <= n; v += 8) {
+    const __m256 x = _mm256_loadu_ps(row + v);
+    s0 = _mm256_add_pd(s0, exp4d(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), m4)));
+    s1 = _mm256_add_pd(s1, exp4d(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), m4)));
+  }
+  double buf[4];
+  _mm256_storeu_pd(buf, _mm256_add_pd(s0, s1));
+  s = (buf[0] + buf[1]) + (buf[2] + buf[3]);
+#endif
+  for (; v < n; ++v) s += std::exp(double(row[v]) - mx);
   return double(mx) + std::log(s);
 }
 
-int argmax(const float* row, int n) { return int(std::max_element(row, row + n) - row); }
+// out[v] = exp(row[v] - lse) as floats (the dense baseline's probabilities).
+void rowProbabilities(const float* row, int n, double lse, float* out) {
+  int v = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  const __m256d l4 = _mm256_set1_pd(lse);
+  for (; v + 4 <= n; v += 4)
+    _mm_storeu_ps(out + v, _mm256_cvtpd_ps(exp4d(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(row + v)), l4))));
+#endif
+  for (; v < n; ++v) out[v] = float(std::exp(double(row[v]) - lse));
+}
+
+// fn(i) for every i in [0, n), on the pool when there is one.
+void forRows(ThreadPool* pool, int n, const std::function<void(int64_t)>& fn) {
+  if (pool && n > 1) {
+    pool->parallel_for(n, fn);
+  } else {
+    for (int i = 0; i < n; ++i) fn(i);
+  }
+}
+
+// Everything the variant's run (generation, logits, probes, comparison) depends on, except the
+// prompt tokens (compared apart) and the skip mask's (layer, head).
+std::string variantRunKey(const RunRequest& r, int maxTokens, int colN) {
+  const AttentionSettings& a = r.attention;
+  std::ostringstream o;
+  o.precision(17);
+  o << cacheKey(r.cache) << ' ' << r.cache.block_size << " | " << int(a.type) << ' '
+    << int(a.threshold_mode) << ' ' << a.threshold_prefill << ' ' << a.threshold_decode << ' '
+    << a.min_sequence_length << ' ' << a.block_size << ' ' << a.skip_value_load << ' '
+    << a.skip_softmax_exp << " | " << maxTokens << ' ' << colN << ' ' << r.compare;
+  return o.str();
+}
+
+// The skip mask of (layer, head) out of the all-heads probe; hasHeadMask() says whether it
+// is there.
+bool hasHeadMask(const AttentionProbes& p, int layer, int head) {
+  return p.all_rows > 0 && p.all_cols > 0 && layer >= 0 && layer < p.n_layer && head >= 0 &&
+         head < p.n_head &&
+         p.all_masks.size() == size_t(p.n_layer) * p.n_head * p.all_rows * p.all_cols;
+}
+
+SkipMask headMask(const AttentionProbes& p, int layer, int head) {
+  SkipMask m;
+  m.layer = layer;
+  m.head = head;
+  m.rows = p.all_rows;
+  m.cols = p.all_cols;
+  const size_t cells = size_t(p.all_rows) * p.all_cols;
+  const auto first = p.all_masks.begin() + ptrdiff_t((size_t(layer) * p.n_head + head) * cells);
+  m.cells.assign(first, first + ptrdiff_t(cells));
+  return m;
+}
+
+// The variant computes exactly what the dense baseline computes (lambda 0 everywhere, the full
+// float cache, the same tile size), so one can stand for the other.
+bool denseEquivalent(const RunRequest& r) {
+  const CacheSettings def;
+  return r.attention.type == AttentionType::kDense &&
+         r.attention.block_size == AttentionSettings{}.block_size && !r.cache.windowed() &&
+         !r.cache.quantization.enabled &&
+         r.cache.per_request_limit_tokens == def.per_request_limit_tokens &&
+         r.cache.global_cache_limit_mib == def.global_cache_limit_mib &&
+         (r.cache.block_size == 0 || r.cache.block_size == r.attention.block_size);
+}
+
+bool sameMapOptions(const HeadMapOptions& a, const HeadMapOptions& b) {
+  return a.layer == b.layer && a.head == b.head && a.maxCells == b.maxCells &&
+         a.sinkCount == b.sinkCount && a.window == b.window;
+}
 
 double elapsedSince(int64_t t0) { return double(prof::now_ns() - t0) / 1e9; }
 
@@ -47,13 +177,33 @@ struct RunExecutor::Pass {
   AttentionProbes afterPrefill;
 };
 
+// The dense baseline of the current prompt, with what every comparison needs from it computed
+// once: per prompt position the log-sum-exp, the argmax and (when it fits in kMaxProbBytes) the
+// probabilities exp(logit - lse) as floats, so a control change costs one exp per variant logit.
 struct RunExecutor::DenseCache {
   std::vector<TokenId> prompt;
   int maxTokens = 0;
   Pass pass;
+  std::vector<double> lse;
+  std::vector<int> top1;
+  std::vector<float> prob;  // (n, n_vocab); empty when too large (then exp() on the fly)
+  static constexpr size_t kMaxProbBytes = size_t(512) << 20;
+  // The baseline run traced and probed like a variant run, so that a variant with the
+  // baseline's settings (sparse off, full cache) is served from it instead of re-run.
+  std::string backendName;
+  int colN = 0;
+  AttentionProbes probesPrefill, probes;
+  std::shared_ptr<const prof::Timeline> timeline;
 };
 
-RunExecutor::RunExecutor(BackendKind kind, int threads) : m_kind(kind), m_threads(threads) {}
+struct RunExecutor::MapCache {
+  std::vector<TokenId> prompt;
+  HeadMapOptions options;
+  AttentionMap map;
+};
+
+RunExecutor::RunExecutor(BackendKind kind, int threads)
+    : m_kind(kind), m_threads(threads), m_headMapCache(std::make_unique<HeadMapCache>()) {}
 RunExecutor::~RunExecutor() = default;
 
 void RunExecutor::loadModel(const std::string& path) {
@@ -64,8 +214,18 @@ void RunExecutor::setModel(std::shared_ptr<const Model> model) {
   m_variant.reset();
   m_dense.reset();
   m_denseCache.reset();
+  m_mapCache.reset();
+  m_headMapCache->clear();
+  m_lastRun.reset();
   m_variantKey.clear();
   m_model = std::move(model);
+}
+
+void RunExecutor::dropViewCaches() {
+  m_lastRun.reset();
+  m_lastRunKey.clear();
+  m_mapCache.reset();
+  m_headMapCache->clear();
 }
 
 std::string RunExecutor::backendName() {
@@ -101,10 +261,13 @@ Backend& RunExecutor::denseBackend() {
 
 RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& prompt,
                                        int maxTokens, const std::function<void(int)>& onStep,
-                                       prof::SpanRecorder* spans) {
+                                       prof::SpanRecorder* spans, std::vector<float>* buffer) {
   const Tokenizer& tok = m_model->tokenizer();
   const int nv = m_model->config().n_vocab;
   Pass p;
+  // The (n, n_vocab) logits reuse a buffer kept across runs: a fresh 100 MB vector costs a page
+  // fault per 4 KiB (tens of ms of kernel page clearing) on every run.
+  if (buffer) p.promptLogits.swap(*buffer);
   b.set_span_recorder(spans);
   b.reset();
   int64_t t0 = prof::now_ns();
@@ -137,6 +300,52 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   return p;
 }
 
+// The map from a GPU backend: one dense prefill of the prompt on the dense backend with the
+// chosen layer's post-RoPE Q/K captured (bf16), then the same probabilities and pooling as the
+// CPU reference (headMapFromQK). Full cache only (the capture refuses windowed caches). Returns
+// an empty map (rows == 0) where this does not apply: a CPU backend, a window, no capture.
+AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
+                                     std::string* source) {
+  if (o.window > 0 || m_kind == BackendKind::kCpu) return {};
+  Backend& b = denseBackend();
+  if (b.name() == "cpu") return {};
+  const ModelConfig& c = m_model->config();
+  try {
+    b.reset();
+    b.request_qkv_capture(o.layer);
+    std::vector<float> last;
+    b.forward(prompt, LogitsMode::kLast, last);
+    b.request_qkv_capture(-1);
+  } catch (const BackendError&) {
+    try {
+      b.request_qkv_capture(-1);
+    } catch (const BackendError&) {
+    }
+    return {};
+  }
+  const QkvCapture& cap = b.qkv_capture();
+  const int n = int(prompt.size()), d = c.head_dim;
+  if (cap.layer != o.layer || cap.n_q != n || cap.q_start != 0 || cap.n_kv < n ||
+      cap.head_dim != d || cap.n_head != c.n_head || cap.n_head_kv != c.n_head_kv)
+    return {};
+  const int kvh = o.head / (c.n_head / c.n_head_kv);
+  auto bf16 = [](uint16_t h) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<float> q(size_t(n) * d), k(size_t(n) * d);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < d; ++j) {
+      q[size_t(i) * d + j] = bf16(cap.q[(size_t(i) * c.n_head + o.head) * d + j]);
+      k[size_t(i) * d + j] = bf16(cap.k[(size_t(i) * c.n_head_kv + kvh) * d + j]);
+    }
+  if (source) *source = "bf16 Q/K captured from the " + b.name() + " dense prefill";
+  return headMapFromQK(q.data(), k.data(), n, d, float(1.0 / std::sqrt(double(d))), o,
+                       m_pool.get());
+}
+
 RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const ProgressFn& progress) {
   if (!m_model) throw BackendError("no model is loaded");
   const int64_t tStart = prof::now_ns();
@@ -164,10 +373,28 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
 
   const bool haveDense = req.compare && m_denseCache && m_denseCache->prompt == res->promptTokens &&
                          m_denseCache->maxTokens == maxTokens;
+  // The attention map depends on the prompt, the (layer, head), the map size and the cache's
+  // visibility rule only: a change of lambda or of the attention type reuses it.
+  HeadMapOptions ho;
+  ho.layer = req.layer;
+  ho.head = req.head;
+  ho.maxCells = std::clamp(req.mapSize, 8, 1024);
+  if (req.cache.windowed()) {
+    ho.sinkCount = int(req.cache.sink_keep_count);
+    ho.window = int(req.cache.window_size);
+  }
+  const bool haveMap = m_mapCache && m_mapCache->prompt == res->promptTokens &&
+                       sameMapOptions(m_mapCache->options, ho);
   // Progress in token-forward units: variant prefill + decode, the map, the dense run.
-  const double mapUnits = double(n) * (req.layer + 1) / c.n_layer;
+  const double mapUnits = haveMap ? 0.0 : double(n) * (req.layer + 1) / c.n_layer;
   const double total = n + maxTokens + mapUnits + (req.compare && !haveDense ? n + maxTokens : 0);
   double done = 0;
+  int64_t tStage = prof::now_ns();
+  auto stage = [&](const char* name) {  // closes the stage that began at tStage
+    const int64_t now = prof::now_ns();
+    res->stagesMs.emplace_back(name, double(now - tStage) / 1e6);
+    tStage = now;
+  };
   auto report = [&](const char* phase) {
     if (!progress) return;
     const double el = elapsedSince(tStart);
@@ -178,136 +405,303 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     progress(pr);
   };
 
-  // --- the variant (current settings), traced --------------------------------------------
-  Backend& b = variantBackend(req);
-  res->backendName = b.name();
-  b.set_attention(req.attention);
-  b.request_skip_mask(req.layer, req.head);
   const int colN = std::min({n, std::max(1, req.sinkPositions), 4096});
-  try {
-    b.request_column_mass(colN);
-  } catch (const BackendError& e) {
-    res->sinkNote = e.what();
-  }
-  prof::ProfilerOptions po;
-  po.gpu = b.name() != "cpu";
-  po.device = b.name();
-  prof::Profiler profiler(po);
-  profiler.start();
-  report("prefill");
+  const std::string runKey = variantRunKey(req, maxTokens, colN);
+  // A change of the map's (layer, head) or size alone leaves the variant's run as it was: its
+  // tokens, logits-derived numbers, probes, timeline and comparison are reused, and the skip
+  // mask of the new (layer, head) comes from the all-heads masks the run recorded.
+  const bool reuseVariant = m_lastRun && m_lastRunKey == runKey &&
+                            m_lastRun->promptTokens == res->promptTokens &&
+                            hasHeadMask(m_lastRun->probes, req.layer, req.head);
+  // Sparse off (the baseline's own settings): the cached baseline run is the variant's run.
+  const bool fromDense = !reuseVariant && req.compare && haveDense && denseEquivalent(req) &&
+                         m_denseCache->colN == colN && m_denseCache->timeline &&
+                         hasHeadMask(m_denseCache->probes, req.layer, req.head);
   Pass v;
-  try {
-    v = runPass(b, res->promptTokens, maxTokens,
-                [&](int step) {
-                  done = step == 0 ? n : n + step;
-                  report(step == 0 ? "decode" : "decode");
-                },
-                profiler.spans());
-  } catch (...) {
-    profiler.stop();
-    b.set_span_recorder(nullptr);
-    throw;
-  }
-  profiler.stop();
-  res->timeline = profiler.timeline();
-  res->tokens = v.tokens;
-  for (TokenId t : v.tokens) res->pieces.push_back(tok.token_to_piece(t));
-  res->text = tok.decode(v.tokens, /*skip_special=*/true);
-  res->stopReason = v.stopReason;
-  res->prefillMs = v.prefillMs;
-  res->decodeMs = v.decodeMs;
-  res->probesPrefill = v.afterPrefill;
-  res->probes = b.probes();
-  res->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
-  done = n + maxTokens;
-
+  std::vector<double> lseV;
+  std::vector<int> top1V;
+  const float* vLogits = nullptr;  // the variant's (n, n_vocab) prompt logits
   const int nv = c.n_vocab;
-  {
-    double nll = 0;
-    for (int i = 1; i < n; ++i) {
-      const float* row = v.promptLogits.data() + size_t(i - 1) * nv;
-      nll += logSumExp(row, nv) - row[res->promptTokens[size_t(i)]];
+  if (!m_pool) m_pool = std::make_unique<ThreadPool>(m_threads);
+  if (reuseVariant) {
+    const RunResult& last = *m_lastRun;
+    res->backendName = last.backendName;
+    res->tokens = last.tokens;
+    res->pieces = last.pieces;
+    res->text = last.text;
+    res->stopReason = last.stopReason;
+    res->prefillMs = last.prefillMs;
+    res->decodeMs = last.decodeMs;
+    res->probesPrefill = last.probesPrefill;
+    res->probes = last.probes;
+    res->probes.mask = headMask(last.probes, req.layer, req.head);
+    res->probesPrefill.mask = res->probes.mask;
+    res->sinkKeep = last.sinkKeep;
+    res->promptPerplexity = last.promptPerplexity;
+    res->sinkPositions = last.sinkPositions;
+    res->sinkAlpha = last.sinkAlpha;
+    res->firstMass = last.firstMass;
+    res->flaggedSinks = last.flaggedSinks;
+    res->recommendedSinkKeep = last.recommendedSinkKeep;
+    res->sinkNote = last.sinkNote;
+    res->compare = last.compare;
+    res->compare.baselineReused = res->compare.available;  // nothing was re-run
+    res->timeline = last.timeline;
+    done = n + maxTokens;
+    stage("variant run + sinks (reused)");
+  } else {
+    // --- the variant (current settings), traced --------------------------------------------
+    if (fromDense) {
+      const DenseCache& dc = *m_denseCache;
+      v.tokens = dc.pass.tokens;
+      v.stopReason = dc.pass.stopReason;
+      v.prefillMs = dc.pass.prefillMs;
+      v.decodeMs = dc.pass.decodeMs;
+      res->backendName = dc.backendName;
+      res->timeline = dc.timeline;
+      res->probesPrefill = dc.probesPrefill;
+      res->probes = dc.probes;
+      res->probes.mask = headMask(dc.probes, req.layer, req.head);
+      res->probesPrefill.mask = res->probes.mask;
+      stage("variant = cached dense baseline");
+    } else {
+    Backend& b = variantBackend(req);
+    res->backendName = b.name();
+    b.set_attention(req.attention);
+    b.request_skip_mask(req.layer, req.head);
+    // Every (layer, head)'s skip mask too (a few bytes per tile), so that picking another map
+    // head next time needs no re-run (full cache: where the backends record them).
+    if (!req.cache.windowed()) {
+      try {
+        b.request_all_skip_masks(true);
+      } catch (const BackendError&) {
+      }
     }
-    res->promptPerplexity = std::exp(nll / double(n - 1));
-  }
+    try {
+      b.request_column_mass(colN);
+    } catch (const BackendError& e) {
+      res->sinkNote = e.what();
+    }
+    prof::ProfilerOptions po;
+    po.gpu = b.name() != "cpu";
+    po.device = b.name();
+    prof::Profiler profiler(po);
+    profiler.start();
+    report("prefill");
+    stage("setup (tokenize, backend, probes)");
+    try {
+      v = runPass(b, res->promptTokens, maxTokens,
+                  [&](int step) {
+                    done = step == 0 ? n : n + step;
+                    report(step == 0 ? "decode" : "decode");
+                  },
+                  profiler.spans(), &m_logitsBuffer);
+    } catch (...) {
+      profiler.stop();
+      b.set_span_recorder(nullptr);
+      throw;
+    }
+    profiler.stop();
+    res->stagesMs.emplace_back("variant prefill", v.prefillMs);
+    res->stagesMs.emplace_back("variant decode", v.decodeMs);
+    tStage = prof::now_ns();
+    res->timeline = profiler.timeline();
+    res->probesPrefill = v.afterPrefill;
+    res->probes = b.probes();
+    }
+    res->tokens = v.tokens;
+    for (TokenId t : v.tokens) res->pieces.push_back(tok.token_to_piece(t));
+    res->text = tok.decode(v.tokens, /*skip_special=*/true);
+    res->stopReason = v.stopReason;
+    res->prefillMs = v.prefillMs;
+    res->decodeMs = v.decodeMs;
+    // The all-heads masks are kept once (in probes, for a later change of the map's head); the
+    // debug tile statistic is not needed here.
+    res->probesPrefill.all_masks.clear();
+    res->probesPrefill.all_stat.clear();
+    res->probes.all_stat.clear();
+    res->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
+    done = n + maxTokens;
 
-  // --- sinks from the column-mass probe -------------------------------------------------------
-  const AttentionProbes& pr = res->probes;
-  if (pr.col_n > 0 && !pr.col_mass.empty()) {
-    const SinkReport sr = analyze_sinks(pr.n_layer, pr.n_head, pr.col_n, pr.col_mass,
-                                        pr.col_queries);
-    res->sinkPositions = sr.n_pos;
-    res->sinkAlpha = sr.alpha;
-    res->flaggedSinks = sr.flagged;
-    res->recommendedSinkKeep = sr.recommended_sink_keep;
-    const int s = std::clamp(res->sinkKeep > 0 ? res->sinkKeep : 4, 1, pr.col_n);
-    const double queries = double(n + std::max<int>(0, int(v.tokens.size()) - 1));
-    res->firstMass.assign(size_t(pr.n_layer) * pr.n_head, 0.0);
-    for (size_t lh = 0; lh < res->firstMass.size(); ++lh) {
-      double m = 0;
-      for (int k = 0; k < s; ++k) m += pr.col_mass[lh * size_t(pr.col_n) + size_t(k)];
-      res->firstMass[lh] = m / queries;
+    // Per prompt position of the variant: log-sum-exp and argmax (one pass over its logits, both
+    // cores), shared by the prompt perplexity and the comparison.
+    if (fromDense) {
+      vLogits = m_denseCache->pass.promptLogits.data();
+      lseV = m_denseCache->lse;
+      top1V = m_denseCache->top1;
+    } else {
+      vLogits = v.promptLogits.data();
+      lseV.resize(size_t(n));
+      top1V.resize(size_t(n));
+      forRows(m_pool.get(), n, [&](int64_t i) {
+        const float* row = vLogits + size_t(i) * nv;
+        lseV[size_t(i)] = logSumExp(row, nv);
+        top1V[size_t(i)] = argmax(row, nv);
+      });
     }
-  } else if (res->sinkNote.empty()) {
-    res->sinkNote = "the backend recorded no column mass";
+    {
+      double nll = 0;
+      for (int i = 1; i < n; ++i)
+        nll += lseV[size_t(i - 1)] - vLogits[size_t(i - 1) * nv + size_t(res->promptTokens[size_t(i)])];
+      res->promptPerplexity = std::exp(nll / double(n - 1));
+    }
+    stage("timeline, prompt lse + ppl");
+
+    // --- sinks from the column-mass probe -------------------------------------------------------
+    const AttentionProbes& pr = res->probes;
+    if (pr.col_n > 0 && !pr.col_mass.empty()) {
+      const SinkReport sr = analyze_sinks(pr.n_layer, pr.n_head, pr.col_n, pr.col_mass,
+                                          pr.col_queries);
+      res->sinkPositions = sr.n_pos;
+      res->sinkAlpha = sr.alpha;
+      res->flaggedSinks = sr.flagged;
+      res->recommendedSinkKeep = sr.recommended_sink_keep;
+      const int s = std::clamp(res->sinkKeep > 0 ? res->sinkKeep : 4, 1, pr.col_n);
+      const double queries = double(n + std::max<int>(0, int(v.tokens.size()) - 1));
+      res->firstMass.assign(size_t(pr.n_layer) * pr.n_head, 0.0);
+      for (size_t lh = 0; lh < res->firstMass.size(); ++lh) {
+        double m = 0;
+        for (int k = 0; k < s; ++k) m += pr.col_mass[lh * size_t(pr.col_n) + size_t(k)];
+        res->firstMass[lh] = m / queries;
+      }
+    } else if (res->sinkNote.empty()) {
+      res->sinkNote = "the backend recorded no column mass";
+    }
+    stage("sinks");
   }
 
   // --- the attention map of the selected head ----------------------------------------------------
   report("attention map");
-  if (!m_pool) m_pool = std::make_unique<ThreadPool>(m_threads);
-  HeadMapOptions ho;
-  ho.layer = req.layer;
-  ho.head = req.head;
-  ho.maxCells = std::clamp(req.mapSize, 8, 1024);
-  if (req.cache.windowed()) {
-    ho.sinkCount = int(req.cache.sink_keep_count);
-    ho.window = int(req.cache.window_size);
-  }
   const int64_t tMap = prof::now_ns();
-  res->map = computeHeadAttention(*m_model, res->promptTokens, ho, m_pool.get(), m_cancel);
+  if (haveMap) {
+    res->map = m_mapCache->map;
+  } else {
+    m_mapCache.reset();
+    res->map = gpuHeadMap(res->promptTokens, ho, &res->mapSource);
+    if (res->map.rows == 0) {
+      res->map = computeHeadAttention(*m_model, res->promptTokens, ho, m_pool.get(), m_cancel,
+                                      m_headMapCache.get());
+      res->mapSource = "float32 reference forward (CPU)";
+    }
+    m_mapCache = std::make_unique<MapCache>();
+    m_mapCache->prompt = res->promptTokens;
+    m_mapCache->options = ho;
+    m_mapCache->map = res->map;
+  }
   res->mapMs = double(prof::now_ns() - tMap) / 1e6;
   done += mapUnits;
+  stage(haveMap ? "attention map (cached)" : "attention map");
 
   // --- the dense baseline ------------------------------------------------------------------------
-  if (req.compare) {
+  if (req.compare && !reuseVariant) {
     report("dense baseline");
     const double base = done;
     if (!haveDense) {
       m_denseCache.reset();
-      Pass d = runPass(denseBackend(), res->promptTokens, maxTokens,
-                       [&](int step) {
-                         done = base + (step == 0 ? n : n + step);
-                         report("dense baseline");
-                       },
-                       nullptr);
-      m_denseCache = std::make_unique<DenseCache>();
-      m_denseCache->prompt = res->promptTokens;
-      m_denseCache->maxTokens = maxTokens;
-      m_denseCache->pass = std::move(d);
+      auto dc = std::make_unique<DenseCache>();
+      Pass d;
+      if (denseEquivalent(req)) {
+        // The variant ran with the baseline's settings: it is the baseline.
+        d.promptLogits.assign(vLogits, vLogits + size_t(n) * nv);
+        d.tokens = v.tokens;
+        d.stopReason = v.stopReason;
+        d.prefillMs = v.prefillMs;
+        d.decodeMs = v.decodeMs;
+        dc->backendName = res->backendName;
+        dc->probesPrefill = res->probesPrefill;
+        dc->probes = res->probes;
+        dc->timeline = res->timeline;
+        dc->colN = colN;
+      } else {
+        // Traced and probed like a variant run (the probes cost little next to the forward),
+        // so that switching sparse off later reuses it.
+        Backend& db = denseBackend();
+        db.request_skip_mask(req.layer, req.head);
+        if (db.name() == "cpu") {
+          try {
+            db.request_all_skip_masks(true);
+          } catch (const BackendError&) {
+          }
+        }
+        try {
+          db.request_column_mass(colN);
+        } catch (const BackendError&) {
+        }
+        prof::ProfilerOptions dpo;
+        dpo.gpu = db.name() != "cpu";
+        dpo.device = db.name();
+        prof::Profiler dprof(dpo);
+        dprof.start();
+        try {
+          d = runPass(db, res->promptTokens, maxTokens,
+                      [&](int step) {
+                        done = base + (step == 0 ? n : n + step);
+                        report("dense baseline");
+                      },
+                      dprof.spans());
+        } catch (...) {
+          dprof.stop();
+          db.set_span_recorder(nullptr);
+          throw;
+        }
+        dprof.stop();
+        dc->backendName = db.name();
+        dc->timeline = dprof.timeline();
+        dc->probesPrefill = d.afterPrefill;
+        dc->probes = db.probes();
+        dc->probesPrefill.all_masks.clear();
+        dc->probesPrefill.all_stat.clear();
+        dc->probes.all_stat.clear();
+        dc->colN = colN;
+      }
+      dc->prompt = res->promptTokens;
+      dc->maxTokens = maxTokens;
+      dc->pass = std::move(d);
+      dc->lse.resize(size_t(n));
+      dc->top1.resize(size_t(n));
+      const bool keepProb = size_t(n) * size_t(nv) * sizeof(float) <= DenseCache::kMaxProbBytes;
+      if (keepProb) dc->prob.resize(size_t(n) * size_t(nv));
+      DenseCache& dr = *dc;
+      forRows(m_pool.get(), n, [&](int64_t i) {
+        const float* row = dr.pass.promptLogits.data() + size_t(i) * nv;
+        const double lz = logSumExp(row, nv);
+        dr.lse[size_t(i)] = lz;
+        dr.top1[size_t(i)] = argmax(row, nv);
+        if (keepProb) rowProbabilities(row, nv, lz, dr.prob.data() + size_t(i) * nv);
+      });
+      m_denseCache = std::move(dc);
     }
-    const Pass& d = m_denseCache->pass;
+    stage(haveDense ? "dense baseline (cached)" : "dense baseline");
+    const DenseCache& dc = *m_denseCache;
+    const Pass& d = dc.pass;
     Comparison& cmp = res->compare;
     cmp.available = true;
     cmp.baselineReused = haveDense;
-    double nllD = 0, nllV = 0, klSum = 0;
-    int agree = 0;
-    for (int i = 0; i < n; ++i) {
+    // KL(dense || variant) per position, sum_t p_d (log p_d - log p_v), accumulated in double;
+    // the dense probabilities come from the cache (or exp() when it kept none).
+    cmp.klPerToken.assign(size_t(n), 0.0);
+    forRows(m_pool.get(), n, [&](int64_t i) {
       const float* rd = d.promptLogits.data() + size_t(i) * nv;
-      const float* rv = v.promptLogits.data() + size_t(i) * nv;
-      const double lzd = logSumExp(rd, nv), lzv = logSumExp(rv, nv);
+      const float* rv = vLogits + size_t(i) * nv;
+      const double lzd = dc.lse[size_t(i)], lzv = lseV[size_t(i)];
+      const float* pd = dc.prob.empty() ? nullptr : dc.prob.data() + size_t(i) * nv;
       double kl = 0;
       for (int t = 0; t < nv; ++t) {
         const double lpd = double(rd[t]) - lzd;
-        kl += std::exp(lpd) * (lpd - (double(rv[t]) - lzv));
+        const double p = pd ? double(pd[t]) : std::exp(lpd);
+        kl += p * (lpd - (double(rv[t]) - lzv));
       }
-      kl = std::max(0.0, kl);
-      cmp.klPerToken.push_back(kl);
-      klSum += kl;
-      agree += argmax(rd, nv) == argmax(rv, nv);
+      cmp.klPerToken[size_t(i)] = std::max(0.0, kl);
+    });
+    double nllD = 0, nllV = 0, klSum = 0;
+    int agree = 0;
+    for (int i = 0; i < n; ++i) {
+      klSum += cmp.klPerToken[size_t(i)];
+      agree += dc.top1[size_t(i)] == top1V[size_t(i)];
       if (i + 1 < n) {
-        const TokenId next = res->promptTokens[size_t(i) + 1];
-        nllD += lzd - rd[next];
-        nllV += lzv - rv[next];
+        const size_t next = size_t(res->promptTokens[size_t(i) + 1]);
+        nllD += dc.lse[size_t(i)] - d.promptLogits[size_t(i) * nv + next];
+        nllV += lseV[size_t(i)] - vLogits[size_t(i) * nv + next];
       }
     }
     cmp.klMean = klSum / n;
@@ -326,10 +720,16 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       }
     if (cmp.firstDivergence < 0 && d.tokens.size() != v.tokens.size())
       cmp.firstDivergence = int(common);
+    stage("compare (KL, top-1, ppl, ROUGE)");
   }
   done = total;
   report("done");
   res->totalMs = double(prof::now_ns() - tStart) / 1e6;
+  // Kept for the next run unless it is very large (long prompts: then freed, as before).
+  if (!reuseVariant && !fromDense && v.promptLogits.capacity() * sizeof(float) <= (size_t(512) << 20))
+    m_logitsBuffer.swap(v.promptLogits);
+  m_lastRun = res;
+  m_lastRunKey = runKey;
   return res;
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/gui/models/run_types.h"
 #include "engine/backend.h"
@@ -19,6 +20,10 @@ class ThreadPool;
 }
 
 namespace sinkscope::gui {
+
+struct HeadMapOptions;  // app/gui/models/head_attention.h
+
+class HeadMapCache;
 
 struct RunProgress {
   double fraction = 0;  // [0, 1]
@@ -47,15 +52,23 @@ class RunExecutor {
   // The flag polled between layers (and by the attention-map helper); the caller raises it.
   void setCancelFlag(const std::atomic<bool>* flag) { m_cancel = flag; }
 
+  // Forgets the reusable view data (the last run, the last attention map and the map's stored
+  // residual streams) but keeps the dense baseline: the next run computes its map and variant
+  // afresh. For benchmarks (a first visit of a layer) and to free memory.
+  void dropViewCaches();
+
   // Throws BackendError / std::invalid_argument for bad requests, Cancelled when cancelled.
   RunResultPtr run(const RunRequest& request, uint64_t id, const ProgressFn& progress = {});
 
  private:
   Backend& variantBackend(const RunRequest& r);
   Backend& denseBackend();
+  AttentionMap gpuHeadMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
+                          std::string* source);
   struct Pass;  // one generation with per-position logits
   Pass runPass(Backend& b, const std::vector<TokenId>& prompt, int maxTokens,
-               const std::function<void(int)>& onStep, prof::SpanRecorder* spans);
+               const std::function<void(int)>& onStep, prof::SpanRecorder* spans,
+               std::vector<float>* buffer = nullptr);
   bool cancelled() const { return m_cancel && m_cancel->load(std::memory_order_relaxed); }
 
   BackendKind m_kind;
@@ -68,6 +81,12 @@ class RunExecutor {
   const std::atomic<bool>* m_cancel = nullptr;
   struct DenseCache;
   std::unique_ptr<DenseCache> m_denseCache;
+  struct MapCache;  // the last attention map and what it was made for
+  std::unique_ptr<MapCache> m_mapCache;
+  std::unique_ptr<HeadMapCache> m_headMapCache;  // residual streams of the map's forward
+  RunResultPtr m_lastRun;    // the last finished run and the key of its variant settings
+  std::string m_lastRunKey;  // (variantRunKey in the .cpp)
+  std::vector<float> m_logitsBuffer;  // the variant's prompt logits, reused run to run
 };
 
 }  // namespace sinkscope::gui

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/attention.h"
@@ -82,6 +83,10 @@ struct RunResult {
   Comparison compare;
   std::shared_ptr<const prof::Timeline> timeline;
   double prefillMs = 0, decodeMs = 0, mapMs = 0, totalMs = 0;
+  std::string mapSource;  // how the attention map was computed (reference forward or GPU capture)
+  // Wall time of each stage of the run, in order (name, ms): what the latency benchmark prints.
+  // A stage served from the executor's caches is listed with its (small) lookup time.
+  std::vector<std::pair<std::string, double>> stagesMs;
   int nLayer = 0, nHead = 0;
   RunRequest request;
 };
