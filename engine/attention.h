@@ -86,6 +86,9 @@ struct AttentionProbes {
     decode.assign(size_t(layers) * heads, {});
     mask.rows = mask.cols = 0;
     mask.cells.clear();
+    all_rows = all_cols = 0;
+    all_masks.clear();
+    all_stat.clear();
     col_mass.assign(size_t(layers) * heads * size_t(col_n), 0.0);
     col_queries.assign(size_t(col_n), 0);
   }
@@ -97,6 +100,13 @@ struct AttentionProbes {
   int col_n = 0;
   std::vector<double> col_mass;
   std::vector<int64_t> col_queries;
+  // Debug probe, off by default (Backend::request_all_skip_masks): the last prefill's skip mask
+  // of EVERY (layer, head), all_masks[((layer * n_head + head) * all_rows + q tile) * all_cols +
+  // KV tile], cell codes as SkipMask. all_stat (CPU backend only, else empty): the deciding
+  // statistic of each cell (engine/cpu_attention.h, CpuAttentionArgs::tile_stat), same index.
+  int all_rows = 0, all_cols = 0;
+  std::vector<uint8_t> all_masks;
+  std::vector<float> all_stat;
   TileCounts total(bool decode_phase) const {
     TileCounts t;
     for (const auto& c : decode_phase ? decode : prefill) t.add(c);

@@ -29,6 +29,16 @@ class Cancelled : public std::runtime_error {
 
 enum class LogitsMode { kLast, kAll };
 
+// Post-RoPE attention inputs of one layer (Backend::request_qkv_capture), bf16 bit patterns:
+// q (n_q, n_head, head_dim) of the tokens at positions [q_start, q_start + n_q); k, v
+// (n_kv, n_head_kv, head_dim) of cache positions [0, n_kv).
+struct QkvCapture {
+  int layer = -1;
+  int n_q = 0, q_start = 0, n_kv = 0;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  std::vector<uint16_t> q, k, v;
+};
+
 struct BackendOptions {
   int n_threads = 0;    // 0: hardware concurrency
   int max_context = 0;  // KV capacity in tokens; 0: the model's trained context
@@ -59,6 +69,22 @@ class Backend {
   virtual const AttentionProbes& probes() const = 0;
   // Asks the next prefill to record the skip mask of (layer, head); -1, -1 stops it.
   virtual void request_skip_mask(int layer, int head) = 0;
+
+  // Debug probe, off by default (tests/gpu/test_skip_agreement.cpp): later prefills record the
+  // skip mask of every (layer, head) into AttentionProbes::all_masks (the CPU also the tile
+  // statistic, all_stat). Full cache only.
+  virtual void request_all_skip_masks(bool on) {
+    if (on) throw BackendError(name() + " backend: the all-heads skip-mask probe is not supported");
+  }
+  // Debug capture, off by default: the next prefill copies the post-RoPE queries of its tokens
+  // and the cached keys and values of `layer` (every position) into qkv_capture(); -1 stops it.
+  virtual void request_qkv_capture(int layer) {
+    if (layer >= 0) throw BackendError(name() + " backend: the Q/K/V capture is not supported");
+  }
+  virtual const QkvCapture& qkv_capture() const {
+    static const QkvCapture none;
+    return none;
+  }
 
   // The KV cache's token and memory accounting (engine/kv_cache.h); zeros where unsupported.
   virtual KvCacheStats cache_stats() const { return {}; }

@@ -31,9 +31,12 @@ struct CpuAttentionArgs {
   int block_size = 64;      // keys per KV tile
   int q_tile = 64;          // query rows per query tile
   float log_lambda = -INFINITY;  // ln(lambda); -inf: dense
-  // Numeric switches (ARCHITECTURE.md config schema). With skip_softmax_exp off, a skipped tile
-  // still adds exp() to the row sum (only the PV product is skipped). skip_value_load has no
-  // numeric effect; it is a memory-traffic choice of the GPU kernels.
+  // Numeric switches (ARCHITECTURE.md config schema). A skipped tile never loads V and never
+  // enters the PV product. skip_softmax_exp true (the contract): it also skips exp() and the
+  // row-sum update. false: exp(s - m) of its keys, m the unchanged running max, is still added
+  // to the row sum, so the denominator is the dense one. The CUDA kernels implement the same
+  // meaning (kernels/attention_params.h). skip_value_load has no numeric effect; it is a
+  // memory-traffic choice of the GPU kernels.
   bool skip_softmax_exp = true;
 
   // Probes. counts: n_head entries, accumulated (+=). mask_head >= 0 records that head's skip
@@ -42,6 +45,14 @@ struct CpuAttentionArgs {
   int mask_head = -1;
   std::vector<uint8_t>* mask = nullptr;
   int* mask_cols = nullptr;  // receives n_kvtiles of the mask
+  // Debug probes, off by default (CPU-vs-GPU mask agreement, tests/gpu/test_skip_agreement.cpp).
+  // mask_all: every head's mask, (n_head, n_qtiles, n_kvtiles), the cell codes of mask; assigned
+  // here, n_kvtiles into *mask_cols when given. tile_stat (needs mask_all): the deciding
+  // statistic of each cell, natural-log units: max over the query tile's rows that see a key of
+  // the tile of (m~_r - m_r), so the tile is skipped iff stat < ln(lambda); NaN where the tile
+  // is not visible or is the first visited one (never skipped), +inf where a row has no max yet.
+  std::vector<uint8_t>* mask_all = nullptr;
+  std::vector<float>* tile_stat = nullptr;
 
   // Paged KV cache (engine/kv_layout.h). When set, k, v and n_kv are unused: the KV tiles are
   // the view's pages in order, key j of page t at position page_pos0[t] + j; q_pos0 is then the

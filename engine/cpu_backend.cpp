@@ -74,6 +74,11 @@ class CpuBackend final : public Backend {
     m_probes.mask.layer = layer;
     m_probes.mask.head = head;
   }
+  void request_all_skip_masks(bool on) override {
+    if (on && m_cache_settings.windowed())
+      throw BackendError("all-heads skip masks: recorded with the full cache only");
+    m_all_masks = on;
+  }
 
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
                std::vector<float>& logits) override;
@@ -108,6 +113,9 @@ class CpuBackend final : public Backend {
   int m_capacity = 0;
   int m_n_past = 0;
   CacheSettings m_cache_settings;
+  bool m_all_masks = false;  // debug probe: every (layer, head)'s mask + tile statistic
+  std::vector<uint8_t> m_all_tmp;
+  std::vector<float> m_stat_tmp;
   // Paged K/V of every layer (engine/kv_cache.h): pages of block_size positions, each
   // (position, kv_head, d), keys rotated at their original positions.
   std::unique_ptr<KvCache> m_cache;
@@ -293,8 +301,26 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
         a.mask = &m_probes.mask.cells;
         a.mask_cols = &m_probes.mask.cols;
       }
+      int all_cols = 0;
+      if (!decode && m_all_masks) {
+        a.mask_all = &m_all_tmp;
+        a.tile_stat = &m_stat_tmp;
+        if (!a.mask) a.mask_cols = &all_cols;
+      }
       cpu_attention(a, &m_pool);
       if (a.mask) m_probes.mask.rows = (n + a.q_tile - 1) / a.q_tile;
+      if (a.mask_all) {  // the debug probe: this layer's block of every head's mask
+        AttentionProbes& pr = m_probes;
+        const size_t per_layer = m_all_tmp.size();
+        if (l == 0) {
+          pr.all_rows = (n + a.q_tile - 1) / a.q_tile;
+          pr.all_cols = a.mask ? m_probes.mask.cols : all_cols;
+          pr.all_masks.assign(per_layer * size_t(c.n_layer), 0);
+          pr.all_stat.assign(per_layer * size_t(c.n_layer), NAN);
+        }
+        std::copy(m_all_tmp.begin(), m_all_tmp.end(), pr.all_masks.begin() + ptrdiff_t(per_layer * l));
+        std::copy(m_stat_tmp.begin(), m_stat_tmp.end(), pr.all_stat.begin() + ptrdiff_t(per_layer * l));
+      }
     }
     {
       prof::ScopedSpan s(m_spans, "o-proj");

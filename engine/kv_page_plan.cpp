@@ -21,11 +21,52 @@ std::string mib(int64_t bytes) {
 }  // namespace
 
 std::string cuda_cache_unsupported(const CacheSettings& s) {
-  if (s.quantization.enabled)
-    return std::string("KV quantization (quantization.enabled with kv_dtype ") +
-           (s.quantization.kv_dtype == KvQuantDtype::kInt8 ? "int8" : "int4") +
-           ") is not implemented in the CUDA backend yet; use the CPU backend";
+  // int8 / int4 KV run on the GPU (codes + fp16 scales, dequantised inside the attention
+  // kernels); the kernels' fragments take one scale per 32 elements, so other group sizes are
+  // refused by name.
+  if (s.quantization.enabled && s.quantization.group_size != 32)
+    return "KV quantization group_size " + std::to_string(s.quantization.group_size) +
+           " is not implemented in the CUDA backend (its kernels use groups of 32); use "
+           "group_size 32 or the CPU backend";
   return "";
+}
+
+bool kv_position_protected(const CacheSettings& s, int64_t pos) {
+  if (!s.quantization.enabled || !s.quantization.protect_sink_positions) return false;
+  if (pos < s.sink_keep_count) return true;
+  return std::find(s.protected_positions.begin(), s.protected_positions.end(), int(pos)) !=
+         s.protected_positions.end();
+}
+
+int64_t protected_pool_positions(const CacheSettings& s, int64_t max_positions,
+                                 int64_t pool_positions) {
+  if (!s.quantization.enabled || !s.quantization.protect_sink_positions) return 0;
+  std::vector<int> extra = s.protected_positions;
+  std::sort(extra.begin(), extra.end());
+  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+  int64_t best = 0;
+  for (int64_t bs : {64, 128}) {
+    int64_t pages = 0;
+    if (s.windowed()) {
+      const int64_t sink_pages = (s.sink_keep_count + bs - 1) / bs;
+      int64_t n_extra = 0;
+      for (int e : extra) n_extra += e >= sink_pages * bs ? 1 : 0;
+      pages = sink_pages + std::min<int64_t>(n_extra, pool_positions / bs);
+    } else {
+      const int64_t n_pages = (max_positions + bs - 1) / bs;
+      pages = std::min<int64_t>(n_pages, (std::min<int64_t>(s.sink_keep_count, max_positions) + bs - 1) / bs);
+      int64_t last = pages - 1;  // pages [0, pages) already counted
+      for (int e : extra) {
+        if (e < 0 || e >= max_positions) continue;
+        if (e / bs > last) {
+          ++pages;
+          last = e / bs;
+        }
+      }
+    }
+    best = std::max(best, pages * bs);
+  }
+  return round_up(best, 128);
 }
 
 int64_t windowed_pool_positions(const CacheSettings& s, int64_t chunk) {
@@ -38,13 +79,18 @@ int windowed_chunk(const CacheSettings& s, int block_size, int device_batch) {
 }
 
 KvPagePlan::KvPagePlan(int n_layer, int64_t bytes_per_token_layer, int block_size,
-                       int64_t max_tokens, int64_t pool_positions, const CacheSettings& s)
+                       int64_t max_tokens, int64_t pool_positions, const CacheSettings& s,
+                       int64_t protected_row_bytes)
     : m_s(s),
       m_layers(n_layer),
       m_row_bytes(bytes_per_token_layer),
       m_bs(block_size),
       m_max_tokens(max_tokens),
       m_pool_positions(pool_positions) {
+  if (s.quantization.enabled && s.quantization.protect_sink_positions)
+    m_prot_row_bytes = std::max<int64_t>(protected_row_bytes, 0);
+  m_prot_extra = s.protected_positions;
+  std::sort(m_prot_extra.begin(), m_prot_extra.end());
   // The CPU cache's own checks (window range, block size, budgets vs capacity) with the same
   // messages; it allocates nothing until reserve().
   KvCache check(1, 1, 64, block_size, max_tokens, s);
@@ -64,7 +110,13 @@ void KvPagePlan::reset(int block_size) {
   if (m_s.windowed())
     for (int64_t i = pool_pages() - 1; i >= 0; --i) m_free.push_back(int32_t(i));
   m_full_pages = 0;
-  m_reserved = m_reserved_pages = 0;
+  m_reserved = m_reserved_pages = m_reserved_prot = 0;
+  m_prot_pos.clear();
+  m_prot_free.clear();
+  if (m_s.windowed() && protects()) {
+    const int64_t n = protected_pool_positions(m_s, 0, m_pool_positions) / m_bs;
+    for (int64_t i = n - 1; i >= 0; --i) m_prot_free.push_back(int32_t(i));
+  }
   m_stats = {};
   m_stats.bytes_per_token = m_row_bytes * m_layers;
   m_stats.capacity_tokens =
@@ -74,9 +126,48 @@ void KvPagePlan::reset(int block_size) {
                             : m_max_tokens);
 }
 
+bool KvPagePlan::page_protected(int64_t pos0) const {
+  if (!protects()) return false;
+  if (pos0 < m_s.sink_keep_count) return true;
+  const auto it = std::lower_bound(m_prot_extra.begin(), m_prot_extra.end(), int(pos0));
+  return it != m_prot_extra.end() && *it < pos0 + m_bs;
+}
+
+int64_t KvPagePlan::full_prot_pages(int64_t n_pages) const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < n_pages && protects(); ++i) {
+    // Pages past the sinks hold a protected position only where an extra lies: jump there.
+    if (i * m_bs >= m_s.sink_keep_count) {
+      const auto it = std::lower_bound(m_prot_extra.begin(), m_prot_extra.end(), int(i * m_bs));
+      if (it == m_prot_extra.end()) break;
+      i = std::max<int64_t>(i, *it / m_bs);
+      if (i >= n_pages) break;
+    }
+    n += page_protected(i * m_bs) ? 1 : 0;
+  }
+  return n;
+}
+
+int64_t KvPagePlan::protected_pages() const {
+  if (!protects()) return 0;
+  if (!m_s.windowed()) return full_prot_pages(m_full_pages);
+  return int64_t(std::count_if(m_page.begin(), m_page.end(), [](int32_t p) { return p < 0; }));
+}
+
+std::vector<int32_t> KvPagePlan::full_page_table(int64_t page_entries) const {
+  std::vector<int32_t> t(size_t(std::max<int64_t>(page_entries, 0)));
+  int32_t j = 0;
+  for (size_t i = 0; i < t.size(); ++i)
+    t[i] = page_protected(int64_t(i) * m_bs) ? -1 - j++ : int32_t(i);
+  return t;
+}
+
 void KvPagePlan::update_bytes() {
   m_stats.pages = m_s.windowed() ? int64_t(m_pos0.size()) : m_full_pages;
-  m_stats.bytes_allocated = m_stats.pages * page_bytes_all_layers();
+  const int64_t prot = protected_pages();
+  m_stats.protected_rows = int64_t(m_prot_pos.size());
+  m_stats.bytes_allocated =
+      (m_stats.pages - prot) * page_bytes_all_layers() + prot * prot_page_bytes_all_layers();
   m_stats.high_water_bytes = std::max(m_stats.high_water_bytes, m_stats.bytes_allocated);
 }
 
@@ -91,9 +182,13 @@ bool KvPagePlan::reserve(int m) {
   const int64_t last_now = n0 > 0 ? (n0 - 1) / m_bs : -1;
   const int64_t last_new = (n1 - 1) / m_bs;
   const int new_pages = int(last_new - last_now);
+  int new_prot_pages = 0;
+  for (int i = 0; i < new_pages; ++i) new_prot_pages += page_protected((last_now + 1 + i) * m_bs);
   if (m_s.global_cache_limit_mib > 0) {
     const int64_t limit = m_s.global_cache_limit_mib * 1024 * 1024;
-    const int64_t need = m_stats.bytes_allocated + int64_t(new_pages) * page_bytes_all_layers();
+    const int64_t need = m_stats.bytes_allocated +
+                         int64_t(new_pages - new_prot_pages) * page_bytes_all_layers() +
+                         int64_t(new_prot_pages) * prot_page_bytes_all_layers();
     if (need > limit)
       throw BackendError("global_cache_limit_mib exceeded: " + std::to_string(m) +
                          " new tokens need " + mib(need) + " of KV cache (" +
@@ -102,9 +197,12 @@ bool KvPagePlan::reserve(int m) {
                          std::to_string(m_s.global_cache_limit_mib) + " MiB");
   }
   if (m_s.windowed()) {
-    if (new_pages > int(m_free.size()))
+    if (new_pages - new_prot_pages > int(m_free.size()) ||
+        new_prot_pages > int(m_prot_free.size()))
       throw BackendError("KV cache: the device page pool is exhausted (" +
-                         std::to_string(pool_pages()) + " pages; internal error)");
+                         std::to_string(pool_pages()) + " pages, " +
+                         std::to_string(m_prot_free.size()) +
+                         " free protected pages; internal error)");
     // The ring: the pass's ring positions [n0 - base, n1 - base) must lie inside the ring.
     m_base_before = m_base;
     if (n1 - m_base > m_pool_positions) m_base = n0 / 128 * 128;
@@ -112,12 +210,20 @@ bool KvPagePlan::reserve(int m) {
       throw BackendError("KV cache: a pass of " + std::to_string(m) +
                          " tokens does not fit the device ring (internal error)");
     for (int i = 0; i < new_pages; ++i) {
-      m_pos0.push_back(int32_t((last_now + 1 + i) * m_bs));
-      m_page.push_back(m_free.back());
-      m_free.pop_back();
+      const int64_t pos0 = (last_now + 1 + i) * m_bs;
+      m_pos0.push_back(int32_t(pos0));
+      std::vector<int32_t>& from = page_protected(pos0) ? m_prot_free : m_free;
+      m_page.push_back(&from == &m_prot_free ? -1 - from.back() : from.back());
+      from.pop_back();
     }
   } else {
     m_full_pages += new_pages;
+  }
+  m_reserved_prot = 0;
+  for (int64_t p = n0; p < n1 && protects(); ++p) {
+    if (!kv_position_protected(m_s, p)) continue;
+    m_prot_pos.push_back(int(p));
+    ++m_reserved_prot;
   }
   m_reserved = m;
   m_reserved_pages = new_pages;
@@ -141,7 +247,12 @@ void KvPagePlan::rollback() {
   if (!m_reserved) return;
   if (m_s.windowed()) {
     for (int i = 0; i < m_reserved_pages; ++i) {
-      m_free.push_back(m_page.back());
+      const int32_t pg = m_page.back();
+      if (pg < 0) {
+        m_prot_free.push_back(-1 - pg);
+      } else {
+        m_free.push_back(pg);
+      }
       m_page.pop_back();
       m_pos0.pop_back();
     }
@@ -149,13 +260,14 @@ void KvPagePlan::rollback() {
   } else {
     m_full_pages -= m_reserved_pages;
   }
-  m_reserved = m_reserved_pages = 0;
+  m_prot_pos.resize(m_prot_pos.size() - size_t(m_reserved_prot));
+  m_reserved = m_reserved_pages = m_reserved_prot = 0;
   update_bytes();
 }
 
 void KvPagePlan::commit(int m) {
   if (m != m_reserved) throw BackendError("KV cache: commit without a matching reserve");
-  m_reserved = m_reserved_pages = 0;
+  m_reserved = m_reserved_pages = m_reserved_prot = 0;
   m_stats.n_past += m;
   const int64_t n = m_stats.n_past;
   if (!m_s.windowed()) {
@@ -169,9 +281,17 @@ void KvPagePlan::commit(int m) {
   m_stats.evicted = ev.evicted;
   m_stats.n_cached = ev.n_cached;
   const size_t b = ev.drop_begin, e = ev.drop_end;
-  for (size_t i = b; i < e; ++i) m_free.push_back(m_page[i]);
+  for (size_t i = b; i < e; ++i) {
+    if (m_page[i] < 0) {
+      m_prot_free.push_back(-1 - m_page[i]);
+    } else {
+      m_free.push_back(m_page[i]);
+    }
+  }
   m_pos0.erase(m_pos0.begin() + long(b), m_pos0.begin() + long(e));
   m_page.erase(m_page.begin() + long(b), m_page.begin() + long(e));
+  // Protected rows outside the sinks leave with the window (the CPU's rule).
+  std::erase_if(m_prot_pos, [&](int p) { return p >= m_s.sink_keep_count && p < ev.keep_from; });
   update_bytes();
 }
 

@@ -15,6 +15,20 @@
 //    RoPE table rows the append kernels read are likewise ring rows, refreshed per pass.
 //
 // Layer-independent: every layer's pool uses the same page ids, so one table serves all layers.
+//
+// Quantized KV (quantization.enabled: int8 / int4 codes + fp16 scales, engine/kv_layout.h
+// KvQuantFormat, the CPU's format) with protect_sink_positions: a page holding a protected
+// position (a sink, position < sink_keep_count, or one of protected_positions -- the CPU's
+// KvCache::is_protected rule) is a "protected page": it lives in a separate pool of bf16 pages
+// and its entry in the page tables (full: full_page_table(); window: tile_page /
+// append_entries) is -1 - j, j its protected-pool page. The attention kernels read such a tile
+// as bf16 (a compile-time KV-format template, one warp-uniform branch per tile); the append
+// kernel stores the protected rows as bf16(x) and the page's other rows as bf16(dequant(quant(x)))
+// -- exactly the bf16 values the kernels' fused dequantisation feeds the tensor cores for a
+// quantized page, so only the protected rows differ from a plain quantized page (CPU semantics).
+// Statistics: pages, protected_rows, n_cached, evicted and bytes_per_token equal the CPU's;
+// bytes_allocated counts the device storage: quantized pages + protected bf16 pages (the CPU
+// counts quantized pages + float32 protected rows).
 #pragma once
 
 #include <cstdint>
@@ -37,13 +51,26 @@ int64_t windowed_pool_positions(const CacheSettings& s, int64_t chunk);
 // device batch): keeps the live pages within windowed_pool_positions().
 int windowed_chunk(const CacheSettings& s, int block_size, int device_batch);
 
+// Whether the cache keeps position `pos` unquantized (the CPU KvCache's rule): quantization on,
+// protect_sink_positions on, and pos < sink_keep_count or pos in protected_positions.
+bool kv_position_protected(const CacheSettings& s, int64_t pos);
+// Positions (per layer, a multiple of 128) the device's protected bf16 page pool needs for
+// either page size: full cache: the pages holding protected positions below max_positions;
+// window: the sink pages plus one page per protected_positions entry (at most the ring's
+// pool_positions worth of pages).
+int64_t protected_pool_positions(const CacheSettings& s, int64_t max_positions,
+                                 int64_t pool_positions = 0);
+
 class KvPagePlan {
  public:
   // bytes_per_token_layer: K + V bytes of one position in one layer (bf16: 4 * n_kv_head * d).
   // max_tokens: the full cache's token capacity. pool_positions: windowed pool size (a multiple
   // of 128, >= windowed_pool_positions()); ignored for the full cache.
+  // protected_row_bytes: K + V bytes of one position in one layer of a protected bf16 page
+  // (4 * n_kv_head * d); > 0 turns protected pages on (quantized caches with
+  // protect_sink_positions only), bytes_per_token_layer is then the quantized row.
   KvPagePlan(int n_layer, int64_t bytes_per_token_layer, int block_size, int64_t max_tokens,
-             int64_t pool_positions, const CacheSettings& s);
+             int64_t pool_positions, const CacheSettings& s, int64_t protected_row_bytes = 0);
 
   void reset(int block_size);  // empties the cache; the page size may change here
   // Makes room for [n_past, n_past + m): budgets (BackendError naming the limit, nothing
@@ -73,9 +100,19 @@ class KvPagePlan {
 
   const KvCacheStats& stats() const { return m_stats; }
 
+  // Protected pages (see the top): on, and the full cache's page table for page_entries pages
+  // (entry i: i, or -1 - j for the j-th page holding a protected position). Both layouts:
+  // protected pages in use now.
+  bool protects() const { return m_prot_row_bytes > 0; }
+  std::vector<int32_t> full_page_table(int64_t page_entries) const;
+  int64_t protected_pages() const;
+
  private:
   void update_bytes();
   int64_t page_bytes_all_layers() const { return m_row_bytes * m_bs * m_layers; }
+  int64_t prot_page_bytes_all_layers() const { return m_prot_row_bytes * m_bs * m_layers; }
+  bool page_protected(int64_t pos0) const;  // holds a protected position
+  int64_t full_prot_pages(int64_t n_pages) const;  // protected among identity pages [0, n)
 
   CacheSettings m_s;
   int m_layers;
@@ -88,6 +125,12 @@ class KvPagePlan {
   int m_reserved = 0, m_reserved_pages = 0;
   int64_t m_base_before = 0;
   KvCacheStats m_stats;
+  // Protected pages (m_prot_row_bytes > 0).
+  int64_t m_prot_row_bytes = 0;
+  std::vector<int> m_prot_extra;     // protected_positions, sorted
+  std::vector<int32_t> m_prot_free;  // windowed: free protected-pool pages
+  std::vector<int> m_prot_pos;       // protected positions held (the CPU's list)
+  int m_reserved_prot = 0;
 };
 
 }  // namespace sinkscope

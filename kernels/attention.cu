@@ -91,6 +91,9 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
   if (!c.ok()) return AttentionStatus::error(c.reason);
   if (!p.q || !p.o || !p.k_pages || !p.v_pages || !p.page_table)
     return AttentionStatus::error("q, o, k_pages, v_pages and page_table must be set");
+  if (p.kv_bits != 0 && (!p.k_codes || !p.v_codes || !p.k_scales || !p.v_scales))
+    return AttentionStatus::error("quantized KV (kv_bits) needs k_codes, v_codes, k_scales and "
+                                  "v_scales (k_pages / v_pages: the protected bf16 pages)");
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   if (p.skip_mask) {
     const int64_t heads = p.mask_head < 0 ? p.n_q_heads : 1;
@@ -110,6 +113,9 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
                                     std::to_string(wl.total) + " bytes)");
     return detail::launch_decode(p, c.variant, plan, wl, stream);
   }
+  if (p.kv_bits != 0)
+    return p.head_dim == 64 ? detail::launch_prefill_q_d64(p, c, stream)
+                            : detail::launch_prefill_q_d128(p, c, stream);
   return p.head_dim == 64 ? detail::launch_prefill_d64(p, c, stream)
                           : detail::launch_prefill_d128(p, c, stream);
 }

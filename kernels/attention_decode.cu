@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 namespace sinkscope::kernels::detail {
 namespace {
@@ -21,23 +22,27 @@ bool fused_combine_enabled() {
   return on;
 }
 
-template <int D, int BC, int MODE, bool LIST>
+template <int D, int BC, int MODE, bool LIST, int KVB>
 cudaError_t set_smem_attr() {
-  return cudaFuncSetAttribute(attention_decode_kernel<D, BC, MODE, LIST>,
+  return cudaFuncSetAttribute(attention_decode_kernel<D, BC, MODE, LIST, KVB>,
                               cudaFuncAttributeMaxDynamicSharedMemorySize,
                               DecodeCfg<D, BC, MODE>::SMEM);
 }
-template <int D, int BC, bool LIST>
+template <int D, int BC, bool LIST, int KVB>
 cudaError_t set_smem_attrs_list() {
-  cudaError_t e = set_smem_attr<D, BC, 0, LIST>();
-  if (e == cudaSuccess) e = set_smem_attr<D, BC, 1, LIST>();
-  if (e == cudaSuccess) e = set_smem_attr<D, BC, 2, LIST>();
+  cudaError_t e = set_smem_attr<D, BC, 0, LIST, KVB>();
+  if (e == cudaSuccess) e = set_smem_attr<D, BC, 1, LIST, KVB>();
+  if (e == cudaSuccess) e = set_smem_attr<D, BC, 2, LIST, KVB>();
   return e;
 }
+// Every KV format (bf16, int8, int4: AttentionParams::kv_bits) of both tile kinds.
 template <int D, int BC>
 cudaError_t set_smem_attrs_bc() {
-  cudaError_t e = set_smem_attrs_list<D, BC, false>();
-  if (e == cudaSuccess) e = set_smem_attrs_list<D, BC, true>();
+  cudaError_t e = cudaSuccess;
+  for (cudaError_t (*f)() : {set_smem_attrs_list<D, BC, false, 0>, set_smem_attrs_list<D, BC, true, 0>,
+                             set_smem_attrs_list<D, BC, false, 8>, set_smem_attrs_list<D, BC, true, 8>,
+                             set_smem_attrs_list<D, BC, false, 4>, set_smem_attrs_list<D, BC, true, 4>})
+    if (e == cudaSuccess) e = f();
   return e;
 }
 // The shared-memory opt-in of EVERY decode instantiation, done once at the first decode launch
@@ -62,9 +67,16 @@ AttentionStatus launch_mode(const AttentionParams& p, const DecodeSplitPlan& pla
                             cudaStream_t stream) {
   constexpr int smem = DecodeCfg<D, BC, MODE>::SMEM;
   SINKSCOPE_CUDA_TRY(AttentionStatus, decode_smem_attrs_once());
-  // A live-page list (sliding-window cache) takes the LIST instantiation.
-  auto kernel = p.tile_pos0 ? attention_decode_kernel<D, BC, MODE, true>
-                            : attention_decode_kernel<D, BC, MODE, false>;
+  // A live-page list (sliding-window cache) takes the LIST instantiation; the KV format its
+  // compile-time variant.
+  auto pick = [&](auto kvb) {
+    constexpr int KVB = decltype(kvb)::value;
+    return p.tile_pos0 ? attention_decode_kernel<D, BC, MODE, true, KVB>
+                       : attention_decode_kernel<D, BC, MODE, false, KVB>;
+  };
+  auto kernel = p.kv_bits == 8   ? pick(std::integral_constant<int, 8>{})
+                : p.kv_bits == 4 ? pick(std::integral_constant<int, 4>{})
+                                 : pick(std::integral_constant<int, 0>{});
   SINKSCOPE_CUDA_TRY(AttentionStatus,
                      (launch_pdl(pdl, kernel,
                                  dim3(plan.n_splits, p.n_kv_heads), dim3(kDecodeWarps * 32),

@@ -16,6 +16,9 @@
 //   MODE 2: per-head decisions from the tile maxima (prefix max), then V only for tiles that some
 //           head of the group still needs, softmax from the stored scores.
 // With lambda = 0, MODE 1+2 perform the same float operations in the same order as MODE 0.
+// skip_softmax_exp = false (attention_params.h): a head's skipped tile still runs its exp() into
+// the split's row sum (its P is then zeroed); a tile every head skipped stays in the work list
+// for that, with its V zero-filled instead of loaded.
 //
 // Device-side length (AttentionParams::kv_len_dev, for CUDA graphs replayed at many positions):
 // the grid and the workspace strides come from the bound `plan`; every CTA re-plans the actual
@@ -23,6 +26,8 @@
 // order and the probes equal a host launch at that length. CTAs past the actual splits return
 // before touching anything, and the combine reads only the actual splits.
 #pragma once
+
+#include <cuda_fp16.h>
 
 #include "kernels/attention_common.cuh"
 #include "kernels/attention_dispatch.h"
@@ -120,10 +125,77 @@ __device__ __forceinline__ int dswz(int chunk, int row) {
   return (chunk & ~7) | ((chunk ^ row) & 7);
 }
 
+// ---- quantized KV (KVB = 8 / 4, AttentionParams::kv_bits) ----
+// A warp's slice of a quantized tile in its ring slot (the bf16 slot is larger, so it fits):
+// [KPW keys][code bytes CB] with the 16-byte chunks of a row XOR-swizzled by the row, then
+// [KPW keys][D/32] fp16 scales. Copied with 16-byte cp.async like the bf16 rows; keys that are
+// not visible get zero codes (their scales are finite: written or zeroed pool memory), so a
+// masked V row is exactly 0 as in the bf16 path.
+template <int D, int KVB>
+struct DecodeQ {
+  static constexpr int CB = KVB == 8 ? D : D / 2;  // code bytes per key
+  static constexpr int NCH = CB / 16;              // 16-byte code chunks per key
+  static constexpr int SB = D / 32 * 2;            // scale bytes per key
+};
+template <int D, int KVB, int KPW, typename Ok>
+__device__ __forceinline__ void decode_issue_q(uint8_t* dst, const uint8_t* codes,
+                                               const uint16_t* scales, int64_t vec0, int lane,
+                                               Ok ok) {
+  using Q = DecodeQ<D, KVB>;
+#pragma unroll
+  for (int c = lane; c < KPW * Q::NCH; c += 32) {
+    const int kk = c / Q::NCH, ch = c % Q::NCH;
+    const bool v = ok(kk);
+    cp_async16(smem_u32(dst + kk * Q::CB + ((ch ^ (kk & (Q::NCH - 1))) << 4)),
+               v ? codes + (vec0 + kk) * Q::CB + ch * 16 : codes, v ? 16 : 0);
+  }
+  constexpr int KPC = 16 / Q::SB;  // keys per 16-byte scale chunk
+#pragma unroll
+  for (int c = lane; c < KPW * Q::SB / 16; c += 32) {
+    bool v = false;
+#pragma unroll
+    for (int k = 0; k < KPC; ++k) v = v || ok(c * KPC + k);
+    cp_async16(smem_u32(dst + KPW * Q::CB + c * 16),
+               v ? reinterpret_cast<const uint8_t*>(scales) + (vec0 + c * KPC) * Q::SB
+                 : reinterpret_cast<const uint8_t*>(scales),
+               v ? 16 : 0);
+  }
+}
+// Elements d0 .. d0+7 (d0 % 8 == 0) of key kk from a warp slice: bf16(c * scale) pairs, the
+// lower element in the low half (the bf16 row's 16-byte chunk, bit for bit what the append
+// kernel stores for a quantized row in a protected bf16 page).
+template <int D, int KVB, int KPW>
+__device__ __forceinline__ uint4 decode_deq8(const uint8_t* w, int kk, int d0) {
+  using Q = DecodeQ<D, KVB>;
+  const uint16_t sb = reinterpret_cast<const uint16_t*>(w + KPW * Q::CB)[kk * (D / 32) + d0 / 32];
+  const float s = __half2float(__ushort_as_half(sb));
+  const int byte = KVB == 8 ? d0 : d0 / 2;
+  const uint8_t* row = w + kk * Q::CB + (((byte >> 4) ^ (kk & (Q::NCH - 1))) << 4) + (byte & 15);
+  float f[8];
+  if constexpr (KVB == 8) {
+    const uint2 c = *reinterpret_cast<const uint2*>(row);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[i] = float(static_cast<int>(c.x << (24 - 8 * i)) >> 24);
+      f[4 + i] = float(static_cast<int>(c.y << (24 - 8 * i)) >> 24);
+    }
+  } else {
+    const uint32_t c = *reinterpret_cast<const uint32_t*>(row);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = float(static_cast<int>((c >> (4 * i)) & 15u) - 8);
+  }
+  return make_uint4(pack_bf16(f[0] * s, f[1] * s), pack_bf16(f[2] * s, f[3] * s),
+                    pack_bf16(f[4] * s, f[5] * s), pack_bf16(f[6] * s, f[7] * s));
+}
+
 // LIST: the KV tiles are a live-page list with the sink/window rule (AttentionParams::tile_pos0,
 // a sliding-window cache). A compile-time switch, so the full-cache kernels carry none of its
 // checks, registers or loads (a run-time switch cost the 64K d=128 decode ~25 % on the H200).
-template <int D, int BC, int MODE, bool LIST>
+// KVB: the KV page format, 0 = bf16 pages, 8 / 4 = quantized (AttentionParams::kv_bits), also
+// compile-time: the bf16 kernels are unchanged. Quantized tiles are dequantised in registers as
+// the mma fragments are read; a tile whose page-table entry is < 0 is a protected bf16 page
+// (engine/kv_page_plan.h) and runs the bf16 code (a warp-uniform branch per tile).
+template <int D, int BC, int MODE, bool LIST, int KVB = 0>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
                             const DecodeWorkspaceLayout wl, const int fused_combine) {
@@ -218,8 +290,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       uint8_t b = 0;
       if (i < nsplit_tiles)
         for (int gg = 0; gg < G; ++gg) b |= flags[i * 8 + gg] << gg;
-      if (!p.skip_softmax_exp) b = 0;  // measure-only: decide and count, compute everything
-      const bool keep = i < nsplit_tiles && b != all;
+      // skip_softmax_exp = false: a tile every head skipped still runs its exp() into the row
+      // sums, so it stays in the list (its V is not loaded: see issue()).
+      const bool keep = i < nsplit_tiles && (b != all || !p.skip_softmax_exp);
       const unsigned ballot = __ballot_sync(0xffffffffu, keep);
       if (lane == 0) warp_cnt[warp] = __popc(ballot);
       __syncthreads();
@@ -260,12 +333,30 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   auto issue = [&](int i, int st) {
     const int t = tile_of(i);
     const int64_t page = pages[t - t0];
-    const int64_t base = (page * p.n_kv_heads + kvh) * (BC * D);
+    // Quantized formats: entry >= 0 a code page, < 0 the bf16 page -1 - entry (KVB = 0: false).
+    const bool qtile = KVB != 0 && page >= 0;
+    const int64_t base = ((KVB != 0 && page < 0 ? -1 - page : page) * p.n_kv_heads + kvh) * (BC * D);
     const int64_t key0 = int64_t(t) * BC + warp * C::KPW;
     constexpr int CPR = D / 8;          // 16-byte chunks per key row
     constexpr int KEYS_PER_OP = 32 / CPR;
     uint4* wbase = ring + (st * kDecodeWarps + warp) * C::ITEMS * 32;
     const int lk = lane / CPR, ch = lane % CPR;
+    if (qtile) {
+      if constexpr (KVB != 0) {
+        const int64_t vec0 = (page * p.n_kv_heads + kvh) * BC + warp * C::KPW;
+        if constexpr (MODE != 2)
+          decode_issue_q<D, KVB, C::KPW>(
+              reinterpret_cast<uint8_t*>(wbase), p.k_codes, p.k_scales, vec0, lane,
+              [&](int kk) { return key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk); });
+        if constexpr (MODE != 1)
+          decode_issue_q<D, KVB, C::KPW>(
+              reinterpret_cast<uint8_t*>(wbase + C::K_ITEMS * 32), p.v_codes, p.v_scales, vec0,
+              lane, [&](int kk) {
+                return key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk) &&
+                       (MODE != 2 || bits[i] != static_cast<uint8_t>((1u << G) - 1u));
+              });
+      }
+    } else {
     if constexpr (MODE != 2) {
 #pragma unroll
       for (int op = 0; op < C::K_ITEMS; ++op) {
@@ -280,13 +371,16 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
       for (int op = 0; op < C::V_ITEMS; ++op) {
         const int kk = op * KEYS_PER_OP + lk;
-        // masked keys must be 0, not undefined (P*NaN)
-        const bool ok = key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk);
+        // masked keys must be 0, not undefined (P*NaN); a tile every head skipped (kept only
+        // for its exp(), skip_softmax_exp = false) reads no V: zero-filled, its P is 0.
+        const bool ok = key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk) &&
+                        (MODE != 2 || bits[i] != static_cast<uint8_t>((1u << G) - 1u));
         cp_async16(smem_u32(wbase + C::K_ITEMS * 32 + kk * CPR + dswz(ch, kk)),
                    ok ? p.v_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.v_pages,
                    ok ? 16 : 0);
       }
     }
+    }  // bf16 tile
     if constexpr (MODE == 2) {
       if (hval) {
         float2* sdst = sring + (st * kDecodeWarps + warp) * C::NTW * 32 + lane;
@@ -335,6 +429,22 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     const int64_t key0 = int64_t(t) * BC + warp * C::KPW;
     const uint4* src = ring + (st * kDecodeWarps + warp) * C::ITEMS * 32;  // this warp's rows
     constexpr int CPR = D / 8;
+    // This lane's 16-byte fragment chunks: bf16 rows, or a quantized slice dequantised here.
+    const bool qtile = KVB != 0 && pages[t - t0] >= 0;
+    auto kfrag = [&](int kk, int pc) -> uint4 {
+      if constexpr (KVB != 0)
+        if (qtile)
+          return decode_deq8<D, KVB, C::KPW>(reinterpret_cast<const uint8_t*>(src), kk,
+                                            32 * pc + 8 * tq);
+      return src[kk * CPR + dswz(4 * pc + tq, kk)];
+    };
+    auto vfrag = [&](int kk, int c) -> uint4 {
+      if constexpr (KVB != 0)
+        if (qtile)
+          return decode_deq8<D, KVB, C::KPW>(reinterpret_cast<const uint8_t*>(src + C::K_ITEMS * 32),
+                                            kk, 64 * c + 8 * g);
+      return src[C::K_ITEMS * 32 + kk * CPR + dswz(8 * c + g, kk)];
+    };
 
     float s[C::NTW][4];
     float tm;
@@ -345,7 +455,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
         for (int pc = 0; pc < C::DC; ++pc) {
           const int kk = 8 * j + g;  // this lane's key; chunk 4pc+tq = d 32pc+8tq (see issue)
-          const uint4 kv = src[kk * CPR + dswz(4 * pc + tq, kk)];
+          const uint4 kv = kfrag(kk, pc);
           mma_bf16(s[j], qa[pc].x, 0u, qa[pc].y, 0u, kv.x, kv.y);
           mma_bf16(s[j], qa[pc].z, 0u, qa[pc].w, 0u, kv.z, kv.w);
         }
@@ -356,7 +466,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
             for (int pc = 0; pc < C::DC; ++pc) {
               const int kk = 8 * j + g;
-              const uint4 kv = src[kk * CPR + dswz(4 * pc + tq, kk)];
+              const uint4 kv = kfrag(kk, pc);
               mma_bf16(ss, qsa[pc].x, 0u, qsa[pc].y, 0u, kv.x, kv.y);
               mma_bf16(ss, qsa[pc].z, 0u, qsa[pc].w, 0u, kv.z, kv.w);
             }
@@ -402,7 +512,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 
     if constexpr (MODE != 1) {
       const bool hskip = MODE == 2 && ((bits[i] >> g) & 1);
-      if (!hskip) {
+      if (!hskip || !p.skip_softmax_exp) {
         const float m_new = fmaxf(m_run, tm * sl2);
         const float m_use = safe_max(m_new);
         const float alpha = fast_exp2(m_run - m_use);
@@ -419,12 +529,14 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
           s[j][1] = fast_exp2(fmaf(s[j][1], sl2, -m_use));
           l_run += s[j][0] + s[j][1];
         }
+        if (hskip)  // skip_softmax_exp = false: exp() in the row sum, no P V
+#pragma unroll
+          for (int j = 0; j < C::NTW; ++j) s[j][0] = s[j][1] = 0.f;
       } else {
 #pragma unroll
         for (int j = 0; j < C::NTW; ++j) s[j][0] = s[j][1] = 0.f;
       }
       // O += P V. V chunk layout per lane: [ks][r: keys 2tq, 2tq+1, 8+2tq, 9+2tq][c].
-      const uint4* vsrc = src + C::K_ITEMS * 32;
 #pragma unroll
       for (int ks = 0; ks < C::KSV; ++ks) {
         const uint32_t a0 = pack_bf16(s[2 * ks][0], s[2 * ks][1]);
@@ -435,7 +547,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const int kk = ks * 16 + (r >> 1) * 8 + tq * 2 + (r & 1);
-            vr[r] = vsrc[kk * CPR + dswz(8 * c + g, kk)];
+            vr[r] = vfrag(kk, c);
           }
           const uint32_t* w0 = reinterpret_cast<const uint32_t*>(&vr[0]);
           const uint32_t* w1 = reinterpret_cast<const uint32_t*>(&vr[1]);

@@ -51,6 +51,7 @@ struct AttentionShape {
   // Live-page list (AttentionParams::tile_pos0): tiles listed (0 = positional tiles).
   int list_tiles = 0;
   bool sink_queries = false;  // AttentionParams::q_sink (decode kernels only)
+  int kv_bits = 0;            // AttentionParams::kv_bits: 0 bf16, 8 / 4 quantized pages
 };
 
 inline AttentionShape shape_of(const AttentionParams& p) {
@@ -61,6 +62,7 @@ inline AttentionShape shape_of(const AttentionParams& p) {
   s.device_lambda = p.log2_lambda_dev != nullptr;
   s.list_tiles = p.tile_pos0 != nullptr ? (p.n_tiles > 0 ? p.n_tiles : -1) : 0;
   s.sink_queries = p.q_sink != nullptr;
+  s.kv_bits = p.kv_bits;
   if (s.device_len) s.q_start = s.kv_len - 1;
   return s;
 }
@@ -95,6 +97,7 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   const bool sparse = s.log2_lambda > -std::numeric_limits<float>::infinity() ||
                       s.force_sparse_kernel;
   if (s.list_tiles < 0) return no("a live-page list (tile_pos0) needs n_tiles >= 1");
+  if (s.kv_bits != 0 && s.kv_bits != 8 && s.kv_bits != 4) return no("kv_bits must be 0, 8 or 4");
   if (s.sink_queries && (s.n_q_tokens != 1 || group > 8 || s.list_tiles == 0))
     return no("q_sink (cache position mode) needs the decode kernels and a live-page list");
   if (s.n_q_tokens == 1 && group <= 8) {
@@ -102,10 +105,13 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   }
   if (s.device_len || s.device_lambda)
     return no("kv_len_dev / log2_lambda_dev need the decode kernels (one query, group <= 8)");
-  if (!sparse) return {AttentionVariant::kPrefillDense, "", s.wgmma_ok};
-  return {s.skip_value_load ? AttentionVariant::kPrefillSparseLazyV
-                            : AttentionVariant::kPrefillSparse,
-          "", s.wgmma_ok};
+  // Quantized KV: the mma.sync prefill kernels with V loaded with K (dequantised into the
+  // shared tile; the only quantized prefill instantiations, to bound the build time).
+  const bool wg = s.wgmma_ok && s.kv_bits == 0;
+  if (!sparse) return {AttentionVariant::kPrefillDense, "", wg};
+  return {s.skip_value_load && s.kv_bits == 0 ? AttentionVariant::kPrefillSparseLazyV
+                                              : AttentionVariant::kPrefillSparse,
+          "", wg};
 }
 
 // Prefill tile shape per (head_dim, block_size, wgmma): query rows per CTA are always

@@ -13,6 +13,11 @@ AttentionStatus launch_prefill_d64(const AttentionParams& p, const AttentionChoi
                                    cudaStream_t s);
 AttentionStatus launch_prefill_d128(const AttentionParams& p, const AttentionChoice& c,
                                     cudaStream_t s);
+// Quantized KV pages (AttentionParams::kv_bits != 0).
+AttentionStatus launch_prefill_q_d64(const AttentionParams& p, const AttentionChoice& c,
+                                     cudaStream_t s);
+AttentionStatus launch_prefill_q_d128(const AttentionParams& p, const AttentionChoice& c,
+                                      cudaStream_t s);
 AttentionStatus launch_decode(const AttentionParams& p, AttentionVariant v,
                               const DecodeSplitPlan& plan, const DecodeWorkspaceLayout& wl,
                               cudaStream_t s);

@@ -8,7 +8,8 @@
 // t is skipped for a query tile iff for every row (m~_r - m_r) * scale * log2(e) < log2(lambda).
 // A row with no causally visible key in t has m~_r = -inf and agrees to the skip. The first
 // visited tile is never skipped; lambda = 0 (log2_lambda = -inf) is dense. lambda must be < 1
-// (then a skipped tile can never raise the running max, so it is left out entirely).
+// (then a skipped tile can never raise the running max). A skipped tile never enters the P V
+// product; skip_softmax_exp says whether its exp() still goes into the row sums (see below).
 //
 // Query tile: prefill = 128 consecutive query tokens of ONE query head (kPrefillQueryTile);
 // decode (one query token) = that token of one query head, so decode decisions are per head
@@ -38,6 +39,20 @@ struct AttentionParams {
   // page_table[i] = pool index of the page holding positions [i*block_size, (i+1)*block_size).
   // Length >= ceil(kv_len / block_size). Slots past kv_len in the last page are never read.
   const int32_t* page_table = nullptr;
+  // Quantized KV (kv_bits 8 or 4; engine/kv_layout.h KvQuantFormat with groups of 32, the CPU
+  // cache's format). Pages are then code + scale pages with the same page ids:
+  //   k_codes[page][kv_head][slot][code_bytes]   (int8: head_dim bytes; int4: head_dim / 2,
+  //                                               element 2i in the low nibble, stored c + 8)
+  //   k_scales[page][kv_head][slot][head_dim/32]  fp16 bits;  value = c * scale
+  // and a page-table entry e < 0 names page -1 - e of k_pages / v_pages: a bf16 page (pages
+  // holding protected -- unquantized -- positions, engine/kv_page_plan.h). The kernels are
+  // compile-time variants per format, dequantising to bf16 in registers (decode) or into the
+  // shared-memory tile (prefill) right before the tensor-core products.
+  int kv_bits = 0;  // 0: bf16 pages
+  const uint8_t* k_codes = nullptr;
+  const uint8_t* v_codes = nullptr;
+  const uint16_t* k_scales = nullptr;
+  const uint16_t* v_scales = nullptr;
 
   // ---- shape ----
   int n_q_tokens = 0;  // queries in this call (1 = decode)
@@ -87,7 +102,11 @@ struct AttentionParams {
   // log2(lambda); -inf = dense (see log2_of_lambda() in attention_dispatch.h).
   float log2_lambda = -std::numeric_limits<float>::infinity();
   bool skip_value_load = true;       // do not load V for skipped tiles (decode: always possible)
-  bool skip_softmax_exp = true;      // false: measure only (decide and count, still compute)
+  // true: a skipped tile skips exp(), the row-sum update and P V (the contract). false: its
+  // exp() (against the unchanged running max) is still added to the row sums, only P V and the
+  // V load are skipped: the softmax denominator stays exact. Same meaning on the CPU
+  // (engine/cpu_attention.h). Masks and counters are the same either way.
+  bool skip_softmax_exp = true;
   // Tests: run the sparse kernels even when lambda = 0 (they must then equal dense bit for bit).
   bool force_sparse_kernel = false;
   // Prefill on sm_90: use the Hopper wgmma kernels (default). false = the portable mma.sync

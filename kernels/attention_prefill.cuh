@@ -12,6 +12,8 @@
 // adjacent in the grid (x = head), so their K/V tiles are served from L2.
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include "kernels/attention_common.cuh"
 #include "kernels/attention_dispatch.h"
 #include "kernels/attention_params.h"
@@ -29,6 +31,43 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return ((chunk >> 3) * R + row) * 64 + (((chunk & 7) ^ (row & 7)) << 3);
 }
 
+// Quantized KV (KVB = 8 / 4, AttentionParams::kv_bits): one (page, kv head) tile of codes +
+// fp16 scales dequantised into the swizzled bf16 tile, 16-byte chunk by chunk: element d of row
+// r = bf16(c * scale), exactly the values the decode kernels feed their mma (and what the append
+// kernel stores for a quantized row of a protected bf16 page). Plain loads and shared stores
+// (not cp.async); the callers' barriers order them like the bf16 copies. Rows >= valid: zeros.
+template <int D, int BC, int KVB, int NTHREADS>
+__device__ __forceinline__ void prefill_dequant_tile(uint16_t* dst, const uint8_t* codes,
+                                                     const uint16_t* scales, int64_t vec0,
+                                                     int64_t valid, int tid) {
+  constexpr int CH = D / 8;
+  constexpr int CB = KVB == 8 ? D : D / 2;
+  for (int c = tid; c < BC * CH; c += NTHREADS) {
+    const int r = c / CH, ch = c % CH;
+    uint4 val = make_uint4(0u, 0u, 0u, 0u);
+    if (r < valid) {
+      const float s = __half2float(__ushort_as_half(scales[(vec0 + r) * (D / 32) + ch / 4]));
+      const uint8_t* row = codes + (vec0 + r) * CB;
+      float f[8];
+      if constexpr (KVB == 8) {
+        const uint2 q = *reinterpret_cast<const uint2*>(row + ch * 8);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          f[i] = float(static_cast<int>(q.x << (24 - 8 * i)) >> 24);
+          f[4 + i] = float(static_cast<int>(q.y << (24 - 8 * i)) >> 24);
+        }
+      } else {
+        const uint32_t q = *reinterpret_cast<const uint32_t*>(row + ch * 4);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) f[i] = float(static_cast<int>((q >> (4 * i)) & 15u) - 8);
+      }
+      val = make_uint4(pack_bf16(f[0] * s, f[1] * s), pack_bf16(f[2] * s, f[3] * s),
+                       pack_bf16(f[4] * s, f[5] * s), pack_bf16(f[6] * s, f[7] * s));
+    }
+    *reinterpret_cast<uint4*>(dst + swz<BC>(r, ch)) = val;
+  }
+}
+
 template <int D, int BC, bool LAZY_V>
 constexpr int prefill_smem_bytes() {
   // + 1 KB so the tiles can start on a 1024-byte boundary (swizzle atoms must be aligned).
@@ -38,7 +77,10 @@ constexpr int prefill_smem_bytes() {
 
 // LIST: the KV tiles are a live-page list with the sink/window rule (AttentionParams::tile_pos0,
 // a sliding-window cache); compile-time, so the full-cache kernels carry none of its work.
-template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG, bool LIST>
+// KVB: the KV page format (0 bf16; 8 / 4 quantized, AttentionParams::kv_bits), compile-time so
+// the bf16 kernels are unchanged; a quantized tile is dequantised into shared memory as it is
+// loaded, a page-table entry < 0 is a protected bf16 page (engine/kv_page_plan.h).
+template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG, bool LIST, int KVB = 0>
 __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC == 128 ? 1 : 2)
     attention_prefill_kernel(const AttentionParams p) {
   constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC, WG);
@@ -104,10 +146,21 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   }
   auto load_tile = [&](uint16_t* dst, const uint16_t* pool, int it) {
     const int t = tile_of(it);
-    const int64_t page = p.page_table[t];
+    const int64_t entry = p.page_table[t];
+    // Quantized formats: entry >= 0 a code page, < 0 the bf16 page -1 - entry (KVB = 0: entry).
+    const int64_t page = KVB != 0 && entry < 0 ? -1 - entry : entry;
     const uint16_t* src = pool + (page * p.n_kv_heads + kvh) * (BC * D);
     const int64_t first = LIST ? int64_t(p.tile_pos0[t]) : int64_t(t) * BC;
     const int64_t valid = p.kv_len - first;  // slots past the cache end: zeros
+    if constexpr (KVB != 0) {
+      if (entry >= 0) {
+        const bool is_v = pool == p.v_pages;  // which tensor this call loads
+        prefill_dequant_tile<D, BC, KVB, NTHREADS>(dst, is_v ? p.v_codes : p.k_codes,
+                                                   is_v ? p.v_scales : p.k_scales,
+                                                   (entry * p.n_kv_heads + kvh) * BC, valid, tid);
+        return;
+      }
+    }
     for (int c = tid; c < BC * CH; c += NTHREADS) {
       const int r = c / CH, ch = c % CH;
       const bool ok = r < valid;
@@ -256,11 +309,13 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
       n_skipped += skip;
     }
     if (!LIST && mask_row) mask_row[t] = skip ? 1 : 0;
+    // A skipped tile never enters P V (and, lazy, never loads V). skip_softmax_exp = false
+    // still runs its exp() into the row sums below (same meaning as engine/cpu_attention.h).
     if (!LAZY_V && skip && p.skip_softmax_exp) continue;
     if constexpr (LAZY_V) {
       // V only for tiles that are computed; then K two tiles ahead (its buffer (t+2)%3 was
       // last read by S(t-1), before this iteration's barrier).
-      if (!(skip && p.skip_softmax_exp)) {
+      if (!skip) {
         load_tile(sv, p.v_pages, t);
         cp_async_commit();
       }
@@ -294,6 +349,9 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
         }
         l_run[mt][h] = l;
       }
+    // skip_softmax_exp = false: the skipped tile's exp() is in the row sums (its max lies below
+    // the running max, lambda < 1, so m_run and the O scale did not move); no V, no P V.
+    if (skip) continue;
 
     if constexpr (LAZY_V) {
       cp_async_wait<1>();  // V(t); K(t+2) may still be in flight

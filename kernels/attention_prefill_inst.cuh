@@ -8,11 +8,11 @@
 
 namespace sinkscope::kernels::detail {
 
-template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG, bool LIST = false>
+template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG, bool LIST = false, int KVB = 0>
 AttentionStatus launch_prefill_t(const AttentionParams& p, cudaStream_t stream) {
   constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC, WG);
   constexpr int smem = prefill_smem_bytes<D, BC, LAZY_V>();
-  auto kernel = attention_prefill_kernel<D, BC, SPARSE, LAZY_V, WG, LIST>;
+  auto kernel = attention_prefill_kernel<D, BC, SPARSE, LAZY_V, WG, LIST, KVB>;
   // Once per instantiation (and process): the attribute call costs host time on every launch.
   static const cudaError_t attr_err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -52,6 +52,29 @@ AttentionStatus launch_prefill_d(const AttentionParams& p, const AttentionChoice
                               : launch_prefill_bc<D, 128, true>(p, c.variant, s);
   return p.block_size == 64 ? launch_prefill_bc<D, 64, false>(p, c.variant, s)
                             : launch_prefill_bc<D, 128, false>(p, c.variant, s);
+}
+
+// Quantized KV (AttentionParams::kv_bits 8 / 4): the mma.sync kernels, dense or sparse with V
+// loaded with K (select_attention_kernel never picks wgmma or lazy V for them), positional or
+// live-page tiles; instantiated in attention_prefill_q_d*.cu only.
+template <int D, int BC, int KVB>
+AttentionStatus launch_prefill_q(const AttentionParams& p, AttentionVariant v, cudaStream_t s) {
+  const bool sparse = v != AttentionVariant::kPrefillDense;
+  if (p.tile_pos0)
+    return sparse ? launch_prefill_t<D, BC, true, false, false, true, KVB>(p, s)
+                  : launch_prefill_t<D, BC, false, false, false, true, KVB>(p, s);
+  return sparse ? launch_prefill_t<D, BC, true, false, false, false, KVB>(p, s)
+                : launch_prefill_t<D, BC, false, false, false, false, KVB>(p, s);
+}
+
+template <int D>
+AttentionStatus launch_prefill_qd(const AttentionParams& p, const AttentionChoice& c,
+                                  cudaStream_t s) {
+  if (p.kv_bits == 8)
+    return p.block_size == 64 ? launch_prefill_q<D, 64, 8>(p, c.variant, s)
+                              : launch_prefill_q<D, 128, 8>(p, c.variant, s);
+  return p.block_size == 64 ? launch_prefill_q<D, 64, 4>(p, c.variant, s)
+                            : launch_prefill_q<D, 128, 4>(p, c.variant, s);
 }
 
 }  // namespace sinkscope::kernels::detail

@@ -194,6 +194,12 @@ __device__ __forceinline__ void finish_pair(const GemvArgs& a, int pair, const P
     } else {
       const bool is_k = p.head < r.n_head + r.n_head_kv;
       const int h = p.head - r.n_head - (is_k ? 0 : r.n_head_kv);
+      if (r.kv_f32) {  // quantized cache: fp32 K|V for launch_kv_quant_append (ops.h)
+        float* dst = r.kv_f32 + (is_k ? 0 : r.n_head_kv * r.head_dim) + h * r.head_dim;
+        dst[p.d0] = v0;
+        dst[p.d1] = v1;
+        return;
+      }
       const int64_t page = r.page_table[pos / r.block_size];
       const int slot = pos % r.block_size;
       uint16_t* dst = is_k ? r.k_pages : r.v_pages;
@@ -303,8 +309,8 @@ std::string bad_k(const char* what, int k) {
 OpStatus launch_fused_norm_qkv_rope(const FusedQkvParams& p, void* stream) {
   const QkvRopeParams& r = p.rope;
   const char* fn = "launch_fused_norm_qkv_rope: ";
-  if (!p.x || !p.norm_w || !p.w_qkv || !r.rope_cos || !r.rope_sin || !r.q_out || !r.k_pages ||
-      !r.v_pages || !r.page_table)
+  if (!p.x || !p.norm_w || !p.w_qkv || !r.rope_cos || !r.rope_sin || !r.q_out ||
+      (!r.kv_f32 && (!r.k_pages || !r.v_pages || !r.page_table)))
     return OpStatus::error(std::string(fn) + "a required pointer is null");
   if (r.n_tokens != 1) return OpStatus::error(std::string(fn) + "one token per launch");
   DecodeFusedShape s;

@@ -5,6 +5,7 @@
 #include "kernels/ops.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -172,7 +173,9 @@ __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
   const int half = p.rope_dim / 2;
   const float* cs = p.rope_cos + int64_t(pos) * half;
   const float* sn = p.rope_sin + int64_t(pos) * half;
-  const int64_t page = p.page_table[pos / p.block_size];
+  // Quantized cache: fp32 K|V rows for launch_kv_quant_append instead of bf16 page writes.
+  float* kv32 = p.kv_f32 ? p.kv_f32 + int64_t(row) * 2 * kv_dim : nullptr;
+  const int64_t page = kv32 ? 0 : p.page_table[pos / p.block_size];
   const int slot = pos % p.block_size;
   auto value = [&](int j) { return p.bias ? in[j] + p.bias[j] : in[j]; };
   for (int e = threadIdx.x; e < width; e += blockDim.x) {
@@ -203,6 +206,8 @@ __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
       }
       if (is_q) {
         p.q_out[int64_t(row) * q_dim + e] = to_bf16_bits(out);
+      } else if (kv32) {
+        kv32[local] = out;
       } else {
         p.k_pages[paged_kv_index(page, p.n_head_kv, h, p.block_size, slot, p.head_dim, d)] =
             to_bf16_bits(out);
@@ -211,10 +216,80 @@ __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
       const int local = e - q_dim - kv_dim;
       const int h = local / p.head_dim;
       const int d = local - h * p.head_dim;
-      p.v_pages[paged_kv_index(page, p.n_head_kv, h, p.block_size, slot, p.head_dim, d)] =
-          to_bf16_bits(value(e));
+      if (kv32) {
+        kv32[kv_dim + local] = value(e);
+      } else {
+        p.v_pages[paged_kv_index(page, p.n_head_kv, h, p.block_size, slot, p.head_dim, d)] =
+            to_bf16_bits(value(e));
+      }
     }
   }
+}
+
+// ---- quantized KV append (launch_kv_quant_append) ----
+constexpr int kQuantWarpsPerBlock = 8;
+
+// The CPU's quantize_kv_row (engine/kv_quant.cpp) for one group of 32, lane i = element i,
+// with correctly rounded operations so the codes equal the CPU's for the same fp32 input:
+// want = amax / qmax (IEEE division), scale = the smallest fp16 >= want (__float2half_ru ==
+// fp16_round_up), inv = 1 / s (IEEE), code = round-half-even(x * inv) clamped (== lrint).
+__global__ void kv_quant_append_kernel(KvQuantAppendParams p) {
+  pdl_wait();
+  pdl_trigger();
+  const int lane = threadIdx.x & 31;
+  const int64_t wid = int64_t(blockIdx.x) * kQuantWarpsPerBlock + (threadIdx.x >> 5);
+  const int ng = p.head_dim / 32;
+  const int64_t total = int64_t(p.n_tokens) * 2 * p.n_head_kv * ng;
+  if (wid >= total) return;
+  const int grp = int(wid % ng);
+  const int h = int((wid / ng) % p.n_head_kv);
+  const int is_v = int((wid / (int64_t(ng) * p.n_head_kv)) % 2);
+  const int row = int(wid / (int64_t(ng) * p.n_head_kv * 2));
+  const int kv_dim = p.n_head_kv * p.head_dim;
+  const float x = p.kv_f32[int64_t(row) * 2 * kv_dim + is_v * kv_dim + h * p.head_dim +
+                           grp * 32 + lane];
+  float amax = fabsf(x);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const int qmax = p.bits == 8 ? 127 : 7;
+  float want = __fdiv_rn(amax, float(qmax));
+  if (!(want <= 65504.f)) want = 65504.f;  // the CPU throws here (ops.h)
+  const __half hs = __float2half_ru(want);
+  const float s = __half2float(hs);
+  const float inv = s > 0.f ? __frcp_rn(s) : 0.f;
+  int c = __float2int_rn(__fmul_rn(x, inv));
+  c = max(-qmax, min(qmax, c));
+  const int pos = (p.pos0_dev ? *p.pos0_dev : p.pos0) + row;
+  const int32_t entry = p.page_table[pos / p.block_size];
+  const int slot = pos % p.block_size;
+  const int d = grp * 32 + lane;
+  if (entry < 0) {  // protected bf16 page
+    const int orig = (p.orig_pos0_dev ? *p.orig_pos0_dev : p.orig_pos0) + row;
+    bool prot = orig < p.prot_sinks;
+    for (int lo = 0, hi = p.n_prot_extra; !prot && lo < hi;) {  // binary search, sorted list
+      const int mid = (lo + hi) / 2;
+      const int v = p.prot_extra[mid];
+      if (v == orig) prot = true;
+      if (v < orig) lo = mid + 1; else hi = mid;
+    }
+    const float val = prot ? x : __fmul_rn(float(c), s);
+    uint16_t* dst = is_v ? p.prot_v : p.prot_k;
+    dst[paged_kv_index(-1 - int64_t(entry), p.n_head_kv, h, p.block_size, slot, p.head_dim, d)] =
+        to_bf16_bits(val);
+    return;
+  }
+  const int64_t vec = (int64_t(entry) * p.n_head_kv + h) * p.block_size + slot;
+  if (p.bits == 8) {
+    (is_v ? p.v_codes : p.k_codes)[vec * p.head_dim + d] = uint8_t(int8_t(c));
+  } else {
+    // Element 2i in the low nibble, stored as c + 8 (kv_layout.h).
+    const int partner = __shfl_xor_sync(0xffffffffu, c, 1);
+    if ((lane & 1) == 0)
+      (is_v ? p.v_codes : p.k_codes)[vec * (p.head_dim / 2) + d / 2] =
+          uint8_t((c + 8) | ((partner + 8) << 4));
+  }
+  if (lane == 0)
+    (is_v ? p.v_scales : p.k_scales)[vec * ng + grp] = __half_as_ushort(hs);
 }
 
 __global__ void swiglu_kernel(const float* __restrict__ gu, uint16_t* __restrict__ out,
@@ -313,7 +388,8 @@ OpStatus launch_rms_norm(const float* x, const float* w, uint16_t* out, int rows
 
 OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream) {
   if (p.n_tokens <= 0) return {};
-  if (!p.qkv || !p.rope_cos || !p.rope_sin || !p.q_out || !p.k_pages || !p.v_pages || !p.page_table)
+  if (!p.qkv || !p.rope_cos || !p.rope_sin || !p.q_out ||
+      (!p.kv_f32 && (!p.k_pages || !p.v_pages || !p.page_table)))
     return OpStatus::error("launch_qkv_rope_append: a required pointer is null");
   if (p.rope_dim < 0 || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0 || p.block_size <= 0)
     return OpStatus::error("launch_qkv_rope_append: bad rope_dim/head_dim/block_size");
@@ -321,6 +397,25 @@ OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream) {
                                    0, static_cast<cudaStream_t>(stream), p);
   if (e != cudaSuccess)
     return OpStatus::error(cuda_error_text(e, "qkv_rope_append_kernel", __FILE__, __LINE__));
+  return {};
+}
+
+OpStatus launch_kv_quant_append(const KvQuantAppendParams& p, void* stream) {
+  if (p.n_tokens <= 0) return {};
+  if (!p.kv_f32 || !p.k_codes || !p.v_codes || !p.k_scales || !p.v_scales || !p.page_table ||
+      (p.n_prot_extra > 0 && !p.prot_extra))
+    return OpStatus::error("launch_kv_quant_append: a required pointer is null");
+  if ((p.bits != 8 && p.bits != 4) || p.head_dim <= 0 || p.head_dim % 32 != 0 ||
+      p.block_size <= 0 || p.n_head_kv <= 0)
+    return OpStatus::error("launch_kv_quant_append: bits must be 8 or 4, head_dim a multiple of 32");
+  // One warp per (token, K|V, kv head, group of 32).
+  const int64_t warps = int64_t(p.n_tokens) * 2 * p.n_head_kv * (p.head_dim / 32);
+  const int64_t blocks = (warps + kQuantWarpsPerBlock - 1) / kQuantWarpsPerBlock;
+  const cudaError_t e = launch_pdl(true, kv_quant_append_kernel, dim3(unsigned(blocks)),
+                                   dim3(kQuantWarpsPerBlock * 32), 0,
+                                   static_cast<cudaStream_t>(stream), p);
+  if (e != cudaSuccess)
+    return OpStatus::error(cuda_error_text(e, "kv_quant_append_kernel", __FILE__, __LINE__));
   return {};
 }
 

@@ -66,8 +66,45 @@ struct QkvRopeParams {
   int rope_dim = 0;   // rotated dims per head (<= head_dim); the rest pass through
   bool neox = false;  // pairs (i, i + rope_dim/2) when true, (2i, 2i+1) otherwise
   int block_size = 64;
+  // Quantized KV cache: when set, K (rotated) and V are written here in fp32 instead of into
+  // the pages, [n_tokens][2][n_head_kv * head_dim] (k | v); launch_kv_quant_append then stores
+  // them (k_pages / v_pages / page_table are not read).
+  float* kv_f32 = nullptr;
 };
 OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream);
+
+// Quantized KV append (engine/kv_layout.h KvQuantFormat, groups of 32, the CPU's
+// quantize_kv_row rounding bit for bit on the same fp32 input): the rows of QkvRopeParams::kv_f32
+// go into one layer's paged quantized cache
+//   codes  [page][kv_head][slot][code_bytes]  (int8: head_dim bytes, int4: head_dim / 2)
+//   scales [page][kv_head][slot][head_dim / 32] fp16 (rounded up: no code clips)
+// A page-table entry e < 0 is protected bf16 page j = -1 - e of prot_k / prot_v
+// ([j][kv_head][slot][head_dim], the AttentionParams k_pages layout): protected positions
+// (position < prot_sinks or in prot_extra) are stored there as bf16(x), the page's other rows as
+// bf16(c * s) -- the very bf16 values the attention kernels dequantise a quantized row to.
+// Difference to the CPU: a scale above fp16's range (|x| > 65504 * qmax) makes the CPU throw; the
+// kernel saturates it to 65504 (codes then clip).
+struct KvQuantAppendParams {
+  const float* kv_f32 = nullptr;  // [n_tokens][2][n_head_kv * head_dim]
+  uint8_t* k_codes = nullptr;
+  uint8_t* v_codes = nullptr;
+  uint16_t* k_scales = nullptr;
+  uint16_t* v_scales = nullptr;
+  uint16_t* prot_k = nullptr;  // protected bf16 pages (may be null when no entry is < 0)
+  uint16_t* prot_v = nullptr;
+  const int32_t* page_table = nullptr;  // as QkvRopeParams::page_table (ring positions)
+  int n_tokens = 0;
+  int pos0 = 0;                       // append (ring) position of token 0
+  const int32_t* pos0_dev = nullptr;  // when set, read instead (decode graphs)
+  int orig_pos0 = 0;                       // original position of token 0 (protection rule)
+  const int32_t* orig_pos0_dev = nullptr;  // when set, read instead
+  int prot_sinks = 0;                   // positions < prot_sinks are protected
+  const int32_t* prot_extra = nullptr;  // sorted extra protected positions (device)
+  int n_prot_extra = 0;
+  int n_head_kv = 0, head_dim = 0, block_size = 64;
+  int bits = 8;  // 8 or 4
+};
+OpStatus launch_kv_quant_append(const KvQuantAppendParams& p, void* stream);
 
 // out[r][j] = bf16(silu(g) * u) with g = gate_up[r][j], u = gate_up[r][n_ff + j].
 // gate_up: [rows][2*n_ff] fp32 (the fused gate|up GEMM), out: [rows][n_ff] bf16.

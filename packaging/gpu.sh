@@ -8,7 +8,12 @@
 #   backend    tests/gpu/run_backend_gpu.sh: the CUDA backend vs the CPU on SmolLM2 (KL, top-1),
 #              fused decode kernels, cache policies, faults, CUPTI tracing (nesting, overhead),
 #              end-to-end tokens/s vs HF transformers, the GPU soak
-# Usage: bash packaging/gpu.sh [attention|backend|all]   (default all)
+#   kv         tests/gpu/run_kv_eval.sh: streaming perplexity over 100K tokens (dense, window,
+#              window + sinks, recompute reference), int8/int4 vs 16-bit KV, passkey vs window
+#              (needs the evaluation text: .model/kjv.txt or setup.sh --eval-data)
+#   latency    bench_view_latency --backend cuda: the workbench's control change -> every view's
+#              data, engine side, for a 2K-token prompt
+# Usage: bash packaging/gpu.sh [attention|backend|kv|latency|all]   (default all)
 #   BUILD_ONLY=1   build every GPU target and stop      LOGS=<file.tgz>  also pack every log
 #   Options of the two scripts pass through (QUICK, SKIP_*, REPS, SOAK_RUNS, TRACE_PRESETS, MODEL).
 # The model: MODEL=<gguf>, or .model/<name> (or its split parts .model/<name>.part-*), or the
@@ -46,11 +51,15 @@ fi
 case "$PART" in
   attention) run_part attention "$ROOT/tests/gpu/run_gpu.sh" ;;
   backend) run_part backend "$ROOT/tests/gpu/run_backend_gpu.sh" ;;
+  kv) run_part kv "$ROOT/tests/gpu/run_kv_eval.sh" ;;
+  latency) run_part latency "$ROOT/tests/gpu/run_latency.sh" ;;
   all)
     run_part attention "$ROOT/tests/gpu/run_gpu.sh"
     run_part backend "$ROOT/tests/gpu/run_backend_gpu.sh"
+    run_part latency "$ROOT/tests/gpu/run_latency.sh"
+    run_part kv "$ROOT/tests/gpu/run_kv_eval.sh"
     ;;
-  *) echo "usage: bash packaging/gpu.sh [attention|backend|all]" >&2; exit 2 ;;
+  *) echo "usage: bash packaging/gpu.sh [attention|backend|kv|latency|all]" >&2; exit 2 ;;
 esac
 
 if [[ -n "${LOGS:-}" ]]; then
@@ -59,10 +68,10 @@ fi
 
 echo
 echo "================ SinkScope GPU summary ($(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)) ================"
-for name in attention backend; do
+for name in attention backend latency kv; do
   [[ -f "$BASE_OUT/$name.log" ]] || continue
   echo "--- $name"
-  grep -E "^(RESULT|tests:|fused decode kernels:|test_cupti:|tracing overhead|lowest overhead|soak|speed-up vs best HF|SKIP)" \
-    "$BASE_OUT/$name.log" | head -20
+  grep -E "^(RESULT|tests:|fused decode kernels:|test_cupti:|tracing overhead|lowest overhead|soak|speed-up vs best HF|SKIP|control change ->|\| W=|\| dense|\| int|SUMMARY)" \
+    "$BASE_OUT/$name.log" | head -30
 done
 exit $rc

@@ -144,6 +144,9 @@ class CudaBackendImpl final : public CudaBackend {
   const AttentionSettings& attention() const override { return m_attn; }
   const AttentionProbes& probes() const override { return m_probes; }
   void request_skip_mask(int layer, int head) override;
+  void request_all_skip_masks(bool on) override;
+  void request_qkv_capture(int layer) override;
+  const QkvCapture& qkv_capture() const override { return m_capture; }
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
                std::vector<float>& logits) override;
 
@@ -189,8 +192,15 @@ class CudaBackendImpl final : public CudaBackend {
   void enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p);
   void enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows);
   kernels::AttentionParams attention_params(int layer, const Pass& p) const;
+  // bf16 pages of layer l (a quantized cache: its protected bf16 pages, engine/kv_page_plan.h).
   uint16_t* k_layer(int l) const { return m_k.as<uint16_t>() + size_t(l) * m_layer_kv_elems; }
   uint16_t* v_layer(int l) const { return m_v.as<uint16_t>() + size_t(l) * m_layer_kv_elems; }
+  // Quantized cache: codes and fp16 scales of layer l (same page ids as the bf16 layout).
+  uint8_t* kc_layer(int l) const { return m_kc.as<uint8_t>() + size_t(l) * m_layer_code_bytes; }
+  uint8_t* vc_layer(int l) const { return m_vc.as<uint8_t>() + size_t(l) * m_layer_code_bytes; }
+  uint16_t* ks_layer(int l) const { return m_ks.as<uint16_t>() + size_t(l) * m_layer_scale_elems; }
+  uint16_t* vs_layer(int l) const { return m_vs.as<uint16_t>() + size_t(l) * m_layer_scale_elems; }
+  void upload_full_page_table();  // quantized full cache: protected pages in the table
 
   void prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
                std::vector<float>& logits);
@@ -231,6 +241,10 @@ class CudaBackendImpl final : public CudaBackend {
   std::unique_ptr<KvPagePlan> m_plan;  // budgets, stats; pages of a windowed cache
   int m_window_batch = 0;              // windowed: the device batch the pool was sized for
   size_t m_layer_kv_elems = 0;
+  // Quantized KV (cache.quantization, engine/kv_layout.h): 8 / 4, 0 = the bf16 cache.
+  int m_kv_bits = 0;
+  size_t m_layer_code_bytes = 0, m_layer_scale_elems = 0;
+  int m_n_prot_extra = 0;
   uint64_t m_device_bytes = 0;
   bool m_use_graphs = true;
   bool m_fused = false;     // decode steps through kernels/decode_fused.h
@@ -256,6 +270,11 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceBuffer m_rope_cos, m_rope_sin;  // (alloc_pos, rope_dim/2)
   // KV cache: per layer, pages[page][kv_head][slot][head_dim] bf16, identity page table.
   DeviceBuffer m_k, m_v, m_page_table, m_repage_tmp;
+  // Quantized cache: per layer pages[page][kv_head][slot][code bytes] codes and [...][d/32]
+  // fp16 scales; m_k / m_v then hold only the protected bf16 pages; fp32 K|V rows of one pass
+  // (the append kernels' output, quantized by launch_kv_quant_append); the sorted
+  // protected_positions (device).
+  DeviceBuffer m_kc, m_vc, m_ks, m_vs, m_kv32, m_prot_extra;
   // Windowed cache (engine/kv_page_plan.h): m_page_table is the append table (ring position /
   // block_size -> page), the attention reads the live-page list (first positions, page ids), and
   // m_rope_cos/sin hold ring rows. Cache position mode: angles of cache indices [0, S + W) and
@@ -266,6 +285,11 @@ class CudaBackendImpl final : public CudaBackend {
   // Scratch for one pass of up to m_batch tokens.
   DeviceBuffer m_tokens, m_x, m_xn, m_qkv, m_q, m_att, m_gu, m_act, m_logits, m_attn_ws;
   DeviceBuffer m_mask;   // u8 [q_tile][kv_tile] of the requested (layer, head), one pass
+  // Debug probes (off by default): every (layer, head)'s mask of one pass, u8 [layer][head]
+  // [q_tile][kv_tile] packed per pass; the Q/K/V capture of one layer (host copies).
+  DeviceBuffer m_mask_all;
+  bool m_all_masks = false;
+  QkvCapture m_capture;
   DeviceBuffer m_probe;  // u64 [phase: prefill, decode][visited, skipped][layer][head]
   DeviceBuffer m_step;   // int32 [kStepSlots]: the decode step record (StepSlot)
   PinnedBuffer m_h_logits, m_h_probe, m_h_step;
@@ -354,11 +378,29 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   }
   m_batch =
       int(std::min<int64_t>(round_up(std::max(copt.max_batch, 1), kQueryTileRows), m_alloc_pos));
-  m_plan = std::make_unique<KvPagePlan>(c.n_layer, int64_t(4) * KV, opt.attention.block_size,
+  const KvQuantSettings& qs = ks.quantization;
+  KvQuantFormat qf;
+  if (qs.enabled) {
+    qf.bits = qs.kv_dtype == KvQuantDtype::kInt8 ? 8 : 4;
+    qf.group = qs.group_size;
+    m_kv_bits = qf.bits;
+  }
+  // K + V bytes of one position in one layer: bf16, or codes + fp16 scales (the CPU's count).
+  const int64_t row_bytes =
+      m_kv_bits ? 2 * int64_t(c.n_head_kv) * (qf.code_bytes(c.head_dim) + 2 * qf.scales(c.head_dim))
+                : int64_t(4) * KV;
+  m_plan = std::make_unique<KvPagePlan>(c.n_layer, row_bytes, opt.attention.block_size,
                                         ks.windowed() ? int64_t(1) << 30 : m_capacity,
-                                        ks.windowed() ? m_alloc_pos : 0, ks);
+                                        ks.windowed() ? m_alloc_pos : 0, ks,
+                                        m_kv_bits ? int64_t(4) * KV : 0);
   m_logit_rows = std::min(kMaxLogitRows, m_batch);
   m_layer_kv_elems = size_t(m_alloc_pos) * size_t(KV);
+  if (m_kv_bits) {
+    // bf16 pages only for the protected pages (sinks, protected_positions): their pool.
+    m_layer_kv_elems = size_t(protected_pool_positions(ks, m_alloc_pos, m_alloc_pos)) * size_t(KV);
+    m_layer_code_bytes = size_t(m_alloc_pos) * c.n_head_kv * size_t(qf.code_bytes(c.head_dim));
+    m_layer_scale_elems = size_t(m_alloc_pos) * c.n_head_kv * size_t(qf.scales(c.head_dim));
+  }
 
   // Decode workspace for the longest cache, the larger of both block sizes, sparse layout.
   uint64_t ws_bytes = 0;
@@ -389,7 +431,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   size_t w32_elems = a128(D) + size_t(c.n_layer) * (2 * a128(D) + (c.qkv_bias ? a128(W) : 0));
   const size_t half = size_t(std::max(c.rope_dim / 2, 1));
   const uint64_t weights_b = w16_elems * 2 + w32_elems * 4;
-  const uint64_t kv_b = 2 * uint64_t(c.n_layer) * m_layer_kv_elems * 2;
+  const uint64_t kv_b = 2 * uint64_t(c.n_layer) *
+                        (m_layer_kv_elems * 2 + m_layer_code_bytes + m_layer_scale_elems * 2);
   const uint64_t B = uint64_t(m_batch);
   const uint64_t scratch_b = B * 4 + B * D * 4 + B * D * 2 + B * W * 4 + 2 * B * Q * 2 +
                              B * 2 * F * 4 + B * F * 2 + uint64_t(m_logit_rows) * V * 4 + ws_bytes +
@@ -412,8 +455,26 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
 
   m_w16 = alloc(w16_elems * 2, "bf16 weights");
   m_w32 = alloc(w32_elems * 4, "fp32 norms and biases");
-  m_k = alloc(m_layer_kv_elems * c.n_layer * 2, "K cache");
-  m_v = alloc(m_layer_kv_elems * c.n_layer * 2, "V cache");
+  m_k = alloc(m_layer_kv_elems * c.n_layer * 2, m_kv_bits ? "K cache (protected bf16 pages)" : "K cache");
+  m_v = alloc(m_layer_kv_elems * c.n_layer * 2, m_kv_bits ? "V cache (protected bf16 pages)" : "V cache");
+  if (m_kv_bits) {
+    m_kc = alloc(m_layer_code_bytes * c.n_layer, "K cache codes");
+    m_vc = alloc(m_layer_code_bytes * c.n_layer, "V cache codes");
+    m_ks = alloc(m_layer_scale_elems * c.n_layer * 2, "K cache scales");
+    m_vs = alloc(m_layer_scale_elems * c.n_layer * 2, "V cache scales");
+    // Zero codes and scales: slots never written dequantise to 0 (finite), which the kernels'
+    // masking of invisible keys relies on.
+    for (DeviceBuffer* b : {&m_kc, &m_vc, &m_ks, &m_vs})
+      SS_CUDA(cudaMemsetAsync(b->get(), 0, b->bytes(), m_stream.s));
+    m_kv32 = alloc(B * 2 * KV * 4, "fp32 K|V rows for quantization");
+    std::vector<int32_t> extra(ks.protected_positions.begin(), ks.protected_positions.end());
+    std::sort(extra.begin(), extra.end());
+    extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+    m_n_prot_extra = qs.protect_sink_positions ? int(extra.size()) : 0;
+    m_prot_extra = alloc(extra.size() * 4, "protected positions");
+    if (!extra.empty())
+      SS_CUDA(cudaMemcpy(m_prot_extra.get(), extra.data(), extra.size() * 4, cudaMemcpyHostToDevice));
+  }
   m_page_table = alloc(size_t(m_alloc_pos / 64) * 4, "page table");
   m_rope_cos = alloc(size_t(m_alloc_pos) * half * 4, "RoPE cos table");
   m_rope_sin = alloc(size_t(m_alloc_pos) * half * 4, "RoPE sin table");
@@ -600,6 +661,7 @@ void CudaBackendImpl::reset() {
   SS_CUDA(cudaSetDevice(m_device));
   m_n_past = 0;
   m_plan->reset(m_attn.block_size);  // a windowed cache takes a new page size here
+  upload_full_page_table();
   const ModelConfig& c = m_model->config();
   m_probes.reset(c.n_layer, c.n_head);
   SS_CUDA(cudaMemsetAsync(m_probe.get(), 0, m_probe.bytes(), m_stream.s));
@@ -618,10 +680,27 @@ void CudaBackendImpl::set_attention(const AttentionSettings& s) {
                        "(reset first): its pages are " + std::to_string(m_attn.block_size) +
                        "-token tiles");
   SS_CUDA(cudaSetDevice(m_device));
+  if (s.block_size != m_attn.block_size && m_n_past > 0 && m_kv_bits)
+    throw BackendError("CUDA backend: a quantized KV cache changes block_size only when empty "
+                       "(reset first): its pages are " + std::to_string(m_attn.block_size) +
+                       "-token code pages");
   if (s.block_size != m_attn.block_size && m_n_past > 0) repage(m_attn.block_size, s.block_size);
   m_attn = s;
-  if (m_n_past == 0) m_plan->reset(s.block_size);
+  if (m_n_past == 0) {
+    m_plan->reset(s.block_size);
+    upload_full_page_table();
+  }
   invalidate_graphs();
+}
+
+// A quantized full cache with protected positions: the page table names the protected bf16
+// pages (-1 - j, engine/kv_page_plan.h) for the current page size; identity otherwise.
+void CudaBackendImpl::upload_full_page_table() {
+  if (!m_kv_bits || m_plan->windowed()) return;
+  const std::vector<int32_t> t = m_plan->full_page_table(m_alloc_pos / m_attn.block_size);
+  SS_CUDA(cudaMemcpyAsync(m_page_table.get(), t.data(), t.size() * 4, cudaMemcpyHostToDevice,
+                          m_stream.s));
+  SS_CUDA(cudaStreamSynchronize(m_stream.s));  // t dies here
 }
 
 // The page size is the attention tile size, so a new block size re-lays the cached positions.
@@ -648,6 +727,13 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
   a.k_pages = k_layer(l);
   a.v_pages = v_layer(l);
   a.page_table = m_page_table.as<int32_t>();
+  if (m_kv_bits) {  // codes + scales; k_pages / v_pages: the protected bf16 pages
+    a.kv_bits = m_kv_bits;
+    a.k_codes = kc_layer(l);
+    a.v_codes = vc_layer(l);
+    a.k_scales = ks_layer(l);
+    a.v_scales = vs_layer(l);
+  }
   a.n_q_tokens = p.n;
   a.n_q_heads = c.n_head;
   a.n_kv_heads = c.n_head_kv;
@@ -675,6 +761,12 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
   if (!p.decode && l == m_probes.mask.layer && m_mask) {
     a.skip_mask = m_mask.as<uint8_t>();
     a.mask_head = m_probes.mask.head;
+  }
+  if (!p.decode && m_all_masks && m_mask_all) {  // debug probe: all heads, layer blocks packed
+    const size_t rows = size_t(p.n + kernels::kPrefillQueryTile - 1) / kernels::kPrefillQueryTile;
+    const size_t cols = size_t(a.kv_len + a.block_size - 1) / size_t(a.block_size);
+    a.skip_mask = m_mask_all.as<uint8_t>() + size_t(l) * c.n_head * rows * cols;
+    a.mask_head = -1;
   }
   if (m_plan->windowed()) {  // the live-page list with the sink/window rule
     a.page_table = m_tile_page.as<int32_t>();
@@ -715,6 +807,28 @@ void CudaBackendImpl::request_skip_mask(int layer, int head) {
   }
   m_probes.mask.layer = layer;
   m_probes.mask.head = head;
+}
+
+void CudaBackendImpl::request_all_skip_masks(bool on) {
+  if (on && m_plan->windowed())
+    throw BackendError("all-heads skip masks: recorded with the full cache only");
+  if (on && !m_mask_all) {
+    const ModelConfig& c = m_model->config();
+    const size_t rows = size_t(m_batch + kernels::kPrefillQueryTile - 1) / kernels::kPrefillQueryTile;
+    const size_t cols = size_t(m_capacity + 63) / 64;
+    m_mask_all = alloc(size_t(c.n_layer) * c.n_head * rows * cols, "all-heads skip masks");
+  }
+  m_all_masks = on;
+}
+
+void CudaBackendImpl::request_qkv_capture(int layer) {
+  const ModelConfig& c = m_model->config();
+  if (layer >= c.n_layer) throw BackendError("Q/K/V capture: layer " + std::to_string(layer) +
+                                             " is outside the model");
+  if (layer >= 0 && m_plan->windowed())
+    throw BackendError("Q/K/V capture: full cache only");
+  m_capture = QkvCapture{};
+  m_capture.layer = layer < 0 ? -1 : layer;
 }
 
 void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) {
@@ -759,6 +873,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     r.rope_dim = c.rope_dim;
     r.neox = c.rope_neox;
     r.block_size = m_attn.block_size;
+    if (m_kv_bits) r.kv_f32 = m_kv32.as<float>();  // quantized below
     if (fused) {
       kernels::FusedQkvParams f;
       f.x = x;
@@ -770,6 +885,31 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
       SS_LAUNCH(kernels::launch_fused_norm_qkv_rope(f, s));
     } else {
       SS_LAUNCH(kernels::launch_qkv_rope_append(r, s));
+    }
+    if (m_kv_bits) {  // the fp32 K|V rows -> codes + scales (protected rows: bf16 pages)
+      kernels::KvQuantAppendParams qa;
+      qa.kv_f32 = m_kv32.as<float>();
+      qa.k_codes = kc_layer(l);
+      qa.v_codes = vc_layer(l);
+      qa.k_scales = ks_layer(l);
+      qa.v_scales = vs_layer(l);
+      qa.prot_k = k_layer(l);
+      qa.prot_v = v_layer(l);
+      qa.page_table = m_page_table.as<int32_t>();
+      qa.n_tokens = p.n;
+      qa.pos0 = r.pos0;
+      qa.pos0_dev = r.pos0_dev;
+      qa.orig_pos0 = p.pos0;
+      if (p.kv_bound > 0) qa.orig_pos0_dev = m_step.as<int32_t>() + kStepPosOrig;
+      const KvQuantSettings& q = m_cache_settings.quantization;
+      qa.prot_sinks = q.protect_sink_positions ? int(m_cache_settings.sink_keep_count) : 0;
+      qa.prot_extra = m_prot_extra.as<int32_t>();
+      qa.n_prot_extra = m_n_prot_extra;
+      qa.n_head_kv = c.n_head_kv;
+      qa.head_dim = c.head_dim;
+      qa.block_size = m_attn.block_size;
+      qa.bits = m_kv_bits;
+      SS_LAUNCH(kernels::launch_kv_quant_append(qa, s));
     }
     if (p.sinkq) {
       kernels::RopeQueriesParams rq;
@@ -795,6 +935,13 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     if (kernels::attention_workspace_bytes(a) > a.workspace_bytes)
       throw BackendError("CUDA backend: attention decode workspace too small (internal error)");
     SS_LAUNCH(kernels::launch_attention(a, s));
+    if (l == m_capture.layer && !p.decode && !p.capturing && p.kv_bound == 0) {
+      // Debug capture: this pass's post-RoPE queries (pageable copy: synchronous).
+      const size_t off = size_t(p.pos0 - m_capture.q_start) * Q;
+      if (m_capture.q.size() >= off + size_t(p.n) * Q)
+        SS_CUDA(cudaMemcpyAsync(m_capture.q.data() + off, m_q.get(), size_t(p.n) * Q * 2,
+                                cudaMemcpyDeviceToHost, s));
+    }
 
     if (fused) {
       SS_LAUNCH(kernels::launch_fused_gemv_residual(m_att.as<uint16_t>(), L.w_o, x, D, Q, s));
@@ -966,6 +1113,20 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
   const int n = int(tokens.size());
   const size_t V = size_t(c.n_vocab);
   logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
+  if (m_capture.layer >= 0) {  // debug capture: queries per pass (enqueue_layers), K/V below
+    m_capture.n_q = n;
+    m_capture.q_start = m_n_past;
+    m_capture.n_head = c.n_head;
+    m_capture.n_head_kv = c.n_head_kv;
+    m_capture.head_dim = c.head_dim;
+    m_capture.q.assign(size_t(n) * c.q_dim(), 0);
+  }
+  if (m_all_masks && m_mask_all) {
+    m_probes.all_rows = (n + kernels::kPrefillQueryTile - 1) / kernels::kPrefillQueryTile;
+    m_probes.all_cols = (m_n_past + n + m_attn.block_size - 1) / m_attn.block_size;
+    m_probes.all_masks.assign(size_t(c.n_layer) * c.n_head * m_probes.all_rows * m_probes.all_cols, 0);
+    m_probes.all_stat.clear();
+  }
   // Passes of m_batch tokens (a multiple of the 128-row query tile, so the skip votes and the
   // probes equal one pass over all n tokens).
   for (int start = 0; start < n; start += m_batch) {
@@ -995,6 +1156,22 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
         for (int t = 0; t < cols; ++t)
           m.cells[size_t(start / qt + r) * total_cols + t] = kConv[std::min<int>(h[size_t(r) * cols + t], 2)];
     }
+    if (m_all_masks && m_mask_all) {  // debug probe: this pass's blocks into the full layout
+      const int qt = kernels::kPrefillQueryTile, bs = m_attn.block_size;
+      const size_t rows = size_t(nc + qt - 1) / qt;
+      const size_t cols = size_t(m_n_past + start + nc + bs - 1) / bs;
+      const size_t LH = size_t(c.n_layer) * c.n_head;
+      std::vector<uint8_t> h(LH * rows * cols);
+      SS_CUDA(cudaMemcpyAsync(h.data(), m_mask_all.get(), h.size(), cudaMemcpyDeviceToHost, m_stream.s));
+      SS_CUDA(cudaStreamSynchronize(m_stream.s));
+      static constexpr uint8_t kConv[3] = {1, 2, 0};
+      const size_t R = size_t(m_probes.all_rows), C = size_t(m_probes.all_cols);
+      for (size_t lh = 0; lh < LH; ++lh)
+        for (size_t r = 0; r < rows; ++r)
+          for (size_t t = 0; t < cols; ++t)
+            m_probes.all_masks[(lh * R + size_t(start / qt) + r) * C + t] =
+                kConv[std::min<int>(h[(lh * rows + r) * cols + t], 2)];
+    }
     if (mode == LogitsMode::kAll) {
       for (int r = 0; r < nc; r += m_logit_rows) {
         const int rows = std::min(m_logit_rows, nc - r);
@@ -1012,6 +1189,23 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
   enqueue_probe_copy();
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
   if (mode != LogitsMode::kAll) std::memcpy(logits.data(), m_h_logits.as<float>(), V * 4);
+  if (m_capture.layer >= 0) {  // debug capture: K/V of every cached position, pages -> (pos, kv, d)
+    const int bs = m_attn.block_size, hk = c.n_head_kv, d = c.head_dim;
+    const int64_t n_kv = int64_t(m_n_past) + n, pages = (n_kv + bs - 1) / bs;
+    std::vector<uint16_t> pk(size_t(pages) * hk * bs * d), pv(pk.size());
+    SS_CUDA(cudaMemcpy(pk.data(), k_layer(m_capture.layer), pk.size() * 2, cudaMemcpyDeviceToHost));
+    SS_CUDA(cudaMemcpy(pv.data(), v_layer(m_capture.layer), pv.size() * 2, cudaMemcpyDeviceToHost));
+    m_capture.n_kv = int(n_kv);
+    m_capture.k.resize(size_t(n_kv) * hk * d);
+    m_capture.v.resize(m_capture.k.size());
+    for (int64_t pos = 0; pos < n_kv; ++pos)
+      for (int g = 0; g < hk; ++g) {
+        const size_t src = ((size_t(pos / bs) * hk + g) * bs + size_t(pos % bs)) * d;
+        const size_t dst = (size_t(pos) * hk + g) * d;
+        std::copy_n(pk.data() + src, d, m_capture.k.data() + dst);
+        std::copy_n(pv.data() + src, d, m_capture.v.data() + dst);
+      }
+  }
 }
 
 // Power-of-two buckets: a sequence re-captures log2(capacity / kMinKvBound) times at most, and

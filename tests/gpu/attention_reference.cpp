@@ -8,7 +8,8 @@
 namespace sinkscope::testing {
 
 RefTile reference_query_tile(const HostProblem& p, int head, int64_t row0, int rows,
-                             double lambda, const uint8_t* gpu_mask, double margin) {
+                             double lambda, const uint8_t* gpu_mask, double margin,
+                             bool keep_exp) {
   const ProblemSpec& s = p.spec;
   const int d = s.head_dim, bc = s.block_size;
   const int kvh = head / (s.n_q_heads / s.n_kv_heads);
@@ -82,12 +83,13 @@ RefTile reference_query_tile(const HostProblem& p, int head, int64_t row0, int r
     std::fill(acc.begin(), acc.end(), 0.0);
     double den = 0;
     for (int t = 0; t < n_t; ++t) {
-      if (!keep[t]) continue;
+      if (!keep[t] && !keep_exp) continue;
       for (int j = t * bc; j < (t + 1) * bc; ++j) {
         const double sv = sc[size_t(r) * n_keys + j];
         if (sv == ninf) continue;
         const double w = std::exp(sv - mx);
         den += w;
+        if (!keep[t]) continue;  // keep_exp: in the denominator only
         for (int i = 0; i < d; ++i) acc[i] += w * vf[size_t(j) * d + i];
       }
     }

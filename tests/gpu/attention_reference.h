@@ -22,8 +22,11 @@ struct RefTile {
 // must satisfy (max_t s_r - m_r) < ln(lambda), m_r the running max over the kept tiles before
 // t; tile 0 never skips; lambda = 0 never skips. A tile whose deciding margin is within
 // `margin` (natural-log units, scaled by max(1, |m|)) is ambiguous: there the GPU's decision
-// (gpu_mask[t], when given) is used to build the reference output.
+// (gpu_mask[t], when given) is used to build the reference output. keep_exp: the kernels'
+// skip_softmax_exp = false -- the keys of skipped tiles stay in the softmax denominator (only
+// their P V is dropped).
 RefTile reference_query_tile(const HostProblem& p, int head, int64_t row0, int rows,
-                             double lambda, const uint8_t* gpu_mask, double margin = 1e-3);
+                             double lambda, const uint8_t* gpu_mask, double margin = 1e-3,
+                             bool keep_exp = false);
 
 }  // namespace sinkscope::testing

@@ -3,13 +3,17 @@
 // check mode is test_attention_gpu). Prints rows of CSV to stdout (and to argv[1] when given):
 //   kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet
 // kind: prefill (causal FLOPs 4*L^2*d*Hq/2), decode (K+V bytes read = 2*L*Hkv*d*2),
-// prefill_sparse / decode_sparse (+ measured skip fraction, same-input dense time for the ratio).
+// prefill_sparse / decode_sparse (+ measured skip fraction, same-input dense time for the ratio),
+// decode_kvq (variant bf16 / int8 / int4: KV page format, gbps = cache bytes read incl. scales).
 // tests/gpu/torch_sdpa_bench.py times torch SDPA on the same shapes and prints the joint table.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "engine/kv_quant.h"
 #include "tests/gpu/attention_problem.h"
 
 using namespace sinkscope;
@@ -183,6 +187,111 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
   for (auto& d : dps) d.release();
 }
 
+// Decode over bf16 vs int8 vs int4 KV pages (AttentionParams::kv_bits, no protected pages): the
+// same random problem, K/V quantized on the host with the CPU cache's quantize_kv_row, page
+// tables as DeviceProblem's. Bytes counted = what the kernel reads of the cache: bf16 K + V, or
+// codes + fp16 scales (2 * L * Hkv * (code bytes + 2 * d / 32)). Rows kind "decode_kvq" in the
+// CSV and a table ("=== decode KV formats") on stdout at the end.
+struct KvqRow {
+  const char* shape;
+  int64_t L;
+  double us[3], gbps[3];
+};
+std::vector<KvqRow> g_kvq;
+
+void bench_decode_kvq(const Shape& sh, int64_t L, std::mt19937_64& rng) {
+  const HostProblem hp = make_problem(make_spec(sh, L, true, 0, 0), rng);
+  const int d = sh.d, hkv = sh.hkv, bc = hp.spec.block_size;
+  KvqRow row{sh.name, L, {0, 0, 0}, {0, 0, 0}};
+  for (int f = 0; f < 3; ++f) {
+    const int bits = f == 0 ? 0 : (f == 1 ? 8 : 4);
+    KvQuantFormat fmt;
+    fmt.bits = bits ? bits : 8;
+    fmt.group = 32;
+    const int cb = fmt.code_bytes(d), ns = fmt.scales(d);
+    const double bytes = bits ? 2.0 * double(L) * hkv * (cb + 2 * ns) : 2.0 * double(L) * hkv * d * 2;
+    // Host codes in logical order [pos][hkv].
+    std::vector<uint8_t> kc, vc;
+    std::vector<uint16_t> ks, vs;
+    if (bits) {
+      kc.resize(size_t(L) * hkv * cb);
+      vc.resize(kc.size());
+      ks.resize(size_t(L) * hkv * ns);
+      vs.resize(ks.size());
+      std::vector<float> x(static_cast<size_t>(d));
+      for (size_t r = 0; r < size_t(L) * hkv; ++r) {
+        for (int i = 0; i < d; ++i) x[size_t(i)] = bf2f(hp.k[r * d + size_t(i)]);
+        quantize_kv_row(x.data(), d, fmt, &kc[r * cb], &ks[r * ns]);
+        for (int i = 0; i < d; ++i) x[size_t(i)] = bf2f(hp.v[r * d + size_t(i)]);
+        quantize_kv_row(x.data(), d, fmt, &vc[r * cb], &vs[r * ns]);
+      }
+    }
+    const int copies = std::max(1, int(std::ceil(240e6 / bytes)));
+    std::vector<DeviceProblem> dps(static_cast<size_t>(copies));
+    std::vector<kernels::AttentionParams> ps(static_cast<size_t>(copies));
+    std::vector<void*> extra;
+    for (int c = 0; c < copies; ++c) {
+      dps[size_t(c)].upload(hp, rng);
+      kernels::AttentionParams& p = ps[size_t(c)];
+      p = dps[size_t(c)].params(hp, 0.0);
+      p.skip_mask = nullptr;
+      p.tiles_visited = p.tiles_skipped = nullptr;
+      dps[size_t(c)].attach_workspace(p);
+      if (!bits) continue;
+      const int n_kvt = dps[size_t(c)].n_kvt, pool = n_kvt + 2;
+      std::vector<int32_t> table(static_cast<size_t>(n_kvt));
+      SINKSCOPE_CUDA_CHECK(cudaMemcpy(table.data(), dps[size_t(c)].pages, table.size() * 4,
+                                      cudaMemcpyDeviceToHost));
+      std::vector<uint8_t> kcp(size_t(pool) * hkv * bc * cb, 0), vcp(kcp.size(), 0);
+      std::vector<uint16_t> ksp(size_t(pool) * hkv * bc * ns, 0), vsp(ksp.size(), 0);
+      for (int64_t pos = 0; pos < L; ++pos)
+        for (int h = 0; h < hkv; ++h) {
+          const size_t r = size_t(pos) * hkv + size_t(h);
+          const size_t slot = (size_t(table[size_t(pos / bc)]) * hkv + size_t(h)) * bc + size_t(pos % bc);
+          std::memcpy(&kcp[slot * cb], &kc[r * cb], size_t(cb));
+          std::memcpy(&vcp[slot * cb], &vc[r * cb], size_t(cb));
+          std::memcpy(&ksp[slot * ns], &ks[r * ns], size_t(ns) * 2);
+          std::memcpy(&vsp[slot * ns], &vs[r * ns], size_t(ns) * 2);
+        }
+      auto up = [&](const void* src, size_t n) {
+        void* dst = nullptr;
+        SINKSCOPE_CUDA_CHECK(cudaMalloc(&dst, n));
+        SINKSCOPE_CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice));
+        extra.push_back(dst);
+        return dst;
+      };
+      p.kv_bits = bits;
+      p.k_codes = static_cast<const uint8_t*>(up(kcp.data(), kcp.size()));
+      p.v_codes = static_cast<const uint8_t*>(up(vcp.data(), vcp.size()));
+      p.k_scales = static_cast<const uint16_t*>(up(ksp.data(), ksp.size() * 2));
+      p.v_scales = static_cast<const uint16_t*>(up(vsp.data(), vsp.size() * 2));
+    }
+    const double us = time_us([&](int i) { check(kernels::launch_attention(ps[size_t(i % copies)], nullptr)); },
+                              copies, 7, std::max(20, copies));
+    row.us[f] = us;
+    row.gbps[f] = bytes / us * 1e-3;
+    emit("decode_kvq", sh.name, L, bits == 0 ? "bf16" : (bits == 8 ? "int8" : "int4"), us, 0,
+         row.gbps[f], 0, 0, 0);
+    for (void* ptr : extra) SINKSCOPE_CUDA_CHECK(cudaFree(ptr));
+    for (auto& dp : dps) dp.release();
+  }
+  g_kvq.push_back(row);
+}
+
+void print_kvq_table() {
+  if (g_kvq.empty()) return;
+  std::printf("=== decode KV formats (dense decode, one query, block 64; GB/s = cache bytes read: "
+              "bf16 K+V, or codes + fp16 scales) ===\n");
+  std::printf("| shape | L | bf16 us | int8 us | int4 us | bf16 GB/s | int8 GB/s | int4 GB/s | "
+              "int8 speed-up | int4 speed-up |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+  for (const KvqRow& r : g_kvq)
+    std::printf("| %s | %lldK | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.2fx | %.2fx |\n",
+                r.shape, (long long)(r.L / 1024), r.us[0], r.us[1], r.us[2], r.gbps[0], r.gbps[1],
+                r.gbps[2], r.us[0] / r.us[1], r.us[0] / r.us[2]);
+  std::printf("=== end decode KV formats ===\n");
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,6 +327,13 @@ int main(int argc, char** argv) {
         bench_decode(sh, L, rng, 6.0, quiet, 0, "decode_sparse");
         bench_decode(sh, L, rng, 6.0, quiet, 1e-2, "decode_sparse");
       }
+  // bf16 vs int8 vs int4 KV pages: (d=128, 32 q / 8 kv) and (d=64, 9 q / 3 kv) at 16K..64K.
+  for (const Shape* sh : {&kShapes[1], &kShapes[0]})
+    for (int64_t L : {16384, 32768, 65536}) {
+      if (quick && L > 16384) continue;
+      bench_decode_kvq(*sh, L, rng);
+    }
+  print_kvq_table();
   if (g_csv) std::fclose(g_csv);
   return 0;
 }

@@ -15,6 +15,14 @@
 #                overhead per CUPTI preset); TRACE_PRESETS=<list> for test_cupti (default full,lean)
 #   SKIP_SOAK=1 skips the soak: bench_soak --backend cuda, SOAK_RUNS (default 1000) mixed short /
 #                long / cancelled runs on the model, RSS and GPU memory growth bound 1 %
+#   SKIP_SKIPMASK=1 skips test_skip_agreement (CPU vs GPU skip masks of every layer and head on
+#                ~2K tokens, lambda 0 / 0.01 / 0.05; SKIPMASK_ARGS=<extra arguments>)
+#   SKIP_CAPTURED=1 skips the captured-QKV benchmark: capture_qkv (post-RoPE Q/K/V of SmolLM2
+#                layers CAPTURE_LAYERS (default 3,15,27) at CAPTURE_LENGTHS (default 2048,4096,8192)
+#                into $OUT/qkv, scratch), bench_captured (our dense vs sparse prefill kernels at
+#                several lambda) and torch_sdpa_captured.py (torch SDPA on the same tensors)
+#   TEXT=<file>  real text for those two (default $ROOT/.model/kjv.txt when carried, else the
+#                set-up script's eval/kjv.txt, else the GPU tests' fixed passage, repeated)
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
@@ -50,6 +58,10 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKSCOPE_CUD
 trace_targets=()
 [[ "${SKIP_TRACE:-0}" != 1 ]] && trace_targets=(test_cupti bench_trace_overhead)
 [[ "${SKIP_SOAK:-0}" != 1 ]] && trace_targets+=(bench_soak)
+[[ "${SKIP_SKIPMASK:-0}" != 1 ]] && trace_targets+=(test_skip_agreement)
+[[ "${SKIP_CAPTURED:-0}" != 1 ]] && trace_targets+=(capture_qkv bench_captured)
+[[ -z "${TEXT:-}" && -f "$ROOT/.model/kjv.txt" ]] && TEXT="$ROOT/.model/kjv.txt"
+[[ -n "${TEXT:-}" ]] && export SINKSCOPE_TEXT="$TEXT"
 ninja -C "$BUILD" test_cuda_backend test_cuda_cache bench_e2e test_decode_fused "${trace_targets[@]}" \
   >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
@@ -127,6 +139,43 @@ if [[ "${SKIP_TRACE:-0}" != 1 ]]; then
   cat "$OUT/trace_bench.log"
 fi
 
+skipmask_status="not run"
+if [[ "${SKIP_SKIPMASK:-0}" != 1 ]]; then
+  echo "== test_skip_agreement (CPU vs GPU skip masks, every layer and head) =="
+  # shellcheck disable=SC2086
+  timeout 900 "$BUILD/tests/gpu/test_skip_agreement" ${SKIPMASK_ARGS:-} >"$OUT/skipmask.log" 2>&1
+  sm_rc=$?
+  cat "$OUT/skipmask.log"
+  skipmask_status=$(grep -E "^(RESULT|SKIP)" "$OUT/skipmask.log" | tail -1)
+  [[ -z "$skipmask_status" ]] && skipmask_status="crashed (rc=$sm_rc), see $OUT/skipmask.log"
+  [[ $sm_rc -ne 0 && $rc -eq 0 ]] && rc=$sm_rc
+fi
+
+captured_status="not run"
+if [[ "${SKIP_CAPTURED:-0}" != 1 ]]; then
+  echo "== capture_qkv + bench_captured (our dense vs sparse prefill on SmolLM2 Q/K/V) =="
+  rm -rf "$OUT/qkv"
+  if timeout 600 "$BUILD/tests/gpu/capture_qkv" --out "$OUT/qkv" \
+      --lengths "${CAPTURE_LENGTHS:-2048,4096,8192}" --layers "${CAPTURE_LAYERS:-3,15,27}" \
+      >"$OUT/capture.log" 2>&1; then
+    cat "$OUT/capture.log"
+    if compgen -G "$OUT/qkv/*.bin" >/dev/null; then
+      timeout 600 "$BUILD/tests/gpu/bench_captured" --csv "$OUT/captured.csv" "$OUT"/qkv/*.bin \
+        >"$OUT/bench_captured.log" 2>&1 || echo "bench_captured failed (rc=$?)"
+      cat "$OUT/bench_captured.log"
+      PYTHONUNBUFFERED=1 timeout 600 python3 "$ROOT/tests/gpu/torch_sdpa_captured.py" \
+        --ours "$OUT/captured.csv" "$OUT"/qkv/*.bin >"$OUT/torch_captured.log" 2>&1 ||
+        echo "torch_sdpa_captured failed (rc=$?): $(tail -3 "$OUT/torch_captured.log")"
+      captured_status="done ($(ls "$OUT"/qkv/*.bin | wc -l) captures)"
+    else
+      captured_status="$(grep -E "^SKIP" "$OUT/capture.log" | tail -1)"
+    fi
+  else
+    cat "$OUT/capture.log"
+    captured_status="capture failed, see $OUT/capture.log"
+  fi
+fi
+
 soak_status="not run"
 if [[ "${SKIP_SOAK:-0}" != 1 ]]; then
   echo "== bench_soak --backend cuda (${SOAK_RUNS:-1000} runs) =="
@@ -150,6 +199,10 @@ echo "================ summary: CUDA backend ================"
 echo "tests: $test_status"
 echo "soak (bench_soak --backend cuda, bound 1 %): $soak_status"
 echo "fused decode kernels: $fused_status"
+echo "skip masks CPU vs GPU: $skipmask_status"
+grep -E "^SUMMARY" "$OUT/skipmask.log" 2>/dev/null | sed 's/^/  /'
+echo "captured-QKV prefill benchmark: $captured_status"
+[[ -s "$OUT/torch_captured.log" ]] && sed -n '/^=== prefill on captured/,$p' "$OUT/torch_captured.log"
 if [[ "${SKIP_TRACE:-0}" != 1 ]]; then
   echo "test_cupti: $trace_status"
   grep -E "^(model \(|FAIL )" "$OUT/cupti.log" 2>/dev/null | cut -c1-160 | sed 's/^/  /'

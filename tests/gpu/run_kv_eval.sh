@@ -13,7 +13,8 @@
 #   BUILD=<dir> (default build-gpu, built by run_backend_gpu.sh or packaging/gpu.sh BUILD_ONLY=1)
 #   OUT=<dir>   KV_TEXT=<file> (default .model/kjv.txt, else the set-up script's copy)
 #   KV_TOKENS (default 102400)  KV_STRIDE (default 4)  KV_SEGMENT (default 8192)
-#   KV_BACKEND (default cuda)   KV_QUANT_TOKENS (default 16384)   SKIP_PASSKEY=1
+#   KV_BACKEND (default cuda)   KV_QUANT_TOKENS (default 8192)   KV_RUNS (below)
+#   SKIP_QUANT=1   SKIP_PASSKEY=1
 #   MODEL / SINKSCOPE_MODEL as in run_backend_gpu.sh (that script joins split model parts).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -29,7 +30,7 @@ N=${KV_TOKENS:-102400}
 STRIDE=${KV_STRIDE:-4}
 SEG=${KV_SEGMENT:-8192}
 BK=${KV_BACKEND:-cuda}
-QN=${KV_QUANT_TOKENS:-16384}
+QN=${KV_QUANT_TOKENS:-8192}
 [[ -n "${MODEL:-}" ]] && export SINKSCOPE_MODEL="$MODEL"
 echo "kv eval: $(basename "$TEXT") ($(sha256sum "$TEXT" | cut -c1-16)), $N tokens, every ${STRIDE}th scored, backend $BK"
 
@@ -48,23 +49,33 @@ run() {  # name args... -> $OUT/<name>.json (+ .csv), a line on failure
   fi
 }
 
+# KV_RUNS: which streaming runs (default all): dense, w<W>_s<S>, w<W>_recompute. In `cache`
+# position mode a query past S + W tokens runs token by token on the GPU (the prefill kernels do
+# not re-rotate sink keys), about 1.2 ms per token on an H200, so a window run over 100K tokens
+# takes about two minutes there; the CPU backend streams in chunks.
+RUNS=${KV_RUNS:-dense w256_s0 w256_s1 w256_s2 w256_s4 w256_s8 w256_recompute w1024_s0 w1024_s1 w1024_s2 w1024_s4 w1024_s8 w1024_recompute}
 echo "== 1. streaming perplexity =="
-run dense --dense --chunk 256
-for W in 256 1024; do
-  for S in 0 1 2 4 8; do run "w${W}_s${S}" --window "$W" --sinks "$S" --chunk 64; done
-  run "w${W}_recompute" --window "$W" --recompute
+for r in $RUNS; do
+  case $r in
+    dense) run dense --dense --chunk 256 ;;
+    w*_recompute) W=${r#w}; W=${W%_recompute}; run "$r" --window "$W" --recompute ;;
+    w*_s*) W=${r#w}; S=${W#*_s}; W=${W%_s*}; run "$r" --window "$W" --sinks "$S" --chunk 64 ;;
+    *) echo "  unknown run $r" ;;
+  esac
 done
 
-echo "== 2. int8 / int4 KV vs unquantized KV (W 1024, S 4, $QN tokens) =="
-for kv in int8 int4; do
+# A window as long as the text with S = 4 sinks: nothing is evicted (the full cache's
+# attention), the first four positions are the sinks that --protect-sinks keeps in 16 bit, and
+# the stream runs in chunks on the GPU too.
+echo "== 2. int8 / int4 KV vs unquantized KV (S 4, W = $QN, $QN tokens) =="
+for kv in $([[ "${SKIP_QUANT:-0}" == 1 ]] || echo int8 int4); do
   for prot in off on; do
-    args=(--window 1024 --sinks 4 --kv "$kv" --vs-unquantized --chunk 64)
+    args=(--window "$QN" --sinks 4 --kv "$kv" --vs-unquantized --chunk 256)
     [[ $prot == on ]] && args+=(--protect-sinks)
     name="quant_${kv}_protect_${prot}"
     t0=$SECONDS
-    # auto: where the CUDA kernels do not take the format the CPU runs it (the note says so)
     if "$CLI" stream-ppl --file "$TEXT" --max-tokens "$QN" --stride "$STRIDE" --segment "$SEG" \
-        --backend auto --json "${args[@]}" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
+        --backend "$BK" --json "${args[@]}" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
       echo "  $name: $((SECONDS - t0)) s $(grep -h "note" "$OUT/$name.err" | head -1)"
     else
       echo "  $name FAILED: $(tail -2 "$OUT/$name.err")"
@@ -76,11 +87,13 @@ done
 
 if [[ "${SKIP_PASSKEY:-0}" != 1 ]]; then
   echo "== 3. passkey retrieval vs window and sinks =="
-  pk=(passkey --backend "$BK" --lengths 2048,4096,8192 --depths 0,0.25,0.5,0.75,1 --trials 2 --json)
+  # Prompts up to the trained context (8K), so the windows use `original` positions (no
+  # extrapolation below 8K; and the GPU prefills in chunks instead of token by token).
+  pk=(passkey --backend "$BK" --lengths 2048,4096,8000 --depths 0,0.25,0.5,0.75,1 --trials 2 --json)
   for cfg in "dense" "256 0" "256 4" "1024 0" "1024 4" "2048 4"; do
     set -- $cfg
     if [[ $1 == dense ]]; then name=passkey_dense; extra=(); else
-      name="passkey_w$1_s$2"; extra=(--window "$1" --sinks "$2"); fi
+      name="passkey_w$1_s$2"; extra=(--window "$1" --sinks "$2" --position-mode original); fi
     t0=$SECONDS
     if "$CLI" "${pk[@]}" "${extra[@]}" >"$OUT/$name.json" 2>"$OUT/$name.err"; then
       echo "  $name: $((SECONDS - t0)) s"

@@ -201,3 +201,30 @@ TEST(AttentionDispatch, DeviceLengthIsDecodeOnlyAndIgnoresHostQStart) {
   p.q_start = 4094;
   EXPECT_FALSE(select_attention_kernel(shape_of(p)).ok());
 }
+
+// Quantized KV pages (AttentionParams::kv_bits): decode as usual; prefill on the mma.sync
+// kernels with V loaded with K (the only quantized prefill instantiations); other widths refused.
+TEST(AttentionDispatch, QuantizedKvPicksTheInstantiatedKernels) {
+  AttentionShape s = prefill_shape();
+  s.wgmma_ok = true;
+  s.kv_bits = 8;
+  AttentionChoice c = select_attention_kernel(s);
+  EXPECT_EQ(c.variant, AttentionVariant::kPrefillDense);
+  EXPECT_FALSE(c.wgmma);
+  s.log2_lambda = log2_of_lambda(0.01);
+  c = select_attention_kernel(s);
+  EXPECT_EQ(c.variant, AttentionVariant::kPrefillSparse);  // not lazy V
+  EXPECT_FALSE(c.wgmma);
+  s.kv_bits = 0;
+  EXPECT_TRUE(select_attention_kernel(s).wgmma);  // bf16 unchanged
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kPrefillSparseLazyV);
+  s.kv_bits = 4;
+  s.n_q_tokens = 1;
+  s.q_start = 4095;
+  EXPECT_EQ(select_attention_kernel(s).variant, AttentionVariant::kDecodeSparse);
+  s.kv_bits = 2;
+  EXPECT_FALSE(select_attention_kernel(s).ok());
+  AttentionParams p;
+  p.kv_bits = 4;
+  EXPECT_EQ(shape_of(p).kv_bits, 4);
+}

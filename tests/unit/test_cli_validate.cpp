@@ -128,7 +128,9 @@ TEST(CliSweep, WritesCsvJsonAndMarksTheFronts) {
     front += p["pareto_sparsity"].as_bool();
     if (p["label"].as_string() == "lambda=0 window=full sinks=0") dense_kl = p["results"]["kl_mean"].as_number();
     // Each point carries its validated config; it parses back.
-    if (config_yaml_supported()) EXPECT_TRUE(parse_config(p["config_yaml"].as_string()).ok());
+    if (config_yaml_supported()) {
+      EXPECT_TRUE(parse_config(p["config_yaml"].as_string()).ok());
+    }
   }
   EXPECT_EQ(dense_kl, 0.0);
   EXPECT_GE(front, 1);

@@ -303,6 +303,121 @@ TEST(CpuAttention, KeepingExpInDenominatorOnlyDropsPv) {
   EXPECT_LT(rel_err(b.out, dense), 0.2);
 }
 
+// skip_softmax_exp, by hand (ARCHITECTURE.md schema; engine/cpu_attention.h): scale 1, q = e0,
+// k_j = s_j e0, so the scores are the chosen s_j exactly. KV tiles of 2 keys, scores
+//   tile 0 {3, 1} (first: never skipped), tile 1 {-2, -4}: max -2 - 3 = -5 < ln 0.01 -> skipped,
+//   tile 2 {0.5, -3}: 0.5 - 3 = -2.5 > ln 0.01 -> computed.
+// Rows at positions 4 and 5 share the query (row 4 does not see key 5). For a row seeing keys J
+// (S = the skipped keys {2, 3}): out = sum_{J \ S} e^{s_j} v_j / den, den = sum_{J \ S} e^{s_j}
+// when true, den = sum_J e^{s_j} (the dense denominator) when false; the mask and counters are
+// the same either way.
+TEST(CpuAttention, SkipSoftmaxExpRowSumMatchesHandComputedReference) {
+  const int d = 8;
+  const float sc[6] = {3.0f, 1.0f, -2.0f, -4.0f, 0.5f, -3.0f};
+  Problem p{2, 4, 1, 1, d, {}, {}, {}};
+  p.q.assign(size_t(2) * d, 0.0f);
+  p.q[0] = p.q[d] = 1.0f;
+  p.k.assign(size_t(6) * d, 0.0f);
+  p.v.assign(size_t(6) * d, 0.0f);
+  for (int j = 0; j < 6; ++j) {
+    p.k[size_t(j) * d] = sc[j];
+    p.v[size_t(j) * d] = float(j + 1);
+    p.v[size_t(j) * d + 1] = float((j + 1) * (j + 1));
+    p.v[size_t(j) * d + 7] = -float(j);
+  }
+  auto expect_row = [&](int pos, bool keep_exp, bool dense) {
+    std::vector<double> num(d, 0.0);
+    double den = 0;
+    for (int j = 0; j <= pos; ++j) {
+      const bool skipped = !dense && (j == 2 || j == 3);
+      const double w = std::exp(double(sc[j]));
+      if (!skipped || keep_exp) den += w;
+      if (skipped) continue;
+      for (int i = 0; i < d; ++i) num[size_t(i)] += w * p.v[size_t(j) * d + i];
+    }
+    for (auto& x : num) x /= den;
+    return num;
+  };
+  for (int bq : {1, 2}) {  // one query tile per row, or both rows voting together
+    for (bool keep_exp : {false, true}) {
+      AttnRun r = run_cpu(p, 1.0f, bq, 2, 0.01, nullptr, 0, /*skip_exp=*/!keep_exp);
+      EXPECT_EQ(r.counts[0].skipped, bq == 1 ? 2 : 1) << "bq " << bq;
+      EXPECT_EQ(r.counts[0].visited, bq == 1 ? 6 : 3);
+      ASSERT_EQ(r.mask_cols, 3);
+      EXPECT_EQ(r.mask[1], 2);  // tile 1 skipped for (the first) query tile
+      for (int row = 0; row < 2; ++row) {
+        const auto want = expect_row(4 + row, keep_exp, false);
+        for (int i = 0; i < d; ++i)
+          EXPECT_NEAR(r.out[size_t(row) * d + i], want[size_t(i)], 1e-5 * (1 + std::fabs(want[size_t(i)])))
+              << "row " << row << " i " << i << " keep_exp " << keep_exp << " bq " << bq;
+      }
+    }
+    // The two differ by exactly the denominators' ratio; lambda = 0 is dense either way.
+    AttnRun dense = run_cpu(p, 1.0f, bq, 2, 0.0, nullptr, 0, false);
+    for (int row = 0; row < 2; ++row) {
+      const auto want = expect_row(4 + row, false, true);
+      for (int i = 0; i < d; ++i)
+        EXPECT_NEAR(dense.out[size_t(row) * d + i], want[size_t(i)], 1e-5 * (1 + std::fabs(want[size_t(i)])));
+    }
+  }
+}
+
+// The debug probes (CpuAttentionArgs::mask_all, tile_stat): every head's mask equals the
+// single-head probe, and the statistic decides: stat < ln(lambda) exactly on skipped cells.
+TEST(CpuAttention, AllHeadsMaskAndTileStatisticMatchTheRule) {
+  ThreadPool pool(2);
+  Problem p = make_problem(300, 40, 3, 1, 64, 11, 30.0f);
+  const double lambda = 0.02;
+  CpuAttentionArgs a;
+  std::vector<float> out(size_t(p.n_q) * p.n_head * p.d);
+  std::vector<TileCounts> counts(size_t(p.n_head));
+  std::vector<uint8_t> all;
+  std::vector<float> stat;
+  int cols = 0;
+  a.q = p.q.data();
+  a.k = p.k.data();
+  a.v = p.v.data();
+  a.out = out.data();
+  a.n_q = p.n_q;
+  a.q_pos0 = p.q_pos0;
+  a.n_kv = p.n_kv();
+  a.n_head = p.n_head;
+  a.n_head_kv = p.n_head_kv;
+  a.d = p.d;
+  a.scale = 0.125f;
+  a.block_size = 64;
+  a.q_tile = 128;
+  a.log_lambda = log_threshold(lambda);
+  a.counts = counts.data();
+  a.mask_all = &all;
+  a.tile_stat = &stat;
+  a.mask_cols = &cols;
+  cpu_attention(a, &pool);
+  const int rows = (p.n_q + 127) / 128;
+  ASSERT_EQ(all.size(), size_t(p.n_head) * rows * cols);
+  ASSERT_EQ(stat.size(), all.size());
+  int64_t skipped = 0;
+  for (int h = 0; h < p.n_head; ++h) {
+    AttnRun single = run_cpu(p, 0.125f, 128, 64, lambda, &pool, h);
+    ASSERT_EQ(single.mask_cols, cols);
+    for (int qt = 0; qt < rows; ++qt) {
+      bool first = true;
+      for (int t = 0; t < cols; ++t) {
+        const size_t i = (size_t(h) * rows + qt) * cols + t;
+        EXPECT_EQ(all[i], single.mask[size_t(qt) * cols + t]);
+        if (all[i] == 0 || first) {
+          EXPECT_TRUE(std::isnan(stat[i]));
+          first = first && all[i] == 0;
+          continue;
+        }
+        EXPECT_EQ(all[i] == 2, stat[i] < a.log_lambda) << "h " << h << " qt " << qt << " t " << t;
+        skipped += all[i] == 2;
+      }
+    }
+  }
+  EXPECT_GT(skipped, 0);
+}
+
 TEST(CpuAttention, DroppedMassBoundHoldsAgainstDenseProbabilities) {
   const double lambda = 0.05;
   const int bk = 64;

@@ -142,9 +142,125 @@ TEST(KvPagePlan, CudaNamesUnsupportedSettings) {
   EXPECT_EQ(cuda_cache_unsupported(s), "");
   s.quantization.enabled = true;
   s.quantization.kv_dtype = KvQuantDtype::kInt4;
+  EXPECT_EQ(cuda_cache_unsupported(s), "");  // int8 / int4 with groups of 32 run on the GPU
+  s.quantization.kv_dtype = KvQuantDtype::kInt8;
+  EXPECT_EQ(cuda_cache_unsupported(s), "");
+  s.quantization.group_size = 64;
   const std::string why = cuda_cache_unsupported(s);
-  EXPECT_NE(why.find("int4"), std::string::npos);
+  EXPECT_NE(why.find("group_size 64"), std::string::npos);
   EXPECT_NE(why.find("quantization"), std::string::npos);
+}
+
+// Quantized KV with protected positions: the plan's statistics equal the CPU cache's (pages,
+// protected rows, evictions, bytes per token) step by step; protected pages carry -1 - j ids,
+// exactly the pages holding a protected position, each protected-pool page used once; the bytes
+// count quantized pages + bf16 protected pages.
+void quant_both(CacheSettings s, int bs, int total, bool protect, KvQuantDtype dt) {
+  s.quantization.enabled = true;
+  s.quantization.kv_dtype = dt;
+  s.quantization.protect_sink_positions = protect;
+  s.protected_positions = {1, 70, 300, 301, 900};
+  const KvQuantFormat f{dt == KvQuantDtype::kInt8 ? 8 : 4, 32};
+  const int64_t q_row = 2 * kHeads * (f.code_bytes(kDim) + 2 * f.scales(kDim));
+  const int64_t prot_row = 4 * kHeads * kDim;
+  KvCache cpu(kLayers, kHeads, kDim, bs, 1 << 20, s);
+  const int chunk = s.windowed() ? windowed_chunk(s, bs, 128) : 128;
+  const int64_t pool = s.windowed() ? windowed_pool_positions(s, chunk) : 0;
+  KvPagePlan plan(kLayers, q_row, bs, 1 << 20, pool, s, prot_row);
+  EXPECT_EQ(plan.protects(), protect);
+  const int64_t prot_cap = protected_pool_positions(s, 4096, pool) / bs;
+  std::vector<float> k(size_t(chunk) * kHeads * kDim, 0.5f), v = k;
+  std::mt19937 rng(11);
+  int done = 0;
+  while (done < total) {
+    const int m = std::min<int>(total - done, 1 + int(rng() % uint32_t(chunk)));
+    cpu.reserve(m);
+    for (int l = 0; l < kLayers; ++l) cpu.write(l, m, k.data(), v.data());
+    plan.reserve(m);
+    if (rng() % 5 == 0) {  // a cancelled forward, then the same reserve again
+      cpu.rollback();
+      plan.rollback();
+      cpu.reserve(m);
+      for (int l = 0; l < kLayers; ++l) cpu.write(l, m, k.data(), v.data());
+      plan.reserve(m);
+    }
+    cpu.commit(m);
+    plan.commit(m);
+    done += m;
+    const KvCacheStats& a = cpu.stats();
+    const KvCacheStats& b = plan.stats();
+    ASSERT_EQ(a.pages, b.pages) << done;
+    ASSERT_EQ(a.protected_rows, b.protected_rows) << done;
+    ASSERT_EQ(a.n_cached, b.n_cached);
+    ASSERT_EQ(a.evicted, b.evicted);
+    ASSERT_EQ(a.bytes_per_token, b.bytes_per_token);
+    int64_t n_prot = 0;
+    if (s.windowed()) {
+      std::set<int32_t> used;
+      for (size_t i = 0; i < plan.tile_page().size(); ++i) {
+        const int32_t pg = plan.tile_page()[i];
+        const int64_t p0 = plan.tile_pos0()[i];
+        bool holds = false;
+        for (int64_t p = p0; p < p0 + bs; ++p) holds |= kv_position_protected(s, p);
+        EXPECT_EQ(pg < 0, holds && protect) << "page at " << p0;
+        if (pg < 0) {
+          ++n_prot;
+          EXPECT_LT(-1 - pg, prot_cap);
+          EXPECT_TRUE(used.insert(pg).second);
+        }
+      }
+    } else {
+      for (int32_t pg : plan.full_page_table(b.pages)) n_prot += pg < 0;
+    }
+    EXPECT_EQ(plan.protected_pages(), n_prot);
+    EXPECT_EQ(b.bytes_allocated,
+              ((b.pages - n_prot) * q_row + n_prot * prot_row) * bs * kLayers);
+    EXPECT_GE(b.high_water_bytes, b.bytes_allocated);
+  }
+  if (!s.windowed()) {
+    const std::vector<int32_t> t = plan.full_page_table(4096 / bs);
+    for (size_t i = 0, j = 0; i < t.size(); ++i) {
+      bool holds = false;
+      for (int64_t p = int64_t(i) * bs; p < int64_t(i + 1) * bs; ++p)
+        holds |= kv_position_protected(s, p);
+      if (holds && protect) {
+        EXPECT_EQ(t[i], -1 - int32_t(j++));
+        EXPECT_LT(int64_t(j), prot_cap + 1);
+      } else {
+        EXPECT_EQ(t[i], int32_t(i));
+      }
+    }
+  }
+}
+
+TEST(KvPagePlan, QuantizedProtectedPagesMatchCpuCache) {
+  for (int bs : {64, 128})
+    for (bool protect : {true, false})
+      for (KvQuantDtype dt : {KvQuantDtype::kInt8, KvQuantDtype::kInt4}) {
+        SCOPED_TRACE(testing::Message() << "bs " << bs << " protect " << protect);
+        CacheSettings full;
+        full.sink_keep_count = 4;
+        quant_both(full, bs, 1500, protect, dt);
+        quant_both(window(256, 4), bs, 1500, protect, dt);
+        quant_both(window(200, 0), bs, 1500, protect, dt);
+        quant_both(window(64, 130), bs, 1200, protect, dt);
+      }
+}
+
+TEST(KvPagePlan, ProtectedPositionRule) {
+  CacheSettings s = window(256, 4);
+  s.protected_positions = {9};
+  EXPECT_FALSE(kv_position_protected(s, 0));  // quantization off: nothing protected
+  s.quantization.enabled = true;
+  EXPECT_TRUE(kv_position_protected(s, 3));
+  EXPECT_FALSE(kv_position_protected(s, 4));
+  EXPECT_TRUE(kv_position_protected(s, 9));
+  s.quantization.protect_sink_positions = false;
+  EXPECT_FALSE(kv_position_protected(s, 3));
+  EXPECT_EQ(protected_pool_positions(s, 1 << 20, 1024), 0);
+  s.quantization.protect_sink_positions = true;
+  // Sinks in page 0 + position 9 in the same page: one page of either size.
+  EXPECT_EQ(protected_pool_positions(s, 1 << 20, 1024), 128);
 }
 
 }  // namespace

@@ -365,7 +365,9 @@ TEST(Stream, ComparisonAgainstUnquantizedKv) {
     EXPECT_EQ(c.total.scored, 53);  // 3, 6, ..., 159
     EXPECT_GT(c.total.kl_mean(), 0.0);
     EXPECT_LT(c.variant_cache.bytes_per_token, c.reference_cache.bytes_per_token);
-    if (dtype == KvQuantDtype::kInt8) EXPECT_LT(c.total.kl_mean(), 1e-2);
+    if (dtype == KvQuantDtype::kInt8) {
+      EXPECT_LT(c.total.kl_mean(), 1e-2);
+    }
   }
 }
 
