@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Benchmark of the attention kernel family (STYLE.md #12: one program per kernel family; the
-// check mode is test_attention_gpu). Prints rows of CSV to stdout (and to argv[1] when given):
+// check mode is test_attention_gpu). `bench_attention OUT.csv --kvq` times only the bf16 / int8 /
+// int4 KV decode table. Prints rows of CSV to stdout (and to argv[1] when given):
 //   kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet
 // kind: prefill (causal FLOPs 4*L^2*d*Hq/2), decode (K+V bytes read = 2*L*Hkv*d*2),
 // prefill_sparse / decode_sparse (+ measured skip fraction, same-input dense time for the ratio),
@@ -309,6 +310,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+  if (argc > 2 && std::string(argv[2]) == "--kvq") {  // the KV-format table alone
+    for (const Shape* sh : {&kShapes[1], &kShapes[0]})
+      for (int64_t L : {16384, 32768, 65536}) bench_decode_kvq(*sh, L, rng);
+    print_kvq_table();
+    if (g_csv) std::fclose(g_csv);
+    return 0;
+  }
   for (const Shape& sh : kShapes)
     for (int64_t L : kLens) {
       if (quick && L > 16384) continue;

@@ -37,7 +37,7 @@ if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   timeout 400 "$BUILD/tests/gpu/bench_attention" "$OUT/ours.csv" "${quick_arg[@]}" >"$OUT/bench.log" 2>&1 ||
     { echo "bench_attention failed (rc=$?)"; tail -20 "$OUT/bench.log"; }
   # bf16 vs int8 vs int4 KV pages in the decode kernel (bench_attention's own table).
-  sed -n '/^=== decode KV formats/,/^=== end decode KV formats/p' "$OUT/bench.log" | grep -v "^=== end
+  sed -n '/^=== decode KV formats/,/^=== end decode KV formats/p' "$OUT/bench.log" | grep -v "^=== end"
   echo "== benchmark: torch SDPA (same shapes) + table =="
   PYTHONUNBUFFERED=1 timeout 200 python3 "$ROOT/tests/gpu/torch_sdpa_bench.py" --ours "$OUT/ours.csv" \
     "${quick_arg[@]}" >"$OUT/torch.log" 2>&1 || echo "torch_sdpa_bench failed (rc=$?)"

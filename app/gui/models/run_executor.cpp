@@ -310,24 +310,7 @@ AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const H
   Backend& b = denseBackend();
   if (b.name() == "cpu") return {};
   const ModelConfig& c = m_model->config();
-  try {
-    b.reset();
-    b.request_qkv_capture(o.layer);
-    std::vector<float> last;
-    b.forward(prompt, LogitsMode::kLast, last);
-    b.request_qkv_capture(-1);
-  } catch (const BackendError&) {
-    try {
-      b.request_qkv_capture(-1);
-    } catch (const BackendError&) {
-    }
-    return {};
-  }
-  const QkvCapture& cap = b.qkv_capture();
   const int n = int(prompt.size()), d = c.head_dim;
-  if (cap.layer != o.layer || cap.n_q != n || cap.q_start != 0 || cap.n_kv < n ||
-      cap.head_dim != d || cap.n_head != c.n_head || cap.n_head_kv != c.n_head_kv)
-    return {};
   const int kvh = o.head / (c.n_head / c.n_head_kv);
   auto bf16 = [](uint16_t h) {
     const uint32_t u = uint32_t(h) << 16;
@@ -336,11 +319,32 @@ AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const H
     return f;
   };
   std::vector<float> q(size_t(n) * d), k(size_t(n) * d);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j < d; ++j) {
-      q[size_t(i) * d + j] = bf16(cap.q[(size_t(i) * c.n_head + o.head) * d + j]);
-      k[size_t(i) * d + j] = bf16(cap.k[(size_t(i) * c.n_head_kv + kvh) * d + j]);
+  bool ok = false;
+  try {
+    b.reset();
+    b.request_qkv_capture(o.layer);
+    std::vector<float> last;
+    b.forward(prompt, LogitsMode::kLast, last);
+    // Read before stopping: request_qkv_capture(-1) clears the capture.
+    const QkvCapture& cap = b.qkv_capture();
+    ok = cap.layer == o.layer && cap.n_q == n && cap.q_start == 0 && cap.n_kv >= n &&
+         cap.head_dim == d && cap.n_head == c.n_head && cap.n_head_kv == c.n_head_kv &&
+         cap.q.size() >= size_t(n) * c.n_head * d && cap.k.size() >= size_t(n) * c.n_head_kv * d;
+    if (ok)
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < d; ++j) {
+          q[size_t(i) * d + j] = bf16(cap.q[(size_t(i) * c.n_head + o.head) * d + j]);
+          k[size_t(i) * d + j] = bf16(cap.k[(size_t(i) * c.n_head_kv + kvh) * d + j]);
+        }
+    b.request_qkv_capture(-1);
+  } catch (const BackendError&) {
+    try {
+      b.request_qkv_capture(-1);
+    } catch (const BackendError&) {
     }
+    return {};
+  }
+  if (!ok) return {};
   if (source) *source = "bf16 Q/K captured from the " + b.name() + " dense prefill";
   return headMapFromQK(q.data(), k.data(), n, d, float(1.0 / std::sqrt(double(d))), o,
                        m_pool.get());
@@ -468,7 +472,13 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     Backend& b = variantBackend(req);
     res->backendName = b.name();
     b.set_attention(req.attention);
-    b.request_skip_mask(req.layer, req.head);
+    // A backend may not record a mask for some settings (the CUDA backend with a sliding
+    // window); the run goes on without the overlay and the map view says why.
+    try {
+      b.request_skip_mask(req.layer, req.head);
+    } catch (const BackendError& e) {
+      res->maskNote = e.what();
+    }
     // Every (layer, head)'s skip mask too (a few bytes per tile), so that picking another map
     // head next time needs no re-run (full cache: where the backends record them).
     if (!req.cache.windowed()) {
@@ -617,11 +627,9 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
         // so that switching sparse off later reuses it.
         Backend& db = denseBackend();
         db.request_skip_mask(req.layer, req.head);
-        if (db.name() == "cpu") {
-          try {
-            db.request_all_skip_masks(true);
-          } catch (const BackendError&) {
-          }
+        try {
+          db.request_all_skip_masks(true);
+        } catch (const BackendError&) {
         }
         try {
           db.request_column_mass(colN);

@@ -84,6 +84,7 @@ struct RunResult {
   std::shared_ptr<const prof::Timeline> timeline;
   double prefillMs = 0, decodeMs = 0, mapMs = 0, totalMs = 0;
   std::string mapSource;  // how the attention map was computed (reference forward or GPU capture)
+  std::string maskNote;   // why the skip mask overlay is missing (empty: it is there)
   // Wall time of each stage of the run, in order (name, ms): what the latency benchmark prints.
   // A stage served from the executor's caches is listed with its (small) lookup time.
   std::vector<std::pair<std::string, double>> stagesMs;

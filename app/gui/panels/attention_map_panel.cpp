@@ -116,6 +116,14 @@ void AttentionMapPanel::rebuild() {
                      "sink columns in green.")
                       .arg(a.layer).arg(a.head).arg(n).arg(a.rows).arg(a.cols).arg(drawn)
                       .arg(mask.rows ? QString() : tr(" (no skip mask)")));
+  if (const RunResultPtr& r = m_view->result()) {  // how the map was made; why a mask is missing
+    QString more;
+    if (!r->mapSource.empty()) more += tr("Map: %1.").arg(QString::fromStdString(r->mapSource));
+    if (!r->maskNote.empty())
+      more += (more.isEmpty() ? QString() : QStringLiteral(" ")) +
+              tr("No skip mask: %1").arg(QString::fromStdString(r->maskNote));
+    if (!more.isEmpty()) m_info->setText(m_info->text() + QLatin1Char('\n') + more);
+  }
 }
 
 void AttentionMapPanel::onHover(QMouseEvent* e) {
