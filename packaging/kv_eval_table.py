@@ -50,17 +50,18 @@ def print_stream(rows):
         return
     first = rows[0][2]
     print(f"Streaming perplexity, {first['tokens']} tokens, every {first.get('stride', 1)}th token "
-          f"scored ({first['scored']} tokens), backend {first.get('backend', '?')}")
+          f"scored ({first['scored']} tokens); per-segment columns start at the token shown")
     print()
     segs = [s["begin"] for s in first["segments"]]
-    head = "| setting | ppl | vs reference | " + " | ".join(f"{b // 1024}K" if b % 1024 == 0 else str(b) for b in segs) + " |"
+    head = "| setting | backend | ppl | vs reference | " + " | ".join(f"{b // 1024}K" if b % 1024 == 0 else str(b) for b in segs) + " |"
     print(head)
-    print("|" + "---|" * (3 + len(segs)))
+    print("|" + "---|" * (4 + len(segs)))
     for name, w, r in rows:
         ref = reference_for(rows, w) if w != "-" else None
         rel = f"{(r['perplexity'] / ref['perplexity'] - 1) * 100:+.1f} %" if ref and ref is not r else "-"
         cells = " | ".join(f"{s['perplexity']:.2f}" for s in r["segments"])
-        print(f"| {name} | {r['perplexity']:.3f} | {rel} | {cells} |")
+        be = "CPU f32" if r.get("backend") == "cpu" else "GPU bf16"
+        print(f"| {name} | {be} | {r['perplexity']:.3f} | {rel} | {cells} |")
     print()
 
 
@@ -135,7 +136,7 @@ def svg_plot(rows, path):
     for k in range(0, int(x1) + 1, step):
         out.append(f'<line x1="{px(k):.1f}" y1="{T}" x2="{px(k):.1f}" y2="{H - B}" stroke="#eee"/>')
         out.append(f'<text x="{px(k):.1f}" y="{H - B + 16}" text-anchor="middle">{k // 1024 if k % 1024 == 0 else k}{"K" if k % 1024 == 0 and k else ""}</text>')
-    for v in (2, 3, 5, 10, 20, 50, 100, 200, 500, 1000):
+    for v in (2, 3, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000):
         if y0 <= math.log10(v) <= y1:
             out.append(f'<line x1="{L}" y1="{py(v):.1f}" x2="{W - R}" y2="{py(v):.1f}" stroke="#eee"/>')
             out.append(f'<text x="{L - 6}" y="{py(v) + 4:.1f}" text-anchor="end">{v}</text>')
