@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -166,7 +167,14 @@ int main(int argc, char** argv) {
       c.apply(req);
       const double c0 = cpuSeconds();
       t0 = std::chrono::steady_clock::now();
-      gui::RunResultPtr res = ex.run(req, id++);
+      gui::RunResultPtr res;
+      try {
+        res = ex.run(req, id++);
+      } catch (const std::exception& e) {  // the GUI shows such an error; the table says so
+        std::printf("| %-32s | error: %s\n", c.name, e.what());
+        filled = false;
+        break;
+      }
       cpu.push_back(cpuSeconds() - c0);
       ms.push_back(
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
@@ -184,6 +192,10 @@ int main(int argc, char** argv) {
                !res->probes.prefill.empty() && res->timeline && res->compare.available;
     }
     every_view = every_view && filled;
+    if (ms.empty()) {
+      ++ci;
+      continue;
+    }
     all.insert(all.end(), ms.begin(), ms.end());
     std::printf("| %-32s | %9.0f | %9.0f | %9.0f | %9.2f | %-12s |\n", c.name, median(ms),
                 *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()),
