@@ -4,7 +4,7 @@
 // one row per CUPTI collector preset (profiler/cupti_collector.h) with its attribution: kernels
 // recorded, share inside their prefill / decode step, share inside a layer, layers covered.
 //   bench_trace_overhead [--backend auto|cpu|cuda] [--tokens N] [--reps R] [--threads T]
-//                        [--presets full,lean,...]
+//                        [--presets full,lean,...] [--dump DIR]
 // Model: $SINKSCOPE_MODEL or the default path. Target (issue 6): overhead <= 5 %. The last line
 // names the lowest-overhead preset whose attribution is complete (the candidate default).
 #include <algorithm>
@@ -67,6 +67,33 @@ Correctness check_timeline(const prof::Timeline& t) {
   return c;
 }
 
+// Every event of a timeline, time-sorted per lane (at most 20,000 per lane), for diagnosing an
+// attribution problem offline: lane, kind, name, start/end (ns), graph id, correlation, launch
+// time and the name of the enclosing range.
+void dump_timeline(const prof::Timeline& t, const std::string& dir, const std::string& label) {
+  const std::string path = dir + "/timeline_" + label + ".csv";
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    std::printf("--dump: cannot write %s\n", path.c_str());
+    return;
+  }
+  std::fprintf(f, "lane,lane_kind,kind,name,arg,start_ns,end_ns,graph_id,correlation,launch_ns,parent\n");
+  for (uint32_t l = 0; l < t.lanes().size(); ++l) {
+    const auto& ev = t.events(l);
+    for (uint32_t i = 0; i < ev.size() && i < 20000; ++i) {
+      const prof::Event& e = ev[i];
+      const std::string parent = e.parent.valid() ? t.name(t.event(e.parent).name) : "";
+      std::fprintf(f, "%u,%s,%s,\"%s\",%lld,%lld,%lld,%u,%u,%lld,\"%s\"\n", l,
+                   prof::lane_kind_name(t.lanes()[l].kind), prof::event_kind_name(e.kind),
+                   t.name(e.name).c_str(), (long long)e.arg, (long long)e.start_ns,
+                   (long long)e.end_ns, e.graph_id, e.correlation, (long long)e.launch_ns,
+                   parent.c_str());
+    }
+  }
+  std::fclose(f);
+  std::printf("--dump: %s\n", path.c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,6 +101,7 @@ int main(int argc, char** argv) {
   (void)prof::prepare_nvtx_injection();  // before any NVTX call
   std::string backend_name = "auto";
   int tokens = 64, reps = 5, threads = 0;
+  std::string dump_dir;  // --dump DIR: each preset's last traced timeline as CSV (diagnosis)
   std::vector<std::string> presets = {"full",    "lean",        "lean-dev",  "serial",
                                       "sampled", "sampled:32", "graph-level", "no-kernels"};
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -81,6 +109,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--tokens")) tokens = std::max(2, std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--reps")) reps = std::max(1, std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--dump")) dump_dir = argv[i + 1];
     else if (!std::strcmp(argv[i], "--presets")) {
       presets.clear();
       for (std::string list = argv[i + 1]; !list.empty();) {
@@ -184,6 +213,7 @@ int main(int argc, char** argv) {
       if (!st) std::printf("warning (%s): %s\n", m.label.c_str(), st.message.c_str());
       m.tps.push_back(tps);
       m.check = check_timeline(*profiler->timeline());
+      if (!dump_dir.empty() && r + 1 == reps) dump_timeline(*profiler->timeline(), dump_dir, m.label);
     }
     backend->set_span_recorder(nullptr);
     profiler.reset();
