@@ -120,11 +120,7 @@ void KvCache::reset() {
   m_reserved = m_reserved_pages = m_reserved_prot = 0;
   m_stats = {};
   m_stats.bytes_per_token = page_bytes() / m_block * m_layers;
-  m_stats.capacity_tokens = m_settings.windowed()
-                                ? m_settings.window_size + m_settings.sink_keep_count
-                                : (m_settings.per_request_limit_tokens > 0
-                                       ? std::min(m_max_tokens, m_settings.per_request_limit_tokens)
-                                       : m_max_tokens);
+  m_stats.capacity_tokens = kv_capacity_tokens(m_settings, m_max_tokens);
 }
 
 void KvCache::refresh_pointers(Layer& L) const {
@@ -162,26 +158,16 @@ void KvCache::reserve(int m) {
   if (m_reserved) throw BackendError("KV cache: reserve while a forward is in flight");
   const int64_t n0 = m_stats.n_past, n1 = n0 + m;
   const CacheSettings& s = m_settings;
-  if (!s.windowed() && s.per_request_limit_tokens > 0 && n1 > s.per_request_limit_tokens)
-    throw BackendError("per_request_limit_tokens exceeded: " + std::to_string(n0) + " cached + " +
-                       std::to_string(m) + " new tokens > the limit of " +
-                       std::to_string(s.per_request_limit_tokens) + " tokens");
+  check_request_limit(s, n0, m);
   const int64_t last_page_now = n0 > 0 ? (n0 - 1) / m_block : -1;
   const int64_t last_page_new = (n1 - 1) / m_block;
   const int new_pages = int(last_page_new - last_page_now);
   int new_prot = 0;
   for (int64_t p = n0; p < n1 && m_fmt.bits; ++p) new_prot += is_protected(p) ? 1 : 0;
-  if (s.global_cache_limit_mib > 0) {
-    const int64_t limit = s.global_cache_limit_mib * 1024 * 1024;
-    const int64_t need = m_stats.bytes_allocated + int64_t(new_pages) * page_bytes() * m_layers +
-                         int64_t(new_prot) * prot_row_bytes();
-    if (need > limit)
-      throw BackendError("global_cache_limit_mib exceeded: " + std::to_string(m) +
-                         " new tokens need " + mib(need) + " of KV cache (" +
-                         std::to_string(m_stats.bytes_per_token) + " bytes per token, " +
-                         std::to_string(m_block) + "-token pages), over the limit of " +
-                         std::to_string(s.global_cache_limit_mib) + " MiB");
-  }
+  check_global_limit(s,
+                     m_stats.bytes_allocated + int64_t(new_pages) * page_bytes() * m_layers +
+                         int64_t(new_prot) * prot_row_bytes(),
+                     m, m_stats.bytes_per_token, m_block);
   const int64_t rows_per_layer = m_fmt.bits ? 0 : m_row_floats * m_block;
   for (int i = 0; i < new_pages; ++i) {
     const int pos0 = int((last_page_now + 1 + i) * m_block);
@@ -362,6 +348,29 @@ KvLayerView KvCache::view(int layer) const {
     v.v_f32 = L.vf.data();
   }
   return v;
+}
+
+int64_t kv_capacity_tokens(const CacheSettings& s, int64_t max_tokens) {
+  if (s.windowed()) return s.window_size + s.sink_keep_count;
+  return s.per_request_limit_tokens > 0 ? std::min(max_tokens, s.per_request_limit_tokens)
+                                        : max_tokens;
+}
+
+void check_request_limit(const CacheSettings& s, int64_t n0, int m) {
+  if (!s.windowed() && s.per_request_limit_tokens > 0 && n0 + m > s.per_request_limit_tokens)
+    throw BackendError("per_request_limit_tokens exceeded: " + std::to_string(n0) + " cached + " +
+                       std::to_string(m) + " new tokens > the limit of " +
+                       std::to_string(s.per_request_limit_tokens) + " tokens");
+}
+
+void check_global_limit(const CacheSettings& s, int64_t need, int m, int64_t bytes_per_token,
+                        int block) {
+  if (s.global_cache_limit_mib <= 0 || need <= s.global_cache_limit_mib * 1024 * 1024) return;
+  throw BackendError("global_cache_limit_mib exceeded: " + std::to_string(m) +
+                     " new tokens need " + mib(need) + " of KV cache (" +
+                     std::to_string(bytes_per_token) + " bytes per token, " +
+                     std::to_string(block) + "-token pages), over the limit of " +
+                     std::to_string(s.global_cache_limit_mib) + " MiB");
 }
 
 }  // namespace sinkscope

@@ -38,6 +38,18 @@
 
 namespace sinkscope {
 
+// The budget rules above, shared by this cache and the CUDA backend's page plan
+// (kv_page_plan.h), so that both hold, and name, the same limits.
+// The tokens a request can hold: S + W for a window, else max_tokens capped by the request limit.
+int64_t kv_capacity_tokens(const CacheSettings& s, int64_t max_tokens);
+// Throws BackendError "per_request_limit_tokens exceeded: ..." when a full cache holding n0
+// tokens would exceed the request limit with m more.
+void check_request_limit(const CacheSettings& s, int64_t n0, int m);
+// Throws BackendError "global_cache_limit_mib exceeded: ..." when `need` bytes (allocated now
+// plus the pages the m new tokens add) exceed the global limit.
+void check_global_limit(const CacheSettings& s, int64_t need, int m, int64_t bytes_per_token,
+                        int block);
+
 struct KvCacheStats {
   int64_t n_past = 0;            // positions appended in this request
   int64_t n_cached = 0;          // tokens retained: sinks + window (all of them for full)

@@ -2,7 +2,6 @@
 #include "engine/kv_page_plan.h"
 
 #include <algorithm>
-#include <sstream>
 
 #include "engine/backend.h"
 
@@ -11,12 +10,6 @@ namespace {
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-std::string mib(int64_t bytes) {
-  std::ostringstream o;
-  o.precision(3);
-  o << std::fixed << double(bytes) / (1024.0 * 1024.0) << " MiB";
-  return o.str();
-}
 
 }  // namespace
 
@@ -119,11 +112,7 @@ void KvPagePlan::reset(int block_size) {
   }
   m_stats = {};
   m_stats.bytes_per_token = m_row_bytes * m_layers;
-  m_stats.capacity_tokens =
-      m_s.windowed() ? m_s.window_size + m_s.sink_keep_count
-                     : (m_s.per_request_limit_tokens > 0
-                            ? std::min(m_max_tokens, m_s.per_request_limit_tokens)
-                            : m_max_tokens);
+  m_stats.capacity_tokens = kv_capacity_tokens(m_s, m_max_tokens);
 }
 
 bool KvPagePlan::page_protected(int64_t pos0) const {
@@ -175,27 +164,17 @@ bool KvPagePlan::reserve(int m) {
   if (m <= 0) throw BackendError("KV cache: reserve of " + std::to_string(m) + " tokens");
   if (m_reserved) throw BackendError("KV cache: reserve while a forward is in flight");
   const int64_t n0 = m_stats.n_past, n1 = n0 + m;
-  if (!m_s.windowed() && m_s.per_request_limit_tokens > 0 && n1 > m_s.per_request_limit_tokens)
-    throw BackendError("per_request_limit_tokens exceeded: " + std::to_string(n0) + " cached + " +
-                       std::to_string(m) + " new tokens > the limit of " +
-                       std::to_string(m_s.per_request_limit_tokens) + " tokens");
+  check_request_limit(m_s, n0, m);
   const int64_t last_now = n0 > 0 ? (n0 - 1) / m_bs : -1;
   const int64_t last_new = (n1 - 1) / m_bs;
   const int new_pages = int(last_new - last_now);
   int new_prot_pages = 0;
   for (int i = 0; i < new_pages; ++i) new_prot_pages += page_protected((last_now + 1 + i) * m_bs);
-  if (m_s.global_cache_limit_mib > 0) {
-    const int64_t limit = m_s.global_cache_limit_mib * 1024 * 1024;
-    const int64_t need = m_stats.bytes_allocated +
+  check_global_limit(m_s,
+                     m_stats.bytes_allocated +
                          int64_t(new_pages - new_prot_pages) * page_bytes_all_layers() +
-                         int64_t(new_prot_pages) * prot_page_bytes_all_layers();
-    if (need > limit)
-      throw BackendError("global_cache_limit_mib exceeded: " + std::to_string(m) +
-                         " new tokens need " + mib(need) + " of KV cache (" +
-                         std::to_string(m_stats.bytes_per_token) + " bytes per token, " +
-                         std::to_string(m_bs) + "-token pages), over the limit of " +
-                         std::to_string(m_s.global_cache_limit_mib) + " MiB");
-  }
+                         int64_t(new_prot_pages) * prot_page_bytes_all_layers(),
+                     m, m_stats.bytes_per_token, m_bs);
   if (m_s.windowed()) {
     if (new_pages - new_prot_pages > int(m_free.size()) ||
         new_prot_pages > int(m_prot_free.size()))

@@ -169,13 +169,31 @@ double elapsedSince(int64_t t0) { return double(prof::now_ns() - t0) / 1e9; }
 
 }  // namespace
 
-struct RunExecutor::Pass {
-  std::vector<float> promptLogits;  // (n, n_vocab)
+namespace {
+// What a generation produced, apart from its logits and probes.
+struct Generated {
   std::vector<TokenId> tokens;
   std::string stopReason = "max_tokens";
   double prefillMs = 0, decodeMs = 0;
+};
+}  // namespace
+
+struct RunExecutor::Pass : Generated {
+  std::vector<float> promptLogits;  // (n, n_vocab)
   AttentionProbes afterPrefill;
 };
+
+namespace {
+// A recorded run's probes as this request's: the map's (layer, head) mask from the all-heads
+// masks the run kept.
+void takeProbes(RunResult& r, const AttentionProbes& prefill, const AttentionProbes& all,
+                int layer, int head) {
+  r.probesPrefill = prefill;
+  r.probes = all;
+  r.probes.mask = headMask(all, layer, head);
+  r.probesPrefill.mask = r.probes.mask;
+}
+}  // namespace
 
 // The dense baseline of the current prompt, with what every comparison needs from it computed
 // once: per prompt position the log-sum-exp, the argmax and (when it fits in kMaxProbBytes) the
@@ -436,10 +454,7 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     res->stopReason = last.stopReason;
     res->prefillMs = last.prefillMs;
     res->decodeMs = last.decodeMs;
-    res->probesPrefill = last.probesPrefill;
-    res->probes = last.probes;
-    res->probes.mask = headMask(last.probes, req.layer, req.head);
-    res->probesPrefill.mask = res->probes.mask;
+    takeProbes(*res, last.probesPrefill, last.probes, req.layer, req.head);
     res->sinkKeep = last.sinkKeep;
     res->promptPerplexity = last.promptPerplexity;
     res->sinkPositions = last.sinkPositions;
@@ -457,16 +472,10 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     // --- the variant (current settings), traced --------------------------------------------
     if (fromDense) {
       const DenseCache& dc = *m_denseCache;
-      v.tokens = dc.pass.tokens;
-      v.stopReason = dc.pass.stopReason;
-      v.prefillMs = dc.pass.prefillMs;
-      v.decodeMs = dc.pass.decodeMs;
+      static_cast<Generated&>(v) = dc.pass;
       res->backendName = dc.backendName;
       res->timeline = dc.timeline;
-      res->probesPrefill = dc.probesPrefill;
-      res->probes = dc.probes;
-      res->probes.mask = headMask(dc.probes, req.layer, req.head);
-      res->probesPrefill.mask = res->probes.mask;
+      takeProbes(*res, dc.probesPrefill, dc.probes, req.layer, req.head);
       stage("variant = cached dense baseline");
     } else {
     Backend& b = variantBackend(req);
@@ -613,10 +622,7 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       if (denseEquivalent(req)) {
         // The variant ran with the baseline's settings: it is the baseline.
         d.promptLogits.assign(vLogits, vLogits + size_t(n) * nv);
-        d.tokens = v.tokens;
-        d.stopReason = v.stopReason;
-        d.prefillMs = v.prefillMs;
-        d.decodeMs = v.decodeMs;
+        static_cast<Generated&>(d) = v;
         dc->backendName = res->backendName;
         dc->probesPrefill = res->probesPrefill;
         dc->probes = res->probes;
