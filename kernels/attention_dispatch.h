@@ -50,7 +50,7 @@ struct AttentionShape {
   bool device_lambda = false;
   // Live-page list (AttentionParams::tile_pos0): tiles listed (0 = positional tiles).
   int list_tiles = 0;
-  bool sink_queries = false;  // AttentionParams::q_sink (decode kernels only)
+  bool sink_queries = false;  // AttentionParams::q_sink
   int kv_bits = 0;            // AttentionParams::kv_bits: 0 bf16, 8 / 4 quantized pages
 };
 
@@ -98,8 +98,8 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
                       s.force_sparse_kernel;
   if (s.list_tiles < 0) return no("a live-page list (tile_pos0) needs n_tiles >= 1");
   if (s.kv_bits != 0 && s.kv_bits != 8 && s.kv_bits != 4) return no("kv_bits must be 0, 8 or 4");
-  if (s.sink_queries && (s.n_q_tokens != 1 || group > 8 || s.list_tiles == 0))
-    return no("q_sink (cache position mode) needs the decode kernels and a live-page list");
+  if (s.sink_queries && s.list_tiles == 0)
+    return no("q_sink (cache position mode) needs a live-page list (tile_pos0)");
   if (s.n_q_tokens == 1 && group <= 8) {
     return {sparse ? AttentionVariant::kDecodeSparse : AttentionVariant::kDecodeDense, ""};
   }

@@ -93,8 +93,9 @@ struct AttentionParams {
   const int32_t* q_pos_dev = nullptr;
   int sink_count = 0;
   int window = 0;
-  // Cache position mode (decode kernels only): the queries rotated at their cache index, same
-  // layout as q; scores against keys at positions < sink_count use them (engine/kv_cache.h).
+  // Cache position mode: the queries rotated at their cache index, same layout as q; scores
+  // against keys at positions < sink_count use them (engine/kv_cache.h). Decode and prefill
+  // kernels with a live-page list.
   const uint16_t* q_sink = nullptr;
 
   // ---- softmax and skip rule ----

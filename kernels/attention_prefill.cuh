@@ -68,6 +68,27 @@ __device__ __forceinline__ void prefill_dequant_tile(uint16_t* dst, const uint8_
   }
 }
 
+// Cache position mode (AttentionParams::q_sink): the score of one query row against one key of a
+// sink tile with the query rotated at its cache index; bf16 inputs, fp32 sum, like the mma.
+// Out of line: a handful of calls per CTA (the sink keys of its first tile), not worth the
+// registers and code of an unrolled copy in every (row, key) slot.
+template <int D, int BC>
+__device__ __noinline__ float sink_query_score(const uint16_t* q, const uint16_t* ktile, int r) {
+  float acc = 0.f;
+#pragma unroll 1
+  for (int ch = 0; ch < D / 8; ++ch) {
+    const uint4 qa = *reinterpret_cast<const uint4*>(q + ch * 8);
+    const uint4 ka = *reinterpret_cast<const uint4*>(ktile + swz<BC>(r, ch));
+    const uint32_t qw[4] = {qa.x, qa.y, qa.z, qa.w}, kw[4] = {ka.x, ka.y, ka.z, ka.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc = fmaf(__uint_as_float(qw[i] << 16), __uint_as_float(kw[i] << 16), acc);
+      acc = fmaf(__uint_as_float(qw[i] & 0xffff0000u), __uint_as_float(kw[i] & 0xffff0000u), acc);
+    }
+  }
+  return acc;
+}
+
 template <int D, int BC, bool LAZY_V>
 constexpr int prefill_smem_bytes() {
   // + 1 KB so the tiles can start on a 1024-byte boundary (swizzle atoms must be aligned).
@@ -265,8 +286,28 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
       }
     }
 
-    // ---- causal / cache-end / padding-row mask: only tiles that cross a boundary ----
     const int64_t key0 = LIST ? int64_t(p.tile_pos0[tile_of(t)]) : int64_t(t) * BC;
+    // ---- cache position mode: sink keys scored with the re-rotated queries ----
+    // (engine/kv_cache.h: window keys keep their relative distance, sink keys sit at cache
+    // indices 0..S-1 while the query sits at its cache index; the sink tiles come first.)
+    if constexpr (LIST) {
+      if (p.q_sink != nullptr && t < n_sink_it) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int row = row_base + mt * 16 + g + ((e >> 1) << 3);
+              const int kk = nb * 8 + tq * 2 + (e & 1);
+              if (key0 + kk < p.sink_count && row < rows)
+                s[mt][nb][e] = sink_query_score<D, BC>(
+                    p.q_sink + (int64_t(i0 + row) * p.n_q_heads + head) * D, kbuf, kk);
+            }
+      }
+    }
+
+    // ---- causal / cache-end / padding-row mask: only tiles that cross a boundary ----
     // Window rule: keys below the last row's window floor may be out of some row's window.
     const bool win_mask = LIST && p.window > 0 && key0 <= q_lo + rows - 1 - p.window;
     if (key0 + BC - 1 > q_lo || key0 + BC > p.kv_len || rows < BR || win_mask) {

@@ -232,6 +232,10 @@ void CuptiCollector::State::take(const CUpti_Activity* r) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(r);
+      if (k->start == 0 || k->end < k->start) {  // no timing: nothing to place on a timeline
+        ++stats.untimed_kernels;
+        return;
+      }
       if (!admit()) return;
       kernels.push_back({k->start, k->end, intern(k->name, true), k->streamId, k->deviceId,
                          k->contextId, k->correlationId,
@@ -393,7 +397,7 @@ std::vector<CUpti_ActivityKind> kinds_for(const CuptiOptions& o) {
   k.push_back(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   if (o.graph_level) k.push_back(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
   if (o.kernels)
-    k.push_back(o.serial_kernels ? CUPTI_ACTIVITY_KIND_KERNEL : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    k.push_back(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   if (o.memory) {
     k.push_back(CUPTI_ACTIVITY_KIND_MEMCPY);
     k.push_back(CUPTI_ACTIVITY_KIND_MEMSET);
@@ -516,8 +520,7 @@ Status CuptiCollector::start(const CuptiOptions& options) {
   }
   {
     std::lock_guard lock(s.mutex);
-    s.kernel_kind = options.serial_kernels ? CUPTI_ACTIVITY_KIND_KERNEL
-                                           : CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    s.kernel_kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
     s.kernels_on = options.kernels;
     s.decode_steps = 0;
   }
@@ -761,6 +764,9 @@ void CuptiCollector::add_to(TimelineBuilder& b) const {
   if (s.stats.unmatched_markers)
     info.notes.push_back(std::to_string(s.stats.unmatched_markers) +
                          " NVTX ranges were still open at stop() and are not shown");
+  if (s.stats.untimed_kernels)
+    info.notes.push_back(std::to_string(s.stats.untimed_kernels) +
+                         " kernel records came without timestamps and are not shown");
 }
 
 // ---- LaunchCost ------------------------------------------------------------------------------

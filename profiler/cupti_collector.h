@@ -34,8 +34,6 @@ namespace sinkscope::prof {
 //               decoded at stop()
 //   lean-dev    lean + RUNTIME records only for launch entry points + 64 MB device buffers and
 //               pre-allocated profiling semaphores (fewer device-buffer flushes mid-run)
-//   serial      lean-dev with CUPTI_ACTIVITY_KIND_KERNEL (serialises kernels) instead of
-//               CONCURRENT_KERNEL
 //   sampled[:N] lean-dev, kernel records only in the prefill and every N-th decode step
 //               (default 8); the other steps keep their NVTX ranges. Kernel statistics then
 //               cover the sampled steps only (a timeline note says so)
@@ -60,7 +58,6 @@ struct CuptiOptions {
   // instead of one per node; CUPTI may refuse it together with kernel records (start() fails).
   bool graph_level = false;
   bool kernels = true;                    // kernel records at all
-  bool serial_kernels = false;            // KIND_KERNEL instead of CONCURRENT_KERNEL
   int sample_every = 0;                   // > 1: kernel records in every N-th decode step only
   size_t device_buffer_bytes = 0;         // CUPTI device buffer per context; 0: CUPTI's default
   size_t semaphore_preallocate = 0;       // profiling semaphores allocated up front; 0: default
@@ -76,7 +73,7 @@ struct CuptiOptions {
     o.preset = "lean";
     return o;
   }
-  // A preset by name ("full", "lean", "lean-dev", "serial", "sampled", "sampled:16",
+  // A preset by name ("full", "lean", "lean-dev", "sampled", "sampled:16",
   // "graph-level", "no-kernels"); false (and *out untouched) for an unknown name.
   static bool from_name(const std::string& name, CuptiOptions* out);
   // The preset named by $SINKSCOPE_TRACE, else full(); *note (optional) reports an unknown name.
@@ -92,6 +89,9 @@ struct CuptiStats {
   uint64_t dropped_records = 0;    // CUPTI-dropped + pool exhausted + over max_records
   uint64_t dropped_names = 0;      // names beyond max_names (shown as "<other>")
   uint64_t unmatched_markers = 0;  // NVTX starts without an end at stop()
+  uint64_t untimed_kernels = 0;    // kernel records without timestamps (start 0 or end < start):
+                                   // left out. CUPTI_ACTIVITY_KIND_KERNEL reports replayed graph
+                                   // nodes so on an H200 (CUDA 13.0), hence no "serial" preset
   int64_t clock_offset_ns = 0;     // steady_ns = cupti_ns + offset
   int64_t clock_drift_ns = 0;      // offset at stop() minus offset at start()
   uint64_t sampled_steps = 0, skipped_steps = 0;  // sample_every: decode steps with / without

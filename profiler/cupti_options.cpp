@@ -8,7 +8,7 @@
 namespace sinkscope::prof {
 
 const char* CuptiOptions::preset_names() {
-  return "full|lean|lean-dev|serial|sampled[:N]|graph-level|no-kernels";
+  return "full|lean|lean-dev|sampled[:N]|graph-level|no-kernels";
 }
 
 bool CuptiOptions::from_name(const std::string& name, CuptiOptions* out) {
@@ -26,9 +26,6 @@ bool CuptiOptions::from_name(const std::string& name, CuptiOptions* out) {
     o = lean();
   } else if (name == "lean-dev") {
     o = lean_dev();
-  } else if (name == "serial") {
-    o = lean_dev();
-    o.serial_kernels = true;
   } else if (name == "graph-level") {
     o.graph_level = true;
   } else if (name == "no-kernels") {

@@ -29,6 +29,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -124,6 +127,32 @@ struct LayerDev {
   const float* ffn_norm = nullptr;   // (D)
 };
 
+// The model's weights on one device, shared by every backend of that model there (the
+// workbench keeps a dense baseline and a variant backend, and a cache-policy change makes a new
+// variant: without sharing each would upload ~270 MB again). Immutable after the upload.
+struct DeviceWeights {
+  DeviceBuffer w16;                   // every bf16 matrix
+  DeviceBuffer w32;                   // norms and biases
+  const uint16_t* embd = nullptr;     // (n_vocab, D)
+  const uint16_t* lm_head = nullptr;  // (n_vocab, D), == embd when tied
+  const float* out_norm = nullptr;
+  std::vector<LayerDev> layers;
+  uint64_t bytes() const { return w16.bytes() + w32.bytes(); }
+};
+
+// Process-wide registry of live weight sets by (model, device). A backend holds its Model, so
+// a live entry's Model address cannot be reused by another model.
+std::shared_ptr<DeviceWeights> shared_weights(const Model* m, int device,
+                                              std::shared_ptr<DeviceWeights> add = nullptr) {
+  static std::mutex mu;
+  static std::map<std::pair<const Model*, int>, std::weak_ptr<DeviceWeights>> live;
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto it = live.begin(); it != live.end();) it = it->second.expired() ? live.erase(it) : std::next(it);
+  auto& slot = live[{m, device}];
+  if (add) slot = add;
+  return slot.lock();
+}
+
 class CudaBackendImpl final : public CudaBackend {
  public:
   CudaBackendImpl(std::shared_ptr<const Model> model, const BackendOptions& opt,
@@ -183,7 +212,7 @@ class CudaBackendImpl final : public CudaBackend {
 
   static void validate_attention(const AttentionSettings& s);
   DeviceBuffer alloc(size_t bytes, const char* what);
-  void upload_weights();
+  void upload_weights(DeviceWeights& dw);
   void upload_bf16(uint16_t* dst, const std::vector<float>& src, size_t expect, const char* what,
                    float* staging);
   const float* upload_f32(float* dst, const std::vector<float>& src, size_t expect,
@@ -202,8 +231,11 @@ class CudaBackendImpl final : public CudaBackend {
   uint16_t* vs_layer(int l) const { return m_vs.as<uint16_t>() + size_t(l) * m_layer_scale_elems; }
   void upload_full_page_table();  // quantized full cache: protected pages in the table
 
+  // sinkq: cache position mode past the window (queries re-rotated at their cache index for
+  // the sink keys, AttentionParams::q_sink). out (kAll only): the rows go there, straight from
+  // the device, instead of into `logits` (a windowed forward's chunks, no second host copy).
   void prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
-               std::vector<float>& logits);
+               std::vector<float>& logits, bool sinkq = false, float* out = nullptr);
   void decode_step(TokenId token, double lambda, std::vector<float>& logits, bool sinkq = false);
   // A sliding-window cache: the tokens in chunks (engine/kv_page_plan.h), page tables and RoPE
   // ring rows uploaded before each, evictions after.
@@ -260,9 +292,8 @@ class CudaBackendImpl final : public CudaBackend {
   prof::GraphLayoutRecorder* m_capture_layout = nullptr;  // set while decode_graph() captures
   std::vector<DecodeGraph> m_graphs;
 
-  // Weights.
-  DeviceBuffer m_w16;                   // every bf16 matrix
-  DeviceBuffer m_w32;                   // norms and biases
+  // Weights (shared_weights(): one upload per model and device); the pointers below are m_weights'.
+  std::shared_ptr<const DeviceWeights> m_weights;
   const uint16_t* m_embd = nullptr;     // (n_vocab, D)
   const uint16_t* m_lm_head = nullptr;  // (n_vocab, D), == m_embd when tied
   const float* m_out_norm = nullptr;
@@ -438,7 +469,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                              B * 2 * F * 4 + B * F * 2 + uint64_t(m_logit_rows) * V * 4 + ws_bytes +
                              2 * size_t(m_alloc_pos) * half * 4 + 2 * kBlasWorkspaceBytes +
                              kStagingFloats * 4;
-  const uint64_t need = weights_b + kv_b + scratch_b;
+  std::shared_ptr<DeviceWeights> shared = shared_weights(m_model.get(), m_device);
+  const uint64_t need = (shared ? 0 : weights_b) + kv_b + scratch_b;
   size_t free_b = 0, total_b = 0;
   SS_CUDA(cudaMemGetInfo(&free_b, &total_b));
   if (need > free_b)
@@ -453,8 +485,19 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   m_blas_cap = std::make_unique<Blas>(m_cap_stream.s, kBlasWorkspaceBytes);
   m_device_bytes += 2 * kBlasWorkspaceBytes;
 
-  m_w16 = alloc(w16_elems * 2, "bf16 weights");
-  m_w32 = alloc(w32_elems * 4, "fp32 norms and biases");
+  if (!shared) {
+    auto dw = std::make_shared<DeviceWeights>();
+    dw->w16 = DeviceBuffer(w16_elems * 2, "bf16 weights");
+    dw->w32 = DeviceBuffer(w32_elems * 4, "fp32 norms and biases");
+    upload_weights(*dw);
+    shared = shared_weights(m_model.get(), m_device, dw);
+  }
+  m_weights = shared;
+  m_device_bytes += shared->bytes();  // counted by every backend that uses them
+  m_embd = shared->embd;
+  m_lm_head = shared->lm_head;
+  m_out_norm = shared->out_norm;
+  m_layers = shared->layers;
   m_k = alloc(m_layer_kv_elems * c.n_layer * 2, m_kv_bits ? "K cache (protected bf16 pages)" : "K cache");
   m_v = alloc(m_layer_kv_elems * c.n_layer * 2, m_kv_bits ? "V cache (protected bf16 pages)" : "V cache");
   if (m_kv_bits) {
@@ -503,8 +546,6 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     }
   }
   m_h_step = PinnedBuffer(kStepSlots * 4, "pinned decode step record");
-
-  upload_weights();
 
   // RoPE angles from the CPU's own table code, so both rotate with identical cos/sin.
   {
@@ -591,15 +632,15 @@ const float* CudaBackendImpl::upload_f32(float* dst, const std::vector<float>& s
   return dst;
 }
 
-void CudaBackendImpl::upload_weights() {
+void CudaBackendImpl::upload_weights(DeviceWeights& dw) {
   const ModelConfig& c = m_model->config();
   const ModelWeights& w = m_model->weights();
   const size_t D = size_t(c.n_embd), Q = size_t(c.q_dim()), KV = size_t(c.kv_dim()),
                F = size_t(c.n_ff), V = size_t(c.n_vocab), W = Q + 2 * KV;
   DeviceBuffer staging(kStagingFloats * 4, "weight upload staging");
   float* stage = staging.as<float>();
-  uint16_t* p16 = m_w16.as<uint16_t>();
-  float* p32 = m_w32.as<float>();
+  uint16_t* p16 = dw.w16.as<uint16_t>();
+  float* p32 = dw.w32.as<float>();
   const auto a128 = [](size_t e) { return (e + 127) / 128 * 128; };
   auto take16 = [&](size_t n) {
     uint16_t* r = p16;
@@ -614,20 +655,20 @@ void CudaBackendImpl::upload_weights() {
 
   uint16_t* embd = take16(V * D);
   upload_bf16(embd, w.tok_embd, V * D, "token_embd", stage);
-  m_embd = embd;
+  dw.embd = embd;
   if (w.output.empty()) {
-    m_lm_head = embd;
+    dw.lm_head = embd;
   } else {
     uint16_t* head = take16(V * D);
     upload_bf16(head, w.output, V * D, "output", stage);
-    m_lm_head = head;
+    dw.lm_head = head;
   }
-  m_out_norm = upload_f32(take32(D), w.output_norm, D, "output_norm");
+  dw.out_norm = upload_f32(take32(D), w.output_norm, D, "output_norm");
 
-  m_layers.resize(size_t(c.n_layer));
+  dw.layers.resize(size_t(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
-    LayerDev& d = m_layers[size_t(l)];
+    LayerDev& d = dw.layers[size_t(l)];
     uint16_t* qkv = take16(W * D);  // rows: wq | wk | wv
     upload_bf16(qkv, L.wq, Q * D, "attn_q", stage);
     upload_bf16(qkv + Q * D, L.wk, KV * D, "attn_k", stage);
@@ -1060,9 +1101,10 @@ void CudaBackendImpl::upload_window_tables(int m) {
 }
 
 // The CPU backend's chunking (cpu_backend.cpp): pieces of at most windowed_chunk() tokens, each
-// reserved, run and committed (evicting) before the next. Cache position mode past the window
-// (a query whose cache index differs from its position) runs token by token through the decode
-// kernels, which score sink keys with the re-rotated query; the prefill kernels do not.
+// reserved, run and committed (evicting) before the next. Cache position mode: a chunk never
+// straddles the first position whose cache index differs from its position (S + W); chunks
+// past it score the sink keys with the queries re-rotated at their cache index (q_sink), in the
+// prefill kernels as in the decode kernels.
 void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMode mode,
                                        std::vector<float>& logits) {
   const ModelConfig& c = m_model->config();
@@ -1081,7 +1123,6 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
       if (n0 < moved) {
         m = int(std::min<int64_t>(m, moved - n0));
       } else {
-        m = 1;
         sinkq = true;
       }
     }
@@ -1094,12 +1135,13 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
     if (decode) {
       decode_step(tokens[size_t(off)], lambda, part, sinkq);
     } else {
-      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part);
+      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq,
+              mode == LogitsMode::kAll ? logits.data() + size_t(off) * V : nullptr);
     }
     m_plan->commit(m);
     m_n_past += m;
     if (mode == LogitsMode::kAll) {
-      std::copy_n(part.data(), size_t(m) * V, logits.data() + size_t(off) * V);
+      if (decode) std::copy_n(part.data(), V, logits.data() + size_t(off) * V);
     } else if (off + m == n) {
       std::copy_n(part.data(), V, logits.data());
     }
@@ -1108,11 +1150,14 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
 }
 
 void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
-                              std::vector<float>& logits) {
+                              std::vector<float>& logits, bool sinkq, float* out) {
   const ModelConfig& c = m_model->config();
   const int n = int(tokens.size());
   const size_t V = size_t(c.n_vocab);
-  logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
+  if (mode != LogitsMode::kAll || !out) {
+    logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
+    out = logits.data();
+  }
   if (m_capture.layer >= 0) {  // debug capture: queries per pass (enqueue_layers), K/V below
     m_capture.n_q = n;
     m_capture.q_start = m_n_past;
@@ -1133,7 +1178,9 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
     const int nc = std::min(m_batch, n - start);
     SS_CUDA(cudaMemcpyAsync(m_tokens.get(), tokens.data() + start, size_t(nc) * 4,
                             cudaMemcpyHostToDevice, m_stream.s));
-    enqueue_layers(m_stream.s, *m_blas, Pass{nc, m_n_past + start, lambda, false, false});
+    Pass pass{nc, m_n_past + start, lambda, false, false};
+    pass.sinkq = sinkq;
+    enqueue_layers(m_stream.s, *m_blas, pass);
     if (m_probes.mask.layer >= 0 && m_mask) {
       // The kernel writes this pass's tiles (1 skipped, 0 computed, 2 not visible); the probe
       // convention is 0 not visible, 1 computed, 2 skipped. Passes are whole query tiles.
@@ -1176,7 +1223,7 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
       for (int r = 0; r < nc; r += m_logit_rows) {
         const int rows = std::min(m_logit_rows, nc - r);
         enqueue_lm_head(m_stream.s, *m_blas, r, rows);
-        SS_CUDA(cudaMemcpyAsync(logits.data() + size_t(start + r) * V, m_logits.get(),
+        SS_CUDA(cudaMemcpyAsync(out + size_t(start + r) * V, m_logits.get(),
                                 size_t(rows) * V * 4, cudaMemcpyDeviceToHost, m_stream.s));
         SS_CUDA(cudaStreamSynchronize(m_stream.s));  // m_logits is reused next round
       }

@@ -301,7 +301,7 @@ int main(int argc, char** argv) {
             fmt("%.0f cells whose visibility differs (of %.0f)", double(vis_mismatch),
                 double(rc.masks.size())));
       check(pct >= min_agree, "mask_agreement " + tag,
-            fmt("%.3f %% of %.0f visible tiles agree (gate >= %.2g %%); skipped: cpu %.2f %%, gpu "
+            fmt("%.3f %% of %.0f visible tiles agree (gate >= %.1f %%); skipped: cpu %.2f %%, gpu "
                 "%.2f %%",
                 pct, double(visible), min_agree, 100.0 * cpu_sk / std::max<int64_t>(visible, 1),
                 100.0 * gpu_sk / std::max<int64_t>(visible, 1)) +
