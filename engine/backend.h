@@ -86,6 +86,16 @@ class Backend {
     return none;
   }
 
+  // Per-row log-sum-exp (natural log, summed in double) and argmax (first index of the maximum)
+  // of the logits of the last forward, when it was LogitsMode::kAll and the backend computed
+  // them next to the logits (the CUDA backend does, on the device); false otherwise, and the
+  // caller computes them from the logits. Any later forward replaces them.
+  virtual bool last_row_stats(std::vector<double>* lse, std::vector<int>* top1) const {
+    (void)lse;
+    (void)top1;
+    return false;
+  }
+
   // The KV cache's token and memory accounting (engine/kv_cache.h); zeros where unsupported.
   virtual KvCacheStats cache_stats() const { return {}; }
   // Records the column-mass probe (AttentionProbes::col_mass, engine/sinks.h) for key positions

@@ -503,4 +503,62 @@ OpStatus launch_rope_queries_at_cache_index(const RopeQueriesParams& p, void* st
   return {};
 }
 
+namespace {
+
+// (max, first index) of two candidates: the larger value, the smaller index on a tie.
+__device__ __forceinline__ void max_first(float& m, int& a, float m2, int a2) {
+  if (m2 > m || (m2 == m && a2 < a)) {
+    m = m2;
+    a = a2;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    row_lse_argmax_kernel(const float* __restrict__ logits, int n_vocab, double* __restrict__ lse,
+                          int* __restrict__ top1) {
+  __shared__ float s_m[kThreads / 32];
+  __shared__ int s_a[kThreads / 32];
+  __shared__ double s_sum[kThreads / 32];
+  const float* x = logits + int64_t(blockIdx.x) * n_vocab;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float m = -INFINITY;
+  int a = n_vocab;
+  for (int v = threadIdx.x; v < n_vocab; v += blockDim.x) max_first(m, a, x[v], v);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    max_first(m, a, __shfl_xor_sync(0xffffffffu, m, o), __shfl_xor_sync(0xffffffffu, a, o));
+  if (lane == 0) {
+    s_m[warp] = m;
+    s_a[warp] = a;
+  }
+  __syncthreads();
+  m = s_m[0];
+  a = s_a[0];
+  for (int w = 1; w < kThreads / 32; ++w) max_first(m, a, s_m[w], s_a[w]);
+  const double mx = double(m);
+  double sum = 0.0;
+  for (int v = threadIdx.x; v < n_vocab; v += blockDim.x) sum += exp(double(x[v]) - mx);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) s_sum[warp] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0.0;
+    for (int w = 0; w < kThreads / 32; ++w) t += s_sum[w];
+    lse[blockIdx.x] = mx + log(t);
+    top1[blockIdx.x] = a < n_vocab ? a : 0;
+  }
+}
+
+}  // namespace
+
+OpStatus launch_row_lse_argmax(const float* logits, int rows, int n_vocab, double* lse, int* top1,
+                               void* stream) {
+  if (rows <= 0 || n_vocab <= 0) return {};
+  if (!logits || !lse || !top1) return OpStatus::error("launch_row_lse_argmax: null pointer");
+  row_lse_argmax_kernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, n_vocab,
+                                                                                 lse, top1);
+  return SINKSCOPE_OP_CHECK("row_lse_argmax_kernel");
+}
+
 }  // namespace sinkscope::kernels

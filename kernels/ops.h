@@ -135,4 +135,9 @@ struct RopeQueriesParams {
 };
 OpStatus launch_rope_queries_at_cache_index(const RopeQueriesParams& p, void* stream);
 
+// Per row of logits [rows][n_vocab] (fp32): lse[r] = max + log(sum exp(x - max)) (the sum in
+// double) and top1[r] = the first index of the row's maximum. One block per row.
+OpStatus launch_row_lse_argmax(const float* logits, int rows, int n_vocab, double* lse, int* top1,
+                               void* stream);
+
 }  // namespace sinkscope::kernels

@@ -33,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/kv_page_plan.h"
 #include "engine/rope.h"
+#include "engine/thread_pool.h"
 #include "profiler/graph_capture.h"
 #include "kernels/attention.h"
 #include "kernels/decode_fused.h"
@@ -61,6 +63,16 @@ constexpr size_t kStagingFloats = size_t(16) << 20;  // fp32 staging for the wei
 int64_t round_up(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
+
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() = default;
+  ~Event() {
+    if (e) (void)cudaEventDestroy(e);
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
 
 struct Stream {
   cudaStream_t s = nullptr;
@@ -195,6 +207,12 @@ class CudaBackendImpl final : public CudaBackend {
     return m_fused;
   }
   uint64_t device_bytes() const override { return m_device_bytes; }
+  bool last_row_stats(std::vector<double>* lse, std::vector<int>* top1) const override {
+    if (m_row_stats_n < 0 || m_row_stats_rows != m_row_stats_n) return false;
+    if (lse) *lse = m_row_lse;
+    if (top1) *top1 = m_row_top1;
+    return true;
+  }
 
  private:
   // One device pass over n tokens at positions [pos0, pos0 + n); token ids already in m_tokens.
@@ -220,6 +238,9 @@ class CudaBackendImpl final : public CudaBackend {
 
   void enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p);
   void enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows);
+  // The LM head over the pass's nc rows (hidden states in m_x), the logits into dst row-major,
+  // their row statistics into m_row_lse / m_row_top1 from row stats_row0 of the forward.
+  void logit_rows_to_host(int nc, float* dst, int64_t stats_row0);
   kernels::AttentionParams attention_params(int layer, const Pass& p) const;
   // bf16 pages of layer l (a quantized cache: its protected bf16 pages, engine/kv_page_plan.h).
   uint16_t* k_layer(int l) const { return m_k.as<uint16_t>() + size_t(l) * m_layer_kv_elems; }
@@ -235,7 +256,8 @@ class CudaBackendImpl final : public CudaBackend {
   // the sink keys, AttentionParams::q_sink). out (kAll only): the rows go there, straight from
   // the device, instead of into `logits` (a windowed forward's chunks, no second host copy).
   void prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
-               std::vector<float>& logits, bool sinkq = false, float* out = nullptr);
+               std::vector<float>& logits, bool sinkq = false, float* out = nullptr,
+               int64_t stats_row0 = 0);
   void decode_step(TokenId token, double lambda, std::vector<float>& logits, bool sinkq = false);
   // A sliding-window cache: the tokens in chunks (engine/kv_page_plan.h), page tables and RoPE
   // ring rows uploaded before each, evictions after.
@@ -324,6 +346,19 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceBuffer m_probe;  // u64 [phase: prefill, decode][visited, skipped][layer][head]
   DeviceBuffer m_step;   // int32 [kStepSlots]: the decode step record (StepSlot)
   PinnedBuffer m_h_logits, m_h_probe, m_h_step;
+  // All-position logits (LogitsMode::kAll) leave the device through two pinned row blocks: the
+  // GPU fills one while a few host threads copy the other into the caller's rows (a pageable
+  // copy of a 2K-token prompt's 400 MB ran at ~8 GB/s, most of the prefill's time).
+  PinnedBuffer m_h_rows[2];
+  Event m_rows_ev[2];
+  std::unique_ptr<ThreadPool> m_copy_pool;
+  // Per-row log-sum-exp and argmax of those logits (Backend::last_row_stats), computed on the
+  // device per row block (m_stats_dev: R doubles, then R ints) and copied with it.
+  DeviceBuffer m_stats_dev;
+  PinnedBuffer m_h_stats[2];
+  std::vector<double> m_row_lse;
+  std::vector<int> m_row_top1;
+  int64_t m_row_stats_n = -1, m_row_stats_rows = 0;  // rows expected (-1: none) / filled
 };
 
 void CudaBackendImpl::validate_attention(const AttentionSettings& s) {
@@ -1049,6 +1084,12 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
   // per chunk inside forward_windowed.
   const bool windowed = m_plan->windowed();
   if (!windowed) m_plan->reserve(n);
+  m_row_stats_n = mode == LogitsMode::kAll ? n : -1;
+  m_row_stats_rows = 0;
+  if (mode == LogitsMode::kAll) {
+    m_row_lse.resize(size_t(n));
+    m_row_top1.resize(size_t(n));
+  }
   try {
     if (windowed) {
       forward_windowed(tokens, mode, logits);
@@ -1058,12 +1099,14 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
       prefill(tokens, mode, lambda, logits);
     }
   } catch (const Cancelled&) {
+    m_row_stats_n = -1;
     // A cancel is raised on the host between launches: what was enqueued is valid work, so the
     // captured decode graphs stay (dropping them made every cancelled run re-capture, and the
     // churn of graph instantiations grew the process's memory in the soak benchmark).
     recover_after_failed_forward();
     throw;
   } catch (...) {
+    m_row_stats_n = -1;
     recover_after_failed_forward();
     invalidate_graphs();
     throw;
@@ -1136,7 +1179,7 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
       decode_step(tokens[size_t(off)], lambda, part, sinkq);
     } else {
       prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq,
-              mode == LogitsMode::kAll ? logits.data() + size_t(off) * V : nullptr);
+              mode == LogitsMode::kAll ? logits.data() + size_t(off) * V : nullptr, off);
     }
     m_plan->commit(m);
     m_n_past += m;
@@ -1149,8 +1192,62 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
   }
 }
 
+void CudaBackendImpl::logit_rows_to_host(int nc, float* dst, int64_t stats_row0) {
+  const size_t V = size_t(m_model->config().n_vocab);
+  const int R = m_logit_rows;
+  const size_t block = size_t(R) * V;
+  if (m_h_rows[0].bytes() == 0) {
+    for (PinnedBuffer& b : m_h_rows) b = PinnedBuffer(block * 4, "pinned logit rows");
+    for (PinnedBuffer& b : m_h_stats) b = PinnedBuffer(size_t(R) * 12, "pinned row statistics");
+    m_stats_dev = alloc(size_t(R) * 12, "logit row statistics");
+    for (Event& e : m_rows_ev) SS_CUDA(cudaEventCreateWithFlags(&e.e, cudaEventDisableTiming));
+    const int hw = int(std::thread::hardware_concurrency());
+    m_copy_pool = std::make_unique<ThreadPool>(std::clamp(hw, 1, 8));
+  }
+  const int nb = (nc + R - 1) / R;
+  auto rows_of = [&](int k) { return std::min(R, nc - k * R); };
+  // Block k: LM head into m_logits, then into pinned buffer k % 2 (stream order keeps the next
+  // LM head behind this copy); the event says when the host may read it.
+  double* lse_dev = m_stats_dev.as<double>();
+  int* top1_dev = reinterpret_cast<int*>(lse_dev + R);
+  auto enqueue = [&](int k) {
+    const int rows = rows_of(k);
+    enqueue_lm_head(m_stream.s, *m_blas, k * R, rows);
+    SS_LAUNCH(kernels::launch_row_lse_argmax(m_logits.as<float>(), rows, int(V), lse_dev, top1_dev,
+                                             m_stream.s));
+    SS_CUDA(cudaMemcpyAsync(m_h_rows[k & 1].as<float>(), m_logits.get(), size_t(rows) * V * 4,
+                            cudaMemcpyDeviceToHost, m_stream.s));
+    SS_CUDA(cudaMemcpyAsync(m_h_stats[k & 1].as<uint8_t>(), lse_dev, size_t(R) * 12,
+                            cudaMemcpyDeviceToHost, m_stream.s));
+    SS_CUDA(cudaEventRecord(m_rows_ev[k & 1].e, m_stream.s));
+  };
+  enqueue(0);
+  if (nb > 1) enqueue(1);
+  for (int k = 0; k < nb; ++k) {
+    SS_CUDA(cudaEventSynchronize(m_rows_ev[k & 1].e));
+    const float* src = m_h_rows[k & 1].as<float>();
+    float* d = dst + size_t(k) * block;
+    const size_t count = size_t(rows_of(k)) * V;
+    const int64_t parts = std::min<int64_t>(m_copy_pool->size(), int64_t(count >> 18) + 1);
+    m_copy_pool->parallel_for(parts, [&](int64_t i) {
+      const size_t a = count * size_t(i) / size_t(parts), b = count * size_t(i + 1) / size_t(parts);
+      std::memcpy(d + a, src + a, (b - a) * 4);
+    });
+    const int64_t r0 = stats_row0 + int64_t(k) * R;
+    if (m_row_stats_n >= 0 && r0 + rows_of(k) <= int64_t(m_row_lse.size())) {
+      const double* l = m_h_stats[k & 1].as<double>();
+      const int* t = reinterpret_cast<const int*>(l + R);
+      std::copy_n(l, rows_of(k), m_row_lse.begin() + r0);
+      std::copy_n(t, rows_of(k), m_row_top1.begin() + r0);
+      m_row_stats_rows += rows_of(k);
+    }
+    if (k + 2 < nb) enqueue(k + 2);  // buffer k % 2 is free again
+  }
+}
+
 void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
-                              std::vector<float>& logits, bool sinkq, float* out) {
+                              std::vector<float>& logits, bool sinkq, float* out,
+                              int64_t stats_row0) {
   const ModelConfig& c = m_model->config();
   const int n = int(tokens.size());
   const size_t V = size_t(c.n_vocab);
@@ -1220,13 +1317,7 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
                 kConv[std::min<int>(h[(lh * rows + r) * cols + t], 2)];
     }
     if (mode == LogitsMode::kAll) {
-      for (int r = 0; r < nc; r += m_logit_rows) {
-        const int rows = std::min(m_logit_rows, nc - r);
-        enqueue_lm_head(m_stream.s, *m_blas, r, rows);
-        SS_CUDA(cudaMemcpyAsync(out + size_t(start + r) * V, m_logits.get(),
-                                size_t(rows) * V * 4, cudaMemcpyDeviceToHost, m_stream.s));
-        SS_CUDA(cudaStreamSynchronize(m_stream.s));  // m_logits is reused next round
-      }
+      logit_rows_to_host(nc, out + size_t(start) * V, stats_row0 + start);
     } else if (start + nc == n) {
       enqueue_lm_head(m_stream.s, *m_blas, nc - 1, 1);
       SS_CUDA(cudaMemcpyAsync(m_h_logits.as<float>(), m_logits.get(), V * 4, cudaMemcpyDeviceToHost,

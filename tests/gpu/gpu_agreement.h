@@ -65,4 +65,39 @@ inline Agreement compare(const std::vector<float>& ref, const std::vector<float>
   return a;
 }
 
+// A backend's per-row statistics (Backend::last_row_stats) against the same rows recomputed
+// here from the logits it returned: log-sum-exp in double, argmax = first index of the max.
+struct RowStatsDiff {
+  int rows = 0;             // rows compared
+  double max_lse_diff = 0;  // max |lse - recomputed|
+  int top1_mismatch = 0;
+  std::string str() const {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%d rows, max |dlse| %.3g, argmax mismatches %d", rows,
+                  max_lse_diff, top1_mismatch);
+    return buf;
+  }
+};
+
+inline RowStatsDiff row_stats_diff(const std::vector<float>& logits, int V,
+                                   const std::vector<double>& lse, const std::vector<int>& top1) {
+  RowStatsDiff d;
+  const size_t rows = logits.size() / size_t(V);
+  if (lse.size() != rows || top1.size() != rows) {
+    d.rows = -1;
+    return d;
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = logits.data() + r * size_t(V);
+    const int arg = int(std::max_element(x, x + V) - x);
+    double s = 0;
+    for (int i = 0; i < V; ++i) s += std::exp(double(x[i]) - double(x[arg]));
+    const double l = double(x[arg]) + std::log(s);
+    d.max_lse_diff = std::max(d.max_lse_diff, std::abs(l - lse[r]));
+    d.top1_mismatch += arg != top1[r];
+    ++d.rows;
+  }
+  return d;
+}
+
 }  // namespace sinkscope::gpu_test

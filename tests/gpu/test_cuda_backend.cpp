@@ -128,6 +128,18 @@ int main() {
     const Agreement a = compare(cpu_all, g, V);
     check(a.finite && a.mean_kl <= 1e-3 && a.top1 >= 0.99, "prefill_teacher_forced",
           a.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
+    // The row statistics computed on the device with those logits (Backend::last_row_stats).
+    std::vector<double> lse;
+    std::vector<int> top1;
+    const bool got = gpu->last_row_stats(&lse, &top1);
+    const gpu_test::RowStatsDiff d = gpu_test::row_stats_diff(g, V, lse, top1);
+    check(got && d.rows == int(ids.size()) && d.max_lse_diff <= 1e-9 && d.top1_mismatch == 0,
+          "prefill_row_stats", (got ? d.str() : std::string("none returned")) +
+                                   " (gates: every row, |dlse| <= 1e-9, no argmax mismatch)");
+    std::vector<float> one;
+    gpu->forward(std::span(ids.data(), 1), LogitsMode::kLast, one);
+    check(!gpu->last_row_stats(&lse, &top1), "row_stats_replaced",
+          "a kLast forward leaves no row statistics");
   });
 
   // 2. Prefill 64, then 320 single-token decode steps (graphs on: the default): the issue's

@@ -2,7 +2,8 @@
 // KV-cache policies on the CUDA backend against the CPU backend (engine/kv_page_plan.h,
 // tests/gpu/NOTES.md "KV cache policies on the GPU"). Plain executable: "PASS|FAIL <check>:
 // <numbers>" per check, "RESULT: ..." last, exit 1 on a failure; "SKIP: <reason>" and exit 0
-// without a GPU or without the model ($SINKSCOPE_MODEL, else the default path).
+// without a GPU or without the model ($SINKSCOPE_MODEL, else the default path). An argument
+// runs only the sections whose name contains it (e.g. `test_cuda_cache window128`).
 // Checks: sliding window W = 256 with S in {0, 4}, position modes original and cache, streamed
 // past the window (prefill in chunks, then token-by-token decode through CUDA graphs): mean
 // KL(cpu || gpu) <= 2e-3 nats and top-1 >= 98 % (bf16 cache vs the CPU's float32); the
@@ -40,7 +41,10 @@ void check(bool ok, const std::string& name, const std::string& detail) {
   std::fflush(stdout);
 }
 
+std::string g_filter;  // argv[1]: run only the sections whose name contains it
+
 void run(const std::string& name, const std::function<void()>& fn) {
+  if (!g_filter.empty() && name.find(g_filter) == std::string::npos) return;
   try {
     fn();
   } catch (const std::exception& e) {
@@ -73,7 +77,8 @@ CacheSettings window(int64_t w, int64_t s, PositionMode mode) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) g_filter = argv[1];
   std::string why;
   if (!cuda_available(&why)) {
     std::printf("SKIP: %s\n", why.c_str());
@@ -144,10 +149,18 @@ int main() {
     o.attention.threshold_decode = 0.01;
     auto cpu = make_cpu_backend(model, o);
     auto gpu = make_cuda_backend(model, o);
+    gpu_test::RowStatsDiff rs;
+    bool rs_got = false;
     auto feed = [&](Backend& be) {
       std::vector<float> all, l;
       be.forward(std::span(ids.data(), 301), LogitsMode::kAll, all);
       be.forward(std::span(ids.data() + 301, 399), LogitsMode::kAll, l);
+      std::vector<double> lse;
+      std::vector<int> top1;
+      if (be.last_row_stats(&lse, &top1)) {  // windowed chunks of the second call
+        rs_got = true;
+        rs = gpu_test::row_stats_diff(l, V, lse, top1);
+      }
       all.insert(all.end(), l.begin(), l.end());
       for (int t = 0; t < 100; ++t) {
         be.forward(std::span(ids.data() + 700 + t, 1), LogitsMode::kLast, l);
@@ -159,6 +172,10 @@ int main() {
     const Agreement a = compare(lc, lg, V);
     check(a.finite && a.mean_kl <= 2e-3 && a.top1 >= 0.98, "window128_S4_cache_sparse",
           a.str() + " (gates: mean KL <= 2e-3, top-1 >= 98 %)");
+    check(rs_got && rs.rows == 399 && rs.max_lse_diff <= 1e-9 && rs.top1_mismatch == 0,
+          "window128_S4_cache_sparse_row_stats",
+          (rs_got ? rs.str() : std::string("none returned")) +
+              " (gates: every row of the chunked call, |dlse| <= 1e-9, no argmax mismatch)");
     // The skipped share, not the counts: with a sliding window the two backends count visited
     // tiles differently (the GPU ~12 % more in prefill, ~0.5 % in decode; tests/gpu/NOTES.md).
     for (bool dec : {false, true}) {

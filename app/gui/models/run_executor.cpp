@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <cmath>
+#include <future>
 #include <sstream>
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -181,6 +182,10 @@ struct Generated {
 struct RunExecutor::Pass : Generated {
   std::vector<float> promptLogits;  // (n, n_vocab)
   AttentionProbes afterPrefill;
+  // Per prompt position: log-sum-exp and argmax of promptLogits, when the backend computed them
+  // with the logits (Backend::last_row_stats; empty otherwise).
+  std::vector<double> promptLse;
+  std::vector<int> promptTop1;
 };
 
 namespace {
@@ -292,6 +297,10 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   b.forward(prompt, LogitsMode::kAll, p.promptLogits);
   p.prefillMs = double(prof::now_ns() - t0) / 1e6;
   p.afterPrefill = b.probes();
+  if (!b.last_row_stats(&p.promptLse, &p.promptTop1) || p.promptLse.size() != prompt.size()) {
+    p.promptLse.clear();
+    p.promptTop1.clear();
+  }
   if (onStep) onStep(0);
   t0 = prof::now_ns();
   std::vector<float> logits;
@@ -445,6 +454,20 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
   const float* vLogits = nullptr;  // the variant's (n, n_vocab) prompt logits
   const int nv = c.n_vocab;
   if (!m_pool) m_pool = std::make_unique<ThreadPool>(m_threads);
+  // A map the CPU must compute (a sliding window: no GPU capture) while the variant runs on the
+  // GPU is computed alongside that run, on the pool the GPU run leaves idle; joined before the
+  // pool is used again (its future also joins on every exit, cancel included).
+  std::future<AttentionMap> mapAhead;
+  if (!haveMap && !reuseVariant && !fromDense && ho.window > 0 && m_kind != BackendKind::kCpu &&
+      variantBackend(req).name() != "cpu") {
+    m_mapCache.reset();
+    mapAhead = std::async(std::launch::async, [this, &res, ho] {
+      return computeHeadAttention(*m_model, res->promptTokens, ho, m_pool.get(), m_cancel,
+                                  m_headMapCache.get());
+    });
+  }
+  AttentionMap mapAheadResult;
+  bool mapAheadDone = false;
   if (reuseVariant) {
     const RunResult& last = *m_lastRun;
     res->backendName = last.backendName;
@@ -528,6 +551,11 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     res->probesPrefill = v.afterPrefill;
     res->probes = b.probes();
     }
+    if (mapAhead.valid()) {  // before the pool serves the rows below
+      mapAheadResult = mapAhead.get();
+      mapAheadDone = true;
+      stage("attention map (alongside the GPU run)");
+    }
     res->tokens = v.tokens;
     for (TokenId t : v.tokens) res->pieces.push_back(tok.token_to_piece(t));
     res->text = tok.decode(v.tokens, /*skip_special=*/true);
@@ -548,6 +576,10 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       vLogits = m_denseCache->pass.promptLogits.data();
       lseV = m_denseCache->lse;
       top1V = m_denseCache->top1;
+    } else if (v.promptLse.size() == size_t(n) && v.promptTop1.size() == size_t(n)) {
+      vLogits = v.promptLogits.data();  // the backend computed them next to the logits
+      lseV = v.promptLse;
+      top1V = v.promptTop1;
     } else {
       vLogits = v.promptLogits.data();
       lseV.resize(size_t(n));
@@ -596,7 +628,12 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     res->map = m_mapCache->map;
   } else {
     m_mapCache.reset();
-    res->map = gpuHeadMap(res->promptTokens, ho, &res->mapSource);
+    if (mapAheadDone) {
+      res->map = std::move(mapAheadResult);
+      res->mapSource = "float32 reference forward (CPU), alongside the GPU run";
+    } else {
+      res->map = gpuHeadMap(res->promptTokens, ho, &res->mapSource);
+    }
     if (res->map.rows == 0) {
       res->map = computeHeadAttention(*m_model, res->promptTokens, ho, m_pool.get(), m_cancel,
                                       m_headMapCache.get());
