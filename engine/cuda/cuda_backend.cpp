@@ -1196,7 +1196,7 @@ void CudaBackendImpl::logit_rows_to_host(int nc, float* dst, int64_t stats_row0)
   const size_t V = size_t(m_model->config().n_vocab);
   const int R = m_logit_rows;
   const size_t block = size_t(R) * V;
-  if (m_h_rows[0].bytes() == 0) {
+  if (!m_copy_pool) {  // first use (the pool last: a failed allocation retries next time)
     for (PinnedBuffer& b : m_h_rows) b = PinnedBuffer(block * 4, "pinned logit rows");
     for (PinnedBuffer& b : m_h_stats) b = PinnedBuffer(size_t(R) * 12, "pinned row statistics");
     m_stats_dev = alloc(size_t(R) * 12, "logit row statistics");
