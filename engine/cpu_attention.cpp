@@ -60,37 +60,52 @@ SINKSCOPE_AVX2 inline __m256 exp8(__m256 x) {
   return _mm256_andnot_ps(under, y);
 }
 
+// out[0..64) = init[0..64) (zeros when null) + sum over r < n of (coef[r] * mul) *
+// rows[r * stride + 0..64): the 64-wide FMA chain that scores and P V share. Eight named
+// accumulators stay in registers: an __m256 array indexed by a loop with a variable bound made
+// GCC spill all eight to the stack on every step (twice the time). Each lane is one FMA chain
+// over r in order (bit-identical to a scalar loop of fmaf).
+SINKSCOPE_AVX2 inline __attribute__((always_inline)) void fma_rows64(
+    const float* coef, float mul, const float* rows, int64_t stride, int n, const float* init,
+    float* out) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  if (init) {
+    a0 = _mm256_loadu_ps(init);
+    a1 = _mm256_loadu_ps(init + 8);
+    a2 = _mm256_loadu_ps(init + 16);
+    a3 = _mm256_loadu_ps(init + 24);
+    a4 = _mm256_loadu_ps(init + 32);
+    a5 = _mm256_loadu_ps(init + 40);
+    a6 = _mm256_loadu_ps(init + 48);
+    a7 = _mm256_loadu_ps(init + 56);
+  }
+  for (int r = 0; r < n; ++r, rows += stride) {
+    const __m256 b = _mm256_set1_ps(coef[r] * mul);
+    a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(rows), a0);
+    a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(rows + 8), a1);
+    a2 = _mm256_fmadd_ps(b, _mm256_loadu_ps(rows + 16), a2);
+    a3 = _mm256_fmadd_ps(b, _mm256_loadu_ps(rows + 24), a3);
+    a4 = _mm256_fmadd_ps(b, _mm256_loadu_ps(rows + 32), a4);
+    a5 = _mm256_fmadd_ps(b, _mm256_loadu_ps(rows + 40), a5);
+    a6 = _mm256_fmadd_ps(b, _mm256_loadu_ps(rows + 48), a6);
+    a7 = _mm256_fmadd_ps(b, _mm256_loadu_ps(rows + 56), a7);
+  }
+  _mm256_storeu_ps(out, a0);
+  _mm256_storeu_ps(out + 8, a1);
+  _mm256_storeu_ps(out + 16, a2);
+  _mm256_storeu_ps(out + 24, a3);
+  _mm256_storeu_ps(out + 32, a4);
+  _mm256_storeu_ps(out + 40, a5);
+  _mm256_storeu_ps(out + 48, a6);
+  _mm256_storeu_ps(out + 56, a7);
+}
+
 // sr[0..nk) = scale * q . kt[:, j] for a transposed K tile kt (d, ld). nk % 8 == 0.
-// Eight named accumulators over 64 keys at a time stay in registers: an __m256 array indexed
-// by a loop with a variable bound made GCC spill all eight to the stack on every step of the d
-// loop (twice the time). Each lane's sum is the same FMA chain over i as before (bit-identical).
 SINKSCOPE_AVX2 void scores_avx2(const float* q, const float* kt, int d, int ld, int nk,
                                 float scale, float* sr) {
   int j0 = 0;
-  for (; j0 + 64 <= nk; j0 += 64) {  // the common full tile
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
-    const float* kr = kt + j0;
-    for (int i = 0; i < d; ++i, kr += ld) {
-      const __m256 b = _mm256_set1_ps(q[i] * scale);
-      a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr), a0);
-      a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 8), a1);
-      a2 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 16), a2);
-      a3 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 24), a3);
-      a4 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 32), a4);
-      a5 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 40), a5);
-      a6 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 48), a6);
-      a7 = _mm256_fmadd_ps(b, _mm256_loadu_ps(kr + 56), a7);
-    }
-    float* o = sr + j0;
-    _mm256_storeu_ps(o, a0);
-    _mm256_storeu_ps(o + 8, a1);
-    _mm256_storeu_ps(o + 16, a2);
-    _mm256_storeu_ps(o + 24, a3);
-    _mm256_storeu_ps(o + 32, a4);
-    _mm256_storeu_ps(o + 40, a5);
-    _mm256_storeu_ps(o + 48, a6);
-    _mm256_storeu_ps(o + 56, a7);
-  }
+  for (; j0 + 64 <= nk; j0 += 64)  // the common full tile
+    fma_rows64(q, scale, kt + j0, ld, d, nullptr, sr + j0);
   for (; j0 < nk; j0 += 8) {  // a partial tile: eight keys at a time
     __m256 a = _mm256_setzero_ps();
     const float* kr = kt + j0;
@@ -166,33 +181,7 @@ SINKSCOPE_AVX2 float exp_sum_avx2(float* s, int nk, float m) {
 SINKSCOPE_AVX2 void pv_avx2(const float* p, const float* v, int64_t stride, int nk, int d,
                             float* acc) {
   int c0 = 0;
-  for (; c0 + 64 <= d; c0 += 64) {
-    float* o = acc + c0;
-    __m256 a0 = _mm256_loadu_ps(o), a1 = _mm256_loadu_ps(o + 8), a2 = _mm256_loadu_ps(o + 16),
-           a3 = _mm256_loadu_ps(o + 24), a4 = _mm256_loadu_ps(o + 32),
-           a5 = _mm256_loadu_ps(o + 40), a6 = _mm256_loadu_ps(o + 48),
-           a7 = _mm256_loadu_ps(o + 56);
-    const float* vr = v + c0;
-    for (int j = 0; j < nk; ++j, vr += stride) {
-      const __m256 b = _mm256_set1_ps(p[j]);
-      a0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr), a0);
-      a1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 8), a1);
-      a2 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 16), a2);
-      a3 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 24), a3);
-      a4 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 32), a4);
-      a5 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 40), a5);
-      a6 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 48), a6);
-      a7 = _mm256_fmadd_ps(b, _mm256_loadu_ps(vr + 56), a7);
-    }
-    _mm256_storeu_ps(o, a0);
-    _mm256_storeu_ps(o + 8, a1);
-    _mm256_storeu_ps(o + 16, a2);
-    _mm256_storeu_ps(o + 24, a3);
-    _mm256_storeu_ps(o + 32, a4);
-    _mm256_storeu_ps(o + 40, a5);
-    _mm256_storeu_ps(o + 48, a6);
-    _mm256_storeu_ps(o + 56, a7);
-  }
+  for (; c0 + 64 <= d; c0 += 64) fma_rows64(p, 1.0f, v + c0, stride, nk, acc + c0, acc + c0);
   for (; c0 < d; c0 += 8) {  // d not a multiple of 64: eight lanes at a time
     __m256 a = _mm256_loadu_ps(acc + c0);
     const float* vr = v + c0;

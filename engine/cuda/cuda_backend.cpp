@@ -314,12 +314,8 @@ class CudaBackendImpl final : public CudaBackend {
   prof::GraphLayoutRecorder* m_capture_layout = nullptr;  // set while decode_graph() captures
   std::vector<DecodeGraph> m_graphs;
 
-  // Weights (shared_weights(): one upload per model and device); the pointers below are m_weights'.
+  // Weights (shared_weights(): one upload per model and device).
   std::shared_ptr<const DeviceWeights> m_weights;
-  const uint16_t* m_embd = nullptr;     // (n_vocab, D)
-  const uint16_t* m_lm_head = nullptr;  // (n_vocab, D), == m_embd when tied
-  const float* m_out_norm = nullptr;
-  std::vector<LayerDev> m_layers;
   DeviceBuffer m_rope_cos, m_rope_sin;  // (alloc_pos, rope_dim/2)
   // KV cache: per layer, pages[page][kv_head][slot][head_dim] bf16, identity page table.
   DeviceBuffer m_k, m_v, m_page_table, m_repage_tmp;
@@ -529,10 +525,6 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   }
   m_weights = shared;
   m_device_bytes += shared->bytes();  // counted by every backend that uses them
-  m_embd = shared->embd;
-  m_lm_head = shared->lm_head;
-  m_out_norm = shared->out_norm;
-  m_layers = shared->layers;
   m_k = alloc(m_layer_kv_elems * c.n_layer * 2, m_kv_bits ? "K cache (protected bf16 pages)" : "K cache");
   m_v = alloc(m_layer_kv_elems * c.n_layer * 2, m_kv_bits ? "V cache (protected bf16 pages)" : "V cache");
   if (m_kv_bits) {
@@ -913,7 +905,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
   float* x = m_x.as<float>();
   uint16_t* xn = m_xn.as<uint16_t>();
   const int32_t* tokens = p.kv_bound > 0 ? m_step.as<int32_t>() + kStepToken : m_tokens.as<int32_t>();
-  SS_LAUNCH(kernels::launch_embed_gather(m_embd, tokens, x, p.n, D, s));
+  SS_LAUNCH(kernels::launch_embed_gather(m_weights->embd, tokens, x, p.n, D, s));
   for (int l = 0; l < c.n_layer; ++l) {
     if (!p.capturing) check_cancel();
     // Layer ranges for the timeline (CPU span + NVTX); not while capturing a graph, whose
@@ -922,7 +914,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     if (!p.capturing) span_layer.emplace(m_spans, "layer", l);
     // While capturing: the layer's graph nodes, so replayed kernels find their layer.
     prof::GraphRegionScope region_layer(p.capturing ? m_capture_layout : nullptr, "layer", l);
-    const LayerDev& L = m_layers[size_t(l)];
+    const LayerDev& L = m_weights->layers[size_t(l)];
     // Decode steps (one token): 4 fused kernels + the attention per layer (kernels/decode_fused.h).
     // Not with re-rotated queries: they are made from the unfused path's fp32 q|k|v rows.
     const bool fused = m_fused && p.kv_bound > 0 && p.n == 1 && !p.sinkq;
@@ -1045,8 +1037,8 @@ void CudaBackendImpl::enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int 
   const ModelConfig& c = m_model->config();
   const float* x = m_x.as<float>() + size_t(row0) * c.n_embd;
   SS_LAUNCH(
-      kernels::launch_rms_norm(x, m_out_norm, m_xn.as<uint16_t>(), rows, c.n_embd, c.rms_eps, s));
-  blas.linear(m_xn.as<uint16_t>(), m_lm_head, m_logits.as<float>(), rows, c.n_vocab, c.n_embd);
+      kernels::launch_rms_norm(x, m_weights->out_norm, m_xn.as<uint16_t>(), rows, c.n_embd, c.rms_eps, s));
+  blas.linear(m_xn.as<uint16_t>(), m_weights->lm_head, m_logits.as<float>(), rows, c.n_vocab, c.n_embd);
 }
 
 void CudaBackendImpl::enqueue_probe_copy() {

@@ -20,8 +20,10 @@
 
 #include "tests/gpu/attention_problem.h"
 #include "tests/gpu/qkv_file.h"
+#include "tests/gpu/gpu_checks.h"
 
 using namespace sinkscope;
+using sinkscope::gpu_test::parse_list;
 using namespace sinkscope::testing;
 
 namespace {
@@ -56,14 +58,6 @@ void ok_or_die(const kernels::AttentionStatus& s) {
   }
 }
 
-std::vector<double> parse_list(const std::string& s) {
-  std::vector<double> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) v.push_back(std::stod(item));
-  return v;
-}
 
 }  // namespace
 

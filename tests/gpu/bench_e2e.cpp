@@ -19,6 +19,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/model.h"
 #include "engine/paths.h"
+#include "gpu_model.h"
 
 using namespace sinkscope;
 using Clock = std::chrono::steady_clock;
@@ -103,16 +104,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::string why;
-  if (!cuda_available(&why)) {
-    std::printf("SKIP: %s\n", why.c_str());
-    return 0;
-  }
-  const std::filesystem::path path = default_model_path();
-  if (!std::filesystem::exists(path)) {
-    std::printf("SKIP: model not found at %s (set SINKSCOPE_MODEL)\n", path.string().c_str());
-    return 0;
-  }
+  std::filesystem::path path;
+  if (!gpu_test::gpu_and_model(&path)) return 0;
   try {
     auto model = Model::load(path);
     std::vector<TokenId> prompt = model->tokenizer().encode(kParagraph);

@@ -24,6 +24,7 @@
 #include "engine/paths.h"
 #include "qkv_file.h"
 #include "sample_text.h"
+#include "gpu_model.h"
 
 using namespace sinkscope;
 
@@ -56,36 +57,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: capture_qkv --out DIR [--lengths 2048,4096,8192] [--layers 3,15,27] [--text FILE]\n");
     return 2;
   }
-  std::string why;
-  if (!cuda_available(&why)) {
-    std::printf("SKIP: %s\n", why.c_str());
-    return 0;
-  }
-  const std::filesystem::path path = default_model_path();
-  if (!std::filesystem::exists(path)) {
-    std::printf("SKIP: model not found at %s (set SINKSCOPE_MODEL)\n", path.string().c_str());
-    return 0;
-  }
+  std::filesystem::path path;
+  if (!gpu_test::gpu_and_model(&path)) return 0;
   try {
     auto model = Model::load(path);
     const ModelConfig& c = model->config();
-    std::string text, from = "tests/gpu/sample_text.h (repeated)";
-    for (const std::filesystem::path& p :
-         {std::filesystem::path(text_arg),
-          std::filesystem::path(std::getenv("SINKSCOPE_TEXT") ? std::getenv("SINKSCOPE_TEXT") : ""),
-          cache_dir() / "eval" / "kjv.txt"}) {
-      if (p.empty()) continue;
-      std::ifstream f(p, std::ios::binary);
-      if (!f) continue;
-      std::string s(size_t(512) << 10, '\0');
-      f.read(s.data(), std::streamsize(s.size()));
-      s.resize(size_t(f.gcount()));
-      if (s.size() < 4096) continue;
-      text = s;
-      from = p.string();
-      break;
-    }
-    if (text.empty()) text = gpu_test::kText;
+    std::string from;
+    const std::string text = gpu_test::load_eval_text(text_arg, size_t(512) << 10, &from);
     const std::vector<TokenId> piece = model->tokenizer().encode(text);
     int max_len = 0;
     for (int L : lengths) max_len = std::max(max_len, L);

@@ -28,28 +28,16 @@
 #include "gpu_agreement.h"
 #include "sample_text.h"
 #include "engine/paths.h"
+#include "gpu_checks.h"
+#include "gpu_model.h"
 
 using namespace sinkscope;
+using gpu_test::check;
+using gpu_test::run;
 
 namespace {
 
-int g_checks = 0, g_failed = 0;
 
-void check(bool ok, const std::string& name, const std::string& detail) {
-  ++g_checks;
-  if (!ok) ++g_failed;
-  std::printf("%s %s: %s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.c_str());
-  std::fflush(stdout);
-}
-
-// Runs one named test; an exception is a failure that names it.
-void run(const char* name, const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    check(false, name, std::string("exception: ") + e.what());
-  }
-}
 
 std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 0) {
   char buf[256];
@@ -82,17 +70,8 @@ std::vector<float> prefill_then_decode(Backend& be, const std::vector<TokenId>& 
 }  // namespace
 
 int main() {
-  std::string why;
-  if (!cuda_available(&why)) {
-    std::printf("SKIP: %s\n", why.c_str());
-    return 0;
-  }
-  const std::filesystem::path path = default_model_path();
-  if (!std::filesystem::exists(path)) {
-    std::printf("SKIP: model not found at %s (set SINKSCOPE_MODEL to a GGUF file)\n",
-                path.string().c_str());
-    return 0;
-  }
+  std::filesystem::path path;
+  if (!gpu_test::gpu_and_model(&path)) return 0;
   std::shared_ptr<const Model> model;
   try {
     model = Model::load(path);
@@ -661,7 +640,5 @@ int main() {
                   stopped_at, steps, n_dec, a.max_abs));
   });
 
-  std::printf("RESULT: %s (%d checks, %d failed)\n", g_failed ? "FAIL" : "PASS", g_checks,
-              g_failed);
-  return g_failed ? 1 : 0;
+  return gpu_test::finish_checks();
 }

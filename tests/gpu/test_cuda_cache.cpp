@@ -27,30 +27,16 @@
 #include "engine/paths.h"
 #include "gpu_agreement.h"
 #include "sample_text.h"
+#include "gpu_checks.h"
+#include "gpu_model.h"
 
 using namespace sinkscope;
+using gpu_test::check;
+using gpu_test::run;
 
 namespace {
 
-int g_checks = 0, g_failed = 0;
 
-void check(bool ok, const std::string& name, const std::string& detail) {
-  ++g_checks;
-  if (!ok) ++g_failed;
-  std::printf("%s %s: %s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.c_str());
-  std::fflush(stdout);
-}
-
-std::string g_filter;  // argv[1]: run only the sections whose name contains it
-
-void run(const std::string& name, const std::function<void()>& fn) {
-  if (!g_filter.empty() && name.find(g_filter) == std::string::npos) return;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    check(false, name, std::string("exception: ") + e.what());
-  }
-}
 
 using gpu_test::Agreement;
 using gpu_test::compare;
@@ -78,18 +64,9 @@ CacheSettings window(int64_t w, int64_t s, PositionMode mode) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1) g_filter = argv[1];
-  std::string why;
-  if (!cuda_available(&why)) {
-    std::printf("SKIP: %s\n", why.c_str());
-    return 0;
-  }
-  const std::filesystem::path path = default_model_path();
-  if (!std::filesystem::exists(path)) {
-    std::printf("SKIP: model not found at %s (set SINKSCOPE_MODEL to a GGUF file)\n",
-                path.string().c_str());
-    return 0;
-  }
+  if (argc > 1) gpu_test::g_filter = argv[1];
+  std::filesystem::path path;
+  if (!gpu_test::gpu_and_model(&path)) return 0;
   const std::shared_ptr<const Model> model = Model::load(path);
   const int V = model->config().n_vocab;
   // Real text, repeated (sample_text.h): with pseudo-random ids every prediction is a near-tie
@@ -390,6 +367,5 @@ int main(int argc, char** argv) {
     });
   }
 
-  std::printf("RESULT: %d checks, %d failed\n", g_checks, g_failed);
-  return g_failed ? 1 : 0;
+  return gpu_test::finish_checks();
 }

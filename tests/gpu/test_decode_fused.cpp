@@ -29,8 +29,10 @@
 #include "kernels/cuda_check.h"
 #include "kernels/decode_fused.h"
 #include "tests/gpu/attention_problem.h"
+#include "gpu_checks.h"
 
 using namespace sinkscope;
+using gpu_test::check;
 using namespace sinkscope::kernels;
 using sinkscope::testing::bf2f;
 using sinkscope::testing::f2bf;
@@ -38,14 +40,6 @@ using sinkscope::testing::f2bf;
 namespace {
 
 constexpr uint16_t kPoison = 0xffff;  // bf16 NaN
-int g_checks = 0, g_failed = 0;
-
-void check(bool ok, const std::string& name, const std::string& detail) {
-  ++g_checks;
-  if (!ok) ++g_failed;
-  std::printf("%s %s: %s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.c_str());
-  std::fflush(stdout);
-}
 
 // Device buffer of T (test program: failures exit through SINKSCOPE_CUDA_CHECK).
 template <class T>
@@ -449,8 +443,6 @@ int main(int argc, char** argv) {
     const OpStatus sq = launch_fused_norm_qkv_rope(f, nullptr);
     check(!st.ok && !sq.ok, "refuses_bad_arguments", st.message + " | " + sq.message);
   }
-  if (bench && g_failed == 0) bench_smollm2();
-  std::printf("RESULT: %s (%d checks, %d failed)\n", g_failed ? "FAIL" : "PASS", g_checks,
-              g_failed);
-  return g_failed ? 1 : 0;
+  if (bench && gpu_test::g_failed == 0) bench_smollm2();
+  return gpu_test::finish_checks();
 }

@@ -47,19 +47,15 @@
 #include "engine/model.h"
 #include "engine/paths.h"
 #include "sample_text.h"
+#include "gpu_checks.h"
+#include "gpu_model.h"
 
 using namespace sinkscope;
+using gpu_test::check;
+using gpu_test::parse_list;
 
 namespace {
 
-int g_checks = 0, g_failed = 0;
-
-void check(bool ok, const std::string& name, const std::string& detail) {
-  ++g_checks;
-  if (!ok) ++g_failed;
-  std::printf("%s %s: %s\n", ok ? "PASS" : "FAIL", name.c_str(), detail.c_str());
-  std::fflush(stdout);
-}
 
 std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 0, double e = 0,
                 double g = 0) {
@@ -68,34 +64,7 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 
   return buf;
 }
 
-std::vector<double> parse_list(const std::string& s) {
-  std::vector<double> v;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) v.push_back(std::stod(item));
-  return v;
-}
 
-// Real text: --text, $SINKSCOPE_TEXT, the KJV of `setup.sh --eval-data`, else the fixed passage.
-std::string load_text(const std::string& arg, std::string* from) {
-  std::vector<std::filesystem::path> tries;
-  if (!arg.empty()) tries.emplace_back(arg);
-  if (const char* e = std::getenv("SINKSCOPE_TEXT")) tries.emplace_back(e);
-  tries.push_back(cache_dir() / "eval" / "kjv.txt");
-  for (const auto& p : tries) {
-    std::ifstream f(p, std::ios::binary);
-    if (!f) continue;
-    std::string s(size_t(256) << 10, '\0');  // 256 KB: > 8K tokens of prose
-    f.read(s.data(), std::streamsize(s.size()));
-    s.resize(size_t(f.gcount()));
-    if (s.size() < 4096) continue;
-    *from = p.string();
-    return s;
-  }
-  *from = "tests/gpu/sample_text.h (repeated; no real-text file found)";
-  return gpu_test::kText;
-}
 
 struct Run {
   std::vector<uint8_t> masks;
@@ -177,17 +146,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::string why;
-  if (!cuda_available(&why)) {
-    std::printf("SKIP: %s\n", why.c_str());
-    return 0;
-  }
-  const std::filesystem::path path = default_model_path();
-  if (!std::filesystem::exists(path)) {
-    std::printf("SKIP: model not found at %s (set SINKSCOPE_MODEL to a GGUF file)\n",
-                path.string().c_str());
-    return 0;
-  }
+  std::filesystem::path path;
+  if (!gpu_test::gpu_and_model(&path)) return 0;
   std::shared_ptr<const Model> model;
   try {
     model = Model::load(path);
@@ -197,7 +157,7 @@ int main(int argc, char** argv) {
   }
   const ModelConfig& c = model->config();
   std::string from;
-  const std::string text = load_text(text_arg, &from);
+  const std::string text = gpu_test::load_eval_text(text_arg, size_t(256) << 10, &from);
   std::vector<TokenId> piece = model->tokenizer().encode(text);
   std::vector<TokenId> ids;
   while (int(ids.size()) < n_tokens + steps) ids.insert(ids.end(), piece.begin(), piece.end());
@@ -343,6 +303,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     check(false, "run", std::string("exception: ") + e.what());
   }
-  std::printf("RESULT: %s (%d checks, %d failed)\n", g_failed ? "FAIL" : "PASS", g_checks, g_failed);
-  return g_failed ? 1 : 0;
+  return gpu_test::finish_checks();
 }

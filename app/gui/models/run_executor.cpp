@@ -578,8 +578,8 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       top1V = m_denseCache->top1;
     } else if (v.promptLse.size() == size_t(n) && v.promptTop1.size() == size_t(n)) {
       vLogits = v.promptLogits.data();  // the backend computed them next to the logits
-      lseV = v.promptLse;
-      top1V = v.promptTop1;
+      lseV = std::move(v.promptLse);
+      top1V = std::move(v.promptTop1);
     } else {
       vLogits = v.promptLogits.data();
       lseV.resize(size_t(n));

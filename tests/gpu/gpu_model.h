@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: Apache-2.0
+// Start-up of the GPU programs that run the model: a CUDA device and the model file
+// ($SINKSCOPE_MODEL, else the set-up script's path), and real text for the checks.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/backend_factory.h"
+#include "engine/paths.h"
+#include "sample_text.h"
+
+namespace sinkscope::gpu_test {
+
+// The model's path; false, after printing "SKIP: <reason>", without a usable CUDA device or
+// without the model file (the programs then exit 0).
+inline bool gpu_and_model(std::filesystem::path* path) {
+  std::string why;
+  if (!cuda_available(&why)) {
+    std::printf("SKIP: %s\n", why.c_str());
+    return false;
+  }
+  *path = default_model_path();
+  if (!std::filesystem::exists(*path)) {
+    std::printf("SKIP: model not found at %s (set SINKSCOPE_MODEL to a GGUF file)\n",
+                path->string().c_str());
+    return false;
+  }
+  return true;
+}
+
+// Real text: the first max_bytes of `arg`, else of $SINKSCOPE_TEXT, else of the KJV of
+// `setup.sh --eval-data` (files under 4 KB are passed over); else the fixed passage of
+// sample_text.h. *from says which.
+inline std::string load_eval_text(const std::string& arg, size_t max_bytes, std::string* from) {
+  std::vector<std::filesystem::path> tries;
+  if (!arg.empty()) tries.emplace_back(arg);
+  if (const char* e = std::getenv("SINKSCOPE_TEXT"); e && *e) tries.emplace_back(e);
+  tries.push_back(cache_dir() / "eval" / "kjv.txt");
+  for (const auto& p : tries) {
+    std::ifstream f(p, std::ios::binary);
+    if (!f) continue;
+    std::string s(max_bytes, '\0');
+    f.read(s.data(), std::streamsize(s.size()));
+    s.resize(size_t(f.gcount()));
+    if (s.size() < 4096) continue;
+    *from = p.string();
+    return s;
+  }
+  *from = "tests/gpu/sample_text.h (repeated; no real-text file found)";
+  return kText;
+}
+
+}  // namespace sinkscope::gpu_test
