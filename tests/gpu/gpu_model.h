@@ -5,12 +5,15 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/backend_factory.h"
+#include "engine/model.h"
 #include "engine/paths.h"
 #include "sample_text.h"
 
@@ -31,6 +34,21 @@ inline bool gpu_and_model(std::filesystem::path* path) {
     return false;
   }
   return true;
+}
+
+// gpu_and_model(), then the model loaded: null with *exit_code 0 after a SKIP line, or 1 after
+// "FAIL load model <path>: <why>".
+inline std::shared_ptr<const Model> load_gpu_model(int* exit_code) {
+  std::filesystem::path path;
+  *exit_code = 0;
+  if (!gpu_and_model(&path)) return nullptr;
+  try {
+    return Model::load(path);
+  } catch (const std::exception& e) {
+    std::printf("FAIL load model %s: %s\n", path.string().c_str(), e.what());
+    *exit_code = 1;
+    return nullptr;
+  }
 }
 
 // Real text: the first max_bytes of `arg`, else of $SINKSCOPE_TEXT, else of the KJV of

@@ -70,15 +70,9 @@ std::vector<float> prefill_then_decode(Backend& be, const std::vector<TokenId>& 
 }  // namespace
 
 int main() {
-  std::filesystem::path path;
-  if (!gpu_test::gpu_and_model(&path)) return 0;
-  std::shared_ptr<const Model> model;
-  try {
-    model = Model::load(path);
-  } catch (const std::exception& e) {
-    std::printf("FAIL load model %s: %s\n", path.string().c_str(), e.what());
-    return 1;
-  }
+  int exit_code = 0;
+  const std::shared_ptr<const Model> model = gpu_test::load_gpu_model(&exit_code);
+  if (!model) return exit_code;
   const ModelConfig& c = model->config();
   const int V = c.n_vocab;
   std::vector<TokenId> text = model->tokenizer().encode(gpu_test::kText);
@@ -88,7 +82,7 @@ int main() {
   std::printf(
       "device: %s\nmodel: %s (%s, %d layers, %d/%d heads, head_dim %d, vocab %d)\n"
       "text: %zu tokens (%zu from the fixed text), teacher-forced\n",
-      cuda_device_name().c_str(), path.string().c_str(), c.architecture.c_str(), c.n_layer,
+      cuda_device_name().c_str(), default_model_path().string().c_str(), c.architecture.c_str(), c.n_layer,
       c.n_head, c.n_head_kv, c.head_dim, V, ids.size(), text.size());
   std::fflush(stdout);
 

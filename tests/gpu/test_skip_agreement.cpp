@@ -146,15 +146,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::filesystem::path path;
-  if (!gpu_test::gpu_and_model(&path)) return 0;
-  std::shared_ptr<const Model> model;
-  try {
-    model = Model::load(path);
-  } catch (const std::exception& e) {
-    std::printf("FAIL load model %s: %s\n", path.string().c_str(), e.what());
-    return 1;
-  }
+  int exit_code = 0;
+  const std::shared_ptr<const Model> model = gpu_test::load_gpu_model(&exit_code);
+  if (!model) return exit_code;
   const ModelConfig& c = model->config();
   std::string from;
   const std::string text = gpu_test::load_eval_text(text_arg, size_t(256) << 10, &from);
@@ -164,7 +158,7 @@ int main(int argc, char** argv) {
   ids.resize(size_t(n_tokens + steps));
   std::printf("device: %s\nmodel: %s (%d layers, %d/%d heads, head_dim %d)\ntext: %s, %d prompt "
               "tokens + %d decode steps; block 64, query tile 128; margin %.3g nats\n",
-              cuda_device_name().c_str(), path.string().c_str(), c.n_layer, c.n_head, c.n_head_kv,
+              cuda_device_name().c_str(), default_model_path().string().c_str(), c.n_layer, c.n_head, c.n_head_kv,
               c.head_dim, from.c_str(), n_tokens, steps, margin);
   std::fflush(stdout);
 
