@@ -116,6 +116,20 @@ void forRows(ThreadPool* pool, int n, const std::function<void(int64_t)>& fn) {
   }
 }
 
+// Per row of (n, nv) logits: log-sum-exp and argmax, and (prob non-null) the probabilities
+// exp(logit - lse) as floats; one pass over the rows on the pool.
+void rowStats(ThreadPool* pool, const float* logits, int n, int nv, std::vector<double>& lse,
+              std::vector<int>& top1, float* prob = nullptr) {
+  lse.resize(size_t(n));
+  top1.resize(size_t(n));
+  forRows(pool, n, [&](int64_t i) {
+    const float* row = logits + size_t(i) * nv;
+    lse[size_t(i)] = logSumExp(row, nv);
+    top1[size_t(i)] = argmax(row, nv);
+    if (prob) rowProbabilities(row, nv, lse[size_t(i)], prob + size_t(i) * nv);
+  });
+}
+
 // Everything the variant's run (generation, logits, probes, comparison) depends on, except the
 // prompt tokens (compared apart) and the skip mask's (layer, head).
 std::string variantRunKey(const RunRequest& r, int maxTokens, int colN) {
@@ -582,13 +596,7 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       top1V = std::move(v.promptTop1);
     } else {
       vLogits = v.promptLogits.data();
-      lseV.resize(size_t(n));
-      top1V.resize(size_t(n));
-      forRows(m_pool.get(), n, [&](int64_t i) {
-        const float* row = vLogits + size_t(i) * nv;
-        lseV[size_t(i)] = logSumExp(row, nv);
-        top1V[size_t(i)] = argmax(row, nv);
-      });
+      rowStats(m_pool.get(), vLogits, n, nv, lseV, top1V);
     }
     {
       double nll = 0;
@@ -708,18 +716,10 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       dc->prompt = res->promptTokens;
       dc->maxTokens = maxTokens;
       dc->pass = std::move(d);
-      dc->lse.resize(size_t(n));
-      dc->top1.resize(size_t(n));
       const bool keepProb = size_t(n) * size_t(nv) * sizeof(float) <= DenseCache::kMaxProbBytes;
       if (keepProb) dc->prob.resize(size_t(n) * size_t(nv));
-      DenseCache& dr = *dc;
-      forRows(m_pool.get(), n, [&](int64_t i) {
-        const float* row = dr.pass.promptLogits.data() + size_t(i) * nv;
-        const double lz = logSumExp(row, nv);
-        dr.lse[size_t(i)] = lz;
-        dr.top1[size_t(i)] = argmax(row, nv);
-        if (keepProb) rowProbabilities(row, nv, lz, dr.prob.data() + size_t(i) * nv);
-      });
+      rowStats(m_pool.get(), dc->pass.promptLogits.data(), n, nv, dc->lse, dc->top1,
+               keepProb ? dc->prob.data() : nullptr);
       m_denseCache = std::move(dc);
     }
     stage(haveDense ? "dense baseline (cached)" : "dense baseline");
