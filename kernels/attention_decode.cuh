@@ -251,6 +251,14 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     const int64_t k = int64_t(pos0s[i]) + off;
     return k <= qpos && (k < p.sink_count || p.window == 0 || k > qpos - p.window);
   };
+  // A live-page tile all of whose keys left the window (its page is evicted after this step):
+  // neither visited nor skipped in the probes, as in the CPU attention (its scores are all
+  // masked, so the rule below drops it from the work either way).
+  auto list_gone = [&](int i) {
+    if constexpr (!LIST) return false;
+    const int64_t k0 = pos0s[i];
+    return p.window > 0 && k0 >= p.sink_count && k0 + BC - 1 <= qpos - p.window;
+  };
 
   // ---- MODE 2: decisions for this split's tiles, from the maxima of pass 1 ----
   int n_work = nsplit_tiles;
@@ -271,7 +279,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
           const bool sk = t > 0 && (tm * sl2 - pm * sl2 < log2_lambda);
           tms[i * 8 + gg] = tm;
           flags[i * 8 + gg] = sk;
-          n_skip += sk;
+          n_skip += sk && !list_gone(i);
           pm = fmaxf(pm, tm);
           if (p.skip_mask && (p.mask_head < 0 || p.mask_head == kvh * G + gg))
             p.skip_mask[int64_t(p.mask_head < 0 ? kvh * G + gg : 0) * n_kvt + t] = sk;
@@ -316,9 +324,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     }
   }
   if constexpr (MODE != 1) {
-    if (tid < G && p.tiles_visited)
+    if (tid < G && p.tiles_visited) {
+      int n_vis = nsplit_tiles;
+      if constexpr (LIST)
+        for (int i = 0; i < nsplit_tiles; ++i) n_vis -= list_gone(i);
       atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_visited + kvh * G + tid),
-                static_cast<unsigned long long>(nsplit_tiles));
+                static_cast<unsigned long long>(n_vis));
+    }
   }
 
   // ---- issue the loads of work item i into ring stage `st` (each lane: its own chunks) ----

@@ -8,7 +8,9 @@
 // 2. Graph replays. Records of one replay (same graph id, same synced range) are sorted by start
 //    and matched by ordinal to the nodes of the graph's layout (profiler/graph_layout.h), which
 //    names the region ("layer 3") of every node. CUPTI may report memset nodes as kernels; both
-//    readings are tried. A layout whose counts do not match is not used (the work keeps its phase).
+//    readings are tried. A replay without kernel records (kernel records switched off for it)
+//    places its copies alone. A layout whose counts do not match is not used (the work keeps its
+//    phase).
 // 3. Work without a launch record (e.g. cuBLAS kernels launched through the driver API while
 //    DRIVER records are off) inherits the range of the work before it on its stream in the same
 //    phase: a stream runs in launch order, and every region of the engine begins with a kernel
@@ -137,6 +139,14 @@ void TimelineBuilder::attribute_gpu_work(Timeline& t) {
       }
       return n;
     };
+    if (by_kind[0].empty() && by_kind[2].empty()) {
+      // A replay without kernel records (a sampled preset's unsampled step): its copies alone.
+      const auto cn = nodes_of(false, 1);
+      if (by_kind[1].empty() || cn.size() != by_kind[1].size()) return false;
+      for (size_t i = 0; i < cn.size(); ++i) recs[by_kind[1][i]].node = cn[i];
+      g.layout = &lay;
+      return true;
+    }
     for (bool memset_as_kernel : {false, true}) {
       const auto kn = nodes_of(memset_as_kernel, 0);
       const auto sn = nodes_of(memset_as_kernel, 2);

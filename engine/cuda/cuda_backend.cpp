@@ -237,10 +237,12 @@ class CudaBackendImpl final : public CudaBackend {
                           const char* what);
 
   void enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p);
-  void enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows);
-  // The LM head over the pass's nc rows (hidden states in m_x), the logits into dst row-major,
-  // their row statistics into m_row_lse / m_row_top1 from row stats_row0 of the forward.
-  void logit_rows_to_host(int nc, float* dst, int64_t stats_row0);
+  // x: the hidden states (rows from row0); nullptr = this pass's residual stream m_x.
+  void enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows, const float* x = nullptr);
+  // The LM head over nc rows of hidden states (x, or this pass's m_x), the logits into dst
+  // row-major, their row statistics into m_row_lse / m_row_top1 from row stats_row0 of the
+  // forward.
+  void logit_rows_to_host(int nc, float* dst, int64_t stats_row0, const float* x = nullptr);
   kernels::AttentionParams attention_params(int layer, const Pass& p) const;
   // bf16 pages of layer l (a quantized cache: its protected bf16 pages, engine/kv_page_plan.h).
   uint16_t* k_layer(int l) const { return m_k.as<uint16_t>() + size_t(l) * m_layer_kv_elems; }
@@ -254,10 +256,13 @@ class CudaBackendImpl final : public CudaBackend {
 
   // sinkq: cache position mode past the window (queries re-rotated at their cache index for
   // the sink keys, AttentionParams::q_sink). out (kAll only): the rows go there, straight from
-  // the device, instead of into `logits` (a windowed forward's chunks, no second host copy).
+  // the device, instead of into `logits`.
+  // deferred (a windowed forward's chunks): no LM head and no synchronisation here; the final
+  // hidden states of the n tokens go to the device rows `stage` (when not null), whose LM head
+  // the caller runs later over many chunks at once (forward_windowed).
   void prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
                std::vector<float>& logits, bool sinkq = false, float* out = nullptr,
-               int64_t stats_row0 = 0);
+               int64_t stats_row0 = 0, bool deferred = false, float* stage = nullptr);
   void decode_step(TokenId token, double lambda, std::vector<float>& logits, bool sinkq = false);
   // A sliding-window cache: the tokens in chunks (engine/kv_page_plan.h), page tables and RoPE
   // ring rows uploaded before each, evictions after.
@@ -329,6 +334,10 @@ class CudaBackendImpl final : public CudaBackend {
   // m_rope_cos/sin hold ring rows. Cache position mode: angles of cache indices [0, S + W) and
   // the re-rotated queries.
   DeviceBuffer m_tile_pos0, m_tile_page, m_rope_cache_cos, m_rope_cache_sin, m_q_sink;
+  // Windowed forwards with all-position logits: final hidden states of many chunks, whose LM
+  // head runs once (allocated at first use, m_stage_rows rows of n_embd floats).
+  DeviceBuffer m_stage;
+  int m_stage_rows = 0;
   std::vector<float> m_h_rope;  // pageable staging of ring rows (cos | sin)
   RopeTable m_rope_host;        // the CPU's angles, for the ring rows
   // Scratch for one pass of up to m_batch tokens.
@@ -1033,9 +1042,10 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
   }
 }
 
-void CudaBackendImpl::enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows) {
+void CudaBackendImpl::enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows,
+                                      const float* hidden) {
   const ModelConfig& c = m_model->config();
-  const float* x = m_x.as<float>() + size_t(row0) * c.n_embd;
+  const float* x = (hidden ? hidden : m_x.as<float>()) + size_t(row0) * c.n_embd;
   SS_LAUNCH(
       kernels::launch_rms_norm(x, m_weights->out_norm, m_xn.as<uint16_t>(), rows, c.n_embd, c.rms_eps, s));
   blas.linear(m_xn.as<uint16_t>(), m_weights->lm_head, m_logits.as<float>(), rows, c.n_vocab, c.n_embd);
@@ -1136,55 +1146,79 @@ void CudaBackendImpl::upload_window_tables(int m) {
 }
 
 // The CPU backend's chunking (cpu_backend.cpp): pieces of at most windowed_chunk() tokens, each
-// reserved, run and committed (evicting) before the next. Cache position mode: a chunk never
-// straddles the first position whose cache index differs from its position (S + W); chunks
-// past it score the sink keys with the queries re-rotated at their cache index (q_sink), in the
-// prefill kernels as in the decode kernels.
+// reserved, run and committed (evicting) before the next, with the same boundaries as the CPU
+// (the query tiles, and so the skip decisions, line up). Cache position mode: chunks reaching
+// past the first position whose cache index differs from its position (S + W) score the sink
+// keys with the queries re-rotated at their cache index (q_sink), in the prefill kernels as in
+// the decode kernels; for the rows before S + W that rotation is their own.
+// The chunks are enqueued back to back without waiting for the device: all-position logits go
+// through a staging buffer of final hidden states whose LM head and copy to the host run once
+// per m_stage_rows rows (logit_rows_to_host, pipelined like a full-cache prefill); last-position
+// logits come from the last chunk only.
 void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMode mode,
                                        std::vector<float>& logits) {
   const ModelConfig& c = m_model->config();
   const int n = int(tokens.size());
   const size_t V = size_t(c.n_vocab);
-  logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
+  const bool all = mode == LogitsMode::kAll;
+  logits.resize((all ? size_t(n) : 1) * V);
   const int S = m_plan->sinks(), W = m_plan->window();
   const int step = windowed_chunk(m_cache_settings, m_attn.block_size, m_window_batch);
+  if (all && m_stage_rows < std::min(n, step)) {
+    // Up to 4096 rows (one LM-head pipeline for a 4K prompt), at most 64 MiB, at least a chunk.
+    const int64_t cap = std::max<int64_t>(step, std::min<int64_t>(
+                                                    4096, (int64_t(64) << 20) / (int64_t(c.n_embd) * 4)));
+    const int rows = int(std::min<int64_t>(cap, std::max(n, step)));
+    m_stage = DeviceBuffer();
+    m_stage_rows = 0;
+    m_stage = alloc(size_t(rows) * c.n_embd * 4, "staged hidden states");
+    m_stage_rows = rows;
+  }
+  int staged = 0, stage_off = 0;  // rows in the stage, and the forward row of its first
+  auto flush = [&] {
+    if (staged == 0) return;
+    logit_rows_to_host(staged, logits.data() + size_t(stage_off) * V, stage_off,
+                       m_stage.as<float>());
+    staged = 0;
+  };
   std::vector<float> part;
   for (int off = 0; off < n;) {
     const int64_t n0 = m_n_past;
-    int m = std::min(step, n - off);
-    bool sinkq = false;
-    if (m_plan->cache_positions()) {
-      const int64_t moved = int64_t(S) + W;  // first position whose cache index differs
-      if (n0 < moved) {
-        m = int(std::min<int64_t>(m, moved - n0));
-      } else {
-        sinkq = true;
-      }
-    }
-    const bool decode = m == 1 && n0 > 0;
+    const int m = std::min(step, n - off);
     const int64_t last = n0 + m - 1;
+    const bool sinkq = m_plan->cache_positions() && last >= int64_t(S) + W;
+    const bool decode = m == 1 && n0 > 0;
     const int64_t n_kv = std::min<int64_t>(last + 1, cache_position(last, S, W) + 1);
     const double lambda = effective_lambda(m_attn, decode, n_kv);
     m_plan->reserve(m);
     upload_window_tables(m);
     if (decode) {
+      flush();  // the step's graph reuses the LM head's scratch
       decode_step(tokens[size_t(off)], lambda, part, sinkq);
+      std::copy_n(part.data(), V, logits.data() + (all ? size_t(off) * V : 0));
+    } else if (all) {
+      if (staged + m > m_stage_rows) flush();
+      if (staged == 0) stage_off = off;
+      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq, nullptr, off,
+              true, m_stage.as<float>() + size_t(staged) * c.n_embd);
+      staged += m;
+    } else if (off + m < n) {
+      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq, nullptr, 0, true);
     } else {
-      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq,
-              mode == LogitsMode::kAll ? logits.data() + size_t(off) * V : nullptr, off);
+      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq);
+      std::copy_n(part.data(), V, logits.data());
     }
     m_plan->commit(m);
     m_n_past += m;
-    if (mode == LogitsMode::kAll) {
-      if (decode) std::copy_n(part.data(), V, logits.data() + size_t(off) * V);
-    } else if (off + m == n) {
-      std::copy_n(part.data(), V, logits.data());
-    }
     off += m;
   }
+  flush();
+  enqueue_probe_copy();
+  SS_CUDA(cudaStreamSynchronize(m_stream.s));
 }
 
-void CudaBackendImpl::logit_rows_to_host(int nc, float* dst, int64_t stats_row0) {
+void CudaBackendImpl::logit_rows_to_host(int nc, float* dst, int64_t stats_row0,
+                                         const float* x) {
   const size_t V = size_t(m_model->config().n_vocab);
   const int R = m_logit_rows;
   const size_t block = size_t(R) * V;
@@ -1204,7 +1238,7 @@ void CudaBackendImpl::logit_rows_to_host(int nc, float* dst, int64_t stats_row0)
   int* top1_dev = reinterpret_cast<int*>(lse_dev + R);
   auto enqueue = [&](int k) {
     const int rows = rows_of(k);
-    enqueue_lm_head(m_stream.s, *m_blas, k * R, rows);
+    enqueue_lm_head(m_stream.s, *m_blas, k * R, rows, x);
     SS_LAUNCH(kernels::launch_row_lse_argmax(m_logits.as<float>(), rows, int(V), lse_dev, top1_dev,
                                              m_stream.s));
     SS_CUDA(cudaMemcpyAsync(m_h_rows[k & 1].as<float>(), m_logits.get(), size_t(rows) * V * 4,
@@ -1239,11 +1273,11 @@ void CudaBackendImpl::logit_rows_to_host(int nc, float* dst, int64_t stats_row0)
 
 void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
                               std::vector<float>& logits, bool sinkq, float* out,
-                              int64_t stats_row0) {
+                              int64_t stats_row0, bool deferred, float* stage) {
   const ModelConfig& c = m_model->config();
   const int n = int(tokens.size());
   const size_t V = size_t(c.n_vocab);
-  if (mode != LogitsMode::kAll || !out) {
+  if (!deferred && (mode != LogitsMode::kAll || !out)) {
     logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
     out = logits.data();
   }
@@ -1308,7 +1342,11 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
             m_probes.all_masks[(lh * R + size_t(start / qt) + r) * C + t] =
                 kConv[std::min<int>(h[(lh * rows + r) * cols + t], 2)];
     }
-    if (mode == LogitsMode::kAll) {
+    if (deferred) {
+      if (stage)
+        SS_CUDA(cudaMemcpyAsync(stage + size_t(start) * c.n_embd, m_x.get(),
+                                size_t(nc) * c.n_embd * 4, cudaMemcpyDeviceToDevice, m_stream.s));
+    } else if (mode == LogitsMode::kAll) {
       logit_rows_to_host(nc, out + size_t(start) * V, stats_row0 + start);
     } else if (start + nc == n) {
       enqueue_lm_head(m_stream.s, *m_blas, nc - 1, 1);
@@ -1316,9 +1354,11 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
                               m_stream.s));
     }
   }
+  if (deferred && m_capture.layer < 0) return;  // the caller synchronises
   enqueue_probe_copy();
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
-  if (mode != LogitsMode::kAll) std::memcpy(logits.data(), m_h_logits.as<float>(), V * 4);
+  if (!deferred && mode != LogitsMode::kAll)
+    std::memcpy(logits.data(), m_h_logits.as<float>(), V * 4);
   if (m_capture.layer >= 0) {  // debug capture: K/V of every cached position, pages -> (pos, kv, d)
     const int bs = m_attn.block_size, hk = c.n_head_kv, d = c.head_dim;
     const int64_t n_kv = int64_t(m_n_past) + n, pages = (n_kv + bs - 1) / bs;

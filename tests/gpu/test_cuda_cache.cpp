@@ -153,17 +153,19 @@ int main(int argc, char** argv) {
           "window128_S4_cache_sparse_row_stats",
           (rs_got ? rs.str() : std::string("none returned")) +
               " (gates: every row of the chunked call, |dlse| <= 1e-9, no argmax mismatch)");
-    // The skipped share, not the counts: with a sliding window the two backends count visited
-    // tiles differently (the GPU ~12 % more in prefill, ~0.5 % in decode; tests/gpu/NOTES.md).
+    // Both backends chunk alike and leave out the tiles that left the window, so they visit the
+    // same tiles; which of them are skipped may differ near the threshold (bf16 scores).
     for (bool dec : {false, true}) {
       const TileCounts tc = cpu->probes().total(dec), tg = gpu->probes().total(dec);
       const double fc = double(tc.skipped) / double(std::max<int64_t>(tc.visited, 1));
       const double fg = double(tg.skipped) / double(std::max<int64_t>(tg.visited, 1));
       const std::string n = std::string("window128_S4_cache_sparse_") + (dec ? "decode" : "prefill");
-      check(tc.skipped > 0 && std::abs(fg - fc) <= 0.1 * fc, n + "_skips",
+      check(tc.skipped > 0 && tg.visited == tc.visited && std::abs(fg - fc) <= 0.1 * fc,
+            n + "_skips",
             "tiles skipped cpu " + std::to_string(tc.skipped) + " of " +
                 std::to_string(tc.visited) + ", gpu " + std::to_string(tg.skipped) + " of " +
-                std::to_string(tg.visited) + " (gate: skipped share within 10 % of the CPU's)");
+                std::to_string(tg.visited) +
+                " (gates: the same tiles visited, skipped share within 10 % of the CPU's)");
     }
   });
 

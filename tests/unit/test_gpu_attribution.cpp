@@ -58,7 +58,9 @@ struct Built {
 
 // run [0, 10000) > prefill [100, 3000) > layer 0/1 (eager, host launch links);
 // decode step [3000, 6000) and [6000, 9000): one graph replay each (graph 7), no layer ranges.
-Built sample(bool memset_as_kernel = false, bool register_layout = true) {
+// second_without_kernels: the second replay recorded no kernels (a sampled preset's step).
+Built sample(bool memset_as_kernel = false, bool register_layout = true,
+             bool second_without_kernels = false) {
   TimelineBuilder b;
   const uint32_t nv = b.lane(LaneKind::kNvtx, kThread, 0, "SinkScope", {}, kThread);
   const uint32_t st = b.lane(LaneKind::kCudaStream, 7, 0);
@@ -85,7 +87,7 @@ Built sample(bool memset_as_kernel = false, bool register_layout = true) {
     b.add(st, work(b, EventKind::kMemcpy, "memcpy HtoD", t0, t0 + 10, launch, 7, corr));
     int64_t t = t0 + 20;
     const char* names[] = {"norm", "gemm", "attn", "norm", "gemm", "attn", "norm", "gemm"};
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < 8 && !(second_without_kernels && step == 1); ++k) {
       if (memset_as_kernel && k == 1)  // CUPTI's reading of a memset node
         b.add(st, work(b, EventKind::kKernel, "memset32", t - 5, t - 1, launch, 7, corr));
       b.add(st, work(b, EventKind::kKernel, names[k], t, t + 100, launch, 7, corr));
@@ -182,6 +184,20 @@ TEST(GpuAttribution, MemsetNodesReportedAsKernels) {
     if (t.name(ev[i].name) == "memset32") {
       EXPECT_EQ(path_of(t, {b.stream, i}), "run > decode step > layer 0");
     }
+}
+
+TEST(GpuAttribution, ReplayWithoutKernelRecordsPlacesItsCopies) {
+  const Built b = sample(false, true, /*second_without_kernels=*/true);
+  const Timeline& t = *b.t;
+  const auto ev = t.events(b.stream);
+  ASSERT_EQ(ev.size(), 19u);  // 7 prefill, 10 of the first replay, 2 copies of the second
+  EXPECT_EQ(path_of(t, {b.stream, 7}), "run > decode step");
+  EXPECT_EQ(path_of(t, {b.stream, 8}), "run > decode step > layer 0");
+  EXPECT_EQ(path_of(t, {b.stream, 17}), "run > decode step");
+  EXPECT_EQ(path_of(t, {b.stream, 18}), "run > decode step");
+  EXPECT_EQ(t.info().graph_attributed, 12u);
+  for (const std::string& n : t.info().notes)
+    EXPECT_EQ(n.find("no matching layout"), std::string::npos) << n;
 }
 
 TEST(GpuAttribution, WithoutLayoutReplaysKeepTheirPhase) {
