@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/attention.h"
 #include "engine/backend.h"
 
 namespace sinkscope {
@@ -68,7 +69,12 @@ int64_t windowed_pool_positions(const CacheSettings& s, int64_t chunk) {
 
 int windowed_chunk(const CacheSettings& s, int block_size, int device_batch) {
   const int64_t cpu = std::max<int64_t>(block_size, std::min<int64_t>(s.window_size, 1 << 20));
-  return int(std::max<int64_t>(1, std::min<int64_t>(cpu, device_batch)));
+  const int64_t one = std::max<int64_t>(1, std::min<int64_t>(cpu, device_batch));
+  // Several CPU chunks per pass when that changes nothing the CPU would compute: the CPU chunk
+  // is a whole number of 128-row query tiles (so the tiles, and every skip decision, line up
+  // with the CPU's), and no cache memory limit could refuse the larger pass.
+  if (cpu % kQueryTileRows != 0 || s.global_cache_limit_mib > 0) return int(one);
+  return int(std::max<int64_t>(one, cpu * (device_batch / cpu)));
 }
 
 KvPagePlan::KvPagePlan(int n_layer, int64_t bytes_per_token_layer, int block_size,

@@ -47,8 +47,12 @@ std::string cuda_cache_unsupported(const CacheSettings& s);
 // pages, whichever page size (64 or 128): sinks, window + chunk, and two partial pages.
 int64_t windowed_pool_positions(const CacheSettings& s, int64_t chunk);
 
-// Largest pass of new tokens for a windowed cache (the CPU's KvCache::max_chunk(), capped by the
-// device batch): keeps the live pages within windowed_pool_positions().
+// Largest pass of new tokens for a windowed cache: the CPU's KvCache::max_chunk() capped by the
+// device batch; or as many CPU chunks as fit the device batch when the CPU chunk is a multiple
+// of kQueryTileRows (engine/attention.h; the query tiles then start where the CPU's do, so the
+// results, skip decisions and probes equal those of CPU-sized passes) and no global cache limit
+// is set. Keeps the live pages within windowed_pool_positions(). A 2K-token prompt with W = 256
+// is then one device pass instead of nine.
 int windowed_chunk(const CacheSettings& s, int block_size, int device_batch);
 
 // Whether the cache keeps position `pos` unquantized (the CPU KvCache's rule): quantization on,

@@ -34,9 +34,10 @@ namespace sinkscope::prof {
 //               decoded at stop()
 //   lean-dev    lean + RUNTIME records only for launch entry points + 64 MB device buffers and
 //               pre-allocated profiling semaphores (fewer device-buffer flushes mid-run)
-//   sampled[:N] lean-dev, kernel records only in the prefill and every N-th decode step
-//               (default 8); the other steps keep their NVTX ranges. Kernel statistics then
-//               cover the sampled steps only (a timeline note says so)
+//   sampled[:N] lean, kernel records only in the prefill and every N-th decode step
+//               (default 8), flushed when the step ends;
+//               the other steps keep their NVTX ranges and copies. Kernel statistics then cover
+//               the sampled steps only (a timeline note says so)
 //   graph-level one record per CUDA graph launch (GRAPH_TRACE) next to kernel records
 //   no-kernels  lean-dev without kernel records (diagnostic: the cost of everything else)
 // Every preset keeps kernel names, durations and nesting for the kernels it records: work

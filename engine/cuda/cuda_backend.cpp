@@ -57,6 +57,7 @@ using gpu::PinnedBuffer;
 
 constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 constexpr int kPositionAlign = 128;  // cache positions rounded up: pages of 64 or 128
+static_assert(kQueryTileRows == kernels::kPrefillQueryTile, "the CPU and GPU query tiles");
 constexpr int kMaxLogitRows = 128;   // LM-head rows per GEMM (bounds the logits scratch)
 constexpr size_t kStagingFloats = size_t(16) << 20;  // fp32 staging for the weight upload
 

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Benchmark of the attention kernel family (STYLE.md #12: one program per kernel family; the
 // check mode is test_attention_gpu). `bench_attention OUT.csv --kvq` times only the bf16 / int8 /
-// int4 KV decode table. Prints rows of CSV to stdout (and to argv[1] when given):
+// int4 KV decode table, `--decode` only the decode rows. Decode rows come twice: host launches
+// back to back (variant ours_*) and the same launches replayed as one CUDA graph (ours_*_graph:
+// device time, as the engine's graph-replayed decode steps see it). Prints rows of CSV to stdout (and to argv[1] when given):
 //   kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet
 // kind: prefill (causal FLOPs 4*L^2*d*Hq/2), decode (K+V bytes read = 2*L*Hkv*d*2),
 // prefill_sparse / decode_sparse (+ measured skip fraction, same-input dense time for the ratio),
@@ -61,6 +63,45 @@ double time_us(F&& launch, int warmup, int batches, int per_batch) {
   }
   SINKSCOPE_CUDA_CHECK(cudaEventDestroy(a));
   SINKSCOPE_CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+// Device time per launch without the host: `per_graph` launches (launch(i, stream)) captured
+// into one CUDA graph, the median over `batches` replays of replay time / per_graph. The engine
+// replays its decode steps as graphs, so this is the decode time it sees; the plain time_us above
+// also contains the host's launch cost whenever that exceeds the kernel's.
+template <class F>
+double graph_time_us(F&& launch, int per_graph, int batches) {
+  cudaStream_t s;
+  SINKSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int i = 0; i < per_graph; ++i) launch(i, s);  // warm-up, one-time attribute setup
+  SINKSCOPE_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaGraph_t g;
+  cudaGraphExec_t exec;
+  SINKSCOPE_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < per_graph; ++i) launch(i, s);
+  SINKSCOPE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  SINKSCOPE_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+  cudaEvent_t a, b;
+  SINKSCOPE_CUDA_CHECK(cudaEventCreate(&a));
+  SINKSCOPE_CUDA_CHECK(cudaEventCreate(&b));
+  SINKSCOPE_CUDA_CHECK(cudaGraphLaunch(exec, s));  // warm replay
+  std::vector<float> ts;
+  for (int bt = 0; bt < batches; ++bt) {
+    SINKSCOPE_CUDA_CHECK(cudaEventRecord(a, s));
+    SINKSCOPE_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    SINKSCOPE_CUDA_CHECK(cudaEventRecord(b, s));
+    SINKSCOPE_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    SINKSCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    ts.push_back(ms * 1000.f / per_graph);
+  }
+  SINKSCOPE_CUDA_CHECK(cudaEventDestroy(a));
+  SINKSCOPE_CUDA_CHECK(cudaEventDestroy(b));
+  SINKSCOPE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  SINKSCOPE_CUDA_CHECK(cudaGraphDestroy(g));
+  SINKSCOPE_CUDA_CHECK(cudaStreamDestroy(s));
   std::sort(ts.begin(), ts.end());
   return ts[ts.size() / 2];
 }
@@ -185,6 +226,11 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
                             copies, 7, std::max(20, copies));
   emit(kind, sh.name, L, lambda > 0 ? "ours_sparse" : "ours_dense", us, 0, kv_bytes / us * 1e-3,
        skip, lambda, quiet);
+  const double gus = graph_time_us(
+      [&](int i, cudaStream_t st) { check(kernels::launch_attention(ps[i % copies], st)); },
+      std::max(20, copies), 7);
+  emit(kind, sh.name, L, lambda > 0 ? "ours_sparse_graph" : "ours_dense_graph", gus, 0,
+       kv_bytes / gus * 1e-3, skip, lambda, quiet);
   for (auto& d : dps) d.release();
 }
 
@@ -304,6 +350,36 @@ int main(int argc, char** argv) {
   SINKSCOPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20);
+  if (argc > 5 && std::string(argv[2]) == "--profile-decode") {
+    // `--profile-decode D L LAMBDA`: three launches of one decode problem (shape by head dim;
+    // LAMBDA > 0: sink + 70 % quiet tiles, sparse), for ncu.
+    const Shape& sh = std::atoi(argv[3]) == 64 ? kShapes[0] : kShapes[1];
+    const int64_t L = std::atoll(argv[4]);
+    const double lambda = std::atof(argv[5]);
+    const HostProblem hp = make_problem(make_spec(sh, L, true, lambda > 0 ? 6.0 : 0, lambda > 0 ? 0.7 : 0), rng);
+    DeviceProblem dp;
+    dp.upload(hp, rng);
+    kernels::AttentionParams p = dp.params(hp, lambda);
+    p.skip_mask = nullptr;
+    dp.attach_workspace(p);
+    for (int i = 0; i < 3; ++i) check(kernels::launch_attention(p, nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    dp.release();
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "--decode") {  // the decode rows alone
+    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+    for (const Shape& sh : kShapes)
+      for (int64_t L : kLens) bench_decode(sh, L, rng, 0, 0, 0, "decode");
+    for (const Shape& sh : kShapes)
+      for (int64_t L : {16384, 65536})
+        for (double quiet : {0.7}) {
+          bench_decode(sh, L, rng, 6.0, quiet, 0, "decode_sparse");
+          bench_decode(sh, L, rng, 6.0, quiet, 1e-2, "decode_sparse");
+        }
+    if (g_csv) std::fclose(g_csv);
+    return 0;
+  }
   if (argc > 2 && std::string(argv[2]) == "--profile") {  // a few launches for ncu
     bench_decode(kShapes[1], 65536, rng, 0, 0, 0, "decode");
     bench_prefill(kShapes[1], 16384, rng);

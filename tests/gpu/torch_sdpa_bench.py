@@ -41,6 +41,34 @@ def time_us(fn, warmup, batches, per_batch):
     return ts[len(ts) // 2]
 
 
+def graph_time_us(fn, per_graph, batches, backend):
+    """Device time per call: per_graph calls captured into one CUDA graph, the median over
+    `batches` replays of replay time / per_graph (bench_attention's graph_time_us)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), sdpa_kernel(backend):
+        for i in range(3):
+            fn(i)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with sdpa_kernel(backend), torch.cuda.graph(g):
+        outs = [fn(i) for i in range(per_graph)]
+    g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(batches):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b) * 1000.0 / per_graph)
+    del outs, g
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
 def sdpa_callable(backend, q, k, v, causal, hq, hkv):
     """Returns (fn(k, v), suffix). With suffix '' fn takes the hkv-head K/V (enable_gqa); with
     '+rep' the backend refused enable_gqa and fn takes K/V already expanded to hq heads."""
@@ -65,11 +93,11 @@ def sdpa_callable(backend, q, k, v, causal, hq, hkv):
     return plain, "+rep"
 
 
-def bench(rows, quick):
+def bench(rows, quick, decode_only=False):
     dev = torch.device("cuda")
     for name, d, hq, hkv in SHAPES:
         for L in LENS:
-            if quick and L > 16384:
+            if (quick and L > 16384) or decode_only:
                 continue
             q = torch.randn(1, hq, L, d, device=dev, dtype=torch.bfloat16)
             k = torch.randn(1, hkv, L, d, device=dev, dtype=torch.bfloat16)
@@ -113,6 +141,15 @@ def bench(rows, quick):
                                      max(20, copies))
                     rows.append(("decode", name, L, bname + suf, us, 0.0, kv_bytes / us * 1e-3))
                     print(f"decode,{name},{L},{bname}{suf},{us:.2f},{kv_bytes / us * 1e-3:.1f} GB/s", flush=True)
+                    try:
+                        gus = graph_time_us(lambda i: fn(ks2[i % copies], vs2[i % copies]),
+                                            max(20, copies), 7, be)
+                        rows.append(("decode_graph", name, L, bname + suf, gus, 0.0, kv_bytes / gus * 1e-3))
+                        print(f"decode_graph,{name},{L},{bname}{suf},{gus:.2f},{kv_bytes / gus * 1e-3:.1f} GB/s",
+                              flush=True)
+                    except Exception as e:  # noqa: BLE001 - a backend that cannot be captured
+                        print(f"decode_graph,{name},{L},{bname},FAILED,{type(e).__name__}: {str(e)[:120]}",
+                              flush=True)
                     del ks2, vs2
                 except Exception as e:  # noqa: BLE001
                     print(f"decode,{name},{L},{bname},FAILED,{type(e).__name__}: {str(e)[:120]}", flush=True)
@@ -172,6 +209,16 @@ def table(torch_rows, ours):
                   f"{fmt(fl[4] if fl else None, '{:.1f}'):>9} {fmt(cu[4] if cu else None, '{:.1f}'):>9} "
                   f"{fmt(fl[4] / ou if fl and ou else None, '{:.2f}x'):>7} {fmt(cu[4] / ou if cu and ou else None, '{:.2f}x'):>7}")
     print("(decode ratios: torch time / our time, > 1 = ours faster)")
+    print("\n=== decode, one query, bf16, replayed as CUDA graphs (device time per call; us; GB/s of K+V) ===")
+    print(f"{'shape':14} {'L':>6} {'ours us':>8} {'ours GB/s':>9} {'flash us':>9} {'cudnn us':>9} {'/flash':>7} {'/cudnn':>7}")
+    for name, *_ in SHAPES:
+        for L in LENS:
+            o = o_get("decode", name, L, "ours_dense_graph")
+            fl, cu = t_get("decode_graph", name, L, "torch_flash"), t_get("decode_graph", name, L, "torch_cudnn")
+            ou = o["us"] if o else None
+            print(f"{name:14} {L:>6} {fmt(ou, '{:.1f}'):>8} {fmt(o['gbps'] if o else None):>9} "
+                  f"{fmt(fl[4] if fl else None, '{:.1f}'):>9} {fmt(cu[4] if cu else None, '{:.1f}'):>9} "
+                  f"{fmt(fl[4] / ou if fl and ou else None, '{:.2f}x'):>7} {fmt(cu[4] / ou if cu and ou else None, '{:.2f}x'):>7}")
     print("\n=== sparse prefill, lambda=1e-2 (sink + quiet tiles; speedup vs our dense on the same input) ===")
     print(f"{'shape':14} {'L':>6} {'quiet':>5} {'skip%':>6} {'dense':>7} {'lazyV':>7} {'eagerV':>7} {'x lazy':>7} {'x eager':>7} {'vs cudnn':>8}")
     for name, *_ in SHAPES:
@@ -198,22 +245,29 @@ def table(torch_rows, ours):
                       and abs(r["quiet"] - qf) < 1e-9 and r["variant"] == "ours_dense"]
                 sp = [r for r in ours if r["kind"] == "decode_sparse" and r["shape"] == name and r["L"] == L
                       and abs(r["quiet"] - qf) < 1e-9 and r["variant"] == "ours_sparse"]
+                dg = [r for r in ours if r["kind"] == "decode_sparse" and r["shape"] == name and r["L"] == L
+                      and abs(r["quiet"] - qf) < 1e-9 and r["variant"] == "ours_dense_graph"]
+                sg = [r for r in ours if r["kind"] == "decode_sparse" and r["shape"] == name and r["L"] == L
+                      and abs(r["quiet"] - qf) < 1e-9 and r["variant"] == "ours_sparse_graph"]
                 if dn and sp:
+                    graph = (f"   graph-replayed: {dg[0]['us']:.1f} / {sg[0]['us']:.1f} us = "
+                             f"{dg[0]['us'] / sg[0]['us']:.2f}x" if dg and sg else "")
                     print(f"{name:14} {L:>6} {qf:>5.1f} {100 * sp[0]['skip']:>6.1f} {dn[0]['us']:>9.1f} "
-                          f"{sp[0]['us']:>9.1f} {dn[0]['us'] / sp[0]['us']:>8.2f}")
+                          f"{sp[0]['us']:>9.1f} {dn[0]['us'] / sp[0]['us']:>8.2f}{graph}")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ours", help="CSV written by bench_attention")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--decode-only", action="store_true", help="the decode rows alone")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("SKIP: torch_sdpa_bench: no CUDA device")
         return 0
     print(f"# torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
     rows = []
-    bench(rows, args.quick)
+    bench(rows, args.quick, args.decode_only)
     if args.ours:
         table(rows, load_ours(args.ours))
     return 0

@@ -70,6 +70,22 @@ TEST(KvPagePlan, WindowMatchesCpuCacheAndStreamsPastThePool) {
       for (int64_t w : {1, 100, 256, 1000}) stream_both(window(w, s), bs, 5000, 2048);
 }
 
+TEST(KvPagePlan, DeviceChunksAreWholeCpuChunksOfQueryTiles) {
+  // W = 256: the CPU's 256-token chunks are two query tiles; the device takes eight at once.
+  EXPECT_EQ(windowed_chunk(window(256, 4), 64, 2048), 2048);
+  EXPECT_EQ(windowed_chunk(window(384, 4), 128, 2048), 1920);
+  EXPECT_EQ(windowed_chunk(window(4096, 4), 64, 2048), 2048);  // capped by the batch
+  // Not whole query tiles: the CPU's chunk, so the tiles start where the CPU's do.
+  EXPECT_EQ(windowed_chunk(window(200, 4), 64, 2048), 200);
+  EXPECT_EQ(windowed_chunk(window(16, 4), 64, 2048), 64);  // at least a page
+  // A cache memory limit: the CPU's chunk (a larger pass could be refused where the CPU's is not).
+  CacheSettings limited = window(256, 4);
+  limited.global_cache_limit_mib = 64;
+  EXPECT_EQ(windowed_chunk(limited, 64, 2048), 256);
+  // The large passes stream like the CPU cache (random pass sizes up to the device chunk).
+  stream_both(window(256, 4), 64, 9000, 2048);
+}
+
 TEST(KvPagePlan, FullCacheBudgetsAndStats) {
   CacheSettings s;
   s.per_request_limit_tokens = 100;
