@@ -657,6 +657,12 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 }
 
 // Merges the splits of each query head: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s.
+// The arithmetic of decode_combine_one (so the fused tail's output is the same bit for bit),
+// with fewer L2 round trips: the (m, l) pairs of all splits are loaded at once across the block,
+// the weights 2^(m_s - M) computed once per split into shared memory, and each thread's partial
+// outputs are loaded kCombineBatch splits at a time before they are summed in split order.
+constexpr int kCombineMaxSplits = 1024;  // more (not seen: 2 CTAs per SM): decode_combine_one
+constexpr int kCombineBatch = 32;
 template <int D>
 __global__ void __launch_bounds__(D) attention_decode_combine_kernel(
     const AttentionParams p, const DecodeSplitPlan plan, const DecodeWorkspaceLayout wl) {
@@ -667,7 +673,47 @@ __global__ void __launch_bounds__(D) attention_decode_combine_kernel(
   const float* ml = ws + wl.part_ml / 4 + int64_t(h) * plan.n_splits * 2;  // bound strides
   const float* po = ws + wl.part_o / 4 + int64_t(h) * plan.n_splits * D;
   const int n_splits = decode_actual_plan(p, plan, decode_visible(p)).n_splits;  // written ones
-  p.o[int64_t(h) * D + d] = decode_combine_one<D>(ml, po, n_splits, d);
+  if (n_splits > kCombineMaxSplits) {
+    p.o[int64_t(h) * D + d] = decode_combine_one<D>(ml, po, n_splits, d);
+    return;
+  }
+  __shared__ float sw[kCombineMaxSplits], sl[kCombineMaxSplits];
+  __shared__ float red[D / 32];
+  const float2* ml2 = reinterpret_cast<const float2*>(ml);
+  float mx = kNegInf;
+  for (int s = d; s < n_splits; s += D) {
+    const float2 v = __ldcg(ml2 + s);
+    sw[s] = v.x;
+    sl[s] = v.y;
+    mx = fmaxf(mx, v.x);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  if ((d & 31) == 0) red[d >> 5] = mx;
+  __syncthreads();
+  float mmax = red[0];
+#pragma unroll
+  for (int w = 1; w < D / 32; ++w) mmax = fmaxf(mmax, red[w]);
+  for (int s = d; s < n_splits; s += D) {
+    const float m = sw[s];
+    sw[s] = m == kNegInf ? 0.f : fast_exp2(m - mmax);  // a split whose tiles all skipped
+  }
+  __syncthreads();
+  float num = 0.f, den = 0.f;
+  for (int s = 0; s < n_splits; s += kCombineBatch) {
+    float os[kCombineBatch];
+#pragma unroll
+    for (int u = 0; u < kCombineBatch; ++u)
+      os[u] = s + u < n_splits ? __ldcg(po + int64_t(s + u) * D + d) : 0.f;
+#pragma unroll
+    for (int u = 0; u < kCombineBatch; ++u)
+      if (s + u < n_splits) {
+        num += sw[s + u] * os[u];
+        den += sw[s + u] * sl[s + u];
+      }
+  }
+  const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
+  p.o[int64_t(h) * D + d] = *reinterpret_cast<const uint16_t*>(&v);
 }
 
 }  // namespace sinkscope::kernels::detail

@@ -35,7 +35,7 @@ namespace sinkscope::prof {
 //   lean-dev    lean + RUNTIME records only for launch entry points + 64 MB device buffers and
 //               pre-allocated profiling semaphores (fewer device-buffer flushes mid-run)
 //   sampled[:N] lean, kernel records only in the prefill and every N-th decode step
-//               (default 8), flushed when the step ends;
+//               (default 32), flushed when the step ends;
 //               the other steps keep their NVTX ranges and copies. Kernel statistics then cover
 //               the sampled steps only (a timeline note says so)
 //   graph-level one record per CUDA graph launch (GRAPH_TRACE) next to kernel records

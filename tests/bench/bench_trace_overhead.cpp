@@ -102,8 +102,8 @@ int main(int argc, char** argv) {
   std::string backend_name = "auto";
   int tokens = 64, reps = 5, threads = 0;
   std::string dump_dir;  // --dump DIR: each preset's last traced timeline as CSV (diagnosis)
-  std::vector<std::string> presets = {"full",       "lean",        "lean-dev",  "sampled",
-                                      "sampled:32", "graph-level", "no-kernels"};
+  std::vector<std::string> presets = {"full",       "lean",       "lean-dev",    "sampled:8",
+                                      "sampled",    "sampled:64", "graph-level", "no-kernels"};
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--backend")) backend_name = argv[i + 1];
     else if (!std::strcmp(argv[i], "--tokens")) tokens = std::max(2, std::atoi(argv[i + 1]));

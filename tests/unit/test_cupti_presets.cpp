@@ -11,16 +11,16 @@ namespace {
 TEST(CuptiPresets, SampledKeepsDefaultDeviceBuffersAndParsesItsPeriod) {
   CuptiOptions o;
   ASSERT_TRUE(CuptiOptions::from_name("sampled", &o));
-  EXPECT_EQ(o.sample_every, 8);
+  EXPECT_EQ(o.sample_every, 32);
   EXPECT_TRUE(o.kernels);
   EXPECT_TRUE(o.runtime_api);  // eager launches keep their host links
   // Each sampled step ends in a flush; large device buffers made that flush cost a decode step.
   EXPECT_EQ(o.device_buffer_bytes, 0u);
   EXPECT_EQ(o.semaphore_preallocate, 0u);
   EXPECT_EQ(o.preset, "sampled");
-  ASSERT_TRUE(CuptiOptions::from_name("sampled:32", &o));
-  EXPECT_EQ(o.sample_every, 32);
-  EXPECT_EQ(o.preset, "sampled:32");
+  ASSERT_TRUE(CuptiOptions::from_name("sampled:8", &o));
+  EXPECT_EQ(o.sample_every, 8);
+  EXPECT_EQ(o.preset, "sampled:8");
   for (const char* bad : {"sampled:0", "sampled:x", "sampled:8x", "sampled:", "bogus", ""})
     EXPECT_FALSE(CuptiOptions::from_name(bad, &o)) << bad;
 }
