@@ -38,7 +38,7 @@ double median(std::vector<double> v) {
 // Whether a traced run's kernels are attributed: inside "prefill" / "decode step" through
 // their parent chain, and inside a "layer" (distinct layers seen).
 struct Correctness {
-  uint64_t kernels = 0, in_phase = 0, in_layer = 0;
+  uint64_t kernels = 0, in_phase = 0, in_layer = 0, in_decode = 0;
   size_t layers = 0;
   std::vector<std::string> notes;
 };
@@ -53,8 +53,10 @@ Correctness check_timeline(const prof::Timeline& t) {
       if (e.kind != prof::EventKind::kKernel) continue;
       ++c.kernels;
       bool phase = false;
-      for (prof::EventRef r = e.parent; r.valid() && !phase; r = t.event(r).parent)
+      for (prof::EventRef r = e.parent; r.valid() && !phase; r = t.event(r).parent) {
         phase = t.event(r).name == prefill || t.event(r).name == decode;
+        c.in_decode += t.event(r).name == decode;
+      }
       c.in_phase += phase;
       const int64_t layer = t.layer_of({l, i});
       if (layer >= 0) {
@@ -259,12 +261,16 @@ int main(int argc, char** argv) {
                   m.label.c_str(), m_ref, off_lo, off_hi, on_lo, on_hi, m.tps.size());
     }
     for (const auto& n : c.notes) std::printf("    %s: %s\n", m.label.c_str(), n.c_str());
-    // Usable as a default: every recorded kernel in its phase, every layer covered.
-    const bool correct = c.kernels > 0 && c.in_phase == c.kernels && int(c.layers) == n_layer;
+    // Usable as a default: every recorded kernel in its phase, every layer covered, and kernel
+    // records inside decode steps (graph-level records only the graph launches there).
+    const bool correct = c.kernels > 0 && c.in_phase == c.kernels && int(c.layers) == n_layer &&
+                         c.in_decode > 0;
     std::printf("tracing overhead: %.2f %% (preset %s; %s; target <= 5 %%)\n", overhead,
                 gpu ? m.label.c_str() : "cpu spans",
-                !gpu ? "no kernels on the CPU backend"
-                : correct ? "attribution complete" : "attribution INCOMPLETE");
+                !gpu                           ? "no kernels on the CPU backend"
+                : correct                      ? "attribution complete"
+                : c.kernels > 0 && !c.in_decode ? "no kernel records in the decode steps"
+                                               : "attribution INCOMPLETE");
     if (correct && overhead < best_overhead) {
       best_overhead = overhead;
       best = m.label;
