@@ -42,29 +42,38 @@ void emit(const char* kind, const char* shape, int64_t L, const char* variant, d
   if (g_csv) std::fputs(line, g_csv), std::fflush(g_csv);
 }
 
-// Median over `batches` of the mean time of `per_batch` back-to-back launches (microseconds).
+// Median over `batches` of the event time around enqueue() on `stream`, divided by `calls`
+// (microseconds per call).
 template <class F>
-double time_us(F&& launch, int warmup, int batches, int per_batch) {
+double event_median_us(cudaStream_t stream, int batches, int calls, F&& enqueue) {
   cudaEvent_t a, b;
   SINKSCOPE_CUDA_CHECK(cudaEventCreate(&a));
   SINKSCOPE_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < warmup; ++i) launch(i);
-  SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> ts;
-  int call = 0;
   for (int bt = 0; bt < batches; ++bt) {
-    SINKSCOPE_CUDA_CHECK(cudaEventRecord(a));
-    for (int i = 0; i < per_batch; ++i) launch(call++);
-    SINKSCOPE_CUDA_CHECK(cudaEventRecord(b));
+    SINKSCOPE_CUDA_CHECK(cudaEventRecord(a, stream));
+    enqueue();
+    SINKSCOPE_CUDA_CHECK(cudaEventRecord(b, stream));
     SINKSCOPE_CUDA_CHECK(cudaEventSynchronize(b));
     float ms = 0;
     SINKSCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    ts.push_back(ms * 1000.f / per_batch);
+    ts.push_back(ms * 1000.f / calls);
   }
   SINKSCOPE_CUDA_CHECK(cudaEventDestroy(a));
   SINKSCOPE_CUDA_CHECK(cudaEventDestroy(b));
   std::sort(ts.begin(), ts.end());
   return ts[ts.size() / 2];
+}
+
+// Median over `batches` of the mean time of `per_batch` back-to-back launches (microseconds).
+template <class F>
+double time_us(F&& launch, int warmup, int batches, int per_batch) {
+  for (int i = 0; i < warmup; ++i) launch(i);
+  SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+  int call = 0;
+  return event_median_us(nullptr, batches, per_batch, [&] {
+    for (int i = 0; i < per_batch; ++i) launch(call++);
+  });
 }
 
 // Device time per launch without the host: `per_graph` launches (launch(i, stream)) captured
@@ -83,27 +92,13 @@ double graph_time_us(F&& launch, int per_graph, int batches) {
   for (int i = 0; i < per_graph; ++i) launch(i, s);
   SINKSCOPE_CUDA_CHECK(cudaStreamEndCapture(s, &g));
   SINKSCOPE_CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
-  cudaEvent_t a, b;
-  SINKSCOPE_CUDA_CHECK(cudaEventCreate(&a));
-  SINKSCOPE_CUDA_CHECK(cudaEventCreate(&b));
   SINKSCOPE_CUDA_CHECK(cudaGraphLaunch(exec, s));  // warm replay
-  std::vector<float> ts;
-  for (int bt = 0; bt < batches; ++bt) {
-    SINKSCOPE_CUDA_CHECK(cudaEventRecord(a, s));
-    SINKSCOPE_CUDA_CHECK(cudaGraphLaunch(exec, s));
-    SINKSCOPE_CUDA_CHECK(cudaEventRecord(b, s));
-    SINKSCOPE_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    SINKSCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    ts.push_back(ms * 1000.f / per_graph);
-  }
-  SINKSCOPE_CUDA_CHECK(cudaEventDestroy(a));
-  SINKSCOPE_CUDA_CHECK(cudaEventDestroy(b));
+  const double us = event_median_us(s, batches, per_graph,
+                                    [&] { SINKSCOPE_CUDA_CHECK(cudaGraphLaunch(exec, s)); });
   SINKSCOPE_CUDA_CHECK(cudaGraphExecDestroy(exec));
   SINKSCOPE_CUDA_CHECK(cudaGraphDestroy(g));
   SINKSCOPE_CUDA_CHECK(cudaStreamDestroy(s));
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
+  return us;
 }
 
 void check(const kernels::AttentionStatus& s) {

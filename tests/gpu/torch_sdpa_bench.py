@@ -198,27 +198,22 @@ def table(torch_rows, ours):
                   f"{'' if not cu or not cu[3].endswith('+rep') else '*'} "
                   f"{fmt(of / ff if of and ff else None, '{:.2f}'):>7} {fmt(of / cf if of and cf else None, '{:.2f}'):>7}")
     print("(* = K/V expanded with repeat_interleave outside the timed region)")
-    print("\n=== decode, one query, bf16 (us; GB/s of K+V) ===")
-    print(f"{'shape':14} {'L':>6} {'ours us':>8} {'ours GB/s':>9} {'flash us':>9} {'cudnn us':>9} {'/flash':>7} {'/cudnn':>7}")
-    for name, *_ in SHAPES:
-        for L in LENS:
-            o = o_get("decode", name, L, "ours_dense")
-            fl, cu = t_get("decode", name, L, "torch_flash"), t_get("decode", name, L, "torch_cudnn")
-            ou = o["us"] if o else None
-            print(f"{name:14} {L:>6} {fmt(ou, '{:.1f}'):>8} {fmt(o['gbps'] if o else None):>9} "
-                  f"{fmt(fl[4] if fl else None, '{:.1f}'):>9} {fmt(cu[4] if cu else None, '{:.1f}'):>9} "
-                  f"{fmt(fl[4] / ou if fl and ou else None, '{:.2f}x'):>7} {fmt(cu[4] / ou if cu and ou else None, '{:.2f}x'):>7}")
+    def decode_table(title, torch_kind, ours_variant):
+        print(f"\n=== {title} ===")
+        print(f"{'shape':14} {'L':>6} {'ours us':>8} {'ours GB/s':>9} {'flash us':>9} {'cudnn us':>9} {'/flash':>7} {'/cudnn':>7}")
+        for name, *_ in SHAPES:
+            for L in LENS:
+                o = o_get("decode", name, L, ours_variant)
+                fl, cu = t_get(torch_kind, name, L, "torch_flash"), t_get(torch_kind, name, L, "torch_cudnn")
+                ou = o["us"] if o else None
+                print(f"{name:14} {L:>6} {fmt(ou, '{:.1f}'):>8} {fmt(o['gbps'] if o else None):>9} "
+                      f"{fmt(fl[4] if fl else None, '{:.1f}'):>9} {fmt(cu[4] if cu else None, '{:.1f}'):>9} "
+                      f"{fmt(fl[4] / ou if fl and ou else None, '{:.2f}x'):>7} {fmt(cu[4] / ou if cu and ou else None, '{:.2f}x'):>7}")
+
+    decode_table("decode, one query, bf16 (us; GB/s of K+V)", "decode", "ours_dense")
     print("(decode ratios: torch time / our time, > 1 = ours faster)")
-    print("\n=== decode, one query, bf16, replayed as CUDA graphs (device time per call; us; GB/s of K+V) ===")
-    print(f"{'shape':14} {'L':>6} {'ours us':>8} {'ours GB/s':>9} {'flash us':>9} {'cudnn us':>9} {'/flash':>7} {'/cudnn':>7}")
-    for name, *_ in SHAPES:
-        for L in LENS:
-            o = o_get("decode", name, L, "ours_dense_graph")
-            fl, cu = t_get("decode_graph", name, L, "torch_flash"), t_get("decode_graph", name, L, "torch_cudnn")
-            ou = o["us"] if o else None
-            print(f"{name:14} {L:>6} {fmt(ou, '{:.1f}'):>8} {fmt(o['gbps'] if o else None):>9} "
-                  f"{fmt(fl[4] if fl else None, '{:.1f}'):>9} {fmt(cu[4] if cu else None, '{:.1f}'):>9} "
-                  f"{fmt(fl[4] / ou if fl and ou else None, '{:.2f}x'):>7} {fmt(cu[4] / ou if cu and ou else None, '{:.2f}x'):>7}")
+    decode_table("decode, one query, bf16, replayed as CUDA graphs (device time per call; us; GB/s of K+V)",
+                 "decode_graph", "ours_dense_graph")
     print("\n=== sparse prefill, lambda=1e-2 (sink + quiet tiles; speedup vs our dense on the same input) ===")
     print(f"{'shape':14} {'L':>6} {'quiet':>5} {'skip%':>6} {'dense':>7} {'lazyV':>7} {'eagerV':>7} {'x lazy':>7} {'x eager':>7} {'vs cudnn':>8}")
     for name, *_ in SHAPES:
