@@ -300,7 +300,10 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
             for (int e = 0; e < 4; ++e) {
               const int row = row_base + mt * 16 + g + ((e >> 1) << 3);
               const int kk = nb * 8 + tq * 2 + (e & 1);
-              if (key0 + kk < p.sink_count && row < rows)
+              // Rows before S + W sit at their own cache index: their MMA score stands (the
+              // same rotation; a pass may start before S + W and reach past it).
+              if (key0 + kk < p.sink_count && row < rows &&
+                  q_lo + row >= int64_t(p.sink_count) + p.window)
                 s[mt][nb][e] = sink_query_score<D, BC>(
                     p.q_sink + (int64_t(i0 + row) * p.n_q_heads + head) * D, kbuf, kk);
             }

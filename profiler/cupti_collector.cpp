@@ -628,6 +628,17 @@ void CuptiCollector::on_decode_step() {
   (void)(want ? cuptiActivityEnable(kKernelKind) : cuptiActivityDisable(kKernelKind));
 }
 
+void CuptiCollector::on_prefill() {
+  State& s = *m_state;
+  if (!s.running.load() || s.options.sample_every <= 1 || !s.options.kernels) return;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.kernels_on) return;
+    s.kernels_on = true;
+  }
+  (void)cuptiActivityEnable(kKernelKind);
+}
+
 bool CuptiCollector::ready() const {
   std::lock_guard lock(m_state->mutex);
   return m_state->initialized && m_state->available;

@@ -122,6 +122,9 @@ class CuptiCollector {
   // Called at each "decode step" start while running (Profiler installs it on its span
   // recorder): with sample_every > 1, switches kernel records on for the sampled steps only.
   void on_decode_step();
+  // A prefill begins (sample_every > 1): kernel records on, also after an unsampled decode step
+  // (a second request or turn in the same trace).
+  void on_prefill();
   // Whether available() has already been asked and said yes (no side effects: never initialises
   // CUPTI). Graph layouts are registered only then.
   bool ready() const;

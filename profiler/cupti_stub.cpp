@@ -26,6 +26,7 @@ bool CuptiCollector::running() const { return false; }
 void CuptiCollector::add_to(TimelineBuilder&) const {}
 CuptiStats CuptiCollector::stats() const { return {}; }
 void CuptiCollector::on_decode_step() {}
+void CuptiCollector::on_prefill() {}
 bool CuptiCollector::ready() const { return false; }
 void CuptiCollector::add_graph_layout(uint32_t, uint32_t, GraphLayout) {}
 

@@ -9,7 +9,7 @@
 //    and matched by ordinal to the nodes of the graph's layout (profiler/graph_layout.h), which
 //    names the region ("layer 3") of every node. CUPTI may report memset nodes as kernels; both
 //    readings are tried. A replay without kernel records (kernel records switched off for it)
-//    places its copies alone. A layout whose counts do not match is not used (the work keeps its
+//    places its copies and memsets alone. A layout whose counts do not match is not used (the work keeps its
 //    phase).
 // 3. Work without a launch record (e.g. cuBLAS kernels launched through the driver API while
 //    DRIVER records are off) inherits the range of the work before it on its stream in the same
@@ -139,11 +139,15 @@ void TimelineBuilder::attribute_gpu_work(Timeline& t) {
       }
       return n;
     };
-    if (by_kind[0].empty() && by_kind[2].empty()) {
-      // A replay without kernel records (a sampled preset's unsampled step): its copies alone.
-      const auto cn = nodes_of(false, 1);
-      if (by_kind[1].empty() || cn.size() != by_kind[1].size()) return false;
+    if (by_kind[0].empty()) {
+      // A replay without kernel records (a sampled preset's unsampled step): its copies and
+      // memsets (as memset records) alone.
+      const auto cn = nodes_of(false, 1), sn = nodes_of(false, 2);
+      if (by_kind[1].size() + by_kind[2].size() == 0 || cn.size() != by_kind[1].size() ||
+          (!by_kind[2].empty() && sn.size() != by_kind[2].size()))
+        return false;
       for (size_t i = 0; i < cn.size(); ++i) recs[by_kind[1][i]].node = cn[i];
+      for (size_t i = 0; i < by_kind[2].size(); ++i) recs[by_kind[2][i]].node = sn[i];
       g.layout = &lay;
       return true;
     }

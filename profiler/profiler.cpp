@@ -11,6 +11,7 @@ namespace sinkscope::prof {
 namespace {
 void on_span_begin(const char* name) {
   if (std::strcmp(name, "decode step") == 0) CuptiCollector::instance().on_decode_step();
+  else if (std::strcmp(name, "prefill") == 0) CuptiCollector::instance().on_prefill();
 }
 }  // namespace
 

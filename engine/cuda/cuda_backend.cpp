@@ -1170,6 +1170,7 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
     const int64_t cap = std::max<int64_t>(step, std::min<int64_t>(
                                                     4096, (int64_t(64) << 20) / (int64_t(c.n_embd) * 4)));
     const int rows = int(std::min<int64_t>(cap, std::max(n, step)));
+    if (m_stage_rows > 0) m_device_bytes -= m_stage.bytes();
     m_stage = DeviceBuffer();
     m_stage_rows = 0;
     m_stage = alloc(size_t(rows) * c.n_embd * 4, "staged hidden states");
@@ -1183,14 +1184,26 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
     staged = 0;
   };
   std::vector<float> part;
+  // λ of the CPU chunk of positions [p0, p1) (cpu_backend.cpp): length-scaled and hybrid modes
+  // depend on the chunk's KV length, which grows until the cache holds S + W positions.
+  const int cpu_step = windowed_cpu_chunk(m_cache_settings, m_attn.block_size);
+  auto chunk_lambda = [&](int64_t p0, int64_t p1) {
+    const int64_t n_kv = std::min<int64_t>(p1, cache_position(p1 - 1, S, W) + 1);
+    return effective_lambda(m_attn, p1 - p0 == 1 && p0 > 0, n_kv);
+  };
   for (int off = 0; off < n;) {
     const int64_t n0 = m_n_past;
-    const int m = std::min(step, n - off);
+    int m = std::min(step, n - off);
+    // A pass of several CPU chunks only while each of them would run with the same λ.
+    const double lambda = chunk_lambda(n0, n0 + std::min(m, cpu_step));
+    for (int e = cpu_step; e < m; e += cpu_step)
+      if (chunk_lambda(n0 + e, n0 + std::min(m, e + cpu_step)) != lambda) {
+        m = e;
+        break;
+      }
     const int64_t last = n0 + m - 1;
     const bool sinkq = m_plan->cache_positions() && last >= int64_t(S) + W;
     const bool decode = m == 1 && n0 > 0;
-    const int64_t n_kv = std::min<int64_t>(last + 1, cache_position(last, S, W) + 1);
-    const double lambda = effective_lambda(m_attn, decode, n_kv);
     m_plan->reserve(m);
     upload_window_tables(m);
     if (decode) {
