@@ -86,9 +86,12 @@ KvCache::KvCache(int n_layer, int n_kv_head, int head_dim, int block_size, int64
   reset();
 }
 
+int windowed_cpu_chunk(const CacheSettings& s, int block_size) {
+  return int(std::max<int64_t>(block_size, std::min<int64_t>(s.window_size, 1 << 20)));
+}
+
 int KvCache::max_chunk() const {
-  if (!m_settings.windowed()) return 1 << 30;
-  return int(std::max<int64_t>(m_block, std::min<int64_t>(m_settings.window_size, 1 << 20)));
+  return m_settings.windowed() ? windowed_cpu_chunk(m_settings, m_block) : 1 << 30;
 }
 
 bool KvCache::is_protected(int64_t pos) const {

@@ -62,6 +62,10 @@ struct KvCacheStats {
   int64_t protected_rows = 0;    // positions held unquantized (quantized caches only)
 };
 
+// The windowed cache's chunk (KvCache::max_chunk(); the CUDA backend's passes are built from
+// it, engine/kv_page_plan.h): max(block_size, window_size).
+int windowed_cpu_chunk(const CacheSettings& s, int block_size);
+
 class KvCache {
  public:
   // max_tokens: the backend's token capacity for the full strategy (its max_context).
@@ -94,7 +98,8 @@ class KvCache {
   bool cache_positions() const {
     return m_settings.windowed() && m_settings.position_mode == PositionMode::kCache;
   }
-  // Largest number of new tokens one reserve() should take so the cache stays near S + W.
+  // Largest number of new tokens one reserve() should take so the cache stays near S + W
+  // (windowed_cpu_chunk).
   int max_chunk() const;
 
  private:

@@ -67,10 +67,6 @@ int64_t windowed_pool_positions(const CacheSettings& s, int64_t chunk) {
   return round_up(s.sink_keep_count, 128) + round_up(s.window_size + chunk, 128) + 256;
 }
 
-int windowed_cpu_chunk(const CacheSettings& s, int block_size) {
-  return int(std::max<int64_t>(block_size, std::min<int64_t>(s.window_size, 1 << 20)));
-}
-
 int windowed_chunk(const CacheSettings& s, int block_size, int device_batch) {
   const int64_t cpu = windowed_cpu_chunk(s, block_size);
   const int64_t one = std::max<int64_t>(1, std::min<int64_t>(cpu, device_batch));

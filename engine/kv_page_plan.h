@@ -54,8 +54,6 @@ int64_t windowed_pool_positions(const CacheSettings& s, int64_t chunk);
 // is set. Keeps the live pages within windowed_pool_positions(). A 2K-token prompt with W = 256
 // is then one device pass instead of nine.
 int windowed_chunk(const CacheSettings& s, int block_size, int device_batch);
-// The CPU's chunk (KvCache::max_chunk()): max(block_size, window_size).
-int windowed_cpu_chunk(const CacheSettings& s, int block_size);
 
 // Whether the cache keeps position `pos` unquantized (the CPU KvCache's rule): quantization on,
 // protect_sink_positions on, and pos < sink_keep_count or pos in protected_positions.

@@ -607,6 +607,24 @@ Status CuptiCollector::stop() {
   return first;
 }
 
+namespace {
+// Kernel records on or off for the sampled presets (no-op when already so). Before switching
+// off, the sampled step's records are flushed: the engine synchronised before this span began,
+// so they are complete. Left until stop(), a replayed graph's kernel records came with the
+// timestamps of later, untraced replays of the same graph (measured on an H200, CUDA 13.0: one
+// replay's 183 kernels spread over the next 8 steps).
+void switch_kernel_records(CuptiCollector::State& s, bool want) {
+  {
+    std::lock_guard lock(s.mutex);
+    if (want == s.kernels_on) return;
+    s.kernels_on = want;
+  }
+  // Outside the lock: enabling or disabling may complete buffers (callbacks take the lock).
+  if (!want) (void)cuptiActivityFlushAll(0);
+  (void)(want ? cuptiActivityEnable(kKernelKind) : cuptiActivityDisable(kKernelKind));
+}
+}  // namespace
+
 void CuptiCollector::on_decode_step() {
   State& s = *m_state;
   if (!s.running.load() || s.options.sample_every <= 1 || !s.options.kernels) return;
@@ -616,27 +634,14 @@ void CuptiCollector::on_decode_step() {
     want = s.decode_steps++ % uint64_t(s.options.sample_every) == 0;
     if (want) ++s.stats.sampled_steps;
     else ++s.stats.skipped_steps;
-    if (want == s.kernels_on) return;
-    s.kernels_on = want;
   }
-  // Outside the lock: enabling or disabling may complete buffers (callbacks take the lock).
-  // Before switching off, the sampled step's records are flushed: the engine synchronised
-  // before this step began, so they are complete. Left until stop(), a replayed graph's kernel
-  // records came with the timestamps of later, untraced replays of the same graph (measured on
-  // an H200, CUDA 13.0: one replay's 183 kernels spread over the next 8 steps).
-  if (!want) (void)cuptiActivityFlushAll(0);
-  (void)(want ? cuptiActivityEnable(kKernelKind) : cuptiActivityDisable(kKernelKind));
+  switch_kernel_records(s, want);
 }
 
 void CuptiCollector::on_prefill() {
   State& s = *m_state;
   if (!s.running.load() || s.options.sample_every <= 1 || !s.options.kernels) return;
-  {
-    std::lock_guard lock(s.mutex);
-    if (s.kernels_on) return;
-    s.kernels_on = true;
-  }
-  (void)cuptiActivityEnable(kKernelKind);
+  switch_kernel_records(s, true);
 }
 
 bool CuptiCollector::ready() const {

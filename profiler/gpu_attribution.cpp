@@ -9,8 +9,8 @@
 //    and matched by ordinal to the nodes of the graph's layout (profiler/graph_layout.h), which
 //    names the region ("layer 3") of every node. CUPTI may report memset nodes as kernels; both
 //    readings are tried. A replay without kernel records (kernel records switched off for it)
-//    places its copies and memsets alone. A layout whose counts do not match is not used (the work keeps its
-//    phase).
+//    places its copies and memsets alone. A layout whose counts do not match is not used (the
+//    work keeps its phase).
 // 3. Work without a launch record (e.g. cuBLAS kernels launched through the driver API while
 //    DRIVER records are off) inherits the range of the work before it on its stream in the same
 //    phase: a stream runs in launch order, and every region of the engine begins with a kernel

@@ -256,14 +256,13 @@ class CudaBackendImpl final : public CudaBackend {
   void upload_full_page_table();  // quantized full cache: protected pages in the table
 
   // sinkq: cache position mode past the window (queries re-rotated at their cache index for
-  // the sink keys, AttentionParams::q_sink). out (kAll only): the rows go there, straight from
-  // the device, instead of into `logits`.
-  // deferred (a windowed forward's chunks): no LM head and no synchronisation here; the final
+  // the sink keys, AttentionParams::q_sink).
+  // deferred (a windowed forward's chunks): no logits and no synchronisation here; the final
   // hidden states of the n tokens go to the device rows `stage` (when not null), whose LM head
   // the caller runs later over many chunks at once (forward_windowed).
   void prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
-               std::vector<float>& logits, bool sinkq = false, float* out = nullptr,
-               int64_t stats_row0 = 0, bool deferred = false, float* stage = nullptr);
+               std::vector<float>& logits, bool sinkq = false, bool deferred = false,
+               float* stage = nullptr);
   void decode_step(TokenId token, double lambda, std::vector<float>& logits, bool sinkq = false);
   // A sliding-window cache: the tokens in chunks (engine/kv_page_plan.h), page tables and RoPE
   // ring rows uploaded before each, evictions after.
@@ -1213,11 +1212,11 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
     } else if (all) {
       if (staged + m > m_stage_rows) flush();
       if (staged == 0) stage_off = off;
-      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq, nullptr, off,
-              true, m_stage.as<float>() + size_t(staged) * c.n_embd);
+      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq, true,
+              m_stage.as<float>() + size_t(staged) * c.n_embd);
       staged += m;
     } else if (off + m < n) {
-      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq, nullptr, 0, true);
+      prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq, true);
     } else {
       prefill(tokens.subspan(size_t(off), size_t(m)), mode, lambda, part, sinkq);
       std::copy_n(part.data(), V, logits.data());
@@ -1286,15 +1285,12 @@ void CudaBackendImpl::logit_rows_to_host(int nc, float* dst, int64_t stats_row0,
 }
 
 void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, double lambda,
-                              std::vector<float>& logits, bool sinkq, float* out,
-                              int64_t stats_row0, bool deferred, float* stage) {
+                              std::vector<float>& logits, bool sinkq, bool deferred,
+                              float* stage) {
   const ModelConfig& c = m_model->config();
   const int n = int(tokens.size());
   const size_t V = size_t(c.n_vocab);
-  if (!deferred && (mode != LogitsMode::kAll || !out)) {
-    logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
-    out = logits.data();
-  }
+  if (!deferred) logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
   if (m_capture.layer >= 0) {  // debug capture: queries per pass (enqueue_layers), K/V below
     m_capture.n_q = n;
     m_capture.q_start = m_n_past;
@@ -1361,7 +1357,7 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
         SS_CUDA(cudaMemcpyAsync(stage + size_t(start) * c.n_embd, m_x.get(),
                                 size_t(nc) * c.n_embd * 4, cudaMemcpyDeviceToDevice, m_stream.s));
     } else if (mode == LogitsMode::kAll) {
-      logit_rows_to_host(nc, out + size_t(start) * V, stats_row0 + start);
+      logit_rows_to_host(nc, logits.data() + size_t(start) * V, start);
     } else if (start + nc == n) {
       enqueue_lm_head(m_stream.s, *m_blas, nc - 1, 1);
       SS_CUDA(cudaMemcpyAsync(m_h_logits.as<float>(), m_logits.get(), V * 4, cudaMemcpyDeviceToHost,
