@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -44,12 +46,22 @@ DeviceInfo current_device_info() {
   return d;
 }
 
+// SINKSCOPE_PREFILL_WS=0 turns the warp-specialised dense prefill off (read once per process).
+bool ws_prefill_env_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("SINKSCOPE_PREFILL_WS");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
 // The selection inputs on this device: the wgmma prefill needs sm_90 and sm_90a code.
 AttentionShape device_shape(const AttentionParams& p, const DeviceInfo& dev) {
   AttentionShape s = shape_of(p);
 #if defined(SINKSCOPE_KERNELS_WGMMA)
   s.wgmma_ok = p.prefer_wgmma && dev.cc == 90;
 #endif
+  s.prefer_ws = p.prefer_ws && ws_prefill_env_enabled();
   return s;
 }
 
@@ -71,6 +83,10 @@ AttentionVariant attention_variant(const AttentionParams& p) {
 
 bool attention_uses_wgmma(const AttentionParams& p) {
   return select_attention_kernel(device_shape(p, current_device_info())).wgmma;
+}
+
+bool attention_uses_warp_specialized(const AttentionParams& p) {
+  return select_attention_kernel(device_shape(p, current_device_info())).warp_specialized;
 }
 
 uint64_t attention_workspace_bytes(const AttentionParams& p) {
@@ -116,6 +132,9 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
   if (p.kv_bits != 0)
     return p.head_dim == 64 ? detail::launch_prefill_q_d64(p, c, stream)
                             : detail::launch_prefill_q_d128(p, c, stream);
+  if (c.warp_specialized)
+    return p.head_dim == 64 ? detail::launch_prefill_ws_d64(p, stream)
+                            : detail::launch_prefill_ws_d128(p, stream);
   return p.head_dim == 64 ? detail::launch_prefill_d64(p, c, stream)
                           : detail::launch_prefill_d128(p, c, stream);
 }

@@ -14,7 +14,9 @@
 // the max over ALL earlier tiles, exactly as the sequential contract, even across splits:
 //   MODE 1: K only -> raw scores and per-tile maxima into the workspace;
 //   MODE 2: per-head decisions from the tile maxima (prefix max), then V only for tiles that some
-//           head of the group still needs, softmax from the stored scores.
+//           head of the group still needs, softmax from the stored scores. The max over the
+//           tiles before the split comes from pass 1's per-split maxima (one load per earlier
+//           split, all in flight at once).
 // With lambda = 0, MODE 1+2 perform the same float operations in the same order as MODE 0.
 // skip_softmax_exp = false (attention_params.h): a head's skipped tile still runs its exp() into
 // the split's row sum (its P is then zeroed); a tile every head skipped stays in the work list
@@ -111,7 +113,7 @@ struct DecodeCfg {
   // MODE 2 bookkeeping: tile maxima + per-head skip flags + work list for up to
   // kDecodeMaxTilesPerSplit tiles.
   static constexpr int LIST_BYTES =
-      MODE == 2 ? kDecodeMaxTilesPerSplit * (8 * 4 + 8 + 2 + 1) + 64 : 0;
+      MODE == 2 ? kDecodeMaxTilesPerSplit * (8 * 4 + 8 + 4 + 1) + 64 : 0;
   // + the split's page ids and, for a live-page list, their first positions
   // (kDecodeMaxTilesPerSplit int32 each), read once up front.
   static constexpr int SMEM = UNION_BYTES + 2 * kDecodeWarps * 8 * 4 + LIST_BYTES +
@@ -234,7 +236,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   uint8_t* list_raw = smem_raw + C::UNION_BYTES + 2 * kDecodeWarps * 8 * 4;
   float* tms = reinterpret_cast<float*>(list_raw);                           // [tile][8]
   uint8_t* flags = list_raw + kDecodeMaxTilesPerSplit * 32;                  // [tile][8]
-  uint16_t* work = reinterpret_cast<uint16_t*>(flags + kDecodeMaxTilesPerSplit * 8);
+  int32_t* work = reinterpret_cast<int32_t*>(flags + kDecodeMaxTilesPerSplit * 8);  // tiles
   uint8_t* bits = reinterpret_cast<uint8_t*>(work + kDecodeMaxTilesPerSplit);
   int* warp_cnt = reinterpret_cast<int*>(bits + kDecodeMaxTilesPerSplit);   // [4] + total
   int32_t* pages = reinterpret_cast<int32_t*>(list_raw + C::LIST_BYTES);    // [tile in split]
@@ -256,6 +258,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   float* ws = static_cast<float*>(p.workspace);
   float* ws_scores = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.scores);
   float* ws_tmax = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.tmax);
+  float* ws_smax = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.smax);
   const int64_t score_row = int64_t(plan.n_tiles) * BC;
   const int n_kvt = static_cast<int>((p.kv_len + BC - 1) / BC);
   const bool mask_group = p.skip_mask != nullptr &&
@@ -279,76 +282,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // A live-page tile all of whose keys left the window (its page is evicted after this step):
   // neither visited nor skipped in the probes, as in the CPU attention (its scores are all
   // masked, so the rule below drops it from the work either way).
-  auto list_gone = [&](int i) {
+  auto gone_at = [&](int64_t k0) {
     if constexpr (!LIST) return false;
-    const int64_t k0 = pos0s[i];
     return p.window > 0 && k0 >= p.sink_count && k0 + BC - 1 <= qpos - p.window;
   };
+  auto list_gone = [&](int i) { return gone_at(LIST ? int64_t(pos0s[i]) : 0); };
 
-  // ---- MODE 2: decisions for this split's tiles, from the maxima of pass 1 ----
-  int n_work = nsplit_tiles;
-  if constexpr (MODE == 2) {
-    const float log2_lambda = p.log2_lambda_dev ? *p.log2_lambda_dev : p.log2_lambda;
-    for (int gg = warp; gg < G; gg += kDecodeWarps) {
-      const float* tm_row = ws_tmax + int64_t(kvh * G + gg) * plan.n_tiles;
-      float pm = kNegInf;  // max over all tiles before t0 (every split sees the same history)
-      for (int tt = lane; tt < t0; tt += 32) pm = fmaxf(pm, tm_row[tt]);
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, off));
-      if (lane == 0) {
-        uint32_t n_skip = 0;
-        for (int i = 0; i < nsplit_tiles; ++i) {
-          const int t = t0 + i;
-          const float tm = tm_row[t];
-          // max(a*c, b*c) == max(a, b)*c for c > 0, so this equals the running-max compare.
-          const bool sk = t > 0 && (tm * sl2 - pm * sl2 < log2_lambda);
-          tms[i * 8 + gg] = tm;
-          flags[i * 8 + gg] = sk;
-          n_skip += sk && !list_gone(i);
-          pm = fmaxf(pm, tm);
-          if (p.skip_mask && (p.mask_head < 0 || p.mask_head == kvh * G + gg))
-            p.skip_mask[int64_t(p.mask_head < 0 ? kvh * G + gg : 0) * n_kvt + t] = sk;
-        }
-        if (p.tiles_skipped && n_skip)
-          atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + kvh * G + gg),
-                    static_cast<unsigned long long>(n_skip));
-      }
-    }
-    __syncthreads();
-    // Compact the tiles that some head still computes into a work list (block prefix sum).
-    const uint8_t all = static_cast<uint8_t>((1u << G) - 1u);
-    int base_out = 0;
-    for (int base = 0; base < nsplit_tiles; base += kDecodeWarps * 32) {
-      const int i = base + tid;
-      uint8_t b = 0;
-      if (i < nsplit_tiles)
-        for (int gg = 0; gg < G; ++gg) b |= flags[i * 8 + gg] << gg;
-      // skip_softmax_exp = false: a tile every head skipped still runs its exp() into the row
-      // sums, so it stays in the list (its V is not loaded: see issue()).
-      const bool keep = i < nsplit_tiles && (b != all || !p.skip_softmax_exp);
-      const unsigned ballot = __ballot_sync(0xffffffffu, keep);
-      if (lane == 0) warp_cnt[warp] = __popc(ballot);
-      __syncthreads();
-      int off = base_out;
-      for (int w = 0; w < warp; ++w) off += warp_cnt[w];
-      if (keep) {
-        const int pos = off + __popc(ballot & ((1u << lane) - 1u));
-        work[pos] = static_cast<uint16_t>(i);
-        bits[pos] = b;
-      }
-      for (int w = 0; w < kDecodeWarps; ++w) base_out += warp_cnt[w];
-      __syncthreads();
-    }
-    n_work = base_out;
-  } else {
-    if (mask_group && tid == 0) {  // dense: every visible tile is computed
-      for (int gg = 0; gg < G; ++gg)
-        if (p.mask_head < 0 || p.mask_head == kvh * G + gg)
-          for (int i = 0; i < nsplit_tiles; ++i)
-            p.skip_mask[int64_t(p.mask_head < 0 ? kvh * G + gg : 0) * n_kvt + t0 + i] = 0;
-    }
-  }
-  if constexpr (MODE != 1) {
+  if constexpr (MODE != 1) {  // visited: this split's own tiles (the probes' partition)
     if (tid < G && p.tiles_visited) {
       int n_vis = nsplit_tiles;
       if constexpr (LIST)
@@ -358,18 +298,115 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     }
   }
 
+  // ---- MODE 2: decisions from the maxima of pass 1, and this CTA's work list ----
+  // Work item i is tile work[i] (absolute); slot(i) indexes pages / pos0s / tms of item i.
+  int n_work = nsplit_tiles;
+  if constexpr (MODE == 2) {
+    const float log2_lambda = p.log2_lambda_dev ? *p.log2_lambda_dev : p.log2_lambda;
+    const uint8_t all = static_cast<uint8_t>((1u << G) - 1u);
+    // max(a*c, b*c) == max(a, b)*c for c > 0, so comparing the raw maxima scaled by sl2 equals
+    // the running-max compare of the sequential rule; max is exact, so any grouping of the
+    // running max gives the same decisions.
+    auto decide = [&](float tm, float pm, int t) {
+      return t > 0 && (tm * sl2 - pm * sl2 < log2_lambda);
+    };
+    auto mask_out = [&](int gg, int t, bool sk) {
+      if (p.skip_mask && (p.mask_head < 0 || p.mask_head == kvh * G + gg))
+        p.skip_mask[int64_t(p.mask_head < 0 ? kvh * G + gg : 0) * n_kvt + t] = sk;
+    };
+    {
+      // One warp per head; lane i decides tile base + i with the running max made of the max
+      // before t0 and an exclusive prefix max of the tiles before it in the split (shuffles).
+      // Both replace serial loops of L2 loads (one round trip per tile, or per 32 tiles of the
+      // history) that stood in front of the V pass.
+      for (int gg = warp; gg < G; gg += kDecodeWarps) {
+        const float* tm_row = ws_tmax + int64_t(kvh * G + gg) * plan.n_tiles;
+        // Max over all tiles before t0 = max of the earlier splits' maxima (pass 1): every
+        // split sees the same history.
+        const float* sm_row = ws_smax + int64_t(kvh * G + gg) * plan.n_splits;
+        float pm = kNegInf;
+#pragma unroll 4
+        for (int ss = lane; ss < split; ss += 32) pm = fmaxf(pm, __ldcg(sm_row + ss));
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, off));
+        uint32_t n_skip = 0;
+        for (int base = 0; base < nsplit_tiles; base += 32) {
+          const int i = base + lane;
+          const bool in = i < nsplit_tiles;
+          const float tm = in ? __ldcg(tm_row + t0 + i) : kNegInf;
+          float inc = tm;
+#pragma unroll
+          for (int off = 1; off < 32; off <<= 1) {
+            const float v = __shfl_up_sync(0xffffffffu, inc, off);
+            if (lane >= off) inc = fmaxf(inc, v);
+          }
+          const float ex = __shfl_up_sync(0xffffffffu, inc, 1);
+          const float run = lane == 0 ? pm : fmaxf(pm, ex);
+          const bool sk = in && decide(tm, run, t0 + i);
+          if (in) {
+            tms[i * 8 + gg] = tm;
+            flags[i * 8 + gg] = sk;
+            n_skip += sk && !list_gone(i);
+            mask_out(gg, t0 + i, sk);
+          }
+          pm = fmaxf(pm, __shfl_sync(0xffffffffu, inc, 31));
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) n_skip += __shfl_xor_sync(0xffffffffu, n_skip, off);
+        if (lane == 0 && p.tiles_skipped && n_skip)
+          atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + kvh * G + gg),
+                    static_cast<unsigned long long>(n_skip));
+      }
+      __syncthreads();
+      // Compact the tiles that some head still computes into a work list (block prefix sum).
+      int base_out = 0;
+      for (int base = 0; base < nsplit_tiles; base += kDecodeWarps * 32) {
+        const int i = base + tid;
+        uint8_t b = 0;
+        if (i < nsplit_tiles)
+          for (int gg = 0; gg < G; ++gg) b |= flags[i * 8 + gg] << gg;
+        // skip_softmax_exp = false: a tile every head skipped still runs its exp() into the row
+        // sums, so it stays in the list (its V is not loaded: see issue()).
+        const bool keep = i < nsplit_tiles && (b != all || !p.skip_softmax_exp);
+        const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+        if (lane == 0) warp_cnt[warp] = __popc(ballot);
+        __syncthreads();
+        int off = base_out;
+        for (int w = 0; w < warp; ++w) off += warp_cnt[w];
+        if (keep) {
+          const int pos = off + __popc(ballot & ((1u << lane) - 1u));
+          work[pos] = t0 + i;
+          bits[pos] = b;
+        }
+        for (int w = 0; w < kDecodeWarps; ++w) base_out += warp_cnt[w];
+        __syncthreads();
+      }
+      n_work = base_out;
+    }
+  } else {
+    if (mask_group && tid == 0) {  // dense: every visible tile is computed
+      for (int gg = 0; gg < G; ++gg)
+        if (p.mask_head < 0 || p.mask_head == kvh * G + gg)
+          for (int i = 0; i < nsplit_tiles; ++i)
+            p.skip_mask[int64_t(p.mask_head < 0 ? kvh * G + gg : 0) * n_kvt + t0 + i] = 0;
+    }
+  }
+
   // ---- issue the loads of work item i into ring stage `st` (each lane: its own chunks) ----
   auto tile_of = [&](int i) {
-    if constexpr (MODE == 2) return t0 + int(work[i]);
+    if constexpr (MODE == 2) return int(work[i]);
     return t0 + i;
   };
+  // Index of item i in pages / pos0s / tms: its tile within the split.
+  auto slot_of = [&](int i) { return tile_of(i) - t0; };
   // Each warp instruction copies 512 contiguous bytes (whole 128-byte lines) into 512 contiguous
   // shared bytes: the warp's K (and V) rows, [key][d] with the 16-byte chunks XOR-swizzled by
   // (row & 7). Scattering the chunks straight into per-lane fragment slots (v1/v2) made the copy
   // engine split requests (ncu: ~1.2 sectors per L2 request, L2 82 % busy, DRAM 59 %).
   auto issue = [&](int i, int st) {
     const int t = tile_of(i);
-    const int64_t page = pages[t - t0];
+    const int sl = slot_of(i);
+    const int64_t page = pages[sl];
     // Quantized formats: entry >= 0 a code page, < 0 the bf16 page -1 - entry (KVB = 0: false).
     const bool qtile = KVB != 0 && page >= 0;
     const int64_t base = ((KVB != 0 && page < 0 ? -1 - page : page) * p.n_kv_heads + kvh) * (BC * D);
@@ -384,12 +421,12 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
         if constexpr (MODE != 2)
           decode_issue_q<D, KVB, C::KPW>(
               reinterpret_cast<uint8_t*>(wbase), p.k_codes, p.k_scales, vec0, lane,
-              [&](int kk) { return key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk); });
+              [&](int kk) { return key0 + kk < vis && list_ok(sl, warp * C::KPW + kk); });
         if constexpr (MODE != 1)
           decode_issue_q<D, KVB, C::KPW>(
               reinterpret_cast<uint8_t*>(wbase + C::K_ITEMS * 32), p.v_codes, p.v_scales, vec0,
               lane, [&](int kk) {
-                return key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk) &&
+                return key0 + kk < vis && list_ok(sl, warp * C::KPW + kk) &&
                        (MODE != 2 || bits[i] != static_cast<uint8_t>((1u << G) - 1u));
               });
       }
@@ -398,7 +435,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 #pragma unroll
       for (int op = 0; op < C::K_ITEMS; ++op) {
         const int kk = op * KEYS_PER_OP + lk;  // key within the warp's slice
-        const bool ok = key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk);
+        const bool ok = key0 + kk < vis && list_ok(sl, warp * C::KPW + kk);
         cp_async16(smem_u32(wbase + kk * CPR + dswz(ch, kk)),
                    ok ? p.k_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.k_pages,
                    ok ? 16 : 0);
@@ -410,7 +447,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
         const int kk = op * KEYS_PER_OP + lk;
         // masked keys must be 0, not undefined (P*NaN); a tile every head skipped (kept only
         // for its exp(), skip_softmax_exp = false) reads no V: zero-filled, its P is 0.
-        const bool ok = key0 + kk < vis && list_ok(t - t0, warp * C::KPW + kk) &&
+        const bool ok = key0 + kk < vis && list_ok(sl, warp * C::KPW + kk) &&
                         (MODE != 2 || bits[i] != static_cast<uint8_t>((1u << G) - 1u));
         cp_async16(smem_u32(wbase + C::K_ITEMS * 32 + kk * CPR + dswz(ch, kk)),
                    ok ? p.v_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.v_pages,
@@ -467,7 +504,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     const uint4* src = ring + (st * kDecodeWarps + warp) * C::ITEMS * 32;  // this warp's rows
     constexpr int CPR = D / 8;
     // This lane's 16-byte fragment chunks: bf16 rows, or a quantized slice dequantised here.
-    const bool qtile = KVB != 0 && pages[t - t0] >= 0;
+    const int sl = slot_of(i);
+    const bool qtile = KVB != 0 && pages[sl] >= 0;
     auto kfrag = [&](int kk, int pc) -> uint4 {
       if constexpr (KVB != 0)
         if (qtile)
@@ -498,7 +536,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
         }
         // Scores against sink keys with the cache-index query (tile-uniform branch).
         if constexpr (LIST) {
-          if (p.q_sink && pos0s[t - t0] < p.sink_count) {
+          if (p.q_sink && pos0s[sl] < p.sink_count) {
             float ss[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
             for (int pc = 0; pc < C::DC; ++pc) {
@@ -509,13 +547,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
             }
 #pragma unroll
             for (int e = 0; e < 2; ++e)
-              if (pos0s[t - t0] + warp * C::KPW + 8 * j + tq * 2 + e < p.sink_count) s[j][e] = ss[e];
+              if (pos0s[sl] + warp * C::KPW + 8 * j + tq * 2 + e < p.sink_count) s[j][e] = ss[e];
           }
         }
 #pragma unroll
         for (int e = 0; e < 2; ++e)
           if (!hval || key0 + 8 * j + tq * 2 + e >= vis ||
-              !list_ok(t - t0, warp * C::KPW + 8 * j + tq * 2 + e))
+              !list_ok(sl, warp * C::KPW + 8 * j + tq * 2 + e))
             s[j][e] = kNegInf;
       }
       float v = kNegInf;
@@ -534,6 +572,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
             *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(s[j][0], s[j][1]);
           if (warp == 0 && tq == 0) ws_tmax[int64_t(h) * plan.n_tiles + t] = tm;
         }
+        m_run = fmaxf(m_run, tm);  // pass 1: the split's max (raw scores), written below
         continue;
       }
     } else {
@@ -544,7 +583,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
         s[j][0] = v.x;
         s[j][1] = v.y;
       }
-      tm = hval ? tms[int(work[i]) * 8 + g] : kNegInf;
+      tm = hval ? tms[sl * 8 + g] : kNegInf;
     }
 
     if constexpr (MODE != 1) {
@@ -603,7 +642,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   }
   cp_async_wait<0>();
   __syncthreads();  // the ring is reused below
-  if constexpr (MODE == 1) return;
+  if constexpr (MODE == 1) {
+    if (warp == 0 && tq == 0 && hval) ws_smax[int64_t(h) * plan.n_splits + split] = m_run;
+    return;
+  }
 
   // ---- combine the 4 warps (same running max, so plain sums) and write this split ----
   float* fo = reinterpret_cast<float*>(smem_raw);  // [warp][8][D]

@@ -52,6 +52,9 @@ struct AttentionShape {
   int list_tiles = 0;
   bool sink_queries = false;  // AttentionParams::q_sink
   int kv_bits = 0;            // AttentionParams::kv_bits: 0 bf16, 8 / 4 quantized pages
+  // Warp-specialised dense prefill allowed (AttentionParams::prefer_ws, and on the device
+  // launcher's side SINKSCOPE_PREFILL_WS != 0); it also needs wgmma_ok.
+  bool prefer_ws = true;
 };
 
 inline AttentionShape shape_of(const AttentionParams& p) {
@@ -63,6 +66,7 @@ inline AttentionShape shape_of(const AttentionParams& p) {
   s.list_tiles = p.tile_pos0 != nullptr ? (p.n_tiles > 0 ? p.n_tiles : -1) : 0;
   s.sink_queries = p.q_sink != nullptr;
   s.kv_bits = p.kv_bits;
+  s.prefer_ws = p.prefer_ws;
   if (s.device_len) s.q_start = s.kv_len - 1;
   return s;
 }
@@ -71,6 +75,9 @@ struct AttentionChoice {
   AttentionVariant variant = AttentionVariant::kUnsupported;
   const char* reason = "";  // why unsupported; empty otherwise
   bool wgmma = false;       // prefill: Hopper wgmma GEMMs instead of mma.sync
+  // Dense prefill (wgmma too): the warp-specialised kernel (attention_prefill_ws.cuh) instead
+  // of attention_prefill_kernel. Positional bf16 tiles only.
+  bool warp_specialized = false;
   bool ok() const { return variant != AttentionVariant::kUnsupported; }
 };
 
@@ -108,7 +115,9 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   // Quantized KV: the mma.sync prefill kernels with V loaded with K (dequantised into the
   // shared tile; the only quantized prefill instantiations, to bound the build time).
   const bool wg = s.wgmma_ok && s.kv_bits == 0;
-  if (!sparse) return {AttentionVariant::kPrefillDense, "", wg};
+  if (!sparse)
+    return {AttentionVariant::kPrefillDense, "", wg,
+            wg && s.prefer_ws && s.list_tiles == 0 && !s.sink_queries};
   return {s.skip_value_load && s.kv_bits == 0 ? AttentionVariant::kPrefillSparseLazyV
                                               : AttentionVariant::kPrefillSparse,
           "", wg};
@@ -187,8 +196,9 @@ inline DecodeSplitPlan decode_bound_plan(int64_t bound_keys, int block_size, int
 //   part_ml [n_q_heads][n_splits][2]         partial (running max in log2 units, row sum)
 //   scores  [n_q_heads][n_tiles*block_size]  sparse pass 1: raw q.k (decode_sparse only)
 //   tmax    [n_q_heads][n_tiles]             sparse pass 1: per-tile raw max (decode_sparse)
+//   smax    [n_q_heads][n_splits]            sparse pass 1: per-split raw max (decode_sparse)
 struct DecodeWorkspaceLayout {
-  uint64_t part_o = 0, part_ml = 0, scores = 0, tmax = 0, total = 0;
+  uint64_t part_o = 0, part_ml = 0, scores = 0, tmax = 0, smax = 0, total = 0;
 };
 inline DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& s,
                                                      const DecodeSplitPlan& plan, bool sparse) {
@@ -205,6 +215,8 @@ inline DecodeWorkspaceLayout decode_workspace_layout(const AttentionShape& s,
     off = align(off + h * uint64_t(plan.n_tiles) * s.block_size * 4);
     w.tmax = off;
     off = align(off + h * uint64_t(plan.n_tiles) * 4);
+    w.smax = off;
+    off = align(off + h * uint64_t(plan.n_splits) * 4);
   }
   w.total = off;
   return w;

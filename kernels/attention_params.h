@@ -113,6 +113,10 @@ struct AttentionParams {
   // Prefill on sm_90: use the Hopper wgmma kernels (default). false = the portable mma.sync
   // kernels (tests compare both).
   bool prefer_wgmma = true;
+  // Dense positional bf16 prefill on sm_90: the warp-specialised kernel (producer warpgroup,
+  // ping-ponged consumers; attention_prefill_ws.cuh) (default). false = the wgmma kernel above.
+  // The environment variable SINKSCOPE_PREFILL_WS=0 turns it off process-wide.
+  bool prefer_ws = true;
 
   // ---- probes (optional, device memory) ----
   // Per query head: += causally visible tiles, += skipped tiles (atomics). Not zeroed here.

@@ -151,6 +151,14 @@ void bench_prefill(const Shape& sh, int64_t L, std::mt19937_64& rng) {
       p = dq.params(h2, 0.0);
     }
     p.skip_mask = nullptr;
+    // The warp-specialised kernel (attention_prefill_ws.cuh; the default where it applies) in
+    // rows of its own; ours_dense_* stay the wgmma kernel (prefer_ws = false).
+    if (kernels::attention_uses_warp_specialized(p)) {
+      const double usw = time_us([&](int) { check(kernels::launch_attention(p, nullptr)); }, 1, reps, 1);
+      emit("prefill", sh.name, L, bc == 64 ? "ours_ws_b64" : "ours_ws_b128", usw,
+           flops / usw * 1e-6, 0, 0, 0, 0);
+    }
+    p.prefer_ws = false;
     const double us = time_us([&](int) { check(kernels::launch_attention(p, nullptr)); }, 1, reps, 1);
     emit("prefill", sh.name, L, bc == 64 ? "ours_dense_b64" : "ours_dense_b128", us,
          flops / us * 1e-6, 0, 0, 0, 0);
@@ -360,6 +368,13 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) check(kernels::launch_attention(p, nullptr));
     SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
     dp.release();
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "--prefill") {  // the dense prefill rows alone
+    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+    for (const Shape& sh : kShapes)
+      for (int64_t L : kLens) bench_prefill(sh, L, rng);
+    if (g_csv) std::fclose(g_csv);
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "--decode") {  // the decode rows alone

@@ -52,8 +52,8 @@ struct Case {
 };
 
 struct Totals {
-  int cases = 0, failed = 0, alt_cases = 0, keep_cases = 0;
-  double worst_err = 0, worst_alt_err = 0, worst_keep_err = 0;
+  int cases = 0, failed = 0, alt_cases = 0, keep_cases = 0, ws_cases = 0;
+  double worst_err = 0, worst_alt_err = 0, worst_keep_err = 0, worst_wg_err = 0;
   int64_t tiles_compared = 0, ambiguous = 0, skipped_ref = 0;
 };
 
@@ -144,13 +144,25 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
     alt = run(dp, q);
     if (!alt.error.empty()) fail("launch (mma.sync): " + alt.error);
   }
+  // Dense prefill on sm_90 runs the warp-specialised kernel (attention_prefill_ws.cuh) as the
+  // main run; the wgmma kernel it replaces (prefer_ws = false) is checked against the same
+  // reference, and it is the base of the bitwise identities with the sparse kernels below.
+  const bool uses_ws = !decode && kernels::attention_uses_warp_specialized(p);
+  const char* main_kernel = decode ? "decode" : uses_ws ? "warp-specialized" : has_alt ? "wgmma" : "mma.sync";
+  RunOut wg;
+  if (uses_ws) {
+    kernels::AttentionParams q = p;
+    q.prefer_ws = false;
+    wg = run(dp, q);
+    if (!wg.error.empty()) fail("launch (wgmma, prefer_ws=false): " + wg.error);
+  }
 
-  double err2 = 0, ref2 = 0, alt_err2 = 0;
+  double err2 = 0, ref2 = 0, alt_err2 = 0, wg_err2 = 0;
   int64_t compared = 0, amb = 0, refskip = 0;
   if (main.error.empty()) {
     for (size_t i = 0; i < main.o.size(); ++i)
       if (std::isnan(bf2f(main.o[i]))) {
-        fail("NaN / unwritten output at element " + std::to_string(i));
+        fail(std::string(main_kernel) + ": NaN / unwritten output at element " + std::to_string(i));
         break;
       }
     // Counters against the mask and against the causal tile count.
@@ -166,7 +178,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         }
       }
       if (main.visited[h] != vis || vis != expect || main.skipped[h] != sk)
-        fail("counters head " + std::to_string(h) + ": visited " + std::to_string(main.visited[h]) +
+        fail(std::string(main_kernel) + ": counters head " + std::to_string(h) + ": visited " + std::to_string(main.visited[h]) +
              " mask " + std::to_string(vis) + " expected " + std::to_string(expect) + ", skipped " +
              std::to_string(main.skipped[h]) + " mask " + std::to_string(sk));
     }
@@ -213,6 +225,11 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
               bf2f(main.o[((row0 + rr) * s.n_q_heads + jobs[j].h) * s.head_dim + i]);
           err2 += (got - ref) * (got - ref);
           ref2 += ref * ref;
+          if (uses_ws && wg.error.empty()) {
+            const double gw =
+                bf2f(wg.o[((row0 + rr) * s.n_q_heads + jobs[j].h) * s.head_dim + i]);
+            wg_err2 += std::isnan(gw) ? INFINITY : (gw - ref) * (gw - ref);
+          }
           if (has_alt && alt.error.empty()) {
             const size_t idx = ((row0 + rr) * s.n_q_heads + jobs[j].h) * s.head_dim + i;
             const double ga = bf2f(alt.o[idx]);
@@ -223,7 +240,23 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
     }
   }
   const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  if (!(rel <= kTolerance)) fail("relative error " + std::to_string(rel));
+  if (!(rel <= kTolerance))
+    fail(std::string(main_kernel) + ": relative error " + std::to_string(rel));
+  if (uses_ws && wg.error.empty()) {
+    const double wrel = ref2 > 0 ? std::sqrt(wg_err2 / ref2) : std::sqrt(wg_err2);
+    if (!(wrel <= kTolerance)) fail("wgmma (prefer_ws=false): relative error " + std::to_string(wrel));
+    for (uint16_t v : wg.o)
+      if (std::isnan(bf2f(v))) {
+        fail("wgmma (prefer_ws=false): NaN / unwritten output");
+        break;
+      }
+    // Same probes: the dense kernels write the same mask entries and visited counts.
+    if (wg.mask != main.mask) fail("warp-specialized vs wgmma: skip masks differ");
+    if (wg.visited != main.visited || wg.skipped != main.skipped)
+      fail("warp-specialized vs wgmma: counters differ");
+    tot.ws_cases++;
+    tot.worst_wg_err = std::max(tot.worst_wg_err, wrel);
+  }
   if (has_alt) {
     const double arel = ref2 > 0 ? std::sqrt(alt_err2 / ref2) : std::sqrt(alt_err2);
     if (!(arel <= kTolerance)) fail("mma.sync relative error " + std::to_string(arel));
@@ -244,12 +277,15 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   };
   if (main.error.empty()) {
     if (c.lambda == 0) {
+      // The sparse kernels at lambda = 0 equal the dense kernel of the same GEMMs bit for bit:
+      // the wgmma one when the warp-specialised kernel (128-key tiles) was the main run.
+      const RunOut& dense = uses_ws ? wg : main;
       kernels::AttentionParams q = p;
       q.force_sparse_kernel = true;
-      expect_same(main, run(dp, q), "forced sparse (lazy V) at lambda=0", true);
+      expect_same(dense, run(dp, q), "forced sparse (lazy V) at lambda=0", true);
       if (!decode) {
         q.skip_value_load = false;
-        expect_same(main, run(dp, q), "forced sparse (eager V) at lambda=0", true);
+        expect_same(dense, run(dp, q), "forced sparse (eager V) at lambda=0", true);
       }
     } else {
       // skip_softmax_exp = false (attention_params.h): same decisions and counters, skipped
@@ -310,8 +346,8 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   if (!errs.empty()) {
     ++tot.failed;
     if (tot.failed > 20) return false;  // enough detail
-    std::printf("FAIL %s (%s)\n", describe(c).c_str(),
-                kernels::variant_name(kernels::attention_variant(p)));
+    std::printf("FAIL %s (%s, %s)\n", describe(c).c_str(),
+                kernels::variant_name(kernels::attention_variant(p)), main_kernel);
     for (auto& e : errs) std::printf("     %s\n", e.c_str());
     return false;
   }
@@ -758,6 +794,9 @@ void report(const char* name, const Totals& t, double secs) {
               name, t.cases, t.failed, t.worst_err, (long long)t.tiles_compared,
               t.tiles_compared ? 100.0 * t.skipped_ref / t.tiles_compared : 0.0,
               (long long)t.ambiguous, secs);
+  if (t.ws_cases)
+    std::printf("%-28s   warp-specialized main run, also on wgmma: %d cases, worst rel err %.2e\n",
+                "", t.ws_cases, t.worst_wg_err);
   if (t.alt_cases)
     std::printf("%-28s   also on mma.sync: %d cases, worst rel err %.2e\n", "", t.alt_cases,
                 t.worst_alt_err);
@@ -822,6 +861,20 @@ int main(int argc, char** argv) {
       c.lambda = lam;
       failed += !run_case(c, rng, t);
       c.spec = spec(300, 4096, 3796, 8, 1, 128, 128, 6.0, 0.5);
+      failed += !run_case(c, rng, t);
+    }
+    // Dense chunks for the warp-specialised kernel's 128-key tiles: q_start off the 64 / 128 grid
+    // (a diagonal tile that is two 64-row pages, one consumer warpgroup seeing none of the last
+    // tile), keys past the last query, a last query tile of < 64 rows.
+    {
+      Case c;
+      c.spec = spec(200, 5000, 1234, 8, 2, 128, 64, 0.0, 0.0);
+      failed += !run_case(c, rng, t);
+      c.spec = spec(70, 3001, 2001, 9, 3, 64, 128, 0.0, 0.0);
+      failed += !run_case(c, rng, t);
+      c.spec = spec(333, 397, 40, 4, 4, 64, 64, 6.0, 0.5);
+      failed += !run_case(c, rng, t);
+      c.spec = spec(190, 190, 0, 8, 8, 128, 128, 0.0, 0.0);
       failed += !run_case(c, rng, t);
     }
     report("prefill L<=1000 (+chunked)", t,

@@ -104,6 +104,53 @@ TEST(AttentionDispatch, WgmmaOnlyForPrefillWhenAllowed) {
   EXPECT_FALSE(select_attention_kernel(s).wgmma);  // decode has its own kernel
 }
 
+// The warp-specialised kernel (attention_prefill_ws.cuh): dense, positional, bf16 prefill on
+// the wgmma path, unless AttentionParams::prefer_ws (or SINKSCOPE_PREFILL_WS=0) says no.
+TEST(AttentionDispatch, WarpSpecializedOnlyForDensePositionalBf16Wgmma) {
+  AttentionShape s = prefill_shape();
+  EXPECT_FALSE(select_attention_kernel(s).warp_specialized);  // no wgmma
+  s.wgmma_ok = true;
+  AttentionChoice c = select_attention_kernel(s);
+  EXPECT_TRUE(c.warp_specialized);
+  EXPECT_TRUE(c.wgmma);
+  EXPECT_EQ(c.variant, AttentionVariant::kPrefillDense);
+  for (int d : {64, 128})
+    for (int bc : {64, 128}) {
+      AttentionShape t = s;
+      t.head_dim = d;
+      t.block_size = bc;
+      t.q_start = 1000;  // chunked prefill
+      t.n_q_tokens = 77;
+      EXPECT_TRUE(select_attention_kernel(t).warp_specialized) << d << " " << bc;
+    }
+  AttentionShape t = s;
+  t.prefer_ws = false;  // AttentionParams::prefer_ws / SINKSCOPE_PREFILL_WS=0
+  c = select_attention_kernel(t);
+  EXPECT_FALSE(c.warp_specialized);
+  EXPECT_TRUE(c.wgmma);  // falls back to the wgmma kernel
+  t = s;
+  t.log2_lambda = log2_of_lambda(0.01);  // sparse: the vote kernels
+  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
+  t = s;
+  t.force_sparse_kernel = true;
+  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
+  t = s;
+  t.kv_bits = 8;  // quantized pages: mma.sync
+  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
+  t = s;
+  t.list_tiles = 12;  // live-page list
+  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
+  t = s;
+  t.n_q_tokens = 1;
+  t.q_start = t.kv_len - 1;  // decode
+  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
+  AttentionParams p;
+  EXPECT_TRUE(p.prefer_ws);  // on by default
+  EXPECT_TRUE(shape_of(p).prefer_ws);
+  p.prefer_ws = false;
+  EXPECT_FALSE(shape_of(p).prefer_ws);
+}
+
 TEST(AttentionDispatch, DecodeSplitPlanCoversEveryTileOnce) {
   for (int64_t keys : {1, 63, 64, 65, 4096, 32768, 65536, 1 << 22})
     for (int kv : {1, 3, 8, 64})
@@ -133,8 +180,12 @@ TEST(AttentionDispatch, WorkspaceLayoutIsAlignedAndSized) {
   EXPECT_GT(sparse.total, dense.total);
   EXPECT_EQ(sparse.scores % 256, 0u);
   EXPECT_GE(sparse.tmax - sparse.scores, uint64_t(9) * plan.n_tiles * 64 * 4);
+  EXPECT_EQ(sparse.smax % 256, 0u);
+  EXPECT_GE(sparse.smax - sparse.tmax, uint64_t(9) * plan.n_tiles * 4);
+  EXPECT_GE(sparse.total - sparse.smax, uint64_t(9) * plan.n_splits * 4);
   EXPECT_EQ(decode_visible_keys(s), s.kv_len);
 }
+
 
 // A device-side length (CUDA graphs): the grid and workspace of a bound cover every shorter
 // length, and the device re-plan of a length equals the host plan of that length.
