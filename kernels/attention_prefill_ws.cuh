@@ -43,8 +43,12 @@ inline constexpr int kWsKeys = 128;     // keys per KV tile (one or two pages)
 // Shared ring depth per head dim (Q tile + STAGES x (K + V) must fit the 227 KB opt-in).
 template <int D>
 constexpr int ws_stages() {
-  return D == 128 ? 2 : 3;
+  // As deep as the 227 KB allow at one CTA per SM: the producer can refill a slot only once
+  // both consumers' GEMMs on it completed, so each stage hides about one iteration of latency.
+  return D == 128 ? 3 : 4;
 }
+static_assert(kPrefillQueryTile * 128 * 2 + 3 * 2 * 128 * 128 * 2 + 1024 + 8 * 13 <= 227 * 1024,
+              "d = 128 ring must fit the shared-memory opt-in");
 template <int D>
 constexpr int ws_smem_bytes() {
   // + 1 KB to align the tiles to 1024 bytes (swizzle atoms), then the mbarriers:
