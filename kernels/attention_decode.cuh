@@ -16,7 +16,7 @@
 //   MODE 2: per-head decisions from the tile maxima (prefix max), then V only for tiles that some
 //           head of the group still needs, softmax from the stored scores. The max over the
 //           tiles before the split comes from pass 1's per-split maxima (one load per earlier
-//           split, all in flight at once).
+//           split, 128 in flight per round).
 // With lambda = 0, MODE 1+2 perform the same float operations in the same order as MODE 0.
 // skip_softmax_exp = false (attention_params.h): a head's skipped tile still runs its exp() into
 // the split's row sum (its P is then zeroed); a tile every head skipped stays in the work list

@@ -242,14 +242,19 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   const double rel = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
   if (!(rel <= kTolerance))
     fail(std::string(main_kernel) + ": relative error " + std::to_string(rel));
-  if (uses_ws && wg.error.empty()) {
-    const double wrel = ref2 > 0 ? std::sqrt(wg_err2 / ref2) : std::sqrt(wg_err2);
-    if (!(wrel <= kTolerance)) fail("wgmma (prefer_ws=false): relative error " + std::to_string(wrel));
-    for (uint16_t v : wg.o)
+  // An alternative kernel's run: its error over the same rows, and every output element written.
+  auto check_alt = [&](const RunOut& r, double e2, const std::string& name) {
+    const double arel = ref2 > 0 ? std::sqrt(e2 / ref2) : std::sqrt(e2);
+    if (!(arel <= kTolerance)) fail(name + ": relative error " + std::to_string(arel));
+    for (uint16_t v : r.o)
       if (std::isnan(bf2f(v))) {
-        fail("wgmma (prefer_ws=false): NaN / unwritten output");
+        fail(name + ": NaN / unwritten output");
         break;
       }
+    return arel;
+  };
+  if (uses_ws && wg.error.empty()) {
+    const double wrel = check_alt(wg, wg_err2, "wgmma (prefer_ws=false)");
     // Same probes: the dense kernels write the same mask entries and visited counts.
     if (wg.mask != main.mask) fail("warp-specialized vs wgmma: skip masks differ");
     if (wg.visited != main.visited || wg.skipped != main.skipped)
@@ -258,13 +263,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
     tot.worst_wg_err = std::max(tot.worst_wg_err, wrel);
   }
   if (has_alt) {
-    const double arel = ref2 > 0 ? std::sqrt(alt_err2 / ref2) : std::sqrt(alt_err2);
-    if (!(arel <= kTolerance)) fail("mma.sync relative error " + std::to_string(arel));
-    for (uint16_t v : alt.o)
-      if (std::isnan(bf2f(v))) {
-        fail("mma.sync: NaN / unwritten output");
-        break;
-      }
+    const double arel = check_alt(alt, alt_err2, "mma.sync");
     tot.alt_cases++;
     tot.worst_alt_err = std::max(tot.worst_alt_err, arel);
   }
