@@ -113,7 +113,7 @@ struct DecodeCfg {
   // MODE 2 bookkeeping: tile maxima + per-head skip flags + work list for up to
   // kDecodeMaxTilesPerSplit tiles.
   static constexpr int LIST_BYTES =
-      MODE == 2 ? kDecodeMaxTilesPerSplit * (8 * 4 + 8 + 4 + 1) + 64 : 0;
+      MODE == 2 ? kDecodeMaxTilesPerSplit * (8 * 4 + 8 + 2 + 1) + 64 : 0;
   // + the split's page ids and, for a live-page list, their first positions
   // (kDecodeMaxTilesPerSplit int32 each), read once up front.
   static constexpr int SMEM = UNION_BYTES + 2 * kDecodeWarps * 8 * 4 + LIST_BYTES +
@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   uint8_t* list_raw = smem_raw + C::UNION_BYTES + 2 * kDecodeWarps * 8 * 4;
   float* tms = reinterpret_cast<float*>(list_raw);                           // [tile][8]
   uint8_t* flags = list_raw + kDecodeMaxTilesPerSplit * 32;                  // [tile][8]
-  int32_t* work = reinterpret_cast<int32_t*>(flags + kDecodeMaxTilesPerSplit * 8);  // tiles
+  uint16_t* work = reinterpret_cast<uint16_t*>(flags + kDecodeMaxTilesPerSplit * 8);
   uint8_t* bits = reinterpret_cast<uint8_t*>(work + kDecodeMaxTilesPerSplit);
   int* warp_cnt = reinterpret_cast<int*>(bits + kDecodeMaxTilesPerSplit);   // [4] + total
   int32_t* pages = reinterpret_cast<int32_t*>(list_raw + C::LIST_BYTES);    // [tile in split]
@@ -282,11 +282,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // A live-page tile all of whose keys left the window (its page is evicted after this step):
   // neither visited nor skipped in the probes, as in the CPU attention (its scores are all
   // masked, so the rule below drops it from the work either way).
-  auto gone_at = [&](int64_t k0) {
+  auto list_gone = [&](int i) {
     if constexpr (!LIST) return false;
+    const int64_t k0 = pos0s[i];
     return p.window > 0 && k0 >= p.sink_count && k0 + BC - 1 <= qpos - p.window;
   };
-  auto list_gone = [&](int i) { return gone_at(LIST ? int64_t(pos0s[i]) : 0); };
 
   if constexpr (MODE != 1) {  // visited: this split's own tiles (the probes' partition)
     if (tid < G && p.tiles_visited) {
@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   }
 
   // ---- MODE 2: decisions from the maxima of pass 1, and this CTA's work list ----
-  // Work item i is tile work[i] (absolute); slot(i) indexes pages / pos0s / tms of item i.
+  // Work item i is tile t0 + work[i] of the split.
   int n_work = nsplit_tiles;
   if constexpr (MODE == 2) {
     const float log2_lambda = p.log2_lambda_dev ? *p.log2_lambda_dev : p.log2_lambda;
@@ -314,75 +314,73 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
       if (p.skip_mask && (p.mask_head < 0 || p.mask_head == kvh * G + gg))
         p.skip_mask[int64_t(p.mask_head < 0 ? kvh * G + gg : 0) * n_kvt + t] = sk;
     };
-    {
-      // One warp per head; lane i decides tile base + i with the running max made of the max
-      // before t0 and an exclusive prefix max of the tiles before it in the split (shuffles).
-      // Both replace serial loops of L2 loads (one round trip per tile, or per 32 tiles of the
-      // history) that stood in front of the V pass.
-      for (int gg = warp; gg < G; gg += kDecodeWarps) {
-        const float* tm_row = ws_tmax + int64_t(kvh * G + gg) * plan.n_tiles;
-        // Max over all tiles before t0 = max of the earlier splits' maxima (pass 1): every
-        // split sees the same history.
-        const float* sm_row = ws_smax + int64_t(kvh * G + gg) * plan.n_splits;
-        float pm = kNegInf;
+    // One warp per head; lane i decides tile base + i with the running max made of the max
+    // before t0 and an exclusive prefix max of the tiles before it in the split (shuffles).
+    // Both replace serial loops of L2 loads (one round trip per tile, or per 32 tiles of the
+    // history) that stood in front of the V pass.
+    for (int gg = warp; gg < G; gg += kDecodeWarps) {
+      const float* tm_row = ws_tmax + int64_t(kvh * G + gg) * plan.n_tiles;
+      // Max over all tiles before t0 = max of the earlier splits' maxima (pass 1): every
+      // split sees the same history.
+      const float* sm_row = ws_smax + int64_t(kvh * G + gg) * plan.n_splits;
+      float pm = kNegInf;
 #pragma unroll 4
-        for (int ss = lane; ss < split; ss += 32) pm = fmaxf(pm, __ldcg(sm_row + ss));
+      for (int ss = lane; ss < split; ss += 32) pm = fmaxf(pm, __ldcg(sm_row + ss));
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, off));
-        uint32_t n_skip = 0;
-        for (int base = 0; base < nsplit_tiles; base += 32) {
-          const int i = base + lane;
-          const bool in = i < nsplit_tiles;
-          const float tm = in ? __ldcg(tm_row + t0 + i) : kNegInf;
-          float inc = tm;
+      for (int off = 16; off > 0; off >>= 1) pm = fmaxf(pm, __shfl_xor_sync(0xffffffffu, pm, off));
+      uint32_t n_skip = 0;
+      for (int base = 0; base < nsplit_tiles; base += 32) {
+        const int i = base + lane;
+        const bool in = i < nsplit_tiles;
+        const float tm = in ? __ldcg(tm_row + t0 + i) : kNegInf;
+        float inc = tm;
 #pragma unroll
-          for (int off = 1; off < 32; off <<= 1) {
-            const float v = __shfl_up_sync(0xffffffffu, inc, off);
-            if (lane >= off) inc = fmaxf(inc, v);
-          }
-          const float ex = __shfl_up_sync(0xffffffffu, inc, 1);
-          const float run = lane == 0 ? pm : fmaxf(pm, ex);
-          const bool sk = in && decide(tm, run, t0 + i);
-          if (in) {
-            tms[i * 8 + gg] = tm;
-            flags[i * 8 + gg] = sk;
-            n_skip += sk && !list_gone(i);
-            mask_out(gg, t0 + i, sk);
-          }
-          pm = fmaxf(pm, __shfl_sync(0xffffffffu, inc, 31));
+        for (int off = 1; off < 32; off <<= 1) {
+          const float v = __shfl_up_sync(0xffffffffu, inc, off);
+          if (lane >= off) inc = fmaxf(inc, v);
         }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) n_skip += __shfl_xor_sync(0xffffffffu, n_skip, off);
-        if (lane == 0 && p.tiles_skipped && n_skip)
-          atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + kvh * G + gg),
-                    static_cast<unsigned long long>(n_skip));
-      }
-      __syncthreads();
-      // Compact the tiles that some head still computes into a work list (block prefix sum).
-      int base_out = 0;
-      for (int base = 0; base < nsplit_tiles; base += kDecodeWarps * 32) {
-        const int i = base + tid;
-        uint8_t b = 0;
-        if (i < nsplit_tiles)
-          for (int gg = 0; gg < G; ++gg) b |= flags[i * 8 + gg] << gg;
-        // skip_softmax_exp = false: a tile every head skipped still runs its exp() into the row
-        // sums, so it stays in the list (its V is not loaded: see issue()).
-        const bool keep = i < nsplit_tiles && (b != all || !p.skip_softmax_exp);
-        const unsigned ballot = __ballot_sync(0xffffffffu, keep);
-        if (lane == 0) warp_cnt[warp] = __popc(ballot);
-        __syncthreads();
-        int off = base_out;
-        for (int w = 0; w < warp; ++w) off += warp_cnt[w];
-        if (keep) {
-          const int pos = off + __popc(ballot & ((1u << lane) - 1u));
-          work[pos] = t0 + i;
-          bits[pos] = b;
+        const float ex = __shfl_up_sync(0xffffffffu, inc, 1);
+        const float run = lane == 0 ? pm : fmaxf(pm, ex);
+        const bool sk = in && decide(tm, run, t0 + i);
+        if (in) {
+          tms[i * 8 + gg] = tm;
+          flags[i * 8 + gg] = sk;
+          n_skip += sk && !list_gone(i);
+          mask_out(gg, t0 + i, sk);
         }
-        for (int w = 0; w < kDecodeWarps; ++w) base_out += warp_cnt[w];
-        __syncthreads();
+        pm = fmaxf(pm, __shfl_sync(0xffffffffu, inc, 31));
       }
-      n_work = base_out;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) n_skip += __shfl_xor_sync(0xffffffffu, n_skip, off);
+      if (lane == 0 && p.tiles_skipped && n_skip)
+        atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + kvh * G + gg),
+                  static_cast<unsigned long long>(n_skip));
     }
+    __syncthreads();
+    // Compact the tiles that some head still computes into a work list (block prefix sum).
+    int base_out = 0;
+    for (int base = 0; base < nsplit_tiles; base += kDecodeWarps * 32) {
+      const int i = base + tid;
+      uint8_t b = 0;
+      if (i < nsplit_tiles)
+        for (int gg = 0; gg < G; ++gg) b |= flags[i * 8 + gg] << gg;
+      // skip_softmax_exp = false: a tile every head skipped still runs its exp() into the row
+      // sums, so it stays in the list (its V is not loaded: see issue()).
+      const bool keep = i < nsplit_tiles && (b != all || !p.skip_softmax_exp);
+      const unsigned ballot = __ballot_sync(0xffffffffu, keep);
+      if (lane == 0) warp_cnt[warp] = __popc(ballot);
+      __syncthreads();
+      int off = base_out;
+      for (int w = 0; w < warp; ++w) off += warp_cnt[w];
+      if (keep) {
+        const int pos = off + __popc(ballot & ((1u << lane) - 1u));
+        work[pos] = static_cast<uint16_t>(i);
+        bits[pos] = b;
+      }
+      for (int w = 0; w < kDecodeWarps; ++w) base_out += warp_cnt[w];
+      __syncthreads();
+    }
+    n_work = base_out;
   } else {
     if (mask_group && tid == 0) {  // dense: every visible tile is computed
       for (int gg = 0; gg < G; ++gg)
@@ -394,7 +392,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 
   // ---- issue the loads of work item i into ring stage `st` (each lane: its own chunks) ----
   auto tile_of = [&](int i) {
-    if constexpr (MODE == 2) return int(work[i]);
+    if constexpr (MODE == 2) return t0 + int(work[i]);
     return t0 + i;
   };
   // Index of item i in pages / pos0s / tms: its tile within the split.
