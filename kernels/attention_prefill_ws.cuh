@@ -4,10 +4,13 @@
 //
 // One CTA = 128 query rows of one query head (kPrefillQueryTile, as attention_prefill.cuh), 384
 // threads in three warpgroups:
-//   WG0      producer: cp.async of Q and of the K / V tiles (128 keys each) into a STAGES-deep
-//            shared ring; each thread's copies arrive on the tile's "full" mbarrier when they land
-//            (cp.async.mbarrier.arrive.noinc), so the producer never waits for its own copies,
-//            only for a free slot ("empty" mbarrier, released by the consumers).
+//   WG0      producer: one thread issues TMA copies (cp.async.bulk.tensor, 128-byte swizzle) of
+//            Q and of the K / V tiles (128 keys each) into a STAGES-deep shared ring; they
+//            complete the tile's "full" mbarrier by their byte count, so the producer never waits
+//            for its own copies, only for a free slot ("empty" mbarrier, released by the
+//            consumers). Only a tile that holds the cache end (keys past kv_len) is copied with
+//            cp.async and zero-filled by producer warp 0: TMA would bring the page's stale slots,
+//            and 0 * NaN in P V would poison the row. Warps 1-3 of the producer exit at once.
 //   WG1, WG2 consumers: 64 query rows each. S = Q K^T by wgmma SS, O += P V by wgmma RS (P from
 //            the S registers, V MN-major), online softmax in the exp2 domain as the mma.sync /
 //            wgmma kernel.
@@ -34,6 +37,12 @@
 #include "kernels/attention_prefill.cuh"
 #include "kernels/attention_wgmma.cuh"
 #include "kernels/cuda_check.h"
+
+#include <cuda.h>  // CUtensorMap (types only: the encoder is reached through the runtime)
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <string>
 
 namespace sinkscope::kernels::detail {
 
@@ -98,10 +107,49 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 __device__ __forceinline__ void wgmma_wait1() {
   asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
+// Arrive once and expect `bytes` more from asynchronous copies (PTX "mbarrier.expect_tx").
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// One TMA box (tensor map coordinates c0 innermost) into shared memory at dst; completes `bar`
+// by its byte count (PTX "cp.async.bulk.tensor").
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const void* map, uint32_t bar, int c0, int c1,
+                                            int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, "
+      "%5}], [%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const void* map, uint32_t bar, int c0, int c1,
+                                            int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, "
+      "%5, %6}], [%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
 #endif
 
+// The three tensor maps of one launch (built on the host per launch, passed as __grid_constant__
+// kernel parameters). Boxes are 64 columns (128 bytes: one swizzle atom row) x 64 rows, so a
+// box lands as one [64][64] block of the swz<R>() layout below.
+//   q:  {head_dim, n_q_heads, n_q_tokens}, box {64, 1, 64}: rows past n_q_tokens are zero-filled
+//   k, v: {head_dim, block_size, n_kv_heads, pages}, box {64, 64, 1, 1}: one (page, kv head)
+//         is contiguous (AttentionParams), a 128-key tile is two boxes per 64 columns.
+struct WsTensorMaps {
+  CUtensorMap q, k, v;
+};
+
 template <int D>
-__global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(const AttentionParams p) {
+__global__ void __launch_bounds__(kWsThreads, 1)
+    attention_prefill_ws_kernel(const AttentionParams p, const __grid_constant__ CUtensorMap tm_q,
+                                const __grid_constant__ CUtensorMap tm_k,
+                                const __grid_constant__ CUtensorMap tm_v) {
 #ifdef SINKSCOPE_HAVE_WGMMA
   constexpr int BR = kPrefillQueryTile, BN = kWsKeys, ST = ws_stages<D>();
   constexpr int NB = BN / 8;  // n8 column groups of S
@@ -135,10 +183,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(con
   const int n_t = static_cast<int>(last_key / BN) + 1;  // 128-key tiles visited
 
   if (tid == 0) {
-    mbar_init(full_q, kWsThreads / 3);
+    mbar_init(full_q, 1);
     for (int s = 0; s < ST; ++s) {
-      mbar_init(full_k(s), kWsThreads / 3);  // one cp.async arrival per producer thread
-      mbar_init(full_v(s), kWsThreads / 3);
+      mbar_init(full_k(s), 1);  // the issuing thread's arrive (+ the copies' bytes)
+      mbar_init(full_v(s), 1);
       mbar_init(empty_k(s), 8);  // one arrival per consumer warp
       mbar_init(empty_v(s), 8);
     }
@@ -160,24 +208,41 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(con
   if (wg == 0) {
     // ================= producer =================
     setmaxnreg_dec<40>();
-    const int ptid = tid;  // 0..127
-    {
-      const int64_t stride = int64_t(p.n_q_heads) * D;
-      const uint16_t* qg = p.q + (int64_t(i0) * p.n_q_heads + head) * D;
-#pragma unroll 4
-      for (int c = ptid; c < BR * CH; c += 128) {
-        const int r = c / CH, ch = c % CH;
-        const bool ok = r < rows;  // rows past the end are zero-filled (and masked)
-        cp_async16(smem_u32(sq + swz<BR>(r, ch)), ok ? qg + r * stride + ch * 8 : p.q, ok ? 16 : 0);
-      }
-      mbar_arrive_cp_async(full_q);
-    }
+    if (warp != 0) return;  // one warp: lane 0 issues the TMA copies, all 32 the zero-filled tail
+    const bool leader = lane == 0;
     const int bs = p.block_size;
-    // One 128-key tile: rows 0..63 from page half 0, 64..127 from half 1 (the same page at
-    // block_size 128). The second page-table entry is read only when it holds keys < kv_len.
-    auto load_tile = [&](uint16_t* dst, const uint16_t* pool, int t) {
+    constexpr uint32_t kTileBytes = BN * D * 2;
+    if (leader) {
+      tma_prefetch_map(&tm_q);
+      tma_prefetch_map(&tm_k);
+      tma_prefetch_map(&tm_v);
+      mbar_arrive_expect_tx(full_q, BR * D * 2);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb)
+#pragma unroll
+        for (int h = 0; h < BR / 64; ++h)
+          tma_load_3d(smem_u32(sq + (cb * BR + 64 * h) * 64), &tm_q, full_q, cb * 64, head, i0 + 64 * h);
+    }
+    // A whole tile (all 128 keys < kv_len): 2 x D/64 boxes, rows 0..63 from page half 0 and
+    // 64..127 from half 1 (two pages at block_size 64, the two halves of one at 128).
+    auto tma_tile = [&](uint16_t* dst, const CUtensorMap* map, uint32_t bar, int t) {
+      const bool two_pages = bs != BN;
+      const int page0 = p.page_table[two_pages ? 2 * t : t];
+      const int page1 = two_pages ? p.page_table[2 * t + 1] : page0;
+      const int row1 = two_pages ? 0 : 64;
+      mbar_arrive_expect_tx(bar, kTileBytes);
+#pragma unroll
+      for (int cb = 0; cb < D / 64; ++cb) {
+        tma_load_4d(smem_u32(dst + cb * BN * 64), map, bar, cb * 64, 0, kvh, page0);
+        tma_load_4d(smem_u32(dst + (cb * BN + 64) * 64), map, bar, cb * 64, row1, kvh, page1);
+      }
+    };
+    // The tile holding the cache end: cp.async by the 32 lanes, slots past kv_len zero-filled
+    // (the second page-table entry read only when it holds keys < kv_len), then one arrive once
+    // every lane's copies landed. At most one such tile per CTA.
+    auto copy_tail_tile = [&](uint16_t* dst, const uint16_t* pool, uint32_t bar, int t) {
       const int64_t key0 = int64_t(t) * BN;
-      const int64_t valid = p.kv_len - key0;  // >= 1
+      const int64_t valid = p.kv_len - key0;  // 1 .. 127
       const uint16_t *base0, *base1;
       if (bs == BN) {
         base0 = pool + ((int64_t(p.page_table[t]) * p.n_kv_heads + kvh) * BN) * D;
@@ -188,32 +253,42 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(con
                            : base0;
       }
 #pragma unroll 4
-      for (int c = ptid; c < BN * CH; c += 128) {
+      for (int c = lane; c < BN * CH; c += 32) {
         const int r = c / CH, ch = c % CH;
         const bool ok = r < valid;
         const uint16_t* src = (r < 64 ? base0 : base1) + (r & 63) * D + ch * 8;
         cp_async16(smem_u32(dst + swz<BN>(r, ch)), ok ? src : pool, ok ? 16 : 0);
       }
+      asm volatile("cp.async.wait_all;\n" ::: "memory");
+      fence_proxy_async_smem();  // and the consumers fence again before their wgmma
+      __syncwarp();
+      if (leader) mbar_arrive(bar);
     };
     for (int t = 0; t < n_t; ++t) {
       const int s = t % ST;
       const uint32_t par = ((t / ST) & 1) ^ 1;  // a fresh barrier passes parity 1 at once
+      const bool whole = int64_t(t) * BN + BN <= p.kv_len;
       mbar_wait(empty_k(s), par);
-      load_tile(sk + s * BN * D, p.k_pages, t);
-      mbar_arrive_cp_async(full_k(s));
+      if (whole) {
+        if (leader) tma_tile(sk + s * BN * D, &tm_k, full_k(s), t);
+      } else {
+        copy_tail_tile(sk + s * BN * D, p.k_pages, full_k(s), t);
+      }
       mbar_wait(empty_v(s), par);
-      load_tile(sv + s * BN * D, p.v_pages, t);
-      mbar_arrive_cp_async(full_v(s));
+      if (whole) {
+        if (leader) tma_tile(sv + s * BN * D, &tm_v, full_v(s), t);
+      } else {
+        copy_tail_tile(sv + s * BN * D, p.v_pages, full_v(s), t);
+      }
     }
-    // Stay until the consumers released every slot: then every copy and its arrive-on has
-    // completed before the producer's threads exit.
+    // Stay until the consumers released every slot, so no copy into this CTA's shared memory is
+    // in flight when the producer's warp exits.
     for (int t = n_t; t < n_t + ST; ++t) {
       const int s = t % ST;
       const uint32_t par = ((t / ST) & 1) ^ 1;
       mbar_wait(empty_k(s), par);
       mbar_wait(empty_v(s), par);
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
     return;
   }
 
@@ -326,9 +401,13 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(con
   if (c == 1) named_bar_arrive(other_turn, 256);
   mbar_wait(full_q, 0);
 
+  // Only the last tile can hold the cache end; it alone is written by cp.async (generic proxy),
+  // so it alone needs the proxy fence before wgmma reads it (TMA writes are async-proxy).
+  const bool tail_last = int64_t(n_t) * BN > p.kv_len;
+
   // ---- tile 0: S only ----
   mbar_wait(full_k(0), 0);
-  fence_proxy_async_smem();  // cp.async (generic proxy) writes -> wgmma (async proxy) reads
+  if (tail_last && n_t == 1) fence_proxy_async_smem();
   named_bar_sync(my_turn, 256);
   wgmma_fence();
   issue_qk(0);
@@ -346,7 +425,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(con
     const int st = t % ST, stp = (t - 1) % ST;
     mbar_wait(full_k(st), (t / ST) & 1);
     mbar_wait(full_v(stp), ((t - 1) / ST) & 1);
-    fence_proxy_async_smem();
+    if (tail_last && t == n_t - 1) fence_proxy_async_smem();
     named_bar_sync(my_turn, 256);
     wgmma_fence();  // a[] and o were last written by ordinary instructions
     issue_qk(st);
@@ -369,7 +448,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(con
   {
     const int stp = (n_t - 1) % ST;
     mbar_wait(full_v(stp), ((n_t - 1) / ST) & 1);
-    fence_proxy_async_smem();
+    if (tail_last) fence_proxy_async_smem();
     named_bar_sync(my_turn, 256);
     wgmma_fence();
     issue_pv(stp);
@@ -401,7 +480,57 @@ __global__ void __launch_bounds__(kWsThreads, 1) attention_prefill_ws_kernel(con
 #endif
 }
 
-// Host side: one launch of the kernel above (instantiated in attention_prefill_ws_d*.cu).
+// Host side. cuTensorMapEncodeTiled is a driver function: reached through the runtime's
+// entry-point query, so nothing links libcuda.
+using TensorMapEncodeFn = PFN_cuTensorMapEncodeTiled_v12000;
+inline TensorMapEncodeFn tensor_map_encoder() {
+  static const TensorMapEncodeFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();  // do not leave the failed query as the sticky "last error"
+      return TensorMapEncodeFn(nullptr);
+    }
+    return reinterpret_cast<TensorMapEncodeFn>(f);
+  }();
+  return fn;
+}
+
+// bf16 tensor map with 128-byte swizzle; dims / box innermost first, strides in bytes (rank-1).
+inline const char* encode_bf16_map(CUtensorMap* map, const void* base, cuuint32_t rank,
+                                   const cuuint64_t* dims, const cuuint64_t* strides,
+                                   const cuuint32_t* box) {
+  const TensorMapEncodeFn encode = tensor_map_encoder();
+  if (!encode) return "cuTensorMapEncodeTiled is not available from this driver";
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, const_cast<void*>(base), dims,
+                            strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? nullptr : "cuTensorMapEncodeTiled rejected the layout";
+}
+
+// Q, K and V maps of one launch. The page count of the pool is not known here: the pages
+// dimension is set to the largest page id a page table can hold (the box never leaves a page).
+inline AttentionStatus make_ws_tensor_maps(const AttentionParams& p, WsTensorMaps& m) {
+  const cuuint64_t d = static_cast<cuuint64_t>(p.head_dim), e = 2;
+  const cuuint64_t q_dims[3] = {d, cuuint64_t(p.n_q_heads), cuuint64_t(p.n_q_tokens)};
+  const cuuint64_t q_strides[2] = {d * e, cuuint64_t(p.n_q_heads) * d * e};
+  const cuuint32_t q_box[3] = {64, 1, 64};
+  const cuuint64_t bs = static_cast<cuuint64_t>(p.block_size), hkv = cuuint64_t(p.n_kv_heads);
+  const cuuint64_t kv_dims[4] = {d, bs, hkv, cuuint64_t(INT32_MAX)};
+  const cuuint64_t kv_strides[3] = {d * e, bs * d * e, hkv * bs * d * e};
+  const cuuint32_t kv_box[4] = {64, 64, 1, 1};
+  const char* err = encode_bf16_map(&m.q, p.q, 3, q_dims, q_strides, q_box);
+  if (!err) err = encode_bf16_map(&m.k, p.k_pages, 4, kv_dims, kv_strides, kv_box);
+  if (!err) err = encode_bf16_map(&m.v, p.v_pages, 4, kv_dims, kv_strides, kv_box);
+  if (err) return AttentionStatus::error(std::string("warp-specialised prefill: ") + err);
+  return {};
+}
+
+// One launch of the kernel above (instantiated in attention_prefill_ws_d*.cu).
 template <int D>
 AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t stream) {
   constexpr int smem = ws_smem_bytes<D>();
@@ -410,8 +539,10 @@ AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t strea
   static const cudaError_t attr_err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   SINKSCOPE_CUDA_TRY(AttentionStatus, attr_err);
+  WsTensorMaps maps;
+  if (auto st = make_ws_tensor_maps(p, maps); !st.ok) return st;
   const dim3 grid(p.n_q_heads, (p.n_q_tokens + kPrefillQueryTile - 1) / kPrefillQueryTile);
-  kernel<<<grid, kWsThreads, smem, stream>>>(p);
+  kernel<<<grid, kWsThreads, smem, stream>>>(p, maps.q, maps.k, maps.v);
   SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
   return {};
 }
