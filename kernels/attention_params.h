@@ -118,6 +118,12 @@ struct AttentionParams {
   // The environment variable SINKSCOPE_PREFILL_WS=0 turns it off process-wide.
   bool prefer_ws = true;
 
+  // Decode (dense and sparse pass 1, positional bf16 cache): prefetch the split's first K/V
+  // tiles into L2 before waiting for the preceding kernel (PDL launch), so DRAM latency overlaps
+  // the predecessor. false = wait first (for comparison in benchmarks). Relies on page_table and
+  // kv_len_dev never being written by a kernel (host copies only), as everywhere in SinkScope.
+  bool decode_early_prefetch = true;
+
   // ---- probes (optional, device memory) ----
   // Per query head: += causally visible tiles, += skipped tiles (atomics). Not zeroed here.
   uint64_t* tiles_visited = nullptr;  // [n_q_heads]
