@@ -46,7 +46,7 @@ DeviceInfo current_device_info() {
   return d;
 }
 
-// SINKSCOPE_PREFILL_WS=0 turns the warp-specialised dense prefill off (read once per process).
+// SINKSCOPE_PREFILL_WS=0 turns the warp-specialised prefill off (read once per process).
 bool ws_prefill_env_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("SINKSCOPE_PREFILL_WS");
@@ -133,8 +133,8 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
     return p.head_dim == 64 ? detail::launch_prefill_q_d64(p, c, stream)
                             : detail::launch_prefill_q_d128(p, c, stream);
   if (c.warp_specialized)
-    return p.head_dim == 64 ? detail::launch_prefill_ws_d64(p, stream)
-                            : detail::launch_prefill_ws_d128(p, stream);
+    return p.head_dim == 64 ? detail::launch_prefill_ws_d64(p, c, stream)
+                            : detail::launch_prefill_ws_d128(p, c, stream);
   return p.head_dim == 64 ? detail::launch_prefill_d64(p, c, stream)
                           : detail::launch_prefill_d128(p, c, stream);
 }

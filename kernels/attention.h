@@ -29,8 +29,9 @@ uint64_t attention_workspace_bytes(const AttentionParams& p);
 AttentionVariant attention_variant(const AttentionParams& p);
 // Whether a prefill call runs the Hopper wgmma kernels on the current device.
 bool attention_uses_wgmma(const AttentionParams& p);
-// Whether a prefill call runs the warp-specialised dense kernel (attention_prefill_ws.cuh) on the
-// current device (dense, positional, bf16 pages, sm_90, prefer_ws, SINKSCOPE_PREFILL_WS != 0).
+// Whether a prefill call runs the warp-specialised kernel (attention_prefill_ws.cuh, dense or
+// sparse) on the current device (positional, bf16 pages, sm_90, prefer_ws,
+// SINKSCOPE_PREFILL_WS != 0).
 bool attention_uses_warp_specialized(const AttentionParams& p);
 
 // Enqueues the attention on `stream` (cudaStream_t, nullptr = legacy default stream). When

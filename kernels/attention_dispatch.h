@@ -52,8 +52,8 @@ struct AttentionShape {
   int list_tiles = 0;
   bool sink_queries = false;  // AttentionParams::q_sink
   int kv_bits = 0;            // AttentionParams::kv_bits: 0 bf16, 8 / 4 quantized pages
-  // Warp-specialised dense prefill allowed (AttentionParams::prefer_ws, and on the device
-  // launcher's side SINKSCOPE_PREFILL_WS != 0); it also needs wgmma_ok.
+  // Warp-specialised prefill (dense and sparse) allowed (AttentionParams::prefer_ws, and on the
+  // device launcher's side SINKSCOPE_PREFILL_WS != 0); it also needs wgmma_ok.
   bool prefer_ws = true;
 };
 
@@ -75,8 +75,10 @@ struct AttentionChoice {
   AttentionVariant variant = AttentionVariant::kUnsupported;
   const char* reason = "";  // why unsupported; empty otherwise
   bool wgmma = false;       // prefill: Hopper wgmma GEMMs instead of mma.sync
-  // Dense prefill (wgmma too): the warp-specialised kernel (attention_prefill_ws.cuh) instead
-  // of attention_prefill_kernel. Positional bf16 tiles only.
+  // Prefill (wgmma too): the warp-specialised kernel (attention_prefill_ws.cuh) instead of
+  // attention_prefill_kernel, dense or sparse (one sparse kernel for both sparse variants: it
+  // loads V whatever the vote; the variant says what prefer_ws = false runs). Positional bf16
+  // tiles only.
   bool warp_specialized = false;
   bool ok() const { return variant != AttentionVariant::kUnsupported; }
 };
@@ -115,12 +117,11 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   // Quantized KV: the mma.sync prefill kernels with V loaded with K (dequantised into the
   // shared tile; the only quantized prefill instantiations, to bound the build time).
   const bool wg = s.wgmma_ok && s.kv_bits == 0;
-  if (!sparse)
-    return {AttentionVariant::kPrefillDense, "", wg,
-            wg && s.prefer_ws && s.list_tiles == 0 && !s.sink_queries};
+  const bool ws = wg && s.prefer_ws && s.list_tiles == 0 && !s.sink_queries;
+  if (!sparse) return {AttentionVariant::kPrefillDense, "", wg, ws};
   return {s.skip_value_load && s.kv_bits == 0 ? AttentionVariant::kPrefillSparseLazyV
                                               : AttentionVariant::kPrefillSparse,
-          "", wg};
+          "", wg, ws};
 }
 
 // Prefill tile shape per (head_dim, block_size, wgmma): query rows per CTA are always

@@ -18,9 +18,12 @@ AttentionStatus launch_prefill_q_d64(const AttentionParams& p, const AttentionCh
                                      cudaStream_t s);
 AttentionStatus launch_prefill_q_d128(const AttentionParams& p, const AttentionChoice& c,
                                       cudaStream_t s);
-// Dense positional bf16 prefill, warp-specialised Hopper kernel (AttentionChoice::warp_specialized).
-AttentionStatus launch_prefill_ws_d64(const AttentionParams& p, cudaStream_t s);
-AttentionStatus launch_prefill_ws_d128(const AttentionParams& p, cudaStream_t s);
+// Positional bf16 prefill, dense or sparse, warp-specialised Hopper kernel
+// (AttentionChoice::warp_specialized).
+AttentionStatus launch_prefill_ws_d64(const AttentionParams& p, const AttentionChoice& c,
+                                      cudaStream_t s);
+AttentionStatus launch_prefill_ws_d128(const AttentionParams& p, const AttentionChoice& c,
+                                       cudaStream_t s);
 AttentionStatus launch_decode(const AttentionParams& p, AttentionVariant v,
                               const DecodeSplitPlan& plan, const DecodeWorkspaceLayout& wl,
                               cudaStream_t s);

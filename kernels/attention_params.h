@@ -113,8 +113,10 @@ struct AttentionParams {
   // Prefill on sm_90: use the Hopper wgmma kernels (default). false = the portable mma.sync
   // kernels (tests compare both).
   bool prefer_wgmma = true;
-  // Dense positional bf16 prefill on sm_90: the warp-specialised kernel (producer warpgroup,
-  // ping-ponged consumers; attention_prefill_ws.cuh) (default). false = the wgmma kernel above.
+  // Positional bf16 prefill on sm_90, dense or sparse: the warp-specialised kernel (producer
+  // warpgroup, ping-ponged consumers; attention_prefill_ws.cuh) (default). false = the wgmma
+  // kernels above (sparse: lazy or eager V as skip_value_load says; the warp-specialised sparse
+  // kernel always loads V).
   // The environment variable SINKSCOPE_PREFILL_WS=0 turns it off process-wide.
   bool prefer_ws = true;
 

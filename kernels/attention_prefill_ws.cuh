@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Dense causal prefill attention over a paged bf16 KV cache for Hopper (sm_90a), FlashAttention-3
-// style (https://arxiv.org/abs/2407.08608): warp-specialised, asynchronous, ping-ponged.
+// Causal prefill attention over a paged bf16 KV cache for Hopper (sm_90a), FlashAttention-3 style
+// (https://arxiv.org/abs/2407.08608): warp-specialised, asynchronous, ping-ponged. Dense, or
+// (SPARSE) with the block-sparse skip rule of attention_params.h.
 //
 // One CTA = 128 query rows of one query head (kPrefillQueryTile, as attention_prefill.cuh), 384
 // threads in three warpgroups:
@@ -15,7 +16,8 @@
 //            the S registers, V MN-major), online softmax in the exp2 domain as the mma.sync /
 //            wgmma kernel.
 // Registers move to the consumers with setmaxnreg (producer 40, consumers 232 of the 168 per
-// thread that 384 threads x 1 CTA/SM leave).
+// thread that 384 threads x 1 CTA/SM leave). The sparse d = 128 variant keeps a few values of
+// its first two iterations in local memory (ptxas: ~80 bytes, none inside the tile loop).
 // Intra-warpgroup overlap: iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1) back to back,
 // waits for S(t) only (wait_group 1), runs the softmax of t while P V is still on the tensor
 // cores, then waits for P V and rescales O by t's alpha.
@@ -28,7 +30,20 @@
 // kv_len are zero-filled (never read from the page) and masked.
 // Probes (tiles_visited, skip_mask) count in block_size tiles exactly as the dense !LIST path of
 // attention_prefill_kernel: visited tiles 0 .. last_key / block_size, mask entries 0.
+//
+// SPARSE: the skip unit is block_size keys against all 128 rows (both consumers): one unit per
+// 128-key tile at block_size 128, two 64-key units (its halves) at 64. S = Q K^T and the exp()
+// always run; a skipped unit's P V k16 steps are left out (V is still loaded: the producer runs
+// ahead of every vote). The vote never waits: each consumer warp publishes its __all_sync vote
+// for tile t in a shared ring during its softmax of t, and both consumers read the CTA decision
+// (AND of the 8 warps' votes) right after their turn barrier of iteration t + 2, where it is
+// already complete (see the consumer loop). So P(t) V(t) is issued at iteration t + 2, with S(t+2):
+// P is double-buffered in registers, O is rescaled one tile late, and each pending tile's row
+// sums wait for its decision. The running max never depends on a decision (a skipped unit lies
+// below it, lambda < 1), so the exp() of t is final when it runs.
 #pragma once
+
+#include <type_traits>
 
 #include "kernels/attention_common.cuh"
 #include "kernels/attention_dispatch.h"
@@ -57,12 +72,22 @@ constexpr int ws_stages() {
   // per SM; d = 64: 4 (measured on the H200 against 3; 6 would fit).
   return D == 128 ? 3 : 4;
 }
+// SPARSE vote ring: kWsVoteRing slots (tile t in slot t % kWsVoteRing) of 16 bytes: [unit][consumer
+// warp] = 1 when every row of the warp agrees to skip the unit. A slot is read at iteration t + 2
+// and rewritten at iteration t + kWsVoteRing; 3 is the least depth where a barrier always lies
+// between the two (see the consumer loop); 4 keeps the slot index a mask.
+inline constexpr int kWsVoteRing = 4;
+// Byte offset of the vote ring behind the mbarriers (16-byte aligned for one 16-byte read).
+template <int D>
+constexpr int ws_vote_offset() {
+  return (8 * (1 + 4 * ws_stages<D>()) + 15) / 16 * 16;
+}
 template <int D>
 constexpr int ws_smem_bytes() {
   // + 1 KB to align the tiles to 1024 bytes (swizzle atoms), then the mbarriers:
-  // full Q, STAGES x (full K, full V, empty K, empty V).
+  // full Q, STAGES x (full K, full V, empty K, empty V), then the vote ring.
   return (kPrefillQueryTile * D + ws_stages<D>() * 2 * kWsKeys * D) * 2 + 1024 +
-         8 * (1 + 4 * ws_stages<D>());
+         ws_vote_offset<D>() + kWsVoteRing * 16;
 }
 static_assert(ws_smem_bytes<128>() <= 227 * 1024 && ws_smem_bytes<64>() <= 227 * 1024,
               "the Q tile and the K/V ring must fit the shared-memory opt-in");
@@ -145,7 +170,7 @@ struct WsTensorMaps {
   CUtensorMap q, k, v;
 };
 
-template <int D>
+template <int D, bool SPARSE>
 __global__ void __launch_bounds__(kWsThreads, 1)
     attention_prefill_ws_kernel(const AttentionParams p, const __grid_constant__ CUtensorMap tm_q,
                                 const __grid_constant__ CUtensorMap tm_k,
@@ -303,7 +328,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   float o[ND][4];
   float s[NB][4];
-  uint32_t a[BN / 16][4];
+  // P in bf16 (the A operand of P V): SPARSE keeps two, P(t-1) waits while P(t-2) V(t-2) runs.
+  uint32_t a[SPARSE ? 2 : 1][BN / 16][4];
   float m_run[2] = {kNegInf, kNegInf}, l_run[2] = {0.f, 0.f}, alpha[2] = {1.f, 1.f};
 #pragma unroll
   for (int nd = 0; nd < ND; ++nd)
@@ -324,19 +350,20 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                    wgmma_desc(kb + (ks >> 2) * BN * 128 + off, 16, 1024), ks > 0);
     }
   };
-  // O += P V(t): V MN-major, 8-key groups 1024 B apart, 64-column blocks BN*128 B apart.
-  auto issue_pv = [&](int st) {
+  // O += P V(t) over the k16 steps [kk0, kk1): V MN-major, 8-key groups 1024 B apart, 64-column
+  // blocks BN*128 B apart. k16 steps 0 .. BN/32-1 are the first 64 keys.
+  auto issue_pv = [&](const uint32_t(&pa)[BN / 16][4], int st, int kk0 = 0, int kk1 = kWsKeys / 16) {
     const uint32_t vb = smem_u32(sv + st * BN * D);
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) wgmma_rs<D>(o, a[kk], wgmma_desc(vb + kk * 2048, BN * 128, 1024));
+    for (int kk = 0; kk < BN / 16; ++kk)
+      if (kk >= kk0 && kk < kk1) wgmma_rs<D>(o, pa[kk], wgmma_desc(vb + kk * 2048, BN * 128, 1024));
   };
   // Consumer warps release a slot once their wgmma reading it has completed.
   auto release = [&](uint32_t bar) {
     if (lane == 0) mbar_arrive(bar);
   };
-  // Causal / cache-end / padding-row mask, then the online softmax of tile t: s becomes P
-  // (fp32), alpha the factor O must be scaled by once the previous P V has landed.
-  auto softmax = [&](int t) {
+  // Causal / cache-end / padding-row mask of tile t.
+  auto mask_tile = [&](int t) {
     const int64_t key0 = int64_t(t) * BN;
     const int row_lo = 64 * c;  // first row of this consumer
     if (key0 + BN - 1 > q_lo + row_lo || key0 + BN > p.kv_len || rows < row_lo + 64) {
@@ -356,6 +383,27 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         for (int e = 0; e < 4; ++e)
           if (nb * 8 + tq * 2 + (e & 1) > lim[e >> 1]) s[nb][e] = kNegInf;
     }
+  };
+  // Row h of the tile: s becomes P = exp2(s * sl2 - m_use), with the sums of the two 64-key halves
+  // kept apart (a SPARSE half enters the row sums on its own; the dense variant sums the same way
+  // so that lambda = 0 equals it bit for bit).
+  auto exp_row = [&](int h, float m_use, float& r0, float& r1) {
+    r0 = 0.f;
+    r1 = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      const float p0 = fast_exp2(fmaf(s[nb][2 * h], sl2, -m_use));
+      const float p1 = fast_exp2(fmaf(s[nb][2 * h + 1], sl2, -m_use));
+      s[nb][2 * h] = p0;
+      s[nb][2 * h + 1] = p1;
+      if (nb < NB / 2) r0 += p0 + p1;
+      else r1 += p0 + p1;
+    }
+  };
+  // Mask, then the online softmax of tile t: s becomes P (fp32), alpha the factor O must be
+  // scaled by once the previous P V has landed.
+  auto softmax = [&](int t) {
+    mask_tile(t);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float v = kNegInf;
@@ -366,34 +414,27 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       const float m_use = safe_max(m_new);
       alpha[h] = fast_exp2(m_run[h] - m_use);
       m_run[h] = m_new;
-      float l = l_run[h] * alpha[h];
-#pragma unroll
-      for (int nb = 0; nb < NB; ++nb) {
-        const float p0 = fast_exp2(fmaf(s[nb][2 * h], sl2, -m_use));
-        const float p1 = fast_exp2(fmaf(s[nb][2 * h + 1], sl2, -m_use));
-        s[nb][2 * h] = p0;
-        s[nb][2 * h + 1] = p1;
-        l += p0 + p1;
-      }
-      l_run[h] = l;
+      float r0, r1;
+      exp_row(h, m_use, r0, r1);
+      l_run[h] = fmaf(l_run[h], alpha[h], r0 + r1);
     }
   };
-  auto pack_p = [&]() {
+  auto pack_p = [&](uint32_t(&pa)[BN / 16][4]) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      a[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-      a[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-      a[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      pa[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+      pa[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+      pa[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
     }
   };
-  auto rescale_o = [&]() {
+  auto rescale_o = [&](const float(&al)[2]) {
 #pragma unroll
     for (int nd = 0; nd < ND; ++nd) {
-      o[nd][0] *= alpha[0];
-      o[nd][1] *= alpha[0];
-      o[nd][2] *= alpha[1];
-      o[nd][3] *= alpha[1];
+      o[nd][0] *= al[0];
+      o[nd][1] *= al[0];
+      o[nd][2] *= al[1];
+      o[nd][3] *= al[1];
     }
   };
 
@@ -405,62 +446,235 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   // so it alone needs the proxy fence before wgmma reads it (TMA writes are async-proxy).
   const bool tail_last = int64_t(n_t) * BN > p.kv_len;
 
-  // ---- tile 0: S only ----
-  mbar_wait(full_k(0), 0);
-  if (tail_last && n_t == 1) fence_proxy_async_smem();
-  named_bar_sync(my_turn, 256);
-  wgmma_fence();
-  issue_qk(0);
-  wgmma_commit();
-  named_bar_arrive(other_turn, 256);
-  wgmma_wait0();
-  wgmma_fence_operands(s);
-  release(empty_k(0));
-  softmax(0);
-  pack_p();
+  if constexpr (SPARSE) {
+    // ---- iterations k = 0 .. n_t + 1: S(k) (k < n_t) and P(k-2) V(k-2) (k >= 2) ----
+    // Why the decision of tile k-2 is complete after the turn barrier of iteration k, with no
+    // wait of its own: every iteration is one bar.sync on the own turn barrier then one
+    // bar.arrive on the other's, so consumer 0's sync #k completes with consumer 1's arrive #k
+    // (its iteration k-1; #0 is the opening arrive) and consumer 1's sync #k with consumer 0's
+    // arrive #k (its iteration k). Both come after the arriving consumer's softmax of k-2, which
+    // wrote its votes; a barrier makes a participant's earlier shared-memory accesses visible to
+    // the participants once it completes, and a bar.sync requests nothing before (PTX ISA,
+    // "bar, barrier"). The own warpgroup's votes of k-2 passed its sync #(k-1). A ring slot of
+    // tile k-2 is rewritten with tile k-2+R at iteration k-2+R: for R >= 3 that is after a
+    // barrier which follows every read of it (own consumer: sync #(k+1); consumer 1's reads
+    // precede its arrive #(k+1), which consumer 0's sync #(k+1) waits for; consumer 0's reads
+    // precede its arrive #k, which consumer 1's sync #k waits for).
+    // The producer is untouched: V(t) is released at iteration t + 2 instead of t + 1, so it
+    // runs one tile less far ahead. No deadlock (ST >= 2): iteration k waits for K(k) and
+    // V(k-2); the producer reaches K(k) once it has loaded V(k-1), whose slot both consumers
+    // freed at iteration k + 1 - ST < k, and K(k)'s slot was freed at iteration k - ST: only
+    // earlier iterations, and those wait on nothing of iteration k.
+    uint8_t* const ring = reinterpret_cast<uint8_t*>(sv + ST * BN * D) + ws_vote_offset<D>();
+    const int bs = p.block_size;
+    const int n_units = static_cast<int>(last_key / bs) + 1;  // visited block_size units
+    const bool probe = tid == kWsThreads / 3;  // one consumer thread writes the probes
+    uint32_t n_skipped = 0;
+    // Per pending tile (parity of t): alpha(t) and the row sums of its two halves.
+    float al_p[2][2], r0_p[2][2], r1_p[2][2];
 
-  // ---- tiles 1 .. n_t-1: S(t) and P(t-1) V(t-1) in flight together ----
+    // Softmax of tile t (parity P) and this warp's votes. The vote of a unit compares each row's
+    // max in it with the running max before it: at block_size 64 the second half's is the max
+    // after the first half, the same whether or not the first half is skipped.
+    auto softmax_vote = [&](int t, float(&al)[2], float(&r0)[2], float(&r1)[2]) {
+      mask_tile(t);
+      const float thr = p.log2_lambda;
+      bool agree0 = true, agree1 = true;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float v0 = kNegInf, v1 = kNegInf;
+#pragma unroll
+        for (int nb = 0; nb < NB / 2; ++nb) {
+          v0 = fmaxf(v0, fmaxf(s[nb][2 * h], s[nb][2 * h + 1]));
+          v1 = fmaxf(v1, fmaxf(s[NB / 2 + nb][2 * h], s[NB / 2 + nb][2 * h + 1]));
+        }
+        const float mh0 = quad_max(v0), mh1 = quad_max(v1);
+        const float mx = fmaxf(mh0, mh1);
+        if (bs == BN) {
+          agree0 = agree0 && (mx == kNegInf || mx * sl2 - m_run[h] < thr);
+        } else {
+          agree0 = agree0 && (mh0 == kNegInf || mh0 * sl2 - m_run[h] < thr);
+          const float m1 = fmaxf(m_run[h], mh0 * sl2);
+          agree1 = agree1 && (mh1 == kNegInf || mh1 * sl2 - m1 < thr);
+        }
+        const float m_new = fmaxf(m_run[h], mx * sl2);
+        const float m_use = safe_max(m_new);
+        al[h] = fast_exp2(m_run[h] - m_use);
+        m_run[h] = m_new;
+        exp_row(h, m_use, r0[h], r1[h]);
+      }
+      const bool w0 = __all_sync(0xffffffffu, agree0);
+      const bool w1 = bs == BN ? w0 : __all_sync(0xffffffffu, agree1);
+      if (lane == 0) {
+        uint8_t* slot = ring + (t % kWsVoteRing) * 16;
+        slot[cw] = w0;
+        slot[8 + cw] = w1;
+      }
+    };
+    // The CTA's decision on tile t: bit 0 first half skipped, bit 1 second half (both bits: the
+    // unit at block_size 128). Read by lane 0 and broadcast, so that ptxas sees a warp-uniform
+    // value around the P V wgmma (a branch it cannot prove uniform serialises every wgmma).
+    // The first unit is never skipped, a unit past the last key is not visited.
+    auto decision = [&](int t) {
+      int sk = 0;
+      if (lane == 0) {
+        const uint4 v = *reinterpret_cast<const uint4*>(ring + (t % kWsVoteRing) * 16);
+        const bool s0 = (v.x & v.y) == 0x01010101u && t > 0;
+        const bool s1 = bs == BN ? s0 : (v.z & v.w) == 0x01010101u && 2 * t + 1 < n_units;
+        sk = (s0 ? 1 : 0) | (s1 ? 2 : 0);
+      }
+      return __shfl_sync(0xffffffffu, sk, 0);
+    };
+    auto mark_skipped = [&](int u) {
+      ++n_skipped;
+      if (p.skip_mask != nullptr && (p.mask_head < 0 || p.mask_head == head))
+        p.skip_mask[(int64_t(p.mask_head < 0 ? head : 0) * n_qt + qt) *
+                        ((p.kv_len + bs - 1) / bs) + u] = 1;
+    };
+
+    // Iteration k: parity = k & 1 selects the buffers of tile k and of tile k-2 (the same);
+    // has_s = k < n_t, has_pv = k >= 2. Compile-time, so that no branch joins the S or O
+    // accumulators between a wgmma and its wait (ptxas would serialise every wgmma).
+    auto step = [&](int k, auto parity, auto has_s_c, auto has_pv_c) {
+      constexpr int P = decltype(parity)::value;
+      constexpr bool has_s = decltype(has_s_c)::value, has_pv = decltype(has_pv_c)::value;
+      if (has_s) mbar_wait(full_k(k % ST), (k / ST) & 1);
+      if (has_pv) mbar_wait(full_v((k - 2) % ST), ((k - 2) / ST) & 1);
+      if (tail_last && k >= n_t - 1) fence_proxy_async_smem();  // K or V of the cp.async tail tile
+      named_bar_sync(my_turn, 256);
+      // The decision on tile k-2 settles its row sums at once (in the dense order: fmaf with
+      // both halves; a skipped half's exp() is dropped unless skip_softmax_exp = false): their
+      // registers are free again before S(k) is issued (d = 128 is within a few of the 232).
+      // The other consumer's GEMMs, issued just before this turn opened, cover the delay.
+      int sk = 0;
+      if (has_pv) {
+        sk = decision(k - 2);
+        const bool drop = p.skip_softmax_exp;
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          l_run[h] = fmaf(l_run[h], al_p[P][h],
+                          ((sk & 1) && drop ? 0.f : r0_p[P][h]) + ((sk & 2) && drop ? 0.f : r1_p[P][h]));
+      }
+      wgmma_fence();  // a[] and o were last written by ordinary instructions
+      if (has_s) issue_qk(k % ST);
+      wgmma_commit();  // (empty without S: wait1 below then still means "S done")
+      if (has_pv) {
+        if (sk == 0) issue_pv(a[P], (k - 2) % ST);
+        else if (sk == 2) issue_pv(a[P], (k - 2) % ST, 0, BN / 32);
+        else if (sk == 1) issue_pv(a[P], (k - 2) % ST, BN / 32, BN / 16);
+      }
+      wgmma_commit();
+      named_bar_arrive(other_turn, 256);
+      if (has_pv && probe && sk != 0) {
+        if (bs == BN) {
+          mark_skipped(k - 2);
+        } else {
+          if (sk & 1) mark_skipped(2 * (k - 2));
+          if (sk & 2) mark_skipped(2 * (k - 2) + 1);
+        }
+      }
+      if (has_s) {
+        wgmma_wait1();  // S(k) done, P V may still run
+        wgmma_fence_operands(s);
+        release(empty_k(k % ST));
+        softmax_vote(k, al_p[P], r0_p[P], r1_p[P]);  // not a[P] / o of the running P V
+      }
+      wgmma_wait0();
+      wgmma_fence_operands(o);
+      if (has_pv) release(empty_v((k - 2) % ST));
+      // O is now in the frame of m(k-2); P(k-1) is in that of m(k-1).
+      if (has_pv && k <= n_t) rescale_o(al_p[1 - P]);
+      if (has_s) pack_p(a[P]);
+    };
+    constexpr std::integral_constant<int, 0> even{};
+    constexpr std::integral_constant<int, 1> odd{};
+    constexpr std::true_type yes{};
+    constexpr std::false_type no{};
+    step(0, even, yes, no);
+    if (n_t == 1) {
+      step(1, odd, no, no);
+      step(2, even, no, yes);
+    } else {
+      step(1, odd, yes, no);
 #pragma unroll 1
-  for (int t = 1; t < n_t; ++t) {
-    const int st = t % ST, stp = (t - 1) % ST;
-    mbar_wait(full_k(st), (t / ST) & 1);
-    mbar_wait(full_v(stp), ((t - 1) / ST) & 1);
-    if (tail_last && t == n_t - 1) fence_proxy_async_smem();
-    named_bar_sync(my_turn, 256);
-    wgmma_fence();  // a[] and o were last written by ordinary instructions
-    issue_qk(st);
-    wgmma_commit();
-    issue_pv(stp);
-    wgmma_commit();
-    named_bar_arrive(other_turn, 256);
-    wgmma_wait1();  // S(t) done, P V may still run
-    wgmma_fence_operands(s);
-    release(empty_k(st));
-    softmax(t);  // touches s, m, l, alpha only: not a[] / o of the running P V
-    wgmma_wait0();
-    wgmma_fence_operands(o);
-    release(empty_v(stp));
-    rescale_o();
-    pack_p();
-  }
-
-  // ---- last P V ----
-  {
-    const int stp = (n_t - 1) % ST;
-    mbar_wait(full_v(stp), ((n_t - 1) / ST) & 1);
-    if (tail_last) fence_proxy_async_smem();
+      for (int k = 2; k < n_t; k += 2) {
+        step(k, even, yes, yes);
+        if (k + 1 == n_t) break;
+        step(k + 1, odd, yes, yes);
+      }
+      // Drain: P V of the last two tiles.
+      if (n_t & 1) {
+        step(n_t, odd, no, yes);
+        step(n_t + 1, even, no, yes);
+      } else {
+        step(n_t, even, no, yes);
+        step(n_t + 1, odd, no, yes);
+      }
+    }
+    // Consumer 1 arrived on consumer 0's barrier once more than consumer 0 synced on it (its
+    // opening arrive): consume it so no barrier is left half-arrived at exit.
+    if (c == 0) named_bar_sync(my_turn, 256);
+    if (probe && p.tiles_skipped && n_skipped)
+      atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + head),
+                static_cast<unsigned long long>(n_skipped));
+  } else {
+    // ---- tile 0: S only ----
+    mbar_wait(full_k(0), 0);
+    if (tail_last && n_t == 1) fence_proxy_async_smem();
     named_bar_sync(my_turn, 256);
     wgmma_fence();
-    issue_pv(stp);
+    issue_qk(0);
     wgmma_commit();
     named_bar_arrive(other_turn, 256);
     wgmma_wait0();
-    wgmma_fence_operands(o);
-    release(empty_v(stp));
+    wgmma_fence_operands(s);
+    release(empty_k(0));
+    softmax(0);
+    pack_p(a[0]);
+
+    // ---- tiles 1 .. n_t-1: S(t) and P(t-1) V(t-1) in flight together ----
+#pragma unroll 1
+    for (int t = 1; t < n_t; ++t) {
+      const int st = t % ST, stp = (t - 1) % ST;
+      mbar_wait(full_k(st), (t / ST) & 1);
+      mbar_wait(full_v(stp), ((t - 1) / ST) & 1);
+      if (tail_last && t == n_t - 1) fence_proxy_async_smem();
+      named_bar_sync(my_turn, 256);
+      wgmma_fence();  // a[] and o were last written by ordinary instructions
+      issue_qk(st);
+      wgmma_commit();
+      issue_pv(a[0], stp);
+      wgmma_commit();
+      named_bar_arrive(other_turn, 256);
+      wgmma_wait1();  // S(t) done, P V may still run
+      wgmma_fence_operands(s);
+      release(empty_k(st));
+      softmax(t);  // touches s, m, l, alpha only: not a[] / o of the running P V
+      wgmma_wait0();
+      wgmma_fence_operands(o);
+      release(empty_v(stp));
+      rescale_o(alpha);
+      pack_p(a[0]);
+    }
+
+    // ---- last P V ----
+    {
+      const int stp = (n_t - 1) % ST;
+      mbar_wait(full_v(stp), ((n_t - 1) / ST) & 1);
+      if (tail_last) fence_proxy_async_smem();
+      named_bar_sync(my_turn, 256);
+      wgmma_fence();
+      issue_pv(a[0], stp);
+      wgmma_commit();
+      named_bar_arrive(other_turn, 256);
+      wgmma_wait0();
+      wgmma_fence_operands(o);
+      release(empty_v(stp));
+    }
+    // Consumer 1 arrived on consumer 0's barrier once more than consumer 0 synced on it (its
+    // opening arrive): consume it so no barrier is left half-arrived at exit.
+    if (c == 0) named_bar_sync(my_turn, 256);
   }
-  // Consumer 1 arrived on consumer 0's barrier once more than consumer 0 synced on it (its
-  // opening arrive): consume it so no barrier is left half-arrived at exit.
-  if (c == 0) named_bar_sync(my_turn, 256);
 
   // ---- O / l -> bf16 ----
 #pragma unroll
@@ -531,10 +745,10 @@ inline AttentionStatus make_ws_tensor_maps(const AttentionParams& p, WsTensorMap
 }
 
 // One launch of the kernel above (instantiated in attention_prefill_ws_d*.cu).
-template <int D>
+template <int D, bool SPARSE>
 AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t stream) {
   constexpr int smem = ws_smem_bytes<D>();
-  auto kernel = attention_prefill_ws_kernel<D>;
+  auto kernel = attention_prefill_ws_kernel<D, SPARSE>;
   // Once per instantiation (and process): the attribute call costs host time on every launch.
   static const cudaError_t attr_err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

@@ -22,9 +22,10 @@ struct CudaBackendOptions {
   // the QKV and gate|up projections, RoPE + KV append and SwiGLU in their epilogues, residual
   // adds in the O and down projections). Env SINKSCOPE_FUSED_DECODE=0: off (the unfused path).
   bool fused_decode = true;
-  // Dense prefill on sm_90 through the warp-specialised kernel (kernels/attention_prefill_ws.cuh;
-  // env SINKSCOPE_PREFILL_WS=0: off). false: the wgmma kernel of the sparse family, whose
-  // lambda = 0 run equals it bit for bit (tests).
+  // Prefill (dense and sparse) on sm_90 through the warp-specialised kernel
+  // (kernels/attention_prefill_ws.cuh; env SINKSCOPE_PREFILL_WS=0: off). false: the wgmma
+  // kernels (attention_prefill.cuh). Each family's sparse kernel at lambda = 0 equals its dense
+  // one bit for bit (tests).
   bool warp_specialized_prefill = true;
 };
 

@@ -183,12 +183,25 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
     kernels::AttentionParams pd = dp.params(hp, 0.0);
     pd.skip_mask = nullptr;
     const int reps = L >= 32768 ? 3 : 5;
+    // Rows, all on this input: ours_dense_same_input = the default dense prefill (the
+    // warp-specialised kernel on sm_90); where that is the warp-specialised one, also the wgmma
+    // dense kernel (ours_wgmma_dense_same_input) and the warp-specialised sparse kernel
+    // (ours_ws_sparse, the default sparse prefill there); ours_sparse_lazyV / eagerV are the
+    // wgmma sparse kernels (prefer_ws = false where the warp-specialised one applies).
     const double us_dense = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, reps, 1);
     emit("prefill_sparse", sh.name, L, "ours_dense_same_input", us_dense, flops / us_dense * 1e-6, 0, 0, 0, quiet);
-    for (bool lazy : {true, false}) {
+    const bool ws = kernels::attention_uses_warp_specialized(pd);
+    if (ws) {
+      pd.prefer_ws = false;
+      const double us = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, reps, 1);
+      emit("prefill_sparse", sh.name, L, "ours_wgmma_dense_same_input", us, flops / us * 1e-6, 0, 0, 0, quiet);
+    }
+    for (int mode : {0, 1, 2}) {  // 0 warp-specialised, 1 wgmma lazy V, 2 wgmma eager V
+      if (mode == 0 && !ws) continue;
       kernels::AttentionParams ps = dp.params(hp, lambda);
       ps.skip_mask = nullptr;
-      ps.skip_value_load = lazy;
+      ps.skip_value_load = mode != 2;
+      ps.prefer_ws = mode == 0;
       SINKSCOPE_CUDA_CHECK(cudaMemset(dp.visited, 0, sh.hq * 8));
       SINKSCOPE_CUDA_CHECK(cudaMemset(dp.skipped, 0, sh.hq * 8));
       check(kernels::launch_attention(ps, nullptr));
@@ -196,7 +209,8 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
       const double skip = skip_fraction(dp, sh.hq);
       ps.tiles_visited = ps.tiles_skipped = nullptr;
       const double us = time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 1, reps, 1);
-      emit("prefill_sparse", sh.name, L, lazy ? "ours_sparse_lazyV" : "ours_sparse_eagerV", us,
+      emit("prefill_sparse", sh.name, L,
+           mode == 0 ? "ours_ws_sparse" : mode == 1 ? "ours_sparse_lazyV" : "ours_sparse_eagerV", us,
            flops / us * 1e-6, 0, skip, lambda, quiet);
     }
     dp.release();

@@ -12,10 +12,16 @@
 //     units, relative to max(1, |m|)); ambiguous tiles are reported, and the reference output
 //     then follows the GPU's decision;
 //   - per-head counters: visited == causally visible tiles == mask entries, skipped == 1s;
-//   - lambda = 0: the sparse kernels (forced) equal the dense kernel bit for bit;
+//   - lambda = 0: the sparse kernels (forced) equal the dense kernel bit for bit (sm_90 prefill:
+//     warp-specialised sparse vs warp-specialised dense, and the wgmma kernels with
+//     prefer_ws = false);
 //   - lambda > 0: skip_softmax_exp = false (skipped tiles' exp() kept in the row sums, P V and V
 //     skipped) has the same mask and counters and matches the float64 reference with keep_exp
-//     (<= 1e-2); the eager-V sparse prefill equals the lazy-V one bit for bit, in both modes;
+//     (<= 1e-2); the eager-V sparse prefill equals the lazy-V one bit for bit, in both modes
+//     (attention_prefill_kernel; prefer_ws = false on sm_90);
+//   - sm_90 prefill, dense and sparse: the warp-specialised kernel is the main run, the wgmma
+//     kernel (prefer_ws = false) the alternative: <= 1e-2, its mask equal to the reference off
+//     the ambiguous tiles, the same visible tiles, its skipped counter equal to its mask;
 //   - skip_softmax_exp true and false against the engine's own CPU attention
 //     (engine/cpu_attention.cpp, float32, the CPU backend's code) on the same bf16 inputs.
 //   - quantized KV (int8 / int4 pages, protected bf16 pages, run_quant_case): bit-exact against
@@ -144,10 +150,12 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
     alt = run(dp, q);
     if (!alt.error.empty()) fail("launch (mma.sync): " + alt.error);
   }
-  // Dense prefill on sm_90 runs the warp-specialised kernel (attention_prefill_ws.cuh) as the
-  // main run; the wgmma kernel it replaces (prefer_ws = false) is checked against the same
-  // reference, and it is the base of the bitwise identities with the sparse kernels below.
+  // Prefill on sm_90, dense and sparse, runs the warp-specialised kernel
+  // (attention_prefill_ws.cuh) as the main run; the wgmma kernel it replaces (prefer_ws = false)
+  // is checked against the same reference (sparse: its mask off the ambiguous tiles), and it is
+  // the base of the bitwise identities among the wgmma kernels below.
   const bool uses_ws = !decode && kernels::attention_uses_warp_specialized(p);
+  const bool sparse_run = c.lambda > 0;  // (force_sparse_kernel is off in the main run)
   const char* main_kernel = decode ? "decode" : uses_ws ? "warp-specialized" : has_alt ? "wgmma" : "mma.sync";
   RunOut wg;
   if (uses_ws) {
@@ -213,6 +221,10 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         if (has_alt && alt.error.empty() &&
             alt.mask[(size_t(jobs[j].h) * n_qt + jobs[j].qt) * n_kvt + t] != r.skip[t])
           fail("mma.sync mask differs from the reference at kv tile " + std::to_string(t));
+        if (uses_ws && wg.error.empty() &&
+            wg.mask[(size_t(jobs[j].h) * n_qt + jobs[j].qt) * n_kvt + t] != r.skip[t])
+          fail("wgmma (prefer_ws=false) mask differs from the reference at kv tile " +
+               std::to_string(t));
       }
       for (int t = r.n_visible_tiles; t < n_kvt; ++t)
         if (gm[t] != kernels::kMaskNotVisible) fail("mask marks an invisible tile");
@@ -255,10 +267,21 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   };
   if (uses_ws && wg.error.empty()) {
     const double wrel = check_alt(wg, wg_err2, "wgmma (prefer_ws=false)");
-    // Same probes: the dense kernels write the same mask entries and visited counts.
-    if (wg.mask != main.mask) fail("warp-specialized vs wgmma: skip masks differ");
-    if (wg.visited != main.visited || wg.skipped != main.skipped)
-      fail("warp-specialized vs wgmma: counters differ");
+    // Same probes: dense, the same mask entries and counts. Sparse: the same visible tiles;
+    // decisions may differ on ambiguous tiles only (checked against the reference above), so
+    // the wgmma kernel's skip counter is checked against its own mask.
+    if (!sparse_run && wg.mask != main.mask) fail("warp-specialized vs wgmma: skip masks differ");
+    if (wg.visited != main.visited) fail("warp-specialized vs wgmma: visited counters differ");
+    if (!sparse_run && wg.skipped != main.skipped) fail("warp-specialized vs wgmma: skipped counters differ");
+    for (int h = 0; h < s.n_q_heads && sparse_run; ++h) {
+      uint64_t sk = 0;
+      for (size_t i = size_t(h) * n_qt * n_kvt; i < size_t(h + 1) * n_qt * n_kvt; ++i) {
+        sk += wg.mask[i] == 1;
+        if ((wg.mask[i] == kernels::kMaskNotVisible) != (main.mask[i] == kernels::kMaskNotVisible))
+          fail("warp-specialized vs wgmma: visible tiles differ");
+      }
+      if (wg.skipped[h] != sk) fail("wgmma (prefer_ws=false): skipped counter differs from its mask");
+    }
     tot.ws_cases++;
     tot.worst_wg_err = std::max(tot.worst_wg_err, wrel);
   }
@@ -276,15 +299,23 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   };
   if (main.error.empty()) {
     if (c.lambda == 0) {
-      // The sparse kernels at lambda = 0 equal the dense kernel of the same GEMMs bit for bit:
-      // the wgmma one when the warp-specialised kernel (128-key tiles) was the main run.
-      const RunOut& dense = uses_ws ? wg : main;
+      // The sparse kernels at lambda = 0 equal the dense kernel of their family bit for bit:
+      // warp-specialised sparse vs dense (the main run; one sparse kernel for both V modes),
+      // and the wgmma sparse kernels vs the wgmma dense one (prefer_ws = false).
       kernels::AttentionParams q = p;
       q.force_sparse_kernel = true;
-      expect_same(dense, run(dp, q), "forced sparse (lazy V) at lambda=0", true);
+      expect_same(main, run(dp, q), "forced sparse (lazy V) at lambda=0", true);
       if (!decode) {
         q.skip_value_load = false;
-        expect_same(dense, run(dp, q), "forced sparse (eager V) at lambda=0", true);
+        expect_same(main, run(dp, q), "forced sparse (eager V) at lambda=0", true);
+      }
+      if (uses_ws) {
+        q = p;
+        q.prefer_ws = false;
+        q.force_sparse_kernel = true;
+        expect_same(wg, run(dp, q), "wgmma forced sparse (lazy V) at lambda=0", true);
+        q.skip_value_load = false;
+        expect_same(wg, run(dp, q), "wgmma forced sparse (eager V) at lambda=0", true);
       }
     } else {
       // skip_softmax_exp = false (attention_params.h): same decisions and counters, skipped
@@ -327,11 +358,21 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         ++tot.keep_cases;
       }
       if (!decode) {
+        // The V modes are two kernels of attention_prefill_kernel (the warp-specialised one has
+        // one): compared there, with prefer_ws = false where the main run was warp-specialised.
         q = p;
+        q.prefer_ws = false;
+        const RunOut& lazy = uses_ws ? wg : main;
+        RunOut lazy_keep;
+        if (uses_ws) {
+          kernels::AttentionParams k = q;
+          k.skip_softmax_exp = false;
+          lazy_keep = run(dp, k);
+        }
         q.skip_value_load = false;
-        expect_same(main, run(dp, q), "eager-V vs lazy-V sparse", true);
+        expect_same(lazy, run(dp, q), "eager-V vs lazy-V sparse", true);
         q.skip_softmax_exp = false;
-        expect_same(keep, run(dp, q), "eager-V vs lazy-V keep-exp", true);
+        expect_same(uses_ws ? lazy_keep : keep, run(dp, q), "eager-V vs lazy-V keep-exp", true);
       }
     }
   }
@@ -794,7 +835,8 @@ void report(const char* name, const Totals& t, double secs) {
               t.tiles_compared ? 100.0 * t.skipped_ref / t.tiles_compared : 0.0,
               (long long)t.ambiguous, secs);
   if (t.ws_cases)
-    std::printf("%-28s   warp-specialized main run, also on wgmma: %d cases, worst rel err %.2e\n",
+    std::printf("%-28s   warp-specialized main run (dense and sparse), also on wgmma: %d cases, "
+                "worst rel err %.2e\n",
                 "", t.ws_cases, t.worst_wg_err);
   if (t.alt_cases)
     std::printf("%-28s   also on mma.sync: %d cases, worst rel err %.2e\n", "", t.alt_cases,
@@ -862,18 +904,21 @@ int main(int argc, char** argv) {
       c.spec = spec(300, 4096, 3796, 8, 1, 128, 128, 6.0, 0.5);
       failed += !run_case(c, rng, t);
     }
-    // Dense chunks for the warp-specialised kernel's 128-key tiles: q_start off the 64 / 128 grid
+    // Chunks for the warp-specialised kernel's 128-key tiles: q_start off the 64 / 128 grid
     // (a diagonal tile that is two 64-row pages, one consumer warpgroup seeing none of the last
-    // tile), keys past the last query, a last query tile of < 64 rows.
-    {
+    // tile), keys past the last query, a last query tile of < 64 rows; dense, then sparse with
+    // sink + quiet tiles (votes per 64-key half, a last tile whose second half is not visited).
+    for (double lam : {0.0, 1e-2, 0.1}) {
+      const double sink = lam > 0 ? 6.0 : 0.0, quiet = lam > 0 ? 0.5 : 0.0;
       Case c;
-      c.spec = spec(200, 5000, 1234, 8, 2, 128, 64, 0.0, 0.0);
+      c.lambda = lam;
+      c.spec = spec(200, 5000, 1234, 8, 2, 128, 64, sink, quiet);
       failed += !run_case(c, rng, t);
-      c.spec = spec(70, 3001, 2001, 9, 3, 64, 128, 0.0, 0.0);
+      c.spec = spec(70, 3001, 2001, 9, 3, 64, 128, sink, quiet);
       failed += !run_case(c, rng, t);
       c.spec = spec(333, 397, 40, 4, 4, 64, 64, 6.0, 0.5);
       failed += !run_case(c, rng, t);
-      c.spec = spec(190, 190, 0, 8, 8, 128, 128, 0.0, 0.0);
+      c.spec = spec(190, 190, 0, 8, 8, 128, 128, sink, quiet);
       failed += !run_case(c, rng, t);
     }
     report("prefill L<=1000 (+chunked)", t,

@@ -176,21 +176,25 @@ int main() {
   });
 
   // 3. Sparse kernels at lambda = 0 equal the dense kernels of their family bit for bit (prefill
-  // and decode). The warp-specialised dense prefill (the default for dense, 128-key tiles, other
-  // summation order) is not of that family: it is checked against the CPU like every forward,
-  // and here against the family's dense kernel within the CPU-vs-GPU gates.
+  // and decode): the warp-specialised prefill (the default on sm_90, dense and sparse) with
+  // itself, and the wgmma family (warp_specialized_prefill = false) with itself. The two families
+  // (128-key tiles vs block_size tiles, other summation order) are compared within the
+  // CPU-vs-GPU gates.
   run("sparse_lambda0_equals_dense", [&] {
-    CudaBackendOptions dco;
-    dco.warp_specialized_prefill = false;
-    auto dense = make_cuda_backend(model, {}, dco);
+    CudaBackendOptions fco;
+    fco.warp_specialized_prefill = false;
+    auto dense = make_cuda_backend(model, {});
+    BackendOptions so;
+    so.attention.type = AttentionType::kDynamicSparse;
+    bool fam_pre = false;
     {
-      auto ws = make_cuda_backend(model, {});
-      std::vector<float> a, b;
-      dense->forward(ids, LogitsMode::kAll, a);
-      ws->forward(ids, LogitsMode::kAll, b);
+      auto fam = make_cuda_backend(model, {}, fco);
+      std::vector<float> a, b, f;
+      fam->forward(ids, LogitsMode::kAll, a);
+      dense->forward(ids, LogitsMode::kAll, b);
       const Agreement w = compare(a, b, V);
-      // Which dense prefill the default backend really ran (SINKSCOPE_PREFILL_WS=0, a device
-      // other than sm_90 or a build without sm_90a code all leave the warp-specialised one out).
+      // Which prefill the default backend really ran (SINKSCOPE_PREFILL_WS=0, a device other
+      // than sm_90 or a build without sm_90a code all leave the warp-specialised one out).
       kernels::AttentionParams ap;
       ap.n_q_tokens = int(ids.size());
       ap.n_q_heads = c.n_head;
@@ -203,9 +207,12 @@ int main() {
             std::string(ws_on ? "" : "warp-specialised prefill OFF here (same kernel twice): ") +
                 w.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
       dense->reset();
+      CudaBackendOptions fso = fco;
+      fso.force_sparse_kernel = true;
+      auto fam_sparse = make_cuda_backend(model, so, fso);
+      fam_sparse->forward(ids, LogitsMode::kAll, f);
+      fam_pre = bitwise_equal(a, f);
     }
-    BackendOptions so;
-    so.attention.type = AttentionType::kDynamicSparse;
     CudaBackendOptions co;
     co.force_sparse_kernel = true;
     auto sparse = make_cuda_backend(model, so, co);
@@ -219,9 +226,10 @@ int main() {
     b = prefill_then_decode(*sparse, ids, 256, 24);
     const bool dec = bitwise_equal(a, b);
     const Agreement d = compare(a, b, V);
-    check(pre && dec, "sparse_lambda0_equals_dense",
-          std::string("prefill bitwise ") + (pre ? "yes" : "NO") + ", decode bitwise " +
-              (dec ? "yes" : "NO") + fmt(" (decode max |d| %.3g)", d.max_abs));
+    check(pre && dec && fam_pre, "sparse_lambda0_equals_dense",
+          std::string("prefill bitwise ") + (pre ? "yes" : "NO") + " (default kernels), " +
+              (fam_pre ? "yes" : "NO") + " (wgmma family), decode bitwise " + (dec ? "yes" : "NO") +
+              fmt(" (decode max |d| %.3g)", d.max_abs));
   });
 
   // 4. Probes: causally visible tile counts equal the CPU's exactly (same tile rule); skip

@@ -231,22 +231,33 @@ def table(torch_rows, ours):
                   f"{o['gbps']:>9.0f} {f['us'] / o['us']:>9.2f}x")
     print("(ours/floor: floor time / our time; 1.00x = our decode costs what reading its bytes costs)")
     print("\n=== sparse prefill, lambda=1e-2 (sink + quiet tiles; speedup vs our dense on the same input) ===")
-    print(f"{'shape':14} {'L':>6} {'quiet':>5} {'skip%':>6} {'dense':>7} {'lazyV':>7} {'eagerV':>7} {'x lazy':>7} {'x eager':>7} {'vs cudnn':>8}")
+    # dense: our default dense prefill (warp-specialised on sm_90); lazyV / eagerV: the wgmma
+    # sparse kernels; ws sparse: the warp-specialised sparse kernel (the default sparse prefill on
+    # sm_90), all on the same input. 'best dense' = the faster of our two dense kernels.
+    print(f"{'shape':14} {'L':>6} {'quiet':>5} {'skip%':>6} {'dense':>7} {'lazyV':>7} {'eagerV':>7} {'x lazy':>7} {'x eager':>7} {'vs cudnn':>8}"
+          f" {'ws skip%':>8} {'ws sparse':>9} {'x ws':>6} {'ws/cudnn':>8}")
     for name, *_ in SHAPES:
         for L in (16384, 32768):
             for qf in (0.5, 0.7, 0.9):
                 dn = o_get("prefill_sparse", name, L, "ours_dense_same_input", qf)
+                wd = o_get("prefill_sparse", name, L, "ours_wgmma_dense_same_input", qf)
                 lz = o_get("prefill_sparse", name, L, "ours_sparse_lazyV", qf)
                 eg = o_get("prefill_sparse", name, L, "ours_sparse_eagerV", qf)
+                ws = o_get("prefill_sparse", name, L, "ours_ws_sparse", qf)
                 cu = t_get("prefill", name, L, "torch_cudnn")
                 if not (dn and lz and eg):
                     continue
                 best = min(lz["us"], eg["us"])
+                best_dense = min(dn["us"], wd["us"]) if wd else dn["us"]
                 print(f"{name:14} {L:>6} {qf:>5.1f} {100 * lz['skip']:>6.1f} {dn['tflops']:>7.0f} "
                       f"{lz['tflops']:>7.0f} {eg['tflops']:>7.0f} {dn['us'] / lz['us']:>7.2f} "
-                      f"{dn['us'] / eg['us']:>7.2f} {fmt(cu[4] / best if cu else None, '{:.2f}x'):>8}")
-    print("(dense/lazyV/eagerV columns: effective TFLOP/s = dense causal FLOPs / time; "
-          "'vs cudnn' = cuDNN dense time / our best sparse time)")
+                      f"{dn['us'] / eg['us']:>7.2f} {fmt(cu[4] / best if cu else None, '{:.2f}x'):>8} "
+                      f"{fmt(100 * ws['skip'] if ws else None, '{:.1f}'):>8} {fmt(ws['tflops'] if ws else None):>9} "
+                      f"{fmt(best_dense / ws['us'] if ws else None, '{:.2f}'):>6} "
+                      f"{fmt(cu[4] / ws['us'] if cu and ws else None, '{:.2f}x'):>8}")
+    print("(dense/lazyV/eagerV/ws sparse columns: effective TFLOP/s = dense causal FLOPs / time; "
+          "'vs cudnn' = cuDNN dense time / our best wgmma sparse time; 'x ws' = our best dense time "
+          "/ ws sparse time; 'ws/cudnn' = cuDNN dense time / ws sparse time)")
     print("\n=== sparse decode, lambda=1e-2 (speedup vs our dense decode on the same input) ===")
     print(f"{'shape':14} {'L':>6} {'quiet':>5} {'skip%':>6} {'dense us':>9} {'sparse us':>9} {'speedup':>8}")
     for name, *_ in SHAPES:

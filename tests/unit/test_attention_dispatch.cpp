@@ -104,9 +104,9 @@ TEST(AttentionDispatch, WgmmaOnlyForPrefillWhenAllowed) {
   EXPECT_FALSE(select_attention_kernel(s).wgmma);  // decode has its own kernel
 }
 
-// The warp-specialised kernel (attention_prefill_ws.cuh): dense, positional, bf16 prefill on
-// the wgmma path, unless AttentionParams::prefer_ws (or SINKSCOPE_PREFILL_WS=0) says no.
-TEST(AttentionDispatch, WarpSpecializedOnlyForDensePositionalBf16Wgmma) {
+// The warp-specialised kernel (attention_prefill_ws.cuh): positional bf16 prefill, dense or
+// sparse, on the wgmma path, unless AttentionParams::prefer_ws (or SINKSCOPE_PREFILL_WS=0) says no.
+TEST(AttentionDispatch, WarpSpecializedOnlyForPositionalBf16Wgmma) {
   AttentionShape s = prefill_shape();
   EXPECT_FALSE(select_attention_kernel(s).warp_specialized);  // no wgmma
   s.wgmma_ok = true;
@@ -128,21 +128,53 @@ TEST(AttentionDispatch, WarpSpecializedOnlyForDensePositionalBf16Wgmma) {
   c = select_attention_kernel(t);
   EXPECT_FALSE(c.warp_specialized);
   EXPECT_TRUE(c.wgmma);  // falls back to the wgmma kernel
+  // Sparse, both V modes, both head dims and page sizes: the one WS sparse kernel (it loads V
+  // whatever the vote); the variant still names the wgmma kernel prefer_ws = false runs.
+  for (bool lazy : {true, false})
+    for (int d : {64, 128})
+      for (int bc : {64, 128}) {
+        t = s;
+        t.head_dim = d;
+        t.block_size = bc;
+        t.log2_lambda = log2_of_lambda(0.01);
+        t.skip_value_load = lazy;
+        c = select_attention_kernel(t);
+        EXPECT_TRUE(c.warp_specialized) << lazy << " " << d << " " << bc;
+        EXPECT_TRUE(c.wgmma);
+        EXPECT_EQ(c.variant, lazy ? AttentionVariant::kPrefillSparseLazyV
+                                  : AttentionVariant::kPrefillSparse);
+        t.prefer_ws = false;
+        c = select_attention_kernel(t);
+        EXPECT_FALSE(c.warp_specialized);
+        EXPECT_TRUE(c.wgmma);
+        EXPECT_EQ(c.variant, lazy ? AttentionVariant::kPrefillSparseLazyV
+                                  : AttentionVariant::kPrefillSparse);
+      }
   t = s;
-  t.log2_lambda = log2_of_lambda(0.01);  // sparse: the vote kernels
-  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
-  t = s;
-  t.force_sparse_kernel = true;
-  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
-  t = s;
-  t.kv_bits = 8;  // quantized pages: mma.sync
-  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
-  t = s;
-  t.list_tiles = 12;  // live-page list
-  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
+  t.force_sparse_kernel = true;  // lambda = 0, forced sparse: the WS sparse kernel too
+  c = select_attention_kernel(t);
+  EXPECT_TRUE(c.warp_specialized);
+  EXPECT_NE(c.variant, AttentionVariant::kPrefillDense);
+  t.wgmma_ok = false;  // not sm_90 (or prefer_wgmma = false): the mma.sync kernels
+  c = select_attention_kernel(t);
+  EXPECT_FALSE(c.warp_specialized);
+  EXPECT_FALSE(c.wgmma);
+  for (bool sparse : {false, true}) {
+    t = s;
+    if (sparse) t.log2_lambda = log2_of_lambda(0.01);
+    t.kv_bits = 8;  // quantized pages: mma.sync
+    EXPECT_FALSE(select_attention_kernel(t).warp_specialized) << sparse;
+    t.kv_bits = 0;
+    t.list_tiles = 12;  // live-page list
+    EXPECT_FALSE(select_attention_kernel(t).warp_specialized) << sparse;
+    t.sink_queries = true;  // cache position mode (needs the list)
+    EXPECT_FALSE(select_attention_kernel(t).warp_specialized) << sparse;
+  }
   t = s;
   t.n_q_tokens = 1;
   t.q_start = t.kv_len - 1;  // decode
+  EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
+  t.log2_lambda = log2_of_lambda(0.01);  // sparse decode
   EXPECT_FALSE(select_attention_kernel(t).warp_specialized);
   AttentionParams p;
   EXPECT_TRUE(p.prefer_ws);  // on by default
