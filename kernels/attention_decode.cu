@@ -98,7 +98,7 @@ AttentionStatus launch_bc(const AttentionParams& p, AttentionVariant v, const De
   if (fused) return {};  // the last split CTA of each KV head wrote the output
   SINKSCOPE_CUDA_TRY(AttentionStatus,
                      (launch_pdl(true, attention_decode_combine_kernel<D>, dim3(p.n_q_heads),
-                                 dim3(D), size_t(0), s, p, plan, wl)));
+                                 dim3(kCombineThreads), size_t(0), s, p, plan, wl)));
   return {};
 }
 

@@ -50,17 +50,22 @@ constexpr int kDecodeWarps = 4;
 constexpr int kDecodeCounterSlots = 1024;  // KV heads per launch with the fused combine
 __device__ unsigned int g_decode_arrivals[kDecodeCounterSlots];
 
-// O[h][d] from the splits' partials: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s, splits
-// in order. Shared by the combine kernel and the fused tail (so they are equal bit for bit).
+// O[h][d] from the splits' partials: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s.
+// Summation order (shared by the combine kernel and the fused tail, so they are equal bit for
+// bit): kCombineGroups<D> interleaved groups (split s in group s % groups), each summed in split
+// order from 0, then the groups' sums added in group order. The combine kernel runs the groups
+// on separate threads, so a head's partials are loaded in one or two rounds instead of one L2
+// round trip per 16-32 splits (that made the combine of 86 splits take 6 us on the H200, as long
+// as the d = 64 decode kernel itself: ncu, tests/gpu/NOTES.md).
 // Loads bypass L1 (__ldcg): in the fused tail the partials were written by other CTAs.
-// The loads of kCombineUnroll splits are issued before their sums (same order of arithmetic):
-// one split per L2 round trip made the combine of 64-86 splits take 18-24 us on the H200 (ncu),
-// longer than the d = 64 decode kernel itself.
+constexpr int kCombineThreads = 256;
+template <int D>
+inline constexpr int kCombineGroups = kCombineThreads / D;  // 4 (d = 64), 2 (d = 128)
 constexpr int kCombineUnroll = 16;
 template <int D>
 __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const float* po,
                                                        int n_splits, int d) {
-  constexpr int U = kCombineUnroll;
+  constexpr int U = kCombineUnroll, NG = kCombineGroups<D>;
   const float2* ml2 = reinterpret_cast<const float2*>(ml);  // (m, l) pairs, 8-byte aligned
   float mmax = kNegInf;
   int s = 0;
@@ -73,23 +78,23 @@ __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const fl
   }
   for (; s < n_splits; ++s) mmax = fmaxf(mmax, __ldcg(ml + 2 * s));
   float num = 0.f, den = 0.f;
-  auto add = [&](float2 ml_s, float o_s) {
-    const float w = ml_s.x == kNegInf ? 0.f : fast_exp2(ml_s.x - mmax);  // all tiles skipped
-    num += w * o_s;
-    den += w * ml_s.y;
-  };
-  for (s = 0; s + U <= n_splits; s += U) {
-    float2 mls[U];
-    float os[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      mls[u] = __ldcg(ml2 + s + u);
-      os[u] = __ldcg(po + int64_t(s + u) * D + d);
+#pragma unroll 1
+  for (int grp = 0; grp < NG; ++grp) {
+    float gn = 0.f, gd = 0.f;
+    for (s = grp; s < n_splits; s += NG) {
+      const float2 ml_s = __ldcg(ml2 + s);
+      const float w = ml_s.x == kNegInf ? 0.f : fast_exp2(ml_s.x - mmax);  // all tiles skipped
+      gn += w * __ldcg(po + int64_t(s) * D + d);
+      gd += w * ml_s.y;
     }
-#pragma unroll
-    for (int u = 0; u < U; ++u) add(mls[u], os[u]);
+    if (grp == 0) {
+      num = gn;
+      den = gd;
+    } else {
+      num += gn;
+      den += gd;
+    }
   }
-  for (; s < n_splits; ++s) add(__ldcg(ml2 + s), __ldcg(po + int64_t(s) * D + d));
   const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
   return *reinterpret_cast<const uint16_t*>(&v);
 }
@@ -722,32 +727,35 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   }
 }
 
-// Merges the splits of each query head: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s.
-// The arithmetic of decode_combine_one (so the fused tail's output is the same bit for bit),
-// with fewer L2 round trips: the (m, l) pairs of all splits are loaded at once across the block,
-// the weights 2^(m_s - M) computed once per split into shared memory, and each thread's partial
-// outputs are loaded kCombineBatch splits at a time before they are summed in split order.
+// Merges the splits of each query head: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s, in
+// the order of decode_combine_one (its output is the same bit for bit). One CTA per query head,
+// kCombineThreads threads: thread (group g, column d) sums the splits s = g, g + groups, ...;
+// the (m, l) pairs of all splits are loaded at once across the block and their weights
+// 2^(m_s - M) computed once per split into shared memory; each thread's partial outputs are
+// loaded kCombineBatch at a time before they are summed.
 constexpr int kCombineMaxSplits = 1024;  // more (not seen: 2 CTAs per SM): decode_combine_one
 constexpr int kCombineBatch = 32;
 template <int D>
-__global__ void __launch_bounds__(D) attention_decode_combine_kernel(
+__global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kernel(
     const AttentionParams p, const DecodeSplitPlan plan, const DecodeWorkspaceLayout wl) {
   pdl_wait();
   pdl_trigger();
-  const int h = blockIdx.x, d = threadIdx.x;
+  constexpr int NG = kCombineGroups<D>;
+  const int h = blockIdx.x, tid = threadIdx.x, d = tid % D, grp = tid / D;
   const float* ws = static_cast<const float*>(p.workspace);
   const float* ml = ws + wl.part_ml / 4 + int64_t(h) * plan.n_splits * 2;  // bound strides
   const float* po = ws + wl.part_o / 4 + int64_t(h) * plan.n_splits * D;
   const int n_splits = decode_actual_plan(p, plan, decode_visible(p)).n_splits;  // written ones
   if (n_splits > kCombineMaxSplits) {
-    p.o[int64_t(h) * D + d] = decode_combine_one<D>(ml, po, n_splits, d);
+    if (grp == 0) p.o[int64_t(h) * D + d] = decode_combine_one<D>(ml, po, n_splits, d);
     return;
   }
   __shared__ float sw[kCombineMaxSplits], sl[kCombineMaxSplits];
-  __shared__ float red[D / 32];
+  __shared__ float red[kCombineThreads / 32];
+  __shared__ float part[2][NG][D];
   const float2* ml2 = reinterpret_cast<const float2*>(ml);
   float mx = kNegInf;
-  for (int s = d; s < n_splits; s += D) {
+  for (int s = tid; s < n_splits; s += kCombineThreads) {
     const float2 v = __ldcg(ml2 + s);
     sw[s] = v.x;
     sl[s] = v.y;
@@ -755,28 +763,43 @@ __global__ void __launch_bounds__(D) attention_decode_combine_kernel(
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  if ((d & 31) == 0) red[d >> 5] = mx;
+  if ((tid & 31) == 0) red[tid >> 5] = mx;
   __syncthreads();
   float mmax = red[0];
 #pragma unroll
-  for (int w = 1; w < D / 32; ++w) mmax = fmaxf(mmax, red[w]);
-  for (int s = d; s < n_splits; s += D) {
+  for (int w = 1; w < kCombineThreads / 32; ++w) mmax = fmaxf(mmax, red[w]);
+  for (int s = tid; s < n_splits; s += kCombineThreads) {
     const float m = sw[s];
     sw[s] = m == kNegInf ? 0.f : fast_exp2(m - mmax);  // a split whose tiles all skipped
   }
   __syncthreads();
   float num = 0.f, den = 0.f;
-  for (int s = 0; s < n_splits; s += kCombineBatch) {
+  for (int s0 = grp; s0 < n_splits; s0 += NG * kCombineBatch) {
     float os[kCombineBatch];
 #pragma unroll
-    for (int u = 0; u < kCombineBatch; ++u)
-      os[u] = s + u < n_splits ? __ldcg(po + int64_t(s + u) * D + d) : 0.f;
+    for (int u = 0; u < kCombineBatch; ++u) {
+      const int s = s0 + u * NG;
+      os[u] = s < n_splits ? __ldcg(po + int64_t(s) * D + d) : 0.f;
+    }
 #pragma unroll
-    for (int u = 0; u < kCombineBatch; ++u)
-      if (s + u < n_splits) {
-        num += sw[s + u] * os[u];
-        den += sw[s + u] * sl[s + u];
+    for (int u = 0; u < kCombineBatch; ++u) {
+      const int s = s0 + u * NG;
+      if (s < n_splits) {
+        num += sw[s] * os[u];
+        den += sw[s] * sl[s];
       }
+    }
+  }
+  if (grp > 0) {
+    part[0][grp][d] = num;
+    part[1][grp][d] = den;
+  }
+  __syncthreads();
+  if (grp != 0) return;
+#pragma unroll
+  for (int g = 1; g < NG; ++g) {
+    num += part[0][g][d];
+    den += part[1][g][d];
   }
   const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
   p.o[int64_t(h) * D + d] = *reinterpret_cast<const uint16_t*>(&v);

@@ -197,8 +197,8 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
       emit("prefill_sparse", sh.name, L, "ours_wgmma_dense_same_input", us, flops / us * 1e-6, 0, 0, 0, quiet);
     }
     for (int mode : {0, 1, 2}) {  // 0 warp-specialised, 1 wgmma lazy V, 2 wgmma eager V
-      if (mode == 0 && !ws) continue;
       kernels::AttentionParams ps = dp.params(hp, lambda);
+      if (mode == 0 && !kernels::attention_uses_warp_specialized(ps)) continue;  // d = 64
       ps.skip_mask = nullptr;
       ps.skip_value_load = mode != 2;
       ps.prefer_ws = mode == 0;
@@ -395,6 +395,23 @@ int main(int argc, char** argv) {
   SINKSCOPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20);
+  if (argc > 5 && std::string(argv[2]) == "--profile-prefill-sparse") {
+    // `--profile-prefill-sparse D L QUIET`: one dense and one sparse (lambda 1e-2) launch of
+    // the default prefill kernels on one sink + quiet-tile problem, for ncu.
+    const Shape& sh = std::atoi(argv[3]) == 64 ? kShapes[0] : kShapes[1];
+    const int64_t L = std::atoll(argv[4]);
+    const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, std::atof(argv[5])), rng);
+    DeviceProblem dp;
+    dp.upload(hp, rng);
+    for (double lambda : {0.0, 1e-2}) {
+      kernels::AttentionParams p = dp.params(hp, lambda);
+      p.skip_mask = nullptr;
+      check(kernels::launch_attention(p, nullptr));
+    }
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    dp.release();
+    return 0;
+  }
   if (argc > 5 && std::string(argv[2]) == "--profile-decode") {
     // `--profile-decode D L LAMBDA`: three launches of one decode problem (shape by head dim;
     // LAMBDA > 0: sink + 70 % quiet tiles, sparse), for ncu.
