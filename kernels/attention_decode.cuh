@@ -232,10 +232,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
                             const DecodeWorkspaceLayout wl, const int fused_combine) {
   // PDL (kernels/pdl.cuh). The dense / pass-1 kernels over a positional bf16 cache start early
-  // (kEarly): before griddepcontrol.wait they read only what no kernel writes (the length, the
-  // page table: host copies, AttentionParams) and prefetch their first K/V tiles into L2 (L2 is
-  // where every SM's writes meet, so even the tile the predecessor appends to cannot be seen
-  // stale). Everything else, and every other variant, waits first.
+  // (kEarly): before griddepcontrol.wait they read only what no kernel writes (the length and
+  // the page table: host copies; see AttentionParams::page_table) into shared memory. Everything
+  // else, and every other variant, waits first. (An L2 prefetch of the first K/V tiles before
+  // the wait was measured too and dropped: 0-1 us slower, tests/gpu/NOTES.md.)
   constexpr bool kEarly = MODE != 2 && !LIST && KVB == 0;
   if constexpr (!kEarly) {
     pdl_wait();
@@ -285,20 +285,6 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   }
   __syncthreads();
   if constexpr (kEarly) {
-    // L2 prefetch of the split's tiles, while the predecessor still runs: all of them when the
-    // launch's K + V is at most 20 MB (a third of the H200's L2), else the ring's first fill.
-    // One bulk prefetch per contiguous (page, KV head) tile of K and of V (pass 1: K).
-    if (p.decode_early_prefetch) {
-      constexpr int64_t kTileBytes = int64_t(BC) * D * 2;
-      const bool all = int64_t(ap.n_tiles) * p.n_kv_heads * 2 * kTileBytes <= (int64_t(20) << 20);
-      const int n_pf = all ? nsplit_tiles : min(nsplit_tiles, int(C::STAGES));
-      constexpr int kPools = MODE == 1 ? 1 : 2;  // pass 1 reads K only
-      for (int i = tid; i < kPools * n_pf; i += kDecodeWarps * 32) {
-        const uint16_t* pool = i < n_pf ? p.k_pages : p.v_pages;
-        const int64_t page = pages[i < n_pf ? i : i - n_pf];
-        prefetch_l2_bulk(pool + (page * p.n_kv_heads + kvh) * (BC * D), uint32_t(kTileBytes));
-      }
-    }
     pdl_wait();
     pdl_trigger();
   }

@@ -38,6 +38,9 @@ struct AttentionParams {
   const uint16_t* v_pages = nullptr;
   // page_table[i] = pool index of the page holding positions [i*block_size, (i+1)*block_size).
   // Length >= ceil(kv_len / block_size). Slots past kv_len in the last page are never read.
+  // The page table and kv_len_dev must not be written by the kernel launched just before a
+  // decode launch on its stream: the decode kernels read them before waiting for their PDL
+  // predecessor (host copies, as the engine does, are fine).
   const int32_t* page_table = nullptr;
   // Quantized KV (kv_bits 8 or 4; engine/kv_layout.h KvQuantFormat with groups of 32, the CPU
   // cache's format). Pages are then code + scale pages with the same page ids:
@@ -119,12 +122,6 @@ struct AttentionParams {
   // kernel always loads V).
   // The environment variable SINKSCOPE_PREFILL_WS=0 turns it off process-wide.
   bool prefer_ws = true;
-
-  // Decode (dense and sparse pass 1, positional bf16 cache): prefetch the split's first K/V
-  // tiles into L2 before waiting for the preceding kernel (PDL launch), so DRAM latency overlaps
-  // the predecessor. false = wait first (for comparison in benchmarks). Relies on page_table and
-  // kv_len_dev never being written by a kernel (host copies only), as everywhere in SinkScope.
-  bool decode_early_prefetch = true;
 
   // ---- probes (optional, device memory) ----
   // Per query head: += causally visible tiles, += skipped tiles (atomics). Not zeroed here.

@@ -16,8 +16,9 @@
 //            the S registers, V MN-major), online softmax in the exp2 domain as the mma.sync /
 //            wgmma kernel.
 // Registers move to the consumers with setmaxnreg (producer 40, consumers 232 of the 168 per
-// thread that 384 threads x 1 CTA/SM leave). The sparse d = 128 variant keeps a few values of
-// its first two iterations in local memory (ptxas: ~80 bytes, none inside the tile loop).
+// thread that 384 threads x 1 CTA/SM leave); no variant spills (ptxas: 0 bytes stack frame).
+// wgmma descriptors are one add each off a warp-uniform base (ws_desc_lo), and ring slots and
+// mbarrier parities are carried from tile to tile, so the tile loops do no index division.
 // Intra-warpgroup overlap: iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1) back to back,
 // waits for S(t) only (wait_group 1), runs the softmax of t while P V is still on the tensor
 // cores, then waits for P V and rescales O by t's alpha.
@@ -85,9 +86,10 @@ constexpr int ws_vote_offset() {
 template <int D>
 constexpr int ws_smem_bytes() {
   // + 1 KB to align the tiles to 1024 bytes (swizzle atoms), then the mbarriers:
-  // full Q, STAGES x (full K, full V, empty K, empty V), then the vote ring.
+  // full Q, STAGES x (full K, full V, empty K, empty V), then the vote ring and 16 bytes for the
+  // SPARSE probe thread's skip-mask row pointer.
   return (kPrefillQueryTile * D + ws_stages<D>() * 2 * kWsKeys * D) * 2 + 1024 +
-         ws_vote_offset<D>() + kWsVoteRing * 16;
+         ws_vote_offset<D>() + kWsVoteRing * 16 + 16;
 }
 static_assert(ws_smem_bytes<128>() <= 227 * 1024 && ws_smem_bytes<64>() <= 227 * 1024,
               "the Q tile and the K/V ring must fit the shared-memory opt-in");
@@ -169,6 +171,19 @@ __device__ __forceinline__ void tma_prefetch_map(const void* map) {
 struct WsTensorMaps {
   CUtensorMap q, k, v;
 };
+
+#if defined(SINKSCOPE_HAVE_WGMMA) || !defined(__CUDA_ARCH__)
+// wgmma_desc() split in its two words: every descriptor of this kernel has sbo 1024 and the
+// 128-byte swizzle, so its high word is the constant kWsDescHi, and the low word of a tile's
+// k16 step is the tile's low word + byte offset / 16 (shared addresses stay below 2^18, so the
+// 14-bit address field never carries into the lbo field). The hot loop then spends one add per
+// wgmma on its descriptor instead of recomputing wgmma_desc() from the address.
+inline constexpr uint32_t kWsDescHi = (1024u >> 4) | (1u << 30);
+__device__ __forceinline__ uint32_t ws_desc_lo(uint32_t saddr, uint32_t lbo) {
+  return ((saddr & 0x3ffff) >> 4) | (((lbo & 0x3ffff) >> 4) << 16);
+}
+__device__ __forceinline__ uint64_t ws_desc(uint32_t lo) { return (uint64_t(kWsDescHi) << 32) | lo; }
+#endif
 
 template <int D, bool SPARSE>
 __global__ void __launch_bounds__(kWsThreads, 1)
@@ -323,7 +338,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int cw = warp - 4;          // consumer warp 0..7: rows 16*cw ..
   const int g = lane >> 2, tq = lane & 3;
   const int my_turn = kBarTurn0 + c, other_turn = kBarTurn0 + (1 - c);
-  const uint32_t qb = smem_u32(sq) + c * 64 * 128;
+  // Low descriptor words (ws_desc_lo) of this consumer's Q rows and of K / V stage 0, broadcast
+  // from lane 0 so that ptxas sees warp-uniform values: the descriptors are then formed in
+  // uniform registers (one add each), with no R2UR per wgmma (c comes from threadIdx).
+  const uint32_t qd = __shfl_sync(0xffffffffu, ws_desc_lo(smem_u32(sq) + c * 64 * 128, 16), 0);
+  const uint32_t kd = __shfl_sync(0xffffffffu, ws_desc_lo(smem_u32(sk), 16), 0);
+  const uint32_t vd = __shfl_sync(0xffffffffu, ws_desc_lo(smem_u32(sv), BN * 128), 0);
+  constexpr uint32_t kStageDesc = BN * D * 2 / 16;  // one K or V stage, in descriptor units
   const float sl2 = p.scale * kLog2e;
 
   float o[ND][4];
@@ -342,31 +363,40 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   // S(t) = Q K(t)^T over D/16 k-steps (K-major operands, 32 bytes per k16 step inside the atom).
   auto issue_qk = [&](int st) {
-    const uint32_t kb = smem_u32(sk + st * BN * D);
+    const uint32_t kb = kd + st * kStageDesc;
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
-      const uint32_t off = (ks & 3) * 32;
-      wgmma_ss<BN>(s, wgmma_desc(qb + (ks >> 2) * BR * 128 + off, 16, 1024),
-                   wgmma_desc(kb + (ks >> 2) * BN * 128 + off, 16, 1024), ks > 0);
+      const uint32_t off = (ks & 3) * 32 / 16;
+      wgmma_ss<BN>(s, ws_desc(qd + (ks >> 2) * BR * 128 / 16 + off),
+                   ws_desc(kb + (ks >> 2) * BN * 128 / 16 + off), ks > 0);
     }
   };
   // O += P V(t) over the k16 steps [kk0, kk1): V MN-major, 8-key groups 1024 B apart, 64-column
   // blocks BN*128 B apart. k16 steps 0 .. BN/32-1 are the first 64 keys.
   auto issue_pv = [&](const uint32_t(&pa)[BN / 16][4], int st, int kk0 = 0, int kk1 = kWsKeys / 16) {
-    const uint32_t vb = smem_u32(sv + st * BN * D);
+    const uint32_t vb = vd + st * kStageDesc;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
-      if (kk >= kk0 && kk < kk1) wgmma_rs<D>(o, pa[kk], wgmma_desc(vb + kk * 2048, BN * 128, 1024));
+      if (kk >= kk0 && kk < kk1) wgmma_rs<D>(o, pa[kk], ws_desc(vb + kk * 2048 / 16));
   };
   // Consumer warps release a slot once their wgmma reading it has completed.
   auto release = [&](uint32_t bar) {
     if (lane == 0) mbar_arrive(bar);
   };
-  // Causal / cache-end / padding-row mask of tile t.
+  // Causal / cache-end / padding-row mask of tile t. Tile t needs it iff t >= t_mask: its last
+  // key lies past this consumer's first row (t*BN + BN-1 > q_lo + 64c, i.e. t >= (q_lo + 64c +
+  // 1) / BN), or past the cache end (t*BN + BN > kv_len, i.e. t >= kv_len / BN), or the consumer
+  // has padding rows (every t). Clamped to n_t (t < n_t): one compare per tile.
+  const int t_mask = [&] {
+    const int row_lo = 64 * c;
+    if (rows < row_lo + 64) return 0;
+    const int64_t t1 = (q_lo + row_lo + 1) / BN, t2 = p.kv_len / BN;
+    const int64_t tm = t1 < t2 ? t1 : t2;
+    return tm < n_t ? static_cast<int>(tm) : n_t;
+  }();
   auto mask_tile = [&](int t) {
     const int64_t key0 = int64_t(t) * BN;
-    const int row_lo = 64 * c;  // first row of this consumer
-    if (key0 + BN - 1 > q_lo + row_lo || key0 + BN > p.kv_len || rows < row_lo + 64) {
+    if (t >= t_mask) {
       // Column j of the tile is visible to a row iff j <= lim: the row's diagonal and the cache
       // end, relative to key0 (small ints: no 64-bit compares per element); padding rows: -1.
       const int64_t end_col = (p.kv_len - key0 < BN ? p.kv_len - key0 : BN) - 1;
@@ -468,17 +498,39 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint8_t* const ring = reinterpret_cast<uint8_t*>(sv + ST * BN * D) + ws_vote_offset<D>();
     const int bs = p.block_size;
     const int n_units = static_cast<int>(last_key / bs) + 1;  // visited block_size units
+    // The second unit of tile t (block_size 64) is visited iff 2t + 1 < n_units, i.e. t < t_unit1;
+    // at block_size 128 the tile is one unit (its halves vote alike) and every t < n_t is visited.
+    const int t_unit1 = bs == BN ? n_t : n_units >> 1;
     const bool probe = tid == kWsThreads / 3;  // one consumer thread writes the probes
     uint32_t n_skipped = 0;
+    // The probe thread's skip-mask row (nullptr: no mask for this head), computed once and kept
+    // in the shared slot behind the vote ring (only that thread writes and reads it), so that
+    // the hot loop neither holds it in registers nor recomputes it.
+    uint8_t** const mask_row_slot = reinterpret_cast<uint8_t**>(ring + kWsVoteRing * 16);
+    if (probe) {
+      uint8_t* row = nullptr;
+      if (p.skip_mask != nullptr && (p.mask_head < 0 || p.mask_head == head))
+        row = p.skip_mask + (int64_t(p.mask_head < 0 ? head : 0) * n_qt + qt) * ((p.kv_len + bs - 1) / bs);
+      *mask_row_slot = row;
+    }
     // Per pending tile (parity of t): alpha(t) and the row sums of its two halves.
     float al_p[2][2], r0_p[2][2], r1_p[2][2];
 
     // Softmax of tile t (parity P) and this warp's votes. The vote of a unit compares each row's
     // max in it with the running max before it: at block_size 64 the second half's is the max
-    // after the first half, the same whether or not the first half is skipped.
-    auto softmax_vote = [&](int t, float(&al)[2], float(&r0)[2], float(&r1)[2]) {
+    // after the first half, the same whether or not the first half is skipped. The first unit
+    // (first: t = 0, compile-time) is never skipped: its vote is 0 (both halves' at block_size
+    // 128), so that the decision needs no test of t.
+    auto softmax_vote = [&](int t, auto first_c, float(&al)[2], float(&r0)[2], float(&r1)[2]) {
+      constexpr bool first = decltype(first_c)::value;
       mask_tile(t);
       const float thr = p.log2_lambda;
+      const bool one = bs == BN;  // one unit per tile
+      // Branch-free (bitwise on bools, both block sizes evaluated, selects): the votes have no side
+      // effects. The differences to the running max are rounded as the kernel always did (ptxas
+      // had contracted them so; now explicit, so that no contraction choice can move a vote): one
+      // unit fmaf(mx, sl2, -m); block_size 64: row 0's first half mh0 * sl2 - m in two roundings,
+      // row 1's fmaf, each second half fmaf(mh1, sl2, -max(m, mh0 * sl2)).
       bool agree0 = true, agree1 = true;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -490,56 +542,74 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         }
         const float mh0 = quad_max(v0), mh1 = quad_max(v1);
         const float mx = fmaxf(mh0, mh1);
-        if (bs == BN) {
-          agree0 = agree0 && (mx == kNegInf || mx * sl2 - m_run[h] < thr);
-        } else {
-          agree0 = agree0 && (mh0 == kNegInf || mh0 * sl2 - m_run[h] < thr);
-          const float m1 = fmaxf(m_run[h], mh0 * sl2);
-          agree1 = agree1 && (mh1 == kNegInf || mh1 * sl2 - m1 < thr);
-        }
+        const float mh0s = __fmul_rn(mh0, sl2);
+        const float d64 = h == 0 ? __fsub_rn(mh0s, m_run[h]) : fmaf(mh0, sl2, -m_run[h]);
+        const float u0 = one ? mx : mh0;
+        const float d0 = one ? fmaf(mx, sl2, -m_run[h]) : d64;
+        agree0 &= (u0 == kNegInf) | (d0 < thr);
+        agree1 &= (mh1 == kNegInf) | (fmaf(mh1, sl2, -fmaxf(m_run[h], mh0s)) < thr);
         const float m_new = fmaxf(m_run[h], mx * sl2);
         const float m_use = safe_max(m_new);
         al[h] = fast_exp2(m_run[h] - m_use);
         m_run[h] = m_new;
         exp_row(h, m_use, r0[h], r1[h]);
       }
-      const bool w0 = __all_sync(0xffffffffu, agree0);
-      const bool w1 = bs == BN ? w0 : __all_sync(0xffffffffu, agree1);
+      const bool w0 = first ? false : __all_sync(0xffffffffu, agree0);
+      const bool v1 = __all_sync(0xffffffffu, agree1);
+      const bool w1 = one ? w0 : v1;
       if (lane == 0) {
-        uint8_t* slot = ring + (t % kWsVoteRing) * 16;
+        uint8_t* slot = ring + (t & (kWsVoteRing - 1)) * 16;
         slot[cw] = w0;
         slot[8 + cw] = w1;
       }
     };
     // The CTA's decision on tile t: bit 0 first half skipped, bit 1 second half (both bits: the
-    // unit at block_size 128). Read by lane 0 and broadcast, so that ptxas sees a warp-uniform
-    // value around the P V wgmma (a branch it cannot prove uniform serialises every wgmma).
-    // The first unit is never skipped, a unit past the last key is not visited.
-    auto decision = [&](int t) {
-      int sk = 0;
-      if (lane == 0) {
-        const uint4 v = *reinterpret_cast<const uint4*>(ring + (t % kWsVoteRing) * 16);
-        const bool s0 = (v.x & v.y) == 0x01010101u && t > 0;
-        const bool s1 = bs == BN ? s0 : (v.z & v.w) == 0x01010101u && 2 * t + 1 < n_units;
-        sk = (s0 ? 1 : 0) | (s1 ? 2 : 0);
-      }
-      return __shfl_sync(0xffffffffu, sk, 0);
+    // unit at block_size 128). Every lane reads the slot (one broadcast read); lane 0's value is
+    // broadcast, so that ptxas sees a warp-uniform value around the P V wgmma (a branch it
+    // cannot prove uniform serialises every wgmma). A unit past the last key is not visited.
+    // Returns lane 0's value; skip0 / skip1 get this lane's own bits, the same values (every lane
+    // reads the same slot after the same barrier), for the data selects that need no uniformity.
+    auto decision = [&](int t, bool& skip0, bool& skip1) {
+      const uint4 v = *reinterpret_cast<const uint4*>(ring + (t & (kWsVoteRing - 1)) * 16);
+      skip0 = (v.x & v.y) == 0x01010101u;
+      skip1 = (v.z & v.w) == 0x01010101u && t < t_unit1;
+      return __shfl_sync(0xffffffffu, (skip0 ? 1 : 0) | (skip1 ? 2 : 0), 0);
     };
-    auto mark_skipped = [&](int u) {
-      ++n_skipped;
-      if (p.skip_mask != nullptr && (p.mask_head < 0 || p.mask_head == head))
-        p.skip_mask[(int64_t(p.mask_head < 0 ? head : 0) * n_qt + qt) *
-                        ((p.kv_len + bs - 1) / bs) + u] = 1;
+    // Probe thread: the units of tile t that the decision sk skips (block_size 128: sk = 3, the
+    // tile; 64: bit b, unit 2t + b) into the counter and the skip mask.
+    auto mark_skipped = [&](int t, int sk) {
+      const bool one = bs == BN;
+      const int bits = one ? 1 : sk, u = one ? t : 2 * t;
+      n_skipped += __popc(bits);
+      uint8_t* const row = *mask_row_slot;
+      if (row != nullptr) {
+        if (bits & 1) row[u] = 1;
+        if (bits & 2) row[u + 1] = 1;
+      }
     };
 
+    // Ring slot and phase parity (t % ST, (t / ST) & 1) of the last tile of each parity whose K
+    // was waited for, carried from iteration to iteration (no % ST or / ST in the loop): iteration
+    // k takes tile k-2's (V) from slot_of[P] and tile k's (K) as the successor of tile k-1's in
+    // slot_of[1-P]. Tile -1's is (ST-1, 1), so that tile 0 gets (0, 0).
+    int slot_of[2] = {0, ST - 1};
+    uint32_t phase_of[2] = {0, 1};
+
     // Iteration k: parity = k & 1 selects the buffers of tile k and of tile k-2 (the same);
-    // has_s = k < n_t, has_pv = k >= 2. Compile-time, so that no branch joins the S or O
-    // accumulators between a wgmma and its wait (ptxas would serialise every wgmma).
-    auto step = [&](int k, auto parity, auto has_s_c, auto has_pv_c) {
+    // has_s = k < n_t, has_pv = k >= 2, rescale = k <= n_t. Compile-time, so that no branch joins
+    // the S or O accumulators between a wgmma and its wait (ptxas would serialise every wgmma).
+    auto step = [&](int k, auto parity, auto has_s_c, auto has_pv_c, auto rescale_c) {
       constexpr int P = decltype(parity)::value;
       constexpr bool has_s = decltype(has_s_c)::value, has_pv = decltype(has_pv_c)::value;
-      if (has_s) mbar_wait(full_k(k % ST), (k / ST) & 1);
-      if (has_pv) mbar_wait(full_v((k - 2) % ST), ((k - 2) / ST) & 1);
+      constexpr bool rescale = decltype(rescale_c)::value;
+      constexpr bool first = P == 0 && has_s && !has_pv;  // k = 0
+      const int vs = slot_of[P];  // tile k-2
+      const uint32_t vph = phase_of[P];
+      const bool wrap = slot_of[1 - P] == ST - 1;  // tile k: the successor of tile k-1
+      const int ks = wrap ? 0 : slot_of[1 - P] + 1;
+      const uint32_t kph = phase_of[1 - P] ^ (wrap ? 1u : 0u);
+      if (has_s) mbar_wait(full_k(ks), kph);
+      if (has_pv) mbar_wait(full_v(vs), vph);
       if (tail_last && k >= n_t - 1) fence_proxy_async_smem();  // K or V of the cp.async tail tile
       named_bar_sync(my_turn, 256);
       // The decision on tile k-2 settles its row sums at once (in the dense order: fmaf with
@@ -548,67 +618,65 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       // The other consumer's GEMMs, issued just before this turn opened, cover the delay.
       int sk = 0;
       if (has_pv) {
-        sk = decision(k - 2);
+        bool skip0, skip1;
+        sk = decision(k - 2, skip0, skip1);
         const bool drop = p.skip_softmax_exp;
 #pragma unroll
         for (int h = 0; h < 2; ++h)
           l_run[h] = fmaf(l_run[h], al_p[P][h],
-                          ((sk & 1) && drop ? 0.f : r0_p[P][h]) + ((sk & 2) && drop ? 0.f : r1_p[P][h]));
+                          (skip0 && drop ? 0.f : r0_p[P][h]) + (skip1 && drop ? 0.f : r1_p[P][h]));
       }
       wgmma_fence();  // a[] and o were last written by ordinary instructions
-      if (has_s) issue_qk(k % ST);
+      if (has_s) issue_qk(ks);
       wgmma_commit();  // (empty without S: wait1 below then still means "S done")
       if (has_pv) {
-        if (sk == 0) issue_pv(a[P], (k - 2) % ST);
-        else if (sk == 2) issue_pv(a[P], (k - 2) % ST, 0, BN / 32);
-        else if (sk == 1) issue_pv(a[P], (k - 2) % ST, BN / 32, BN / 16);
+        // Each half's k16 steps unless that half is skipped (sk is warp-uniform).
+        if (!(sk & 1)) issue_pv(a[P], vs, 0, BN / 32);
+        if (!(sk & 2)) issue_pv(a[P], vs, BN / 32, BN / 16);
       }
       wgmma_commit();
       named_bar_arrive(other_turn, 256);
-      if (has_pv && probe && sk != 0) {
-        if (bs == BN) {
-          mark_skipped(k - 2);
-        } else {
-          if (sk & 1) mark_skipped(2 * (k - 2));
-          if (sk & 2) mark_skipped(2 * (k - 2) + 1);
-        }
-      }
+      if (has_pv && probe && sk != 0) mark_skipped(k - 2, sk);
       if (has_s) {
         wgmma_wait1();  // S(k) done, P V may still run
         wgmma_fence_operands(s);
-        release(empty_k(k % ST));
-        softmax_vote(k, al_p[P], r0_p[P], r1_p[P]);  // not a[P] / o of the running P V
+        release(empty_k(ks));
+        softmax_vote(k, std::bool_constant<first>{}, al_p[P], r0_p[P], r1_p[P]);  // not a[P] / o
       }
       wgmma_wait0();
       wgmma_fence_operands(o);
-      if (has_pv) release(empty_v((k - 2) % ST));
+      if (has_pv) release(empty_v(vs));
       // O is now in the frame of m(k-2); P(k-1) is in that of m(k-1).
-      if (has_pv && k <= n_t) rescale_o(al_p[1 - P]);
-      if (has_s) pack_p(a[P]);
+      if (has_pv && rescale) rescale_o(al_p[1 - P]);
+      if (has_s) {
+        pack_p(a[P]);
+        slot_of[P] = ks;
+        phase_of[P] = kph;
+      }
     };
     constexpr std::integral_constant<int, 0> even{};
     constexpr std::integral_constant<int, 1> odd{};
     constexpr std::true_type yes{};
     constexpr std::false_type no{};
-    step(0, even, yes, no);
+    step(0, even, yes, no, no);
     if (n_t == 1) {
-      step(1, odd, no, no);
-      step(2, even, no, yes);
+      step(1, odd, no, no, no);
+      step(2, even, no, yes, no);
     } else {
-      step(1, odd, yes, no);
+      step(1, odd, yes, no, no);
 #pragma unroll 1
       for (int k = 2; k < n_t; k += 2) {
-        step(k, even, yes, yes);
+        step(k, even, yes, yes, yes);
         if (k + 1 == n_t) break;
-        step(k + 1, odd, yes, yes);
+        step(k + 1, odd, yes, yes, yes);
       }
       // Drain: P V of the last two tiles.
       if (n_t & 1) {
-        step(n_t, odd, no, yes);
-        step(n_t + 1, even, no, yes);
+        step(n_t, odd, no, yes, yes);
+        step(n_t + 1, even, no, yes, no);
       } else {
-        step(n_t, even, no, yes);
-        step(n_t + 1, odd, no, yes);
+        step(n_t, even, no, yes, yes);
+        step(n_t + 1, odd, no, yes, no);
       }
     }
     // Consumer 1 arrived on consumer 0's barrier once more than consumer 0 synced on it (its
@@ -633,11 +701,14 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     pack_p(a[0]);
 
     // ---- tiles 1 .. n_t-1: S(t) and P(t-1) V(t-1) in flight together ----
+    // Ring slot and phase parity of tile t (st, ph = t % ST, (t / ST) & 1) and of t-1 (stp, php),
+    // carried from tile to tile.
+    int st = 1 % ST, stp = 0;
+    uint32_t ph = 1 / ST, php = 0;
 #pragma unroll 1
     for (int t = 1; t < n_t; ++t) {
-      const int st = t % ST, stp = (t - 1) % ST;
-      mbar_wait(full_k(st), (t / ST) & 1);
-      mbar_wait(full_v(stp), ((t - 1) / ST) & 1);
+      mbar_wait(full_k(st), ph);
+      mbar_wait(full_v(stp), php);
       if (tail_last && t == n_t - 1) fence_proxy_async_smem();
       named_bar_sync(my_turn, 256);
       wgmma_fence();  // a[] and o were last written by ordinary instructions
@@ -655,12 +726,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       release(empty_v(stp));
       rescale_o(alpha);
       pack_p(a[0]);
+      stp = st;
+      php = ph;
+      if (++st == ST) {
+        st = 0;
+        ph ^= 1u;
+      }
     }
 
-    // ---- last P V ----
+    // ---- last P V (stp, php: tile n_t-1) ----
     {
-      const int stp = (n_t - 1) % ST;
-      mbar_wait(full_v(stp), ((n_t - 1) / ST) & 1);
+      mbar_wait(full_v(stp), php);
       if (tail_last) fence_proxy_async_smem();
       named_bar_sync(my_turn, 256);
       wgmma_fence();

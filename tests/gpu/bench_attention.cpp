@@ -250,13 +250,8 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
   emit(kind, sh.name, L, lambda > 0 ? "ours_sparse_graph" : "ours_dense_graph", gus, 0,
        kv_bytes / gus * 1e-3, skip, lambda, quiet);
   if (lambda == 0 && std::string(kind) == "decode") {
-    // Without the early L2 prefetch (AttentionParams::decode_early_prefetch), and the memory
-    // floor: a kernel that only streams the same number of bytes (bench_floor.cu), same replay.
-    for (auto& p : ps) p.decode_early_prefetch = false;
-    const double gus_nopf = graph_time_us(
-        [&](int i, cudaStream_t st) { check(kernels::launch_attention(ps[i % copies], st)); },
-        std::max(20, copies), 7);
-    emit(kind, sh.name, L, "ours_dense_graph_noprefetch", gus_nopf, 0, kv_bytes / gus_nopf * 1e-3, 0, 0, 0);
+    // The memory floor: a kernel that only streams the same number of bytes (bench_floor.cu),
+    // replayed the same way.
     int n_sms = 0;
     SINKSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0));
     const uint64_t nbytes = uint64_t(kv_bytes) & ~uint64_t(15);

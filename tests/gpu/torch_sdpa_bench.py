@@ -219,15 +219,14 @@ def table(torch_rows, ours):
     print("(decode ratios: torch time / our time, > 1 = ours faster)")
     decode_table("decode, one query, bf16, replayed as CUDA graphs (device time per call; us; GB/s of K+V)",
                  "decode_graph", "ours_dense_graph")
-    print("\n=== decode, graph-replayed: early L2 prefetch and the memory floor (us; floor = a kernel that only streams the K+V bytes) ===")
-    print(f"{'shape':14} {'L':>6} {'ours us':>8} {'no pf us':>9} {'floor us':>9} {'floor GB/s':>10} {'ours GB/s':>9} {'ours/floor':>10}")
+    print("\n=== decode, graph-replayed, against the memory floor (us; floor = a kernel that only streams the K+V bytes) ===")
+    print(f"{'shape':14} {'L':>6} {'ours us':>8} {'floor us':>9} {'floor GB/s':>10} {'ours GB/s':>9} {'ours/floor':>10}")
     for name, *_ in SHAPES:
         for L in LENS:
-            o, n, f = (o_get("decode", name, L, v) for v in
-                       ("ours_dense_graph", "ours_dense_graph_noprefetch", "read_floor_graph"))
-            if not (o and n and f):
+            o, f = (o_get("decode", name, L, v) for v in ("ours_dense_graph", "read_floor_graph"))
+            if not (o and f):
                 continue
-            print(f"{name:14} {L:>6} {o['us']:>8.1f} {n['us']:>9.1f} {f['us']:>9.1f} {f['gbps']:>10.0f} "
+            print(f"{name:14} {L:>6} {o['us']:>8.1f} {f['us']:>9.1f} {f['gbps']:>10.0f} "
                   f"{o['gbps']:>9.0f} {f['us'] / o['us']:>9.2f}x")
     print("(ours/floor: floor time / our time; 1.00x = our decode costs what reading its bytes costs)")
     print("\n=== sparse prefill, lambda=1e-2 (sink + quiet tiles; speedup vs our dense on the same input) ===")
