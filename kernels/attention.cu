@@ -61,7 +61,7 @@ AttentionShape device_shape(const AttentionParams& p, const DeviceInfo& dev) {
 #if defined(SINKSCOPE_KERNELS_WGMMA)
   s.wgmma_ok = p.prefer_wgmma && dev.cc == 90;
 #endif
-  s.prefer_ws = p.prefer_ws && ws_prefill_env_enabled();
+  s.prefer_ws = p.prefer_ws && ws_prefill_env_enabled() && detail::ws_prefill_tma_ok(p);
   return s;
 }
 

@@ -84,8 +84,8 @@ __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const fl
     for (s = grp; s < n_splits; s += NG) {
       const float2 ml_s = __ldcg(ml2 + s);
       const float w = ml_s.x == kNegInf ? 0.f : fast_exp2(ml_s.x - mmax);  // all tiles skipped
-      gn += w * __ldcg(po + int64_t(s) * D + d);
-      gd += w * ml_s.y;
+      gn = fmaf(w, __ldcg(po + int64_t(s) * D + d), gn);  // explicit: the combine kernel's form
+      gd = fmaf(w, ml_s.y, gd);
     }
     if (grp == 0) {
       num = gn;
@@ -263,7 +263,12 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const bool hval = g < G;
   const int64_t vis = decode_visible(p);
   const DecodeSplitPlan ap = decode_actual_plan(p, plan, vis);  // `plan`: grid + strides only
-  if (split >= ap.n_splits) return;  // past the actual length (device-side length): no work
+  if (split >= ap.n_splits) {  // past the actual length (device-side length): no work
+    // An early CTA still waits once, so that this grid never completes before its predecessor
+    // (with a device length of 0 every CTA returns here).
+    if constexpr (kEarly) pdl_wait();
+    return;
+  }
   const int t0 = split * ap.tiles_per_split;
   const int t1 = min(ap.n_tiles, t0 + ap.tiles_per_split);
   const int nsplit_tiles = t1 - t0;
@@ -771,8 +776,8 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
     for (int u = 0; u < kCombineBatch; ++u) {
       const int s = s0 + u * NG;
       if (s < n_splits) {
-        num += sw[s] * os[u];
-        den += sw[s] * sl[s];
+        num = fmaf(sw[s], os[u], num);  // explicit: decode_combine_one's form
+        den = fmaf(sw[s], sl[s], den);
       }
     }
   }

@@ -24,6 +24,9 @@ AttentionStatus launch_prefill_ws_d64(const AttentionParams& p, const AttentionC
                                       cudaStream_t s);
 AttentionStatus launch_prefill_ws_d128(const AttentionParams& p, const AttentionChoice& c,
                                        cudaStream_t s);
+// Whether the warp-specialised kernels can run these parameters here: the driver offers
+// cuTensorMapEncodeTiled and q / k / v are 16-byte aligned (TMA). Otherwise the wgmma kernels run.
+bool ws_prefill_tma_ok(const AttentionParams& p);
 AttentionStatus launch_decode(const AttentionParams& p, AttentionVariant v,
                               const DecodeSplitPlan& plan, const DecodeWorkspaceLayout& wl,
                               cudaStream_t s);

@@ -777,10 +777,10 @@ inline TensorMapEncodeFn tensor_map_encoder() {
   static const TensorMapEncodeFn fn = [] {
     void* f = nullptr;
     cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();  // do not leave the failed query as the sticky "last error"
+    const cudaError_t e =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+      if (e != cudaSuccess) cudaGetLastError();  // the query's own error, once per process
       return TensorMapEncodeFn(nullptr);
     }
     return reinterpret_cast<TensorMapEncodeFn>(f);
@@ -789,7 +789,8 @@ inline TensorMapEncodeFn tensor_map_encoder() {
 }
 
 // bf16 tensor map with 128-byte swizzle; dims / box innermost first, strides in bytes (rank-1).
-inline const char* encode_bf16_map(CUtensorMap* map, const void* base, cuuint32_t rank,
+// Returns an empty string, or what went wrong.
+inline std::string encode_bf16_map(CUtensorMap* map, const char* what, const void* base, cuuint32_t rank,
                                    const cuuint64_t* dims, const cuuint64_t* strides,
                                    const cuuint32_t* box) {
   const TensorMapEncodeFn encode = tensor_map_encoder();
@@ -799,7 +800,9 @@ inline const char* encode_bf16_map(CUtensorMap* map, const void* base, cuuint32_
                             strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? nullptr : "cuTensorMapEncodeTiled rejected the layout";
+  if (r == CUDA_SUCCESS) return {};
+  return std::string("cuTensorMapEncodeTiled rejected the ") + what + " layout (CUresult " +
+         std::to_string(static_cast<int>(r)) + ")";
 }
 
 // Q, K and V maps of one launch. The page count of the pool is not known here: the pages
@@ -813,10 +816,10 @@ inline AttentionStatus make_ws_tensor_maps(const AttentionParams& p, WsTensorMap
   const cuuint64_t kv_dims[4] = {d, bs, hkv, cuuint64_t(INT32_MAX)};
   const cuuint64_t kv_strides[3] = {d * e, bs * d * e, hkv * bs * d * e};
   const cuuint32_t kv_box[4] = {64, 64, 1, 1};
-  const char* err = encode_bf16_map(&m.q, p.q, 3, q_dims, q_strides, q_box);
-  if (!err) err = encode_bf16_map(&m.k, p.k_pages, 4, kv_dims, kv_strides, kv_box);
-  if (!err) err = encode_bf16_map(&m.v, p.v_pages, 4, kv_dims, kv_strides, kv_box);
-  if (err) return AttentionStatus::error(std::string("warp-specialised prefill: ") + err);
+  std::string err = encode_bf16_map(&m.q, "Q", p.q, 3, q_dims, q_strides, q_box);
+  if (err.empty()) err = encode_bf16_map(&m.k, "K pool", p.k_pages, 4, kv_dims, kv_strides, kv_box);
+  if (err.empty()) err = encode_bf16_map(&m.v, "V pool", p.v_pages, 4, kv_dims, kv_strides, kv_box);
+  if (!err.empty()) return AttentionStatus::error("warp-specialised prefill: " + err);
   return {};
 }
 

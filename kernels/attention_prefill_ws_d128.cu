@@ -10,4 +10,8 @@ AttentionStatus launch_prefill_ws_d128(const AttentionParams& p, const Attention
   return c.variant == AttentionVariant::kPrefillDense ? launch_prefill_ws_t<128, false>(p, s)
                                                       : launch_prefill_ws_t<128, true>(p, s);
 }
+bool ws_prefill_tma_ok(const AttentionParams& p) {
+  const auto addr = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };
+  return tensor_map_encoder() != nullptr && ((addr(p.q) | addr(p.k_pages) | addr(p.v_pages)) & 15) == 0;
+}
 }  // namespace sinkscope::kernels::detail
