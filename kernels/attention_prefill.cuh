@@ -101,6 +101,27 @@ constexpr int prefill_smem_bytes() {
 // KVB: the KV page format (0 bf16; 8 / 4 quantized, AttentionParams::kv_bits), compile-time so
 // the bf16 kernels are unchanged; a quantized tile is dequantised into shared memory as it is
 // loaded, a page-table entry < 0 is a protected bf16 page (engine/kv_page_plan.h).
+// The query tile a prefill CTA owns (this kernel and attention_prefill_ws.cuh): blockIdx.x is
+// the query head, blockIdx.y counts the query tiles from the last (longest causal rows first,
+// for tail balance); rows of br queries.
+struct PrefillCtaTile {
+  int head, n_qt, qt, kvh, i0, rows;
+  int64_t q_lo;      // absolute position of row 0
+  int64_t last_key;  // the last key any row of the tile sees (causal, < kv_len)
+};
+__device__ __forceinline__ PrefillCtaTile prefill_cta_tile(const AttentionParams& p, int br) {
+  PrefillCtaTile t;
+  t.head = blockIdx.x;
+  t.n_qt = gridDim.y;
+  t.qt = t.n_qt - 1 - blockIdx.y;
+  t.kvh = t.head / (p.n_q_heads / p.n_kv_heads);
+  t.i0 = t.qt * br;
+  t.rows = min(br, p.n_q_tokens - t.i0);
+  t.q_lo = p.q_start + t.i0;
+  t.last_key = t.q_lo + t.rows - 1 < p.kv_len - 1 ? t.q_lo + t.rows - 1 : p.kv_len - 1;
+  return t;
+}
+
 template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG, bool LIST, int KVB = 0>
 __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC == 128 ? 1 : 2)
     attention_prefill_kernel(const AttentionParams p) {
@@ -120,14 +141,9 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tq = lane & 3;  // mma fragment row group / column pair
-  const int head = blockIdx.x;
-  const int n_qt = gridDim.y;
-  const int qt = n_qt - 1 - blockIdx.y;  // longest causal rows first (tail balance)
-  const int kvh = head / (p.n_q_heads / p.n_kv_heads);
-  const int i0 = qt * BR;
-  const int rows = min(BR, p.n_q_tokens - i0);
-  const int64_t q_lo = p.q_start + i0;  // absolute position of row 0
-  const int64_t last_key = q_lo + rows - 1 < p.kv_len - 1 ? q_lo + rows - 1 : p.kv_len - 1;
+  const PrefillCtaTile ct = prefill_cta_tile(p, BR);
+  const int head = ct.head, n_qt = ct.n_qt, qt = ct.qt, kvh = ct.kvh, i0 = ct.i0, rows = ct.rows;
+  const int64_t q_lo = ct.q_lo, last_key = ct.last_key;
   // Tiles visited, in position order. Positional tiles: 0 .. the last causal one. A live-page
   // list (AttentionParams::tile_pos0): its sink tiles, then the tiles from the first that
   // reaches into row 0's window to the last that starts at or before the last row (tiles in

@@ -102,11 +102,6 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// The arrive-on fires when all of this thread's earlier cp.async have landed; .noinc: it counts as
-// one of the arrivals the barrier was initialised with (one per producer thread).
-__device__ __forceinline__ void mbar_arrive_cp_async(uint32_t bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-}
 // Returns once the phase with the given parity has completed (acquire at CTA scope).
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   asm volatile(
@@ -212,14 +207,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2;  // 0 producer, 1 / 2 consumers
-  const int head = blockIdx.x;
-  const int n_qt = gridDim.y;
-  const int qt = n_qt - 1 - blockIdx.y;  // longest causal rows first (tail balance)
-  const int kvh = head / (p.n_q_heads / p.n_kv_heads);
-  const int i0 = qt * BR;
-  const int rows = min(BR, p.n_q_tokens - i0);
-  const int64_t q_lo = p.q_start + i0;  // absolute position of row 0
-  const int64_t last_key = q_lo + rows - 1 < p.kv_len - 1 ? q_lo + rows - 1 : p.kv_len - 1;
+  const PrefillCtaTile ct = prefill_cta_tile(p, BR);
+  const int head = ct.head, n_qt = ct.n_qt, qt = ct.qt, kvh = ct.kvh, i0 = ct.i0, rows = ct.rows;
+  const int64_t q_lo = ct.q_lo, last_key = ct.last_key;
   const int n_t = static_cast<int>(last_key / BN) + 1;  // 128-key tiles visited
 
   if (tid == 0) {
