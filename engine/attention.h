@@ -13,9 +13,10 @@
 namespace sinkscope {
 
 // Rows of one prefill query tile (one query head, consecutive tokens): the granularity of the
-// skip vote. The CUDA prefill kernel uses the same value (kernels/attention_params.h,
-// kPrefillQueryTile), so CPU and GPU skip masks are comparable tile for tile.
-inline constexpr int kQueryTileRows = 128;
+// skip vote and of the skip mask's rows. The CUDA prefill kernels use the same value
+// (kernels/attention_params.h, kPrefillQueryTile; a CTA there holds two query tiles, each
+// deciding on its own), so CPU and GPU skip masks are comparable tile for tile.
+inline constexpr int kQueryTileRows = 64;
 
 enum class AttentionType { kDense, kDynamicSparse };
 enum class ThresholdMode { kFixed, kLengthScaled };

@@ -55,6 +55,16 @@ bool ws_prefill_env_enabled() {
   return enabled;
 }
 
+// SINKSCOPE_PREFILL_WS_SPARSE=0 keeps sparse prefill off the warp-specialised kernel (read once
+// per process).
+bool ws_sparse_prefill_env_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("SINKSCOPE_PREFILL_WS_SPARSE");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return enabled;
+}
+
 // The selection inputs on this device: the wgmma prefill needs sm_90 and sm_90a code.
 AttentionShape device_shape(const AttentionParams& p, const DeviceInfo& dev) {
   AttentionShape s = shape_of(p);
@@ -62,6 +72,7 @@ AttentionShape device_shape(const AttentionParams& p, const DeviceInfo& dev) {
   s.wgmma_ok = p.prefer_wgmma && dev.cc == 90;
 #endif
   s.prefer_ws = p.prefer_ws && ws_prefill_env_enabled() && detail::ws_prefill_tma_ok(p);
+  s.prefer_ws_sparse = p.prefer_ws_sparse && ws_sparse_prefill_env_enabled();
   return s;
 }
 

@@ -55,6 +55,9 @@ struct AttentionShape {
   // Warp-specialised prefill (dense and sparse) allowed (AttentionParams::prefer_ws, and on the
   // device launcher's side SINKSCOPE_PREFILL_WS != 0); it also needs wgmma_ok.
   bool prefer_ws = true;
+  // Sparse prefill: the warp-specialised sparse kernel allowed (AttentionParams::
+  // prefer_ws_sparse, and on the device side SINKSCOPE_PREFILL_WS_SPARSE != 0).
+  bool prefer_ws_sparse = true;
 };
 
 inline AttentionShape shape_of(const AttentionParams& p) {
@@ -67,6 +70,7 @@ inline AttentionShape shape_of(const AttentionParams& p) {
   s.sink_queries = p.q_sink != nullptr;
   s.kv_bits = p.kv_bits;
   s.prefer_ws = p.prefer_ws;
+  s.prefer_ws_sparse = p.prefer_ws_sparse;
   if (s.device_len) s.q_start = s.kv_len - 1;
   return s;
 }
@@ -82,6 +86,18 @@ struct AttentionChoice {
   bool warp_specialized = false;
   bool ok() const { return variant != AttentionVariant::kUnsupported; }
 };
+
+// Head dims at which sparse prefill runs the warp-specialised sparse kernel (where it is allowed:
+// positional bf16 tiles, wgmma, prefer_ws, prefer_ws_sparse). With 64-row query tiles each
+// consumer warpgroup decides alone right after its row maxima and skips exp(), the P conversion
+// and P V of a skipped unit at once, so it should beat the wgmma lazy-V kernel at both head dims
+// (with 128-row tiles the decision came two tiles late, and at d = 64 the lazy-V kernel was
+// faster: tests/gpu/NOTES.md, 2026-12-01). To be confirmed on the H200 (bench_attention rows
+// ours_ws_sparse vs ours_sparse_lazyV); the lazy-V kernel stays reachable through
+// prefer_ws_sparse = false.
+inline constexpr bool ws_sparse_prefill_head_dim(int head_dim) {
+  return head_dim == 64 || head_dim == 128;
+}
 
 // log2(lambda) as the kernels compare it; -inf for lambda <= 0 (dense).
 inline float log2_of_lambda(double lambda) {
@@ -119,27 +135,28 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   const bool wg = s.wgmma_ok && s.kv_bits == 0;
   const bool ws = wg && s.prefer_ws && s.list_tiles == 0 && !s.sink_queries;
   if (!sparse) return {AttentionVariant::kPrefillDense, "", wg, ws};
-  // Sparse: the warp-specialised sparse kernel at head_dim 128 only. Measured on the H200
-  // (tests/gpu/NOTES.md, 2026-12-01): at d = 128 it beats the wgmma sparse kernels up to ~80 %
-  // skipped tiles; at d = 64 the wgmma lazy-V kernel is faster at every skip fraction.
+  // Sparse: the warp-specialised sparse kernel where ws_sparse_prefill_head_dim() says so and
+  // prefer_ws_sparse allows it; else the wgmma (or mma.sync) sparse kernels, lazy V when
+  // skip_value_load (bf16 pages), eager V otherwise. The variant says what those would run.
   return {s.skip_value_load && s.kv_bits == 0 ? AttentionVariant::kPrefillSparseLazyV
                                               : AttentionVariant::kPrefillSparse,
-          "", wg, ws && s.head_dim == 128};
+          "", wg, ws && s.prefer_ws_sparse && ws_sparse_prefill_head_dim(s.head_dim)};
 }
 
 // Prefill tile shape per (head_dim, block_size, wgmma): query rows per CTA are always
-// kPrefillQueryTile; each warp owns m_tiles*16 rows. mma.sync: two 16-row tiles per warp halve
+// kPrefillCtaRows (two query tiles of kPrefillQueryTile rows); each warp owns m_tiles*16 rows, so
+// the first half of the warps holds query tile 0 and the second half query tile 1. mma.sync: two 16-row tiles per warp halve
 // the shared-memory reads of K and V per FLOP, but with 128-key tiles the score and output
 // accumulators would no longer fit in registers, so those use one 16-row tile per warp.
 // wgmma: two warpgroups of 64 rows (8 warps x 16 rows); operands stream from shared memory.
 struct PrefillTileConfig {
   int m_tiles;  // 16-row mma tiles per warp
-  int warps;    // kPrefillQueryTile / (16 * m_tiles)
+  int warps;    // kPrefillCtaRows / (16 * m_tiles)
 };
 inline constexpr PrefillTileConfig prefill_tile_config(int /*head_dim*/, int block_size,
                                                        bool wgmma) {
-  return (block_size == 64 && !wgmma) ? PrefillTileConfig{2, kPrefillQueryTile / 32}
-                                      : PrefillTileConfig{1, kPrefillQueryTile / 16};
+  return (block_size == 64 && !wgmma) ? PrefillTileConfig{2, kPrefillCtaRows / 32}
+                                      : PrefillTileConfig{1, kPrefillCtaRows / 16};
 }
 
 // Decode split-KV plan: tiles of the one query are cut into n_splits contiguous ranges so that

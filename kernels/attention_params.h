@@ -11,7 +11,8 @@
 // (then a skipped tile can never raise the running max). A skipped tile never enters the P V
 // product; skip_softmax_exp says whether its exp() still goes into the row sums (see below).
 //
-// Query tile: prefill = 128 consecutive query tokens of ONE query head (kPrefillQueryTile);
+// Query tile: prefill = 64 consecutive query tokens of ONE query head (kPrefillQueryTile; a
+// prefill CTA holds kPrefillCtaRows = 128 rows = two query tiles, each voting on its own);
 // decode (one query token) = that token of one query head, so decode decisions are per head
 // and the V page is loaded when any head of the KV group needs it.
 #pragma once
@@ -22,7 +23,12 @@
 namespace sinkscope::kernels {
 
 // Rows of one prefill query tile; the skip vote and the mask granularity use it.
-inline constexpr int kPrefillQueryTile = 128;
+inline constexpr int kPrefillQueryTile = 64;
+// Query rows of one prefill CTA: a whole number of query tiles (the halves of a CTA decide,
+// count and write their mask rows separately).
+inline constexpr int kPrefillCtaRows = 128;
+inline constexpr int kPrefillTilesPerCta = kPrefillCtaRows / kPrefillQueryTile;
+static_assert(kPrefillCtaRows % kPrefillQueryTile == 0, "a CTA holds whole query tiles");
 
 // Value written into skip_mask for a (query tile, KV tile) that is not causally visible.
 inline constexpr uint8_t kMaskNotVisible = 2;
@@ -122,6 +128,11 @@ struct AttentionParams {
   // kernel always loads V).
   // The environment variable SINKSCOPE_PREFILL_WS=0 turns it off process-wide.
   bool prefer_ws = true;
+  // Sparse prefill only: false = the wgmma sparse kernels (lazy or eager V as skip_value_load
+  // says) even where the warp-specialised sparse kernel would be chosen (benchmarks compare
+  // both; select_attention_kernel has the rule). SINKSCOPE_PREFILL_WS_SPARSE=0 turns it off
+  // process-wide.
+  bool prefer_ws_sparse = true;
 
   // ---- probes (optional, device memory) ----
   // Per query head: += causally visible tiles, += skipped tiles (atomics). Not zeroed here.

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Causal prefill attention over a paged bf16 KV cache, FlashAttention-2 style
-// (https://arxiv.org/abs/2307.08691): one CTA = 128 query rows of one query head; KV tiles
+// (https://arxiv.org/abs/2307.08691): one CTA = 128 query rows of one query head (kPrefillCtaRows:
+// two 64-row query tiles, kPrefillQueryTile, each with its own skip vote); KV tiles
 // (= pages) streamed through shared memory with cp.async; S = Q K^T and O += P V on tensor
 // cores (mma.sync m16n8k16 bf16, operands via ldmatrix); online softmax in the exp2 domain.
 //
 // Variants are template constants chosen in one place (attention_dispatch.h):
-//   SPARSE  - block-wide skip vote per KV tile (contract in attention_params.h);
-//   LAZY_V  - V of tile t is fetched only after t's vote said "compute". Otherwise K and V of
+//   SPARSE  - skip vote per (query tile, KV tile) (contract in attention_params.h): each half of
+//             the CTA (64 rows) decides, counts and writes its mask row on its own;
+//   LAZY_V  - V of tile t is fetched only after t's votes said "compute" for either half. Otherwise K and V of
 //             tile t+1 are prefetched together while tile t is computed (the dense pipeline).
 // GQA: query head h reads KV head h / (n_q_heads / n_kv_heads); CTAs of one KV group are
 // adjacent in the grid (x = head), so their K/V tiles are served from L2.
@@ -91,9 +93,10 @@ __device__ __noinline__ float sink_query_score(const uint16_t* q, const uint16_t
 
 template <int D, int BC, bool LAZY_V>
 constexpr int prefill_smem_bytes() {
-  // + 1 KB so the tiles can start on a 1024-byte boundary (swizzle atoms must be aligned).
-  return (kPrefillQueryTile * D + (LAZY_V ? 3 : 2) * BC * D + (LAZY_V ? 1 : 2) * BC * D) * 2 +
-         1024;
+  // + 1 KB so the tiles can start on a 1024-byte boundary (swizzle atoms must be aligned), + 16
+  // bytes for the per-warp skip votes behind the V tiles.
+  return (kPrefillCtaRows * D + (LAZY_V ? 3 : 2) * BC * D + (LAZY_V ? 1 : 2) * BC * D) * 2 +
+         1024 + 16;
 }
 
 // LIST: the KV tiles are a live-page list with the sink/window rule (AttentionParams::tile_pos0,
@@ -101,14 +104,41 @@ constexpr int prefill_smem_bytes() {
 // KVB: the KV page format (0 bf16; 8 / 4 quantized, AttentionParams::kv_bits), compile-time so
 // the bf16 kernels are unchanged; a quantized tile is dequantised into shared memory as it is
 // loaded, a page-table entry < 0 is a protected bf16 page (engine/kv_page_plan.h).
-// The query tile a prefill CTA owns (this kernel and attention_prefill_ws.cuh): blockIdx.x is
-// the query head, blockIdx.y counts the query tiles from the last (longest causal rows first,
-// for tail balance); rows of br queries.
+// The query rows a prefill CTA owns (this kernel and attention_prefill_ws.cuh): blockIdx.x is
+// the query head, blockIdx.y counts the CTA row blocks from the last (longest causal rows first,
+// for tail balance); rows of br (kPrefillCtaRows) queries, i.e. query tiles
+// kPrefillTilesPerCta * qt + h (h = 0, 1) of kPrefillQueryTile rows each.
 struct PrefillCtaTile {
   int head, n_qt, qt, kvh, i0, rows;
   int64_t q_lo;      // absolute position of row 0
   int64_t last_key;  // the last key any row of the tile sees (causal, < kv_len)
 };
+// One query tile (half h of the CTA, kPrefillQueryTile rows): its rows (0 for a half that lies
+// past n_q_tokens), its first position and the last key any of its rows sees (-1: no rows). Its
+// skip-mask row is query tile kPrefillTilesPerCta * qt + h of ceil(n_q_tokens / kPrefillQueryTile).
+struct PrefillHalf {
+  int rows;
+  int64_t q_lo, last_key;
+};
+__host__ __device__ __forceinline__ PrefillHalf prefill_half(const PrefillCtaTile& t, int64_t kv_len,
+                                                             int h) {
+  PrefillHalf r;
+  const int lo = h * kPrefillQueryTile;
+  r.rows = t.rows - lo < 0 ? 0 : (t.rows - lo > kPrefillQueryTile ? kPrefillQueryTile : t.rows - lo);
+  r.q_lo = t.q_lo + lo;
+  r.last_key = r.rows == 0 ? -1 : (r.q_lo + r.rows - 1 < kv_len - 1 ? r.q_lo + r.rows - 1 : kv_len - 1);
+  return r;
+}
+// The skip-mask row of query tile (qt, h), or nullptr when the mask is off for this head or the
+// half has no rows. Rows: ceil(n_q_tokens / kPrefillQueryTile) per head.
+__device__ __forceinline__ uint8_t* prefill_mask_row(const AttentionParams& p, const PrefillCtaTile& t,
+                                                     int h, int half_rows, int n_kvt) {
+  if (p.skip_mask == nullptr || (p.mask_head >= 0 && p.mask_head != t.head) || half_rows == 0)
+    return nullptr;
+  const int n_rows = (p.n_q_tokens + kPrefillQueryTile - 1) / kPrefillQueryTile;
+  return p.skip_mask + (int64_t(p.mask_head < 0 ? t.head : 0) * n_rows +
+                        kPrefillTilesPerCta * t.qt + h) * n_kvt;
+}
 __device__ __forceinline__ PrefillCtaTile prefill_cta_tile(const AttentionParams& p, int br) {
   PrefillCtaTile t;
   t.head = blockIdx.x;
@@ -126,7 +156,9 @@ template <int D, int BC, bool SPARSE, bool LAZY_V, bool WG, bool LIST, int KVB =
 __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC == 128 ? 1 : 2)
     attention_prefill_kernel(const AttentionParams p) {
   constexpr PrefillTileConfig cfg = prefill_tile_config(D, BC, WG);
-  constexpr int MT = cfg.m_tiles, NTHREADS = cfg.warps * 32, BR = kPrefillQueryTile;
+  constexpr int MT = cfg.m_tiles, NTHREADS = cfg.warps * 32, BR = kPrefillCtaRows;
+  static_assert(kPrefillTilesPerCta == 2, "two query tiles (halves) per CTA");
+  constexpr int WPH = cfg.warps / 2;  // warps per half (query tile)
   constexpr int NB = BC / 8;  // n8 column tiles of S
   constexpr int ND = D / 8;   // n8 column tiles of O
   constexpr int CH = D / 8;   // 16-byte chunks per row
@@ -138,6 +170,9 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   constexpr int KBUF = LAZY_V ? 3 : 2;                    // lazy: K runs two tiles ahead
   uint16_t* sk = sq + BR * D;                             // [KBUF][BC][D]
   uint16_t* sv = sk + KBUF * BC * D;                      // [LAZY_V ? 1 : 2][BC][D]
+  // Per-warp skip votes of the current tile (byte w = warp w). Written after the loop-top barrier
+  // of tile t, read after the vote barrier of t: every read precedes the next loop-top barrier.
+  uint8_t* svote = reinterpret_cast<uint8_t*>(sv + (LAZY_V ? 1 : 2) * BC * D);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tq = lane & 3;  // mma fragment row group / column pair
@@ -170,6 +205,22 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   auto tile_of = [&](int i) { return i < n_sink_it ? i : win_begin + (i - n_sink_it); };
   const int n_kvt = static_cast<int>((p.kv_len + BC - 1) / BC);
   const int row_base = warp * 16 * MT;
+  const int half = warp / WPH;  // the query tile (of the two) this warp's rows belong to
+  // Both halves' geometry in every thread (scalars): whether a tile is visible to a half decides
+  // whether it is counted, whether the half's first visit has happened, and (lazy V) whether V is
+  // needed by either half. A KV tile with no key visible to any row of a half (the causal
+  // diagonal of the upper half, a window floor) is not visited by that half: not counted, not in
+  // its mask row, and its rows (all -inf there) skip it.
+  // Positional tiles: a half sees tiles 0 .. its last key / BC (nv0 / nv1 tiles; tile 0 is its
+  // first). Live-page list: the window rule per half, and the half's first visited tile tracked.
+  const PrefillHalf hf0 = prefill_half(ct, p.kv_len, 0), hf1 = prefill_half(ct, p.kv_len, 1);
+  const int nv0 = hf0.rows == 0 ? 0 : static_cast<int>(hf0.last_key / BC) + 1;
+  const int nv1 = hf1.rows == 0 ? 0 : static_cast<int>(hf1.last_key / BC) + 1;
+  auto half_sees = [&](const PrefillHalf& hf, int64_t key0) {
+    return hf.rows != 0 && key0 <= hf.q_lo + hf.rows - 1 &&
+           (key0 < p.sink_count || p.window == 0 || key0 + BC - 1 > hf.q_lo - p.window);
+  };
+  bool seen0 = false, seen1 = false;  // LIST: the half visited a tile already (its first is never skipped)
 
   // ---- async loads ----
   {
@@ -226,12 +277,12 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   }
   const float sl2 = p.scale * kLog2e;
   const float thr = p.log2_lambda;
-  uint32_t n_skipped = 0;
-  const bool write_mask =
-      p.skip_mask != nullptr && (p.mask_head < 0 || p.mask_head == head) && tid == 0;
+  uint32_t n_skipped = 0, n_visited = 0;  // this thread's half (the probe threads report them)
+  // Probe thread of each half: its first thread (tid 0 and NTHREADS / 2).
+  const bool probe = (tid & (NTHREADS / 2 - 1)) == 0;
   uint8_t* mask_row =
-      write_mask ? p.skip_mask + (int64_t(p.mask_head < 0 ? head : 0) * n_qt + qt) * n_kvt
-                 : nullptr;
+      probe && !LIST ? prefill_mask_row(p, ct, half, half ? hf1.rows : hf0.rows, n_kvt) : nullptr;
+  (void)n_qt;
 
   for (int t = 0; t < n_t; ++t) {
     const uint16_t* kbuf = sk + (LAZY_V ? t % 3 : (t & 1)) * BC * D;
@@ -356,8 +407,17 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
         mx[mt][h] = quad_max(v);
       }
 
-    // ---- skip vote: every row must agree; a row without visible keys agrees ----
-    bool skip = false;
+    // ---- visibility per half (query tile) ----
+    const bool vis0 = LIST ? half_sees(hf0, key0) : t < nv0;
+    const bool vis1 = LIST ? half_sees(hf1, key0) : t < nv1;
+    if constexpr (!LIST) seen0 = seen1 = t > 0;
+    const bool my_vis = half ? vis1 : vis0;
+    if constexpr (LIST) n_visited += my_vis;  // positional: nv0 / nv1, after the loop
+
+    // ---- skip vote per half: every row of the half must agree; a row without visible keys
+    // agrees. A half skips a tile it does not see (all its rows are -inf there: no-op work), and
+    // never the first tile it sees. ----
+    bool skip = false, keep_any = true;
     if constexpr (SPARSE) {
       bool agree = true;
 #pragma unroll
@@ -365,26 +425,41 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
 #pragma unroll
         for (int h = 0; h < 2; ++h)
           agree &= (mx[mt][h] == kNegInf) || (mx[mt][h] * sl2 - m_run[mt][h] < thr);
-      skip = __syncthreads_and(agree) && t > 0;
-      n_skipped += skip;
+      const bool wv = __all_sync(0xffffffffu, agree);
+      if (lane == 0) svote[warp] = wv ? 1 : 0;
+      __syncthreads();
+      constexpr uint64_t kOnes = WPH == 4 ? 0x01010101ull : (WPH == 2 ? 0x0101ull : 0x01ull);
+      constexpr uint64_t kMask = (uint64_t(1) << (8 * WPH)) - 1;
+      const uint64_t v = *reinterpret_cast<const uint64_t*>(svote);
+      const bool skip0 = !vis0 || (seen0 && (v & kMask) == kOnes);
+      const bool skip1 = !vis1 || (seen1 && ((v >> (8 * WPH)) & kMask) == kOnes);
+      skip = half ? skip1 : skip0;
+      keep_any = !(skip0 && skip1);
+      n_skipped += skip && my_vis;
     }
-    if (!LIST && mask_row) mask_row[t] = skip ? 1 : 0;
-    // A skipped tile never enters P V (and, lazy, never loads V). skip_softmax_exp = false
-    // still runs its exp() into the row sums below (same meaning as engine/cpu_attention.h).
+    if constexpr (LIST) {
+      seen0 |= vis0;
+      seen1 |= vis1;
+    }
+    if (!LIST && mask_row && my_vis) mask_row[t] = skip ? 1 : 0;
+    // A skipped tile never enters P V (and, lazy, V is loaded only when a half keeps the tile).
+    // skip_softmax_exp = false still runs its exp() into the row sums below (same meaning as
+    // engine/cpu_attention.h).
     if (!LAZY_V && skip && p.skip_softmax_exp) continue;
     if constexpr (LAZY_V) {
-      // V only for tiles that are computed; then K two tiles ahead (its buffer (t+2)%3 was
-      // last read by S(t-1), before this iteration's barrier).
-      if (!skip) {
+      // V only for tiles that either half computes; then K two tiles ahead (its buffer (t+2)%3
+      // was last read by S(t-1), before this iteration's barrier).
+      if (keep_any) {
         load_tile(sv, p.v_pages, t);
         cp_async_commit();
       }
       if (t + 2 < n_t) load_tile(sk + ((t + 2) % 3) * BC * D, p.k_pages, t + 2);
       cp_async_commit();
-      if (skip && p.skip_softmax_exp) continue;
     }
 
-    // ---- online softmax (exp2 domain) ----
+    // ---- online softmax (exp2 domain); lazy V: a half that skips the tile (exp included) goes
+    // straight to the V barrier, which the other half may need ----
+    if (!(skip && p.skip_softmax_exp)) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -409,15 +484,17 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
         }
         l_run[mt][h] = l;
       }
+    }
     // skip_softmax_exp = false: the skipped tile's exp() is in the row sums (its max lies below
     // the running max, lambda < 1, so m_run and the O scale did not move); no V, no P V.
-    if (skip) continue;
-
     if constexpr (LAZY_V) {
-      cp_async_wait<1>();  // V(t); K(t+2) may still be in flight
-      if constexpr (WG) fence_proxy_async_smem();
-      __syncthreads();
+      if (keep_any) {  // CTA-uniform: every thread reaches this barrier or none
+        cp_async_wait<1>();  // V(t); K(t+2) may still be in flight
+        if constexpr (WG) fence_proxy_async_smem();
+        __syncthreads();
+      }
     }
+    if (skip) continue;
 
     // ---- O += P V: P straight from the S accumulators (the C layout of two n8 tiles is the
     // A layout of one k16 step), V through ldmatrix.trans ----
@@ -487,10 +564,11 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
               pack_bf16(o[mt][nd][2 * h] * inv, o[mt][nd][2 * h + 1] * inv);
       }
     }
-  if (tid == 0) {
-    if (p.tiles_visited)
+  if constexpr (!LIST) n_visited = half ? nv1 : nv0;
+  if (probe) {
+    if (p.tiles_visited && n_visited)
       atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_visited + head),
-                static_cast<unsigned long long>(n_t));
+                static_cast<unsigned long long>(n_visited));
     if (p.tiles_skipped && n_skipped)
       atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + head),
                 static_cast<unsigned long long>(n_skipped));

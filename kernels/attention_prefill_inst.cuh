@@ -17,7 +17,7 @@ AttentionStatus launch_prefill_t(const AttentionParams& p, cudaStream_t stream) 
   static const cudaError_t attr_err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   SINKSCOPE_CUDA_TRY(AttentionStatus, attr_err);
-  const dim3 grid(p.n_q_heads, (p.n_q_tokens + kPrefillQueryTile - 1) / kPrefillQueryTile);
+  const dim3 grid(p.n_q_heads, (p.n_q_tokens + kPrefillCtaRows - 1) / kPrefillCtaRows);
   kernel<<<grid, cfg.warps * 32, smem, stream>>>(p);
   SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
   return {};

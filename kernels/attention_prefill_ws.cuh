@@ -3,7 +3,7 @@
 // (https://arxiv.org/abs/2407.08608): warp-specialised, asynchronous, ping-ponged. Dense, or
 // (SPARSE) with the block-sparse skip rule of attention_params.h.
 //
-// One CTA = 128 query rows of one query head (kPrefillQueryTile, as attention_prefill.cuh), 384
+// One CTA = 128 query rows of one query head (kPrefillCtaRows, as attention_prefill.cuh), 384
 // threads in three warpgroups:
 //   WG0      producer: one thread issues TMA copies (cp.async.bulk.tensor, 128-byte swizzle) of
 //            Q and of the K / V tiles (128 keys each) into a STAGES-deep shared ring; they
@@ -12,7 +12,7 @@
 //            consumers). Only a tile that holds the cache end (keys past kv_len) is copied with
 //            cp.async and zero-filled by producer warp 0: TMA would bring the page's stale slots,
 //            and 0 * NaN in P V would poison the row. Warps 1-3 of the producer exit at once.
-//   WG1, WG2 consumers: 64 query rows each. S = Q K^T by wgmma SS, O += P V by wgmma RS (P from
+//   WG1, WG2 consumers: 64 query rows each (one query tile each). S = Q K^T by wgmma SS, O += P V by wgmma RS (P from
 //            the S registers, V MN-major), online softmax in the exp2 domain as the mma.sync /
 //            wgmma kernel.
 // Registers move to the consumers with setmaxnreg (producer 40, consumers 232 of the 168 per
@@ -32,16 +32,19 @@
 // Probes (tiles_visited, skip_mask) count in block_size tiles exactly as the dense !LIST path of
 // attention_prefill_kernel: visited tiles 0 .. last_key / block_size, mask entries 0.
 //
-// SPARSE: the skip unit is block_size keys against all 128 rows (both consumers): one unit per
-// 128-key tile at block_size 128, two 64-key units (its halves) at 64. S = Q K^T and the exp()
-// always run; a skipped unit's P V k16 steps are left out (V is still loaded: the producer runs
-// ahead of every vote). The vote never waits: each consumer warp publishes its __all_sync vote
-// for tile t in a shared ring during its softmax of t, and both consumers read the CTA decision
-// (AND of the 8 warps' votes) right after their turn barrier of iteration t + 2, where it is
-// already complete (see the consumer loop). So P(t) V(t) is issued at iteration t + 2, with S(t+2):
-// P is double-buffered in registers, O is rescaled one tile late, and each pending tile's row
-// sums wait for its decision. The running max never depends on a decision (a skipped unit lies
-// below it, lambda < 1), so the exp() of t is final when it runs.
+// SPARSE: each consumer warpgroup IS one query tile (kPrefillQueryTile = 64 rows) and decides
+// alone. The skip unit is block_size keys: one unit per 128-key tile at block_size 128, two 64-key
+// units (its halves) at 64. Right after the row maxima of S(t), each warp ANDs its rows' votes
+// (__all_sync) and the warpgroup combines its four warps' votes in one bar.red.popc on its own
+// named barrier (128 threads); a skipped unit then skips exp(), the row-sum update, the P
+// conversion and its P V k16 steps (issued at iteration t + 1, with S(t + 1), as in the dense
+// loop); a tile whose units are all skipped leaves the running max, the row sums and O untouched
+// (no rescale). skip_softmax_exp = false: the exp() of a skipped unit still enters the row sums,
+// only its P V is left out. V is still loaded by the producer (it runs ahead of every vote).
+// A unit that no row of the warpgroup sees (the causal diagonal of the upper query tile, rows
+// past n_q_tokens) has every row at -inf, so it is skipped, but it is not visited: not counted,
+// not in the mask. lambda = 0: only such units are skipped, and skipping them equals computing
+// them (P = 0, alpha = 1), so the kernel equals the dense one bit for bit.
 #pragma once
 
 #include <type_traits>
@@ -73,23 +76,19 @@ constexpr int ws_stages() {
   // per SM; d = 64: 4 (measured on the H200 against 3; 6 would fit).
   return D == 128 ? 3 : 4;
 }
-// SPARSE vote ring: kWsVoteRing slots (tile t in slot t % kWsVoteRing) of 16 bytes: [unit][consumer
-// warp] = 1 when every row of the warp agrees to skip the unit. A slot is read at iteration t + 2
-// and rewritten at iteration t + kWsVoteRing; 3 is the least depth where a barrier always lies
-// between the two (see the consumer loop); 4 keeps the slot index a mask.
-inline constexpr int kWsVoteRing = 4;
-// Byte offset of the vote ring behind the mbarriers (16-byte aligned for one 16-byte read).
+// Byte offset of the SPARSE probe slots behind the mbarriers (16-byte aligned): per consumer,
+// 16 bytes = its skip-mask row pointer and its visited unit count, written and read by that
+// consumer's probe thread only (kept out of the hot loop's registers).
 template <int D>
-constexpr int ws_vote_offset() {
+constexpr int ws_probe_offset() {
   return (8 * (1 + 4 * ws_stages<D>()) + 15) / 16 * 16;
 }
 template <int D>
 constexpr int ws_smem_bytes() {
   // + 1 KB to align the tiles to 1024 bytes (swizzle atoms), then the mbarriers:
-  // full Q, STAGES x (full K, full V, empty K, empty V), then the vote ring and 16 bytes for the
-  // SPARSE probe thread's skip-mask row pointer.
-  return (kPrefillQueryTile * D + ws_stages<D>() * 2 * kWsKeys * D) * 2 + 1024 +
-         ws_vote_offset<D>() + kWsVoteRing * 16 + 16;
+  // full Q, STAGES x (full K, full V, empty K, empty V), then the two consumers' probe slots.
+  return (kPrefillCtaRows * D + ws_stages<D>() * 2 * kWsKeys * D) * 2 + 1024 +
+         ws_probe_offset<D>() + 2 * 16;
 }
 static_assert(ws_smem_bytes<128>() <= 227 * 1024 && ws_smem_bytes<64>() <= 227 * 1024,
               "the Q tile and the K/V ring must fit the shared-memory opt-in");
@@ -117,6 +116,19 @@ __device__ __forceinline__ void named_bar_sync(int id, int count) {
 }
 __device__ __forceinline__ void named_bar_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+// Named barrier with a reduction: the number of the `count` participating threads whose pred is
+// true, returned to all of them (PTX "bar.red.popc").
+__device__ __forceinline__ uint32_t named_bar_red_popc(int id, int count, bool pred) {
+  uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.u32 p, %3, 0;\n"
+      "bar.red.popc.u32 %0, %1, %2, p;\n}\n"
+      : "=r"(r)
+      : "r"(id), "r"(count), "r"(static_cast<uint32_t>(pred))
+      : "memory");
+  return r;
 }
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
@@ -186,12 +198,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                                 const __grid_constant__ CUtensorMap tm_k,
                                 const __grid_constant__ CUtensorMap tm_v) {
 #ifdef SINKSCOPE_HAVE_WGMMA
-  constexpr int BR = kPrefillQueryTile, BN = kWsKeys, ST = ws_stages<D>();
+  constexpr int BR = kPrefillCtaRows, BN = kWsKeys, ST = ws_stages<D>();
+  static_assert(kPrefillQueryTile == 64 && BR == 128, "one consumer warpgroup = one query tile");
   constexpr int NB = BN / 8;  // n8 column groups of S
   constexpr int ND = D / 8;   // n8 column groups of O
   constexpr int CH = D / 8;   // 16-byte chunks per row
-  // Named barrier ids of the ping-pong (0 is __syncthreads).
-  constexpr int kBarTurn0 = 1;
+  // Named barrier ids of the ping-pong (0 is __syncthreads); SPARSE: each consumer's vote barrier.
+  constexpr int kBarTurn0 = 1, kBarVote0 = 3;
 
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem_base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -221,17 +234,30 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       mbar_init(empty_v(s), 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    // Probes, as the dense positional path of attention_prefill_kernel (block_size units).
+    // Probes, as the dense positional path of attention_prefill_kernel (block_size units), per
+    // query tile (consumer): its visited units 0 .. its last key / block_size, mask entries 0.
     const int bs = p.block_size;
-    const int n_t_bs = static_cast<int>(last_key / bs) + 1;
-    if (p.skip_mask != nullptr && (p.mask_head < 0 || p.mask_head == head)) {
-      const int n_kvt = static_cast<int>((p.kv_len + bs - 1) / bs);
-      uint8_t* mask_row = p.skip_mask + (int64_t(p.mask_head < 0 ? head : 0) * n_qt + qt) * n_kvt;
-      for (int t = 0; t < n_t_bs; ++t) mask_row[t] = 0;
+    const int n_kvt = static_cast<int>((p.kv_len + bs - 1) / bs);
+    int n_vis = 0;
+    for (int h = 0; h < kPrefillTilesPerCta; ++h) {
+      const PrefillHalf hf = prefill_half(ct, p.kv_len, h);
+      const int n_u = hf.rows == 0 ? 0 : static_cast<int>(hf.last_key / bs) + 1;
+      n_vis += n_u;
+      uint8_t* mask_row = prefill_mask_row(p, ct, h, hf.rows, n_kvt);
+      if (mask_row != nullptr)
+        for (int t = 0; t < n_u; ++t) mask_row[t] = 0;
+      if constexpr (SPARSE) {
+        // The consumer's probe slot: mask row, visited units.
+        uint8_t* slot = reinterpret_cast<uint8_t*>(sv + ST * BN * D) + ws_probe_offset<D>() + 16 * h;
+        *reinterpret_cast<uint8_t**>(slot) = mask_row;
+        *reinterpret_cast<int*>(slot + 8) = n_u;
+      }
     }
-    if (p.tiles_visited)
+    if (p.tiles_visited && n_vis)
       atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_visited + head),
-                static_cast<unsigned long long>(n_t_bs));
+                static_cast<unsigned long long>(n_vis));
+    (void)n_qt;
+    (void)qt;
   }
   __syncthreads();
 
@@ -339,8 +365,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   float o[ND][4];
   float s[NB][4];
-  // P in bf16 (the A operand of P V): SPARSE keeps two, P(t-1) waits while P(t-2) V(t-2) runs.
-  uint32_t a[SPARSE ? 2 : 1][BN / 16][4];
+  // P in bf16 (the A operand of P V).
+  uint32_t a[1][BN / 16][4];
   float m_run[2] = {kNegInf, kNegInf}, l_run[2] = {0.f, 0.f}, alpha[2] = {1.f, 1.f};
 #pragma unroll
   for (int nd = 0; nd < ND; ++nd)
@@ -466,216 +492,153 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   // so it alone needs the proxy fence before wgmma reads it (TMA writes are async-proxy).
   const bool tail_last = int64_t(n_t) * BN > p.kv_len;
 
-  if constexpr (SPARSE) {
-    // ---- iterations k = 0 .. n_t + 1: S(k) (k < n_t) and P(k-2) V(k-2) (k >= 2) ----
-    // Why the decision of tile k-2 is complete after the turn barrier of iteration k, with no
-    // wait of its own: every iteration is one bar.sync on the own turn barrier then one
-    // bar.arrive on the other's, so consumer 0's sync #k completes with consumer 1's arrive #k
-    // (its iteration k-1; #0 is the opening arrive) and consumer 1's sync #k with consumer 0's
-    // arrive #k (its iteration k). Both come after the arriving consumer's softmax of k-2, which
-    // wrote its votes; a barrier makes a participant's earlier shared-memory accesses visible to
-    // the participants once it completes, and a bar.sync requests nothing before (PTX ISA,
-    // "bar, barrier"). The own warpgroup's votes of k-2 passed its sync #(k-1). A ring slot of
-    // tile k-2 is rewritten with tile k-2+R at iteration k-2+R: for R >= 3 that is after a
-    // barrier which follows every read of it (own consumer: sync #(k+1); consumer 1's reads
-    // precede its arrive #(k+1), which consumer 0's sync #(k+1) waits for; consumer 0's reads
-    // precede its arrive #k, which consumer 1's sync #k waits for).
-    // The producer is untouched: V(t) is released at iteration t + 2 instead of t + 1, so it
-    // runs one tile less far ahead. No deadlock (ST >= 2): iteration k waits for K(k) and
-    // V(k-2); the producer reaches K(k) once it has loaded V(k-1), whose slot both consumers
-    // freed at iteration k + 1 - ST < k, and K(k)'s slot was freed at iteration k - ST: only
-    // earlier iterations, and those wait on nothing of iteration k.
-    uint8_t* const ring = reinterpret_cast<uint8_t*>(sv + ST * BN * D) + ws_vote_offset<D>();
-    const int bs = p.block_size;
-    const int n_units = static_cast<int>(last_key / bs) + 1;  // visited block_size units
-    // The second unit of tile t (block_size 64) is visited iff 2t + 1 < n_units, i.e. t < t_unit1;
-    // at block_size 128 the tile is one unit (its halves vote alike) and every t < n_t is visited.
-    const int t_unit1 = bs == BN ? n_t : n_units >> 1;
-    const bool probe = tid == kWsThreads / 3;  // one consumer thread writes the probes
-    uint32_t n_skipped = 0;
-    // The probe thread's skip-mask row (nullptr: no mask for this head), computed once and kept
-    // in the shared slot behind the vote ring (only that thread writes and reads it), so that
-    // the hot loop neither holds it in registers nor recomputes it.
-    uint8_t** const mask_row_slot = reinterpret_cast<uint8_t**>(ring + kWsVoteRing * 16);
-    if (probe) {
-      uint8_t* row = nullptr;
-      if (p.skip_mask != nullptr && (p.mask_head < 0 || p.mask_head == head))
-        row = p.skip_mask + (int64_t(p.mask_head < 0 ? head : 0) * n_qt + qt) * ((p.kv_len + bs - 1) / bs);
-      *mask_row_slot = row;
-    }
-    // Per pending tile (parity of t): alpha(t) and the row sums of its two halves.
-    float al_p[2][2], r0_p[2][2], r1_p[2][2];
-
-    // Softmax of tile t (parity P) and this warp's votes. The vote of a unit compares each row's
-    // max in it with the running max before it: at block_size 64 the second half's is the max
-    // after the first half, the same whether or not the first half is skipped. The first unit
-    // (first: t = 0, compile-time) is never skipped: its vote is 0 (both halves' at block_size
-    // 128), so that the decision needs no test of t.
-    auto softmax_vote = [&](int t, auto first_c, float(&al)[2], float(&r0)[2], float(&r1)[2]) {
-      constexpr bool first = decltype(first_c)::value;
-      mask_tile(t);
-      const float thr = p.log2_lambda;
-      const bool one = bs == BN;  // one unit per tile
-      // Branch-free (bitwise on bools, both block sizes evaluated, selects): the votes have no side
-      // effects. The differences to the running max are rounded as the kernel always did (ptxas
-      // had contracted them so; now explicit, so that no contraction choice can move a vote): one
-      // unit fmaf(mx, sl2, -m); block_size 64: row 0's first half mh0 * sl2 - m in two roundings,
-      // row 1's fmaf, each second half fmaf(mh1, sl2, -max(m, mh0 * sl2)).
-      bool agree0 = true, agree1 = true;
+  // ---- SPARSE: the vote and decision of one query tile (this consumer) ----
+  const int bs = p.block_size;
+  // The first thread of each consumer writes its query tile's probes (skipped units; the mask's
+  // 1 entries). Its mask row and visited unit count wait in its shared probe slot.
+  const bool probe = SPARSE && (tid & 127) == 0;
+  uint32_t n_skipped = 0;
+  // Mask, row maxima, votes, decision, then the online softmax of the kept units of tile t.
+  // Returns the decision (warp-uniform): bit 0 the first 64-key unit skipped, bit 1 the second
+  // (block_size 128: both bits or none, the tile is one unit). The vote of a unit compares each
+  // row's max in it with the running max before it: at block_size 64 the second half's is the
+  // max after the first half, the same whether or not the first half is skipped (lambda < 1). The
+  // first unit (t = 0, compile-time `first`) is never skipped. The differences to the running max
+  // are rounded as the kernel always did (explicit, so that no contraction choice can move a
+  // vote): one unit fmaf(mx, sl2, -m); block_size 64: row 0's first half mh0 * sl2 - m in two
+  // roundings, row 1's fmaf, each second half fmaf(mh1, sl2, -max(m, mh0 * sl2)).
+  auto softmax_sparse = [&](int t, auto first_c) -> int {
+    constexpr bool first = decltype(first_c)::value;
+    mask_tile(t);
+    const float thr = p.log2_lambda;
+    const bool one = bs == BN;  // one unit per tile
+    bool agree0 = true, agree1 = true;
+    float mxs[2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float v0 = kNegInf, v1 = kNegInf;
+    for (int h = 0; h < 2; ++h) {
+      float v0 = kNegInf, v1 = kNegInf;
+#pragma unroll
+      for (int nb = 0; nb < NB / 2; ++nb) {
+        v0 = fmaxf(v0, fmaxf(s[nb][2 * h], s[nb][2 * h + 1]));
+        v1 = fmaxf(v1, fmaxf(s[NB / 2 + nb][2 * h], s[NB / 2 + nb][2 * h + 1]));
+      }
+      const float mh0 = quad_max(v0), mh1 = quad_max(v1);
+      const float mx = fmaxf(mh0, mh1);
+      const float mh0s = __fmul_rn(mh0, sl2);
+      const float d64 = h == 0 ? __fsub_rn(mh0s, m_run[h]) : fmaf(mh0, sl2, -m_run[h]);
+      const float u0 = one ? mx : mh0;
+      const float d0 = one ? fmaf(mx, sl2, -m_run[h]) : d64;
+      agree0 &= (u0 == kNegInf) | (d0 < thr);
+      agree1 &= (mh1 == kNegInf) | (fmaf(mh1, sl2, -fmaxf(m_run[h], mh0s)) < thr);
+      mxs[h] = mx;
+    }
+    const bool w0 = first ? false : __all_sync(0xffffffffu, agree0);
+    const bool v1 = __all_sync(0xffffffffu, agree1);
+    const bool w1 = one ? w0 : v1;
+    // The warpgroup's AND of both units' votes in one reduction: lane 0 of each warp counts 1
+    // when its warp keeps unit 0, lanes 8..15 count 8 when it keeps unit 1, so the count is
+    // n0 + 8 n1 with n0 <= 4 (the keeping warps of each unit).
+    const bool keep_bit = lane == 0 ? !w0 : ((lane >> 3) == 1 ? !w1 : false);
+    const uint32_t cnt = named_bar_red_popc(kBarVote0 + c, 128, keep_bit);
+    const int sk_own = ((cnt & 7u) == 0 ? 1 : 0) | (cnt < 8u ? 2 : 0);
+    // Lane 0's value broadcast, so that ptxas sees a warp-uniform value around the P V wgmma (a
+    // branch it cannot prove uniform serialises every wgmma); every lane holds the same anyway.
+    const int sk = __shfl_sync(0xffffffffu, sk_own, 0);
+    const bool drop = p.skip_softmax_exp;
+    if (drop && sk == 3) return sk;  // nothing moves: m, l and O stay (no rescale either)
+    const bool e0 = !(drop && (sk & 1)), e1 = !(drop && (sk & 2));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float m_new = fmaxf(m_run[h], mxs[h] * sl2);
+      const float m_use = safe_max(m_new);
+      alpha[h] = fast_exp2(m_run[h] - m_use);
+      m_run[h] = m_new;
+      // The sums of the two 64-key halves kept apart, in the dense kernel's order (exp_row).
+      float r0 = 0.f, r1 = 0.f;
+      if (e0) {
 #pragma unroll
         for (int nb = 0; nb < NB / 2; ++nb) {
-          v0 = fmaxf(v0, fmaxf(s[nb][2 * h], s[nb][2 * h + 1]));
-          v1 = fmaxf(v1, fmaxf(s[NB / 2 + nb][2 * h], s[NB / 2 + nb][2 * h + 1]));
+          const float p0 = fast_exp2(fmaf(s[nb][2 * h], sl2, -m_use));
+          const float p1 = fast_exp2(fmaf(s[nb][2 * h + 1], sl2, -m_use));
+          s[nb][2 * h] = p0;
+          s[nb][2 * h + 1] = p1;
+          r0 += p0 + p1;
         }
-        const float mh0 = quad_max(v0), mh1 = quad_max(v1);
-        const float mx = fmaxf(mh0, mh1);
-        const float mh0s = __fmul_rn(mh0, sl2);
-        const float d64 = h == 0 ? __fsub_rn(mh0s, m_run[h]) : fmaf(mh0, sl2, -m_run[h]);
-        const float u0 = one ? mx : mh0;
-        const float d0 = one ? fmaf(mx, sl2, -m_run[h]) : d64;
-        agree0 &= (u0 == kNegInf) | (d0 < thr);
-        agree1 &= (mh1 == kNegInf) | (fmaf(mh1, sl2, -fmaxf(m_run[h], mh0s)) < thr);
-        const float m_new = fmaxf(m_run[h], mx * sl2);
-        const float m_use = safe_max(m_new);
-        al[h] = fast_exp2(m_run[h] - m_use);
-        m_run[h] = m_new;
-        exp_row(h, m_use, r0[h], r1[h]);
       }
-      const bool w0 = first ? false : __all_sync(0xffffffffu, agree0);
-      const bool v1 = __all_sync(0xffffffffu, agree1);
-      const bool w1 = one ? w0 : v1;
-      if (lane == 0) {
-        uint8_t* slot = ring + (t & (kWsVoteRing - 1)) * 16;
-        slot[cw] = w0;
-        slot[8 + cw] = w1;
-      }
-    };
-    // The CTA's decision on tile t: bit 0 first half skipped, bit 1 second half (both bits: the
-    // unit at block_size 128). Every lane reads the slot (one broadcast read); lane 0's value is
-    // broadcast, so that ptxas sees a warp-uniform value around the P V wgmma (a branch it
-    // cannot prove uniform serialises every wgmma). A unit past the last key is not visited.
-    // Returns lane 0's value; skip0 / skip1 get this lane's own bits, the same values (every lane
-    // reads the same slot after the same barrier), for the data selects that need no uniformity.
-    auto decision = [&](int t, bool& skip0, bool& skip1) {
-      const uint4 v = *reinterpret_cast<const uint4*>(ring + (t & (kWsVoteRing - 1)) * 16);
-      skip0 = (v.x & v.y) == 0x01010101u;
-      skip1 = (v.z & v.w) == 0x01010101u && t < t_unit1;
-      return __shfl_sync(0xffffffffu, (skip0 ? 1 : 0) | (skip1 ? 2 : 0), 0);
-    };
-    // Probe thread: the units of tile t that the decision sk skips (block_size 128: sk = 3, the
-    // tile; 64: bit b, unit 2t + b) into the counter and the skip mask.
-    auto mark_skipped = [&](int t, int sk) {
-      const bool one = bs == BN;
-      const int bits = one ? 1 : sk, u = one ? t : 2 * t;
-      n_skipped += __popc(bits);
-      uint8_t* const row = *mask_row_slot;
-      if (row != nullptr) {
-        if (bits & 1) row[u] = 1;
-        if (bits & 2) row[u + 1] = 1;
-      }
-    };
-
-    // Ring slot and phase parity (t % ST, (t / ST) & 1) of the last tile of each parity whose K
-    // was waited for, carried from iteration to iteration (no % ST or / ST in the loop): iteration
-    // k takes tile k-2's (V) from slot_of[P] and tile k's (K) as the successor of tile k-1's in
-    // slot_of[1-P]. Tile -1's is (ST-1, 1), so that tile 0 gets (0, 0).
-    int slot_of[2] = {0, ST - 1};
-    uint32_t phase_of[2] = {0, 1};
-
-    // Iteration k: parity = k & 1 selects the buffers of tile k and of tile k-2 (the same);
-    // has_s = k < n_t, has_pv = k >= 2, rescale = k <= n_t. Compile-time, so that no branch joins
-    // the S or O accumulators between a wgmma and its wait (ptxas would serialise every wgmma).
-    auto step = [&](int k, auto parity, auto has_s_c, auto has_pv_c, auto rescale_c) {
-      constexpr int P = decltype(parity)::value;
-      constexpr bool has_s = decltype(has_s_c)::value, has_pv = decltype(has_pv_c)::value;
-      constexpr bool rescale = decltype(rescale_c)::value;
-      constexpr bool first = P == 0 && has_s && !has_pv;  // k = 0
-      const int vs = slot_of[P];  // tile k-2
-      const uint32_t vph = phase_of[P];
-      const bool wrap = slot_of[1 - P] == ST - 1;  // tile k: the successor of tile k-1
-      const int ks = wrap ? 0 : slot_of[1 - P] + 1;
-      const uint32_t kph = phase_of[1 - P] ^ (wrap ? 1u : 0u);
-      if (has_s) mbar_wait(full_k(ks), kph);
-      if (has_pv) mbar_wait(full_v(vs), vph);
-      if (tail_last && k >= n_t - 1) fence_proxy_async_smem();  // K or V of the cp.async tail tile
-      named_bar_sync(my_turn, 256);
-      // The decision on tile k-2 settles its row sums at once (in the dense order: fmaf with
-      // both halves; a skipped half's exp() is dropped unless skip_softmax_exp = false): their
-      // registers are free again before S(k) is issued (d = 128 is within a few of the 232).
-      // The other consumer's GEMMs, issued just before this turn opened, cover the delay.
-      int sk = 0;
-      if (has_pv) {
-        bool skip0, skip1;
-        sk = decision(k - 2, skip0, skip1);
-        const bool drop = p.skip_softmax_exp;
+      if (e1) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
-          l_run[h] = fmaf(l_run[h], al_p[P][h],
-                          (skip0 && drop ? 0.f : r0_p[P][h]) + (skip1 && drop ? 0.f : r1_p[P][h]));
+        for (int nb = NB / 2; nb < NB; ++nb) {
+          const float p0 = fast_exp2(fmaf(s[nb][2 * h], sl2, -m_use));
+          const float p1 = fast_exp2(fmaf(s[nb][2 * h + 1], sl2, -m_use));
+          s[nb][2 * h] = p0;
+          s[nb][2 * h + 1] = p1;
+          r1 += p0 + p1;
+        }
       }
-      wgmma_fence();  // a[] and o were last written by ordinary instructions
-      if (has_s) issue_qk(ks);
-      wgmma_commit();  // (empty without S: wait1 below then still means "S done")
-      if (has_pv) {
-        // Each half's k16 steps unless that half is skipped (sk is warp-uniform).
-        if (!(sk & 1)) issue_pv(a[P], vs, 0, BN / 32);
-        if (!(sk & 2)) issue_pv(a[P], vs, BN / 32, BN / 16);
+      l_run[h] = fmaf(l_run[h], alpha[h], r0 + r1);
+    }
+    return sk;
+  };
+  // Probe thread: the visited units of tile t that the decision sk skips (block_size 128: the
+  // tile, unit t; 64: bit b, unit 2t + b) into the counter and the skip mask.
+  auto mark_skipped = [&](int t, int sk) {
+    const uint8_t* slot = reinterpret_cast<const uint8_t*>(sv + ST * BN * D) + ws_probe_offset<D>() + 16 * c;
+    uint8_t* const row = *reinterpret_cast<uint8_t* const*>(slot);
+    const int n_u = *reinterpret_cast<const int*>(slot + 8);
+    if (bs == BN) {
+      if (t < n_u) {
+        ++n_skipped;
+        if (row != nullptr) row[t] = 1;
       }
-      wgmma_commit();
-      named_bar_arrive(other_turn, 256);
-      if (has_pv && probe && sk != 0) mark_skipped(k - 2, sk);
-      if (has_s) {
-        wgmma_wait1();  // S(k) done, P V may still run
-        wgmma_fence_operands(s);
-        release(empty_k(ks));
-        softmax_vote(k, std::bool_constant<first>{}, al_p[P], r0_p[P], r1_p[P]);  // not a[P] / o
-      }
-      wgmma_wait0();
-      wgmma_fence_operands(o);
-      if (has_pv) release(empty_v(vs));
-      // O is now in the frame of m(k-2); P(k-1) is in that of m(k-1).
-      if (has_pv && rescale) rescale_o(al_p[1 - P]);
-      if (has_s) {
-        pack_p(a[P]);
-        slot_of[P] = ks;
-        phase_of[P] = kph;
-      }
-    };
-    constexpr std::integral_constant<int, 0> even{};
-    constexpr std::integral_constant<int, 1> odd{};
-    constexpr std::true_type yes{};
-    constexpr std::false_type no{};
-    step(0, even, yes, no, no);
-    if (n_t == 1) {
-      step(1, odd, no, no, no);
-      step(2, even, no, yes, no);
     } else {
-      step(1, odd, yes, no, no);
-#pragma unroll 1
-      for (int k = 2; k < n_t; k += 2) {
-        step(k, even, yes, yes, yes);
-        if (k + 1 == n_t) break;
-        step(k + 1, odd, yes, yes, yes);
-      }
-      // Drain: P V of the last two tiles.
-      if (n_t & 1) {
-        step(n_t, odd, no, yes, yes);
-        step(n_t + 1, even, no, yes, no);
-      } else {
-        step(n_t, even, no, yes, yes);
-        step(n_t + 1, odd, no, yes, no);
+#pragma unroll
+      for (int b = 0; b < 2; ++b)
+        if ((sk >> b & 1) && 2 * t + b < n_u) {
+          ++n_skipped;
+          if (row != nullptr) row[2 * t + b] = 1;
+        }
+    }
+  };
+  // P of the kept units (SPARSE: the k16 steps of a skipped unit are never read).
+  auto pack_kept = [&](int sk) {
+    if constexpr (!SPARSE) {
+      pack_p(a[0]);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        if ((kk < BN / 32 ? sk & 1 : sk & 2) != 0) continue;
+        a[0][kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+        a[0][kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+        a[0][kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[0][kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
       }
     }
-    // Consumer 1 arrived on consumer 0's barrier once more than consumer 0 synced on it (its
-    // opening arrive): consume it so no barrier is left half-arrived at exit.
-    if (c == 0) named_bar_sync(my_turn, 256);
-    if (probe && p.tiles_skipped && n_skipped)
-      atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + head),
-                static_cast<unsigned long long>(n_skipped));
-  } else {
+  };
+  // O += P V of the tile whose P is in a[0] (decision sk: only the kept units' k16 steps).
+  auto issue_pv_kept = [&](int st, int sk) {
+    if constexpr (!SPARSE) {
+      issue_pv(a[0], st);
+    } else {
+      if (!(sk & 1)) issue_pv(a[0], st, 0, BN / 32);
+      if (!(sk & 2)) issue_pv(a[0], st, BN / 32, BN / 16);
+    }
+  };
+  // Softmax of tile t: the dense one, or the vote + decision (and the probe's marks).
+  auto softmax_t = [&](int t, auto first_c) -> int {
+    if constexpr (!SPARSE) {
+      softmax(t);
+      return 0;
+    } else {
+      const int sk = softmax_sparse(t, first_c);
+      if (probe && sk != 0) mark_skipped(t, sk);
+      return sk;
+    }
+  };
+  // Whether O must be scaled by alpha(t): always, except a SPARSE tile skipped whole with its
+  // exp() (alpha would be 1: the running max did not move).
+  auto moved = [&](int sk) { return !SPARSE || sk != 3 || !p.skip_softmax_exp; };
+
+  {
     // ---- tile 0: S only ----
     mbar_wait(full_k(0), 0);
     if (tail_last && n_t == 1) fence_proxy_async_smem();
@@ -687,12 +650,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     wgmma_wait0();
     wgmma_fence_operands(s);
     release(empty_k(0));
-    softmax(0);
-    pack_p(a[0]);
+    int skp = softmax_t(0, std::true_type{});  // decision of the tile whose P is in a[0]
+    pack_kept(skp);
 
     // ---- tiles 1 .. n_t-1: S(t) and P(t-1) V(t-1) in flight together ----
     // Ring slot and phase parity of tile t (st, ph = t % ST, (t / ST) & 1) and of t-1 (stp, php),
-    // carried from tile to tile.
+    // carried from tile to tile. SPARSE: V(t-1) is waited for (and released) whether or not any
+    // unit of t-1 is kept, so that the producer never refills a slot whose copy is in flight.
     int st = 1 % ST, stp = 0;
     uint32_t ph = 1 / ST, php = 0;
 #pragma unroll 1
@@ -704,18 +668,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       wgmma_fence();  // a[] and o were last written by ordinary instructions
       issue_qk(st);
       wgmma_commit();
-      issue_pv(a[0], stp);
-      wgmma_commit();
+      issue_pv_kept(stp, skp);  // skp is warp-uniform
+      wgmma_commit();  // (SPARSE: empty when t-1 is skipped whole; wait1 still means "S done")
       named_bar_arrive(other_turn, 256);
       wgmma_wait1();  // S(t) done, P V may still run
       wgmma_fence_operands(s);
       release(empty_k(st));
-      softmax(t);  // touches s, m, l, alpha only: not a[] / o of the running P V
+      const int sk = softmax_t(t, std::false_type{});  // s, m, l, alpha only: not a[] / o
       wgmma_wait0();
       wgmma_fence_operands(o);
       release(empty_v(stp));
-      rescale_o(alpha);
-      pack_p(a[0]);
+      if (moved(sk)) rescale_o(alpha);
+      pack_kept(sk);
+      skp = sk;
       stp = st;
       php = ph;
       if (++st == ST) {
@@ -730,7 +695,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       if (tail_last) fence_proxy_async_smem();
       named_bar_sync(my_turn, 256);
       wgmma_fence();
-      issue_pv(a[0], stp);
+      issue_pv_kept(stp, skp);
       wgmma_commit();
       named_bar_arrive(other_turn, 256);
       wgmma_wait0();
@@ -741,6 +706,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // opening arrive): consume it so no barrier is left half-arrived at exit.
     if (c == 0) named_bar_sync(my_turn, 256);
   }
+  if (probe && p.tiles_skipped && n_skipped)
+    atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + head),
+              static_cast<unsigned long long>(n_skipped));
 
   // ---- O / l -> bf16 ----
 #pragma unroll
@@ -824,7 +792,7 @@ AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t strea
   SINKSCOPE_CUDA_TRY(AttentionStatus, attr_err);
   WsTensorMaps maps;
   if (auto st = make_ws_tensor_maps(p, maps); !st.ok) return st;
-  const dim3 grid(p.n_q_heads, (p.n_q_tokens + kPrefillQueryTile - 1) / kPrefillQueryTile);
+  const dim3 grid(p.n_q_heads, (p.n_q_tokens + kPrefillCtaRows - 1) / kPrefillCtaRows);
   kernel<<<grid, kWsThreads, smem, stream>>>(p, maps.q, maps.k, maps.v);
   SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
   return {};

@@ -58,6 +58,10 @@ using gpu::PinnedBuffer;
 constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 constexpr int kPositionAlign = 128;  // cache positions rounded up: pages of 64 or 128
 static_assert(kQueryTileRows == kernels::kPrefillQueryTile, "the CPU and GPU query tiles");
+// Device passes are whole prefill CTAs (kPrefillCtaRows = two query tiles), as before the query
+// tile became 64 rows: a pass is then also a whole number of query tiles.
+static_assert(kernels::kPrefillCtaRows % kQueryTileRows == 0, "a CTA holds whole query tiles");
+constexpr int kPassAlign = kernels::kPrefillCtaRows;
 constexpr int kMaxLogitRows = 128;   // LM-head rows per GEMM (bounds the logits scratch)
 constexpr size_t kStagingFloats = size_t(16) << 20;  // fp32 staging for the weight upload
 
@@ -442,13 +446,13 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
       throw BackendError("sliding_window: window_size must be in [1, 2^28] and sink_keep_count "
                          "in [0, 1024], got " + std::to_string(ks.window_size) + " and " +
                          std::to_string(ks.sink_keep_count));
-    m_window_batch = int(round_up(std::max(copt.max_batch, 1), kQueryTileRows));
+    m_window_batch = int(round_up(std::max(copt.max_batch, 1), kPassAlign));
     const int chunk = windowed_chunk(ks, 128, m_window_batch);
     m_alloc_pos = int(windowed_pool_positions(ks, chunk));
     m_capacity = 1 << 30;
   }
   m_batch =
-      int(std::min<int64_t>(round_up(std::max(copt.max_batch, 1), kQueryTileRows), m_alloc_pos));
+      int(std::min<int64_t>(round_up(std::max(copt.max_batch, 1), kPassAlign), m_alloc_pos));
   const KvQuantSettings& qs = ks.quantization;
   KvQuantFormat qf;
   if (qs.enabled) {
@@ -878,7 +882,8 @@ void CudaBackendImpl::request_skip_mask(int layer, int head) {
     throw BackendError("skip mask: not recorded by the CUDA backend with a sliding_window cache "
                        "(its KV tiles are a live-page list); use the CPU backend or the full cache");
   if (layer >= 0 && !m_mask) {
-    // One pass's mask at most: ceil(batch / 128) query tiles x ceil(capacity / 64) KV tiles.
+    // One pass's mask at most: ceil(batch / kPrefillQueryTile) query tiles x ceil(capacity / 64)
+    // KV tiles.
     const size_t rows = size_t(m_batch + kernels::kPrefillQueryTile - 1) / kernels::kPrefillQueryTile;
     const size_t cols = size_t(m_capacity + 63) / 64;
     m_mask = alloc(rows * cols, "skip mask");
@@ -1306,7 +1311,7 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
     m_probes.all_masks.assign(size_t(c.n_layer) * c.n_head * m_probes.all_rows * m_probes.all_cols, 0);
     m_probes.all_stat.clear();
   }
-  // Passes of m_batch tokens (a multiple of the 128-row query tile, so the skip votes and the
+  // Passes of m_batch tokens (a multiple of the 64-row query tile, so the skip votes and the
   // probes equal one pass over all n tokens).
   for (int start = 0; start < n; start += m_batch) {
     const int nc = std::min(m_batch, n - start);
