@@ -17,8 +17,8 @@ struct RefTile {
   int n_visible_tiles = 0;
 };
 
-// Query rows [row0, row0 + rows) of query head `head` form one query tile (prefill: the kernel's
-// 128-row tile; decode: 1 row). The vote for KV tile t: every row r with a visible key in t
+// Query rows [row0, row0 + rows) of query head `head` form one query tile (prefill: the kernels'
+// kPrefillQueryTile = 64-row tile; decode: 1 row). The vote for KV tile t: every row r with a visible key in t
 // must satisfy (max_t s_r - m_r) < ln(lambda), m_r the running max over the kept tiles before
 // t; tile 0 never skips; lambda = 0 never skips. A tile whose deciding margin is within
 // `margin` (natural-log units, scaled by max(1, |m|)) is ambiguous: there the GPU's decision

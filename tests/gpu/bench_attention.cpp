@@ -198,7 +198,9 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
     }
     for (int mode : {0, 1, 2}) {  // 0 warp-specialised, 1 wgmma lazy V, 2 wgmma eager V
       kernels::AttentionParams ps = dp.params(hp, lambda);
-      if (mode == 0 && !kernels::attention_uses_warp_specialized(ps)) continue;  // d = 64
+      // Mode 0 needs the warp-specialised sparse kernel (sm_90, ws_sparse_prefill_head_dim():
+      // d = 64 and 128 with 64-row query tiles).
+      if (mode == 0 && !kernels::attention_uses_warp_specialized(ps)) continue;
       ps.skip_mask = nullptr;
       ps.skip_value_load = mode != 2;
       ps.prefer_ws = mode == 0;
@@ -391,8 +393,11 @@ int main(int argc, char** argv) {
   std::printf("# device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20);
   if (argc > 5 && std::string(argv[2]) == "--profile-prefill-sparse") {
-    // `--profile-prefill-sparse D L QUIET`: one dense and one sparse (lambda 1e-2) launch of
-    // the default prefill kernels on one sink + quiet-tile problem, for ncu.
+    // `--profile-prefill-sparse D L QUIET [lazy]`: one dense and one sparse (lambda 1e-2) launch
+    // of the default prefill kernels on one sink + quiet-tile problem, for ncu; with `lazy` the
+    // sparse launch runs the wgmma lazy-V kernel (prefer_ws_sparse = false) instead of the
+    // warp-specialised sparse one.
+    const bool lazy = argc > 6 && std::string(argv[6]) == "lazy";
     const Shape& sh = std::atoi(argv[3]) == 64 ? kShapes[0] : kShapes[1];
     const int64_t L = std::atoll(argv[4]);
     const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, std::atof(argv[5])), rng);
@@ -401,6 +406,7 @@ int main(int argc, char** argv) {
     for (double lambda : {0.0, 1e-2}) {
       kernels::AttentionParams p = dp.params(hp, lambda);
       p.skip_mask = nullptr;
+      p.prefer_ws_sparse = !lazy;
       check(kernels::launch_attention(p, nullptr));
     }
     SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());

@@ -29,6 +29,7 @@
 //   - decode with the length (and log2 lambda) read from device memory, under several upper
 //     bounds, equals the host-length launch bit for bit: output, counters, and the mask (whose
 //     row then spans the bound; tiles past the length stay "not visible").
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -49,6 +50,8 @@ using namespace sinkscope::testing;
 namespace {
 
 constexpr double kTolerance = 1e-2;
+// Rows of one prefill query tile (the kernels' and the CPU's skip-vote and mask granularity).
+constexpr int kQt = kernels::kPrefillQueryTile;
 
 struct Case {
   ProblemSpec spec;
@@ -86,7 +89,7 @@ struct RunOut {
 // tile); with a device-side length, kv_len is the bound.
 size_t mask_bytes_of(const kernels::AttentionParams& p) {
   const size_t heads = p.mask_head < 0 ? size_t(p.n_q_heads) : 1;
-  const size_t qt = (size_t(p.n_q_tokens) + 127) / 128;
+  const size_t qt = (size_t(p.n_q_tokens) + kQt - 1) / kQt;
   return heads * qt * size_t((p.kv_len + p.block_size - 1) / p.block_size);
 }
 
@@ -137,7 +140,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   dp.upload(hp, rng);
   kernels::AttentionParams p = dp.params(hp, c.lambda);
   const bool decode = s.n_q_tokens == 1;
-  const int n_qt = decode ? 1 : (s.n_q_tokens + 127) / 128;
+  const int n_qt = decode ? 1 : (s.n_q_tokens + kQt - 1) / kQt;
   const int n_kvt = dp.n_kvt;
   const RunOut main = run(dp, p);
   if (!main.error.empty()) fail("launch: " + main.error);
@@ -177,7 +180,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
     for (int h = 0; h < s.n_q_heads; ++h) {
       uint64_t vis = 0, sk = 0, expect = 0;
       for (int qt = 0; qt < n_qt; ++qt) {
-        const int64_t last = std::min<int64_t>(s.q_start + std::min<int64_t>(s.n_q_tokens, (qt + 1) * 128) - 1, s.kv_len - 1);
+        const int64_t last = std::min<int64_t>(s.q_start + std::min<int64_t>(s.n_q_tokens, (qt + 1) * kQt) - 1, s.kv_len - 1);
         expect += last / s.block_size + 1;
         for (int t = 0; t < n_kvt; ++t) {
           const uint8_t m = main.mask[(size_t(h) * n_qt + qt) * n_kvt + t];
@@ -199,8 +202,8 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
       for (int qt = n_qt - 1; qt >= 0; qt -= qstep) jobs.push_back({h, qt});
     std::vector<RefTile> refs(jobs.size());
     parallel_for(int(jobs.size()), [&](int j) {
-      const int64_t row0 = int64_t(jobs[j].qt) * 128;
-      const int rows = decode ? 1 : int(std::min<int64_t>(128, s.n_q_tokens - row0));
+      const int64_t row0 = int64_t(jobs[j].qt) * kQt;
+      const int rows = decode ? 1 : int(std::min<int64_t>(kQt, s.n_q_tokens - row0));
       const uint8_t* gm = &main.mask[(size_t(jobs[j].h) * n_qt + jobs[j].qt) * n_kvt];
       refs[j] = reference_query_tile(hp, jobs[j].h, row0, rows, c.lambda, gm);
     });
@@ -228,7 +231,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
       }
       for (int t = r.n_visible_tiles; t < n_kvt; ++t)
         if (gm[t] != kernels::kMaskNotVisible) fail("mask marks an invisible tile");
-      const int64_t row0 = int64_t(jobs[j].qt) * 128;
+      const int64_t row0 = int64_t(jobs[j].qt) * kQt;
       const int rows = int(r.out.size() / s.head_dim);
       for (int rr = 0; rr < rows; ++rr)
         for (int i = 0; i < s.head_dim; ++i) {
@@ -291,6 +294,32 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
     tot.worst_alt_err = std::max(tot.worst_alt_err, arel);
   }
 
+  // mask_head >= 0 (one head's mask, as the backend records it): the same mask row block as the
+  // all-heads run, the same output and counters; for the main prefill kernel (the
+  // warp-specialised one on sm_90, dense or sparse, d = 64 and 128) and the wgmma kernel it
+  // replaces.
+  if (!decode && main.error.empty()) {
+    const int hm = s.n_q_heads - 1;
+    auto check_one_head = [&](kernels::AttentionParams q, const RunOut& all, const std::string& name) {
+      q.mask_head = hm;
+      const RunOut one = run(dp, q);
+      if (!one.error.empty()) return fail(name + " mask_head " + std::to_string(hm) + ": launch: " + one.error);
+      const size_t block = size_t(n_qt) * size_t(n_kvt);
+      if (one.mask.size() != block ||
+          !std::equal(one.mask.begin(), one.mask.end(), all.mask.begin() + size_t(hm) * block))
+        fail(name + " mask_head " + std::to_string(hm) + ": mask differs from the all-heads mask");
+      if (one.o != all.o) fail(name + " mask_head " + std::to_string(hm) + ": output differs");
+      if (one.visited != all.visited || one.skipped != all.skipped)
+        fail(name + " mask_head " + std::to_string(hm) + ": counters differ");
+    };
+    check_one_head(p, main, main_kernel);
+    if (uses_ws && wg.error.empty()) {
+      kernels::AttentionParams q = p;
+      q.prefer_ws = false;
+      check_one_head(q, wg, "wgmma (prefer_ws=false)");
+    }
+  }
+
   // Variant identities.
   auto expect_same = [&](const RunOut& a, const RunOut& b, const char* what, bool mask_too) {
     if (!a.error.empty() || !b.error.empty()) return fail(std::string(what) + ": launch failed: " + a.error + b.error);
@@ -301,8 +330,8 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
     if (c.lambda == 0) {
       // The sparse kernels at lambda = 0 equal the dense kernel of their family bit for bit:
       // warp-specialised sparse vs dense (the main run; one sparse kernel for both V modes;
-      // selected at head_dim 128), and the wgmma sparse kernels vs the wgmma dense one
-      // (prefer_ws = false; at head_dim 64 also the default sparse kernels).
+      // selected where ws_sparse_prefill_head_dim() says so: d = 64 and 128), and the wgmma
+      // sparse kernels vs the wgmma dense one (prefer_ws = false).
       kernels::AttentionParams q = p;
       q.force_sparse_kernel = true;
       const bool sparse_ws = !decode && kernels::attention_uses_warp_specialized(q);
@@ -343,8 +372,8 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         const int qstep = std::max(1, n_qt / std::min(n_qt, c.max_qtiles));
         for (int h = 0; h < s.n_q_heads; h += hstep)
           for (int qt = n_qt - 1; qt >= 0; qt -= qstep) {
-            const int64_t row0 = int64_t(qt) * 128;
-            const int rows = decode ? 1 : int(std::min<int64_t>(128, s.n_q_tokens - row0));
+            const int64_t row0 = int64_t(qt) * kQt;
+            const int rows = decode ? 1 : int(std::min<int64_t>(kQt, s.n_q_tokens - row0));
             const uint8_t* gm = &keep.mask[(size_t(h) * n_qt + qt) * n_kvt];
             const RefTile r = reference_query_tile(hp, h, row0, rows, c.lambda, gm, 1e-3, true);
             for (int rr = 0; rr < rows; ++rr)
@@ -466,7 +495,8 @@ int run_device_len_case(const ProblemSpec& s, double lambda, const std::vector<i
 }
 
 // skip_softmax_exp true and false: the GPU kernels against the engine's CPU attention (the CPU
-// backend's code, float32) on the same bf16 inputs, q_tile 128 = the kernels' query tile. Output
+// backend's code, float32) on the same bf16 inputs, q_tile = kPrefillQueryTile (64), the kernels'
+// query tile. Output
 // relative error <= kTolerance; masks equal except on tiles whose CPU statistic lies within
 // 1e-3 nats of ln(lambda) (both accumulate q.k in fp32 in different orders; the GPU compares in
 // the exp2 domain). Returns the number of failed runs.
@@ -728,15 +758,15 @@ int run_quant_case(const QCase& qc, std::mt19937_64& rng, double& worst_err, int
     if (rq.mask != rb.mask || rq.visited != rb.visited || rq.skipped != rb.skipped)
       fail("skip mask / counters differ from the bf16 kernel on the dequantised KV");
     // Float64 references (dequantised and, as the control, original values) on sampled tiles.
-    const int n_qt = decode ? 1 : (s.n_q_tokens + 127) / 128;
+    const int n_qt = decode ? 1 : (s.n_q_tokens + kQt - 1) / kQt;
     struct Job { int h, qt; };
     std::vector<Job> jobs;
     for (int h = 0; h < s.n_q_heads; h += std::max(1, s.n_q_heads / 3))
       for (int qt = n_qt - 1; qt >= 0; qt -= std::max(1, n_qt / 3)) jobs.push_back({h, qt});
     std::vector<RefTile> refs(jobs.size()), orig(jobs.size());
     parallel_for(int(jobs.size()), [&](int j) {
-      const int64_t row0 = int64_t(jobs[size_t(j)].qt) * 128;
-      const int rows = decode ? 1 : int(std::min<int64_t>(128, s.n_q_tokens - row0));
+      const int64_t row0 = int64_t(jobs[size_t(j)].qt) * kQt;
+      const int rows = decode ? 1 : int(std::min<int64_t>(kQt, s.n_q_tokens - row0));
       const uint8_t* gm = &rq.mask[(size_t(jobs[size_t(j)].h) * n_qt + jobs[size_t(j)].qt) * n_kvt];
       refs[size_t(j)] = reference_query_tile(hq, jobs[size_t(j)].h, row0, rows, qc.lambda, gm);
       orig[size_t(j)] = reference_query_tile(hp, jobs[size_t(j)].h, row0, rows, qc.lambda, gm);
@@ -751,8 +781,8 @@ int run_quant_case(const QCase& qc, std::mt19937_64& rng, double& worst_err, int
           fail("mask head " + std::to_string(jobs[j].h) + " kv tile " + std::to_string(t) +
                ": gpu " + std::to_string(gm[t]) + " ref " + std::to_string(r.skip[size_t(t)]));
       }
-      const int64_t row0 = int64_t(jobs[j].qt) * 128;
-      const int rows = decode ? 1 : int(std::min<int64_t>(128, s.n_q_tokens - row0));
+      const int64_t row0 = int64_t(jobs[j].qt) * kQt;
+      const int rows = decode ? 1 : int(std::min<int64_t>(kQt, s.n_q_tokens - row0));
       for (int rr = 0; rr < rows; ++rr)
         for (int i = 0; i < d; ++i) {
           const double g = bf2f(rq.o[(size_t(row0 + rr) * s.n_q_heads + size_t(jobs[j].h)) * d + size_t(i)]);
@@ -924,6 +954,18 @@ int main(int argc, char** argv) {
       c.spec = spec(190, 190, 0, 8, 8, 128, 128, sink, quiet);
       failed += !run_case(c, rng, t);
     }
+    // 64-row query tiles: q_start = 32 mod 64, so every 128-row CTA has a lower query tile that
+    // sees a 64-key tile (or 64-key unit of a 128-key tile) its upper neighbour does not (not
+    // visited, not counted for the upper tile), and halves that vote differently on the sink +
+    // quiet input; both head dims (the warp-specialised sparse kernel at d = 64 and 128).
+    for (int d : {64, 128})
+      for (int bc : {64, 128})
+        for (double lam : {0.0, 1e-2}) {
+          Case c;
+          c.lambda = lam;
+          c.spec = spec(288, 1088, 800, 4, 2, d, bc, 6.0, 0.5);
+          failed += !run_case(c, rng, t);
+        }
     report("prefill L<=1000 (+chunked)", t,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }

@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/attention.h"
 #include "engine/backend.h"
 #include "engine/backend_factory.h"
 #include "engine/cuda/cuda_backend.h"
@@ -157,9 +158,9 @@ int main(int argc, char** argv) {
   while (int(ids.size()) < n_tokens + steps) ids.insert(ids.end(), piece.begin(), piece.end());
   ids.resize(size_t(n_tokens + steps));
   std::printf("device: %s\nmodel: %s (%d layers, %d/%d heads, head_dim %d)\ntext: %s, %d prompt "
-              "tokens + %d decode steps; block 64, query tile 128; margin %.3g nats\n",
+              "tokens + %d decode steps; block 64, query tile %d; margin %.3g nats\n",
               cuda_device_name().c_str(), default_model_path().string().c_str(), c.n_layer, c.n_head, c.n_head_kv,
-              c.head_dim, from.c_str(), n_tokens, steps, margin);
+              c.head_dim, from.c_str(), n_tokens, steps, kQueryTileRows, margin);
   std::fflush(stdout);
 
   try {

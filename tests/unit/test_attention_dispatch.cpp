@@ -85,9 +85,14 @@ TEST(AttentionDispatch, PrefillTileConfigCoversTheQueryTile) {
     for (int bc : {64, 128})
       for (bool wgmma : {false, true}) {
         const PrefillTileConfig c = prefill_tile_config(d, bc, wgmma);
-        EXPECT_EQ(c.warps * 16 * c.m_tiles, kPrefillQueryTile);
+        EXPECT_EQ(c.warps * 16 * c.m_tiles, kPrefillCtaRows);
+        // Each query tile (half of the CTA) is a whole number of warps: the per-half vote.
+        EXPECT_EQ(kPrefillCtaRows, kPrefillTilesPerCta * kPrefillQueryTile);
+        EXPECT_EQ(kPrefillQueryTile % (16 * c.m_tiles), 0);
+        EXPECT_EQ(c.warps % kPrefillTilesPerCta, 0);
         if (wgmma) {
-          EXPECT_EQ(c.warps % 4, 0);  // whole warpgroups of 64 rows
+          EXPECT_EQ(c.warps % 4, 0);  // whole warpgroups of 64 rows = one query tile each
+          EXPECT_EQ(kPrefillQueryTile, 64);
         }
       }
 }
@@ -128,9 +133,10 @@ TEST(AttentionDispatch, WarpSpecializedOnlyForPositionalBf16Wgmma) {
   c = select_attention_kernel(t);
   EXPECT_FALSE(c.warp_specialized);
   EXPECT_TRUE(c.wgmma);  // falls back to the wgmma kernel
-  // Sparse, both V modes, both head dims and page sizes: at head_dim 128 the one WS sparse
-  // kernel (it loads V whatever the vote), at 64 the wgmma sparse kernels (faster there); the
-  // variant names the wgmma kernel prefer_ws = false runs.
+  // Sparse, both V modes, both head dims and page sizes: the one WS sparse kernel (it loads V
+  // whatever the vote) wherever ws_sparse_prefill_head_dim() says so (64-row query tiles: d = 64
+  // and 128); the variant names the wgmma kernel prefer_ws = false (or prefer_ws_sparse = false)
+  // runs.
   for (bool lazy : {true, false})
     for (int d : {64, 128})
       for (int bc : {64, 128}) {
@@ -140,10 +146,24 @@ TEST(AttentionDispatch, WarpSpecializedOnlyForPositionalBf16Wgmma) {
         t.log2_lambda = log2_of_lambda(0.01);
         t.skip_value_load = lazy;
         c = select_attention_kernel(t);
-        EXPECT_EQ(c.warp_specialized, d == 128) << lazy << " " << d << " " << bc;
+        EXPECT_EQ(c.warp_specialized, ws_sparse_prefill_head_dim(d)) << lazy << " " << d << " " << bc;
+        EXPECT_TRUE(c.warp_specialized) << lazy << " " << d << " " << bc;
         EXPECT_TRUE(c.wgmma);
         EXPECT_EQ(c.variant, lazy ? AttentionVariant::kPrefillSparseLazyV
                                   : AttentionVariant::kPrefillSparse);
+        // prefer_ws_sparse = false (SINKSCOPE_PREFILL_WS_SPARSE=0): the wgmma sparse kernels
+        // (lazy V for the bench's comparison rows); the dense prefill keeps the WS kernel.
+        AttentionShape u = t;
+        u.prefer_ws_sparse = false;
+        c = select_attention_kernel(u);
+        EXPECT_FALSE(c.warp_specialized);
+        EXPECT_TRUE(c.wgmma);
+        EXPECT_EQ(c.variant, lazy ? AttentionVariant::kPrefillSparseLazyV
+                                  : AttentionVariant::kPrefillSparse);
+        u.log2_lambda = log2_of_lambda(0.0);
+        EXPECT_TRUE(select_attention_kernel(u).warp_specialized);
+        u.force_sparse_kernel = true;  // lambda = 0 but forced sparse: the sparse choice
+        EXPECT_FALSE(select_attention_kernel(u).warp_specialized);
         t.prefer_ws = false;
         c = select_attention_kernel(t);
         EXPECT_FALSE(c.warp_specialized);
@@ -151,12 +171,17 @@ TEST(AttentionDispatch, WarpSpecializedOnlyForPositionalBf16Wgmma) {
         EXPECT_EQ(c.variant, lazy ? AttentionVariant::kPrefillSparseLazyV
                                   : AttentionVariant::kPrefillSparse);
       }
-  t = s;
-  t.head_dim = 128;
-  t.force_sparse_kernel = true;  // lambda = 0, forced sparse: the WS sparse kernel too
-  c = select_attention_kernel(t);
-  EXPECT_TRUE(c.warp_specialized);
-  EXPECT_NE(c.variant, AttentionVariant::kPrefillDense);
+  for (int d : {64, 128}) {
+    t = s;
+    t.head_dim = d;
+    t.force_sparse_kernel = true;  // lambda = 0, forced sparse: the WS sparse kernel too
+    c = select_attention_kernel(t);
+    EXPECT_TRUE(c.warp_specialized) << d;
+    EXPECT_NE(c.variant, AttentionVariant::kPrefillDense);
+  }
+  EXPECT_TRUE(ws_sparse_prefill_head_dim(64));
+  EXPECT_TRUE(ws_sparse_prefill_head_dim(128));
+  EXPECT_FALSE(ws_sparse_prefill_head_dim(96));
   t.wgmma_ok = false;  // not sm_90 (or prefer_wgmma = false): the mma.sync kernels
   c = select_attention_kernel(t);
   EXPECT_FALSE(c.warp_specialized);
@@ -183,6 +208,10 @@ TEST(AttentionDispatch, WarpSpecializedOnlyForPositionalBf16Wgmma) {
   EXPECT_TRUE(shape_of(p).prefer_ws);
   p.prefer_ws = false;
   EXPECT_FALSE(shape_of(p).prefer_ws);
+  EXPECT_TRUE(p.prefer_ws_sparse);  // on by default
+  EXPECT_TRUE(shape_of(p).prefer_ws_sparse);
+  p.prefer_ws_sparse = false;
+  EXPECT_FALSE(shape_of(p).prefer_ws_sparse);
 }
 
 TEST(AttentionDispatch, DecodeSplitPlanCoversEveryTileOnce) {

@@ -226,6 +226,82 @@ TEST(CpuAttention, CountsOnlyCausallyVisibleTiles) {
   EXPECT_EQ(r.mask, (std::vector<uint8_t>{1, 0, 1, 1}));
 }
 
+// The query tile of the contract's rule is kQueryTileRows = 64 rows (engine/attention.h; the CUDA
+// kernels use the same, two per 128-row CTA). Hand-built scores, d = 8, scale 1: key 0 is a sink
+// (score 10 for every row); the keys of KV tile 1 (positions 64..127) score c_i along a second
+// direction, every other key 0. Queries at positions 64..191 (n_q = 128, one 128-row CTA on the
+// GPU): query tile 0 (rows 0..63, c = 0) sees KV tiles 0 and 1, query tile 1 (rows 64..127, c = 8)
+// sees tiles 0, 1 and 2. lambda = 0.01 (ln = -4.6): tile 1 is 10 below the sink for query tile 0
+// (skipped) but only 2 below it for query tile 1 (kept); tile 2 (score 0) is skipped by query
+// tile 1. With one 128-row vote the tile would have been kept for all rows.
+Problem two_halves_problem() {
+  constexpr int d = 8, n_q = 128, pos0 = 64;
+  Problem p{n_q, pos0, 1, 1, d, {}, {}, {}};
+  p.q.assign(size_t(n_q) * d, 0.0f);
+  p.k.assign(size_t(p.n_kv()) * d, 0.0f);
+  p.v.assign(size_t(p.n_kv()) * d, 0.0f);
+  for (int i = 0; i < n_q; ++i) {
+    p.q[size_t(i) * d] = 1.0f;
+    p.q[size_t(i) * d + 1] = i < 64 ? 0.0f : 8.0f;
+  }
+  p.k[0] = 10.0f;
+  for (int j = 64; j < 128; ++j) p.k[size_t(j) * d + 1] = 1.0f;
+  for (int j = 0; j < p.n_kv(); ++j)
+    for (int i = 0; i < d; ++i) p.v[size_t(j) * d + i] = float((j * 7 + i * 3) % 11) - 5.0f;
+  return p;
+}
+
+TEST(CpuAttention, QueryTileIs64RowsAndItsHalvesDecideAlone) {
+  static_assert(kQueryTileRows == 64, "the hand-built case below assumes 64-row query tiles");
+  const Problem p = two_halves_problem();
+  const double lambda = 0.01;
+  AttnRun r = run_cpu(p, 1.0f, kQueryTileRows, 64, lambda, nullptr, 0);
+  ASSERT_EQ(r.mask_cols, 3);
+  // CPU mask codes: 0 not visible, 1 computed, 2 skipped. Query tile 0 cannot see KV tile 2.
+  EXPECT_EQ(r.mask, (std::vector<uint8_t>{1, 2, 0, 1, 1, 2}));
+  EXPECT_EQ(r.counts[0].visited, 5);
+  EXPECT_EQ(r.counts[0].skipped, 2);
+  const SparseRef ref = reference_sparse(p, 1.0f, kQueryTileRows, 64, lambda);
+  EXPECT_EQ(ref.decision, (std::vector<int>{0, 1, -1, 0, 0, 1}));
+  EXPECT_LT(rel_err(r.out, ref.out), kTol);
+  // One vote over all 128 rows (the former query tile): tile 1 kept for every row.
+  AttnRun one = run_cpu(p, 1.0f, 128, 64, lambda, nullptr, 0);
+  EXPECT_EQ(one.mask, (std::vector<uint8_t>{1, 1, 2}));
+  EXPECT_EQ(one.counts[0].visited, 3);
+}
+
+// A KV tile fully masked for one query tile but visible to the next (block_size 64, 64-row query
+// tiles): not visited, not counted, not skipped for the first, even with a huge lambda that skips
+// everything it can; the first tile each query tile sees is never skipped.
+TEST(CpuAttention, TileInvisibleToOneQueryTileIsNotCountedThere) {
+  static_assert(kQueryTileRows == 64, "the geometry below assumes 64-row query tiles");
+  for (int pos0 : {0, 32}) {
+    Problem p = make_problem(128, pos0, 1, 1, 16, 11 + uint32_t(pos0));
+    AttnRun r = run_cpu(p, 0.25f, kQueryTileRows, 64, 0.99, nullptr, 0);
+    if (pos0 == 0) {
+      // Query tile 0 (positions 0..63): KV tile 0 only; query tile 1 (64..127): tiles 0, 1.
+      ASSERT_EQ(r.mask_cols, 2);
+      EXPECT_EQ(r.mask[0], 1);
+      EXPECT_EQ(r.mask[1], 0);
+      EXPECT_EQ(r.mask[2], 1);
+      EXPECT_EQ(r.counts[0].visited, 3);
+      EXPECT_EQ(r.counts[0].skipped, r.mask[3] == 2 ? 1 : 0);
+    } else {
+      // Query tile 0 (32..95): tiles 0, 1; query tile 1 (96..159): tiles 0, 1, 2.
+      ASSERT_EQ(r.mask_cols, 3);
+      EXPECT_EQ(r.mask[0], 1);
+      EXPECT_EQ(r.mask[2], 0);
+      EXPECT_EQ(r.mask[3], 1);
+      EXPECT_EQ(r.counts[0].visited, 5);
+      int64_t sk = 0;
+      for (uint8_t m : r.mask) sk += m == 2;
+      EXPECT_EQ(r.counts[0].skipped, sk);
+    }
+    const SparseRef ref = reference_sparse(p, 0.25f, kQueryTileRows, 64, 0.99);
+    EXPECT_LT(rel_err(r.out, ref.out), kTol) << "pos0 " << pos0;
+  }
+}
+
 TEST(CpuAttention, SparseMatchesContractOracle) {
   ThreadPool pool(2);
   for (double lambda : {1e-3, 1e-2, 5e-2, 0.2}) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 
+#include "engine/attention.h"
 #include "engine/backend.h"
 #include "engine/gguf_writer.h"
 #include "engine/sampler.h"
@@ -276,19 +277,22 @@ TEST(CpuBackend, SparseSettingsReachTheAttentionAndCountTiles) {
   be->reset();
   be->forward(ids, LogitsMode::kAll, sparse);
   const TileCounts t = be->probes().total(false);
-  // 200 tokens: query tiles of 128 rows see KV tiles of 64: tile 0 -> 2, tile 1 -> 4 = 6 per
-  // head and layer.
-  EXPECT_EQ(t.visited, int64_t(6) * model->config().n_head * model->config().n_layer);
+  // 200 tokens: query tiles of 64 rows (kQueryTileRows) see KV tiles of 64: tile 0 -> 1,
+  // tile 1 -> 2, tile 2 -> 3, tile 3 (rows 192-199) -> 4 = 10 per head and layer.
+  static_assert(kQueryTileRows == 64, "the counts below assume 64-row query tiles");
+  EXPECT_EQ(t.visited, int64_t(10) * model->config().n_head * model->config().n_layer);
   // The requested skip mask covers the prefill's tiles of one (layer, head).
   be->request_skip_mask(1, 2);
   be->reset();
   be->forward(ids, LogitsMode::kAll, sparse);
   const SkipMask& m = be->probes().mask;
-  EXPECT_EQ(m.rows, 2);
+  EXPECT_EQ(m.rows, 4);
   EXPECT_EQ(m.cols, 4);
-  ASSERT_EQ(m.cells.size(), 8u);
+  ASSERT_EQ(m.cells.size(), 16u);
   EXPECT_EQ(m.cells[0], 1);  // first tile always computed
-  EXPECT_EQ(m.cells[3], 0);  // query tile 0 (rows 0-127) cannot see KV tile 3 (keys 192-255)
+  EXPECT_EQ(m.cells[1], 0);  // query tile 0 (rows 0-63) cannot see KV tile 1 (keys 64-127)
+  EXPECT_EQ(m.cells[4], 1);  // query tile 1's first tile
+  EXPECT_EQ(m.cells[7], 0);  // query tile 1 (rows 64-127) cannot see KV tile 3 (keys 192-255)
   EXPECT_THROW(be->request_skip_mask(2, 0), BackendError);
   EXPECT_THROW(be->request_skip_mask(0, -1), BackendError);
   s.block_size = 96;

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "engine/attention.h"
 #include "engine/backend.h"
 #include "engine/kv_cache.h"
 #include "engine/kv_page_plan.h"
@@ -71,13 +72,18 @@ TEST(KvPagePlan, WindowMatchesCpuCacheAndStreamsPastThePool) {
 }
 
 TEST(KvPagePlan, DeviceChunksAreWholeCpuChunksOfQueryTiles) {
-  // W = 256: the CPU's 256-token chunks are two query tiles; the device takes eight at once.
+  static_assert(kQueryTileRows == 64, "the chunk sizes below assume 64-row query tiles");
+  // W = 256: the CPU's 256-token chunks are four query tiles; the device takes eight at once.
   EXPECT_EQ(windowed_chunk(window(256, 4), 64, 2048), 2048);
   EXPECT_EQ(windowed_chunk(window(384, 4), 128, 2048), 1920);
   EXPECT_EQ(windowed_chunk(window(4096, 4), 64, 2048), 2048);  // capped by the batch
+  // W = 192: three 64-row query tiles (not whole 128-row CTAs): ten chunks per device pass.
+  EXPECT_EQ(windowed_chunk(window(192, 4), 64, 2048), 1920);
+  // W = 16: the CPU's chunk is one page = one query tile.
+  EXPECT_EQ(windowed_chunk(window(16, 4), 64, 2048), 2048);
   // Not whole query tiles: the CPU's chunk, so the tiles start where the CPU's do.
   EXPECT_EQ(windowed_chunk(window(200, 4), 64, 2048), 200);
-  EXPECT_EQ(windowed_chunk(window(16, 4), 64, 2048), 64);  // at least a page
+  EXPECT_EQ(windowed_chunk(window(300, 4), 128, 2048), 300);
   // A cache memory limit: the CPU's chunk (a larger pass could be refused where the CPU's is not).
   CacheSettings limited = window(256, 4);
   limited.global_cache_limit_mib = 64;
