@@ -604,14 +604,19 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     if constexpr (!SPARSE) {
       pack_p(a[0]);
     } else {
+      // One uniform branch per unit (not per k16 step).
+      auto pack_range = [&](int kk0, int kk1) {
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        if ((kk < BN / 32 ? sk & 1 : sk & 2) != 0) continue;
-        a[0][kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-        a[0][kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-        a[0][kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        a[0][kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-      }
+        for (int kk = 0; kk < BN / 16; ++kk) {
+          if (kk < kk0 || kk >= kk1) continue;  // compile-time after unrolling
+          a[0][kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+          a[0][kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+          a[0][kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+          a[0][kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        }
+      };
+      if (!(sk & 1)) pack_range(0, BN / 32);
+      if (!(sk & 2)) pack_range(BN / 32, BN / 16);
     }
   };
   // O += P V of the tile whose P is in a[0] (decision sk: only the kept units' k16 steps).
