@@ -283,6 +283,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   uint8_t* mask_row =
       probe && !LIST ? prefill_mask_row(p, ct, half, half ? hf1.rows : hf0.rows, n_kvt) : nullptr;
   (void)n_qt;
+  (void)qt;
 
   for (int t = 0; t < n_t; ++t) {
     const uint16_t* kbuf = sk + (LAZY_V ? t % 3 : (t & 1)) * BC * D;
