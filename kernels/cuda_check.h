@@ -23,9 +23,13 @@ inline std::string cuda_error_text(cudaError_t e, const char* what, const char* 
 #define SINKSCOPE_CUDA_TRY(ReturnType, call)                                                  \
   do {                                                                                        \
     cudaError_t sinkscope_err_ = (call);                                                      \
-    if (sinkscope_err_ != cudaSuccess)                                                        \
+    if (sinkscope_err_ != cudaSuccess) {                                                      \
+      /* consume the runtime's record of a non-sticky error, so that the next launch's     */ \
+      /* cudaGetLastError() does not report this call's failure as its own                 */ \
+      (void)cudaGetLastError();                                                               \
       return ReturnType::error(                                                               \
           ::sinkscope::kernels::cuda_error_text(sinkscope_err_, #call, __FILE__, __LINE__)); \
+    }                                                                                         \
   } while (0)
 
 // Prints file, line and the error, then exits: for test and benchmark programs only.

@@ -142,7 +142,8 @@ struct DeviceProblem {
         std::memcpy(&vp[dst], &h.v[src], d * 2);
       }
     o_elems = h.q.size();
-    mask_bytes = size_t(s.n_q_heads) * ((s.n_q_tokens + 127) / 128) * n_kvt;
+    mask_bytes = size_t(s.n_q_heads) *
+                 ((s.n_q_tokens + kernels::kPrefillQueryTile - 1) / kernels::kPrefillQueryTile) * n_kvt;
     SINKSCOPE_CUDA_CHECK(cudaMalloc(&q, h.q.size() * 2));
     SINKSCOPE_CUDA_CHECK(cudaMalloc(&o, o_elems * 2));
     SINKSCOPE_CUDA_CHECK(cudaMalloc(&k, kp.size() * 2));
