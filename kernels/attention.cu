@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -65,6 +66,17 @@ bool ws_sparse_prefill_env_enabled() {
   return enabled;
 }
 
+// SINKSCOPE_WS_SPARSE_VARIANT (read once), or the override of set_ws_sparse_variant().
+std::atomic<int> g_ws_sparse_variant_override{-1};
+int ws_sparse_variant_env() {
+  static const int v = [] {
+    const char* e = std::getenv("SINKSCOPE_WS_SPARSE_VARIANT");
+    const int x = e ? std::atoi(e) : 0;
+    return x >= 0 && x < kWsSparseVariants ? x : 0;
+  }();
+  return v;
+}
+
 // The selection inputs on this device: the wgmma prefill needs sm_90 and sm_90a code.
 AttentionShape device_shape(const AttentionParams& p, const DeviceInfo& dev) {
   AttentionShape s = shape_of(p);
@@ -81,6 +93,13 @@ bool is_decode(AttentionVariant v) {
 }
 
 }  // namespace
+
+int ws_sparse_variant() {
+  const int o = g_ws_sparse_variant_override.load(std::memory_order_relaxed);
+  return o >= 0 && o < kWsSparseVariants ? o : ws_sparse_variant_env();
+}
+
+void set_ws_sparse_variant(int v) { g_ws_sparse_variant_override.store(v, std::memory_order_relaxed); }
 
 AttentionStatus attention_supported(const AttentionParams& p) {
   const AttentionChoice c = select_attention_kernel(shape_of(p));

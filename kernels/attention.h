@@ -34,6 +34,14 @@ bool attention_uses_wgmma(const AttentionParams& p);
 // SINKSCOPE_PREFILL_WS != 0).
 bool attention_uses_warp_specialized(const AttentionParams& p);
 
+// Experimental variants of the warp-specialised SPARSE prefill (attention_prefill_ws.cuh,
+// kWsVar* bit flags; 0 = the default kernel): the value of SINKSCOPE_WS_SPARSE_VARIANT (read once
+// per process; unset, or outside 0 .. kWsSparseVariants-1: 0), unless set_ws_sparse_variant()
+// overrode it (tests and benchmarks; -1 returns to the environment's value). Read at each launch.
+inline constexpr int kWsSparseVariants = 4;
+int ws_sparse_variant();
+void set_ws_sparse_variant(int v);
+
 // Enqueues the attention on `stream` (cudaStream_t, nullptr = legacy default stream). When
 // p.skip_mask is set, its tiles are first filled with kMaskNotVisible. Asynchronous: errors of
 // the kernels themselves show at the next synchronisation.

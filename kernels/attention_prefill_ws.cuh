@@ -192,7 +192,21 @@ __device__ __forceinline__ uint32_t ws_desc_lo(uint32_t saddr, uint32_t lbo) {
 __device__ __forceinline__ uint64_t ws_desc(uint32_t lo) { return (uint64_t(kWsDescHi) << 32) | lo; }
 #endif
 
-template <int D, bool SPARSE>
+// Experimental variants of the SPARSE kernel (SINKSCOPE_WS_SPARSE_VARIANT, read once on the
+// host; ws_sparse_variant() in attention.cu), bit flags, 0 = the kernel above unchanged:
+//   kWsVarNoPingPong (1): no turn barriers (named barriers 1 / 2): both consumers issue their
+//     GEMMs as soon as their operands are ready and the tensor cores arbitrate. The barriers only
+//     order issue (no data passes through them), so dropping them changes no value.
+//   kWsVarEarlyV (2): a tile t-1 whose units are all skipped (sk == 3: no k16 step of its P V is
+//     issued) does not put V(t-1)'s full barrier in front of iteration t's QK issue: its wait
+//     and the slot's release move to right after S(t) landed (and K(t) was released), so the
+//     producer also gets the slot back before the softmax of t instead of after it. The
+//     release still follows the wait on full_v, so the producer never re-arms a slot whose
+//     copy is in flight (nor a phase that has not completed), and no wgmma reads V(t-1).
+// Dense: VAR must be 0 (its code is unchanged).
+inline constexpr int kWsVarNoPingPong = 1, kWsVarEarlyV = 2, kWsVarCount = 4;
+
+template <int D, bool SPARSE, int VAR = 0>
 __global__ void __launch_bounds__(kWsThreads, 1)
     attention_prefill_ws_kernel(const AttentionParams p, const __grid_constant__ CUtensorMap tm_q,
                                 const __grid_constant__ CUtensorMap tm_k,
@@ -205,6 +219,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   constexpr int CH = D / 8;   // 16-byte chunks per row
   // Named barrier ids of the ping-pong (0 is __syncthreads); SPARSE: each consumer's vote barrier.
   constexpr int kBarTurn0 = 1, kBarVote0 = 3;
+  static_assert(SPARSE || VAR == 0, "the variants are of the sparse kernel only");
+  constexpr bool kPingPong = !(VAR & kWsVarNoPingPong);
+  constexpr bool kEarlyV = (VAR & kWsVarEarlyV) != 0;
 
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem_base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -485,7 +502,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   };
 
   // Consumer 0 issues first: consumer 1 opens its turn barrier.
-  if (c == 1) named_bar_arrive(other_turn, 256);
+  if (kPingPong && c == 1) named_bar_arrive(other_turn, 256);
   mbar_wait(full_q, 0);
 
   // Only the last tile can hold the cache end; it alone is written by cp.async (generic proxy),
@@ -647,11 +664,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     // ---- tile 0: S only ----
     mbar_wait(full_k(0), 0);
     if (tail_last && n_t == 1) fence_proxy_async_smem();
-    named_bar_sync(my_turn, 256);
+    if (kPingPong) named_bar_sync(my_turn, 256);
     wgmma_fence();
     issue_qk(0);
     wgmma_commit();
-    named_bar_arrive(other_turn, 256);
+    if (kPingPong) named_bar_arrive(other_turn, 256);
     wgmma_wait0();
     wgmma_fence_operands(s);
     release(empty_k(0));
@@ -666,23 +683,30 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint32_t ph = 1 / ST, php = 0;
 #pragma unroll 1
     for (int t = 1; t < n_t; ++t) {
+      // kEarlyV: t-1 skipped whole (skp warp-uniform), V(t-1) is not read: waited for later.
+      const bool v_late = kEarlyV && skp == 3;
       mbar_wait(full_k(st), ph);
-      mbar_wait(full_v(stp), php);
+      if (!v_late) mbar_wait(full_v(stp), php);
       if (tail_last && t == n_t - 1) fence_proxy_async_smem();
-      named_bar_sync(my_turn, 256);
+      if (kPingPong) named_bar_sync(my_turn, 256);
       wgmma_fence();  // a[] and o were last written by ordinary instructions
       issue_qk(st);
       wgmma_commit();
       issue_pv_kept(stp, skp);  // skp is warp-uniform
       wgmma_commit();  // (SPARSE: empty when t-1 is skipped whole; wait1 still means "S done")
-      named_bar_arrive(other_turn, 256);
+      if (kPingPong) named_bar_arrive(other_turn, 256);
       wgmma_wait1();  // S(t) done, P V may still run
       wgmma_fence_operands(s);
       release(empty_k(st));
+      if (v_late) {
+        // The copy of V(t-1) must have landed before its slot goes back to the producer.
+        mbar_wait(full_v(stp), php);
+        release(empty_v(stp));
+      }
       const int sk = softmax_t(t, std::false_type{});  // s, m, l, alpha only: not a[] / o
       wgmma_wait0();
       wgmma_fence_operands(o);
-      release(empty_v(stp));
+      if (!v_late) release(empty_v(stp));
       if (moved(sk)) rescale_o(alpha);
       pack_kept(sk);
       skp = sk;
@@ -698,18 +722,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     {
       mbar_wait(full_v(stp), php);
       if (tail_last) fence_proxy_async_smem();
-      named_bar_sync(my_turn, 256);
+      if (kPingPong) named_bar_sync(my_turn, 256);
       wgmma_fence();
       issue_pv_kept(stp, skp);
       wgmma_commit();
-      named_bar_arrive(other_turn, 256);
+      if (kPingPong) named_bar_arrive(other_turn, 256);
       wgmma_wait0();
       wgmma_fence_operands(o);
       release(empty_v(stp));
     }
     // Consumer 1 arrived on consumer 0's barrier once more than consumer 0 synced on it (its
     // opening arrive): consume it so no barrier is left half-arrived at exit.
-    if (c == 0) named_bar_sync(my_turn, 256);
+    if (kPingPong && c == 0) named_bar_sync(my_turn, 256);
   }
   if (probe && p.tiles_skipped && n_skipped)
     atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_skipped + head),
@@ -787,10 +811,10 @@ inline AttentionStatus make_ws_tensor_maps(const AttentionParams& p, WsTensorMap
 }
 
 // One launch of the kernel above (instantiated in attention_prefill_ws_d*.cu).
-template <int D, bool SPARSE>
+template <int D, bool SPARSE, int VAR = 0>
 AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t stream) {
   constexpr int smem = ws_smem_bytes<D>();
-  auto kernel = attention_prefill_ws_kernel<D, SPARSE>;
+  auto kernel = attention_prefill_ws_kernel<D, SPARSE, VAR>;
   // Once per instantiation (and process): the attribute call costs host time on every launch.
   static const cudaError_t attr_err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -801,6 +825,21 @@ AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t strea
   kernel<<<grid, kWsThreads, smem, stream>>>(p, maps.q, maps.k, maps.v);
   SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
   return {};
+}
+
+// The sparse kernel in the variant `var` (ws_sparse_variant(); out of range: 0).
+template <int D>
+AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, int var, cudaStream_t stream) {
+  switch (var) {
+    case 1:
+      return launch_prefill_ws_t<D, true, 1>(p, stream);
+    case 2:
+      return launch_prefill_ws_t<D, true, 2>(p, stream);
+    case 3:
+      return launch_prefill_ws_t<D, true, 3>(p, stream);
+    default:
+      return launch_prefill_ws_t<D, true, 0>(p, stream);
+  }
 }
 
 }  // namespace sinkscope::kernels::detail

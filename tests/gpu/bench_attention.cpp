@@ -219,6 +219,78 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   }
 }
 
+// `--ws-sparse-variants`: the warp-specialised dense prefill and each experimental variant of the
+// warp-specialised sparse one (ws_sparse_variant(), lambda 1e-2) on the same sink + quiet-tile
+// input, d = 64 (9 q / 3 kv) and d = 128 (32 q / 8 kv), L = 16K and 32K, quiet 0.7 and 0.9; CSV
+// rows (kind ws_sparse_variant) and a table. The variants' masks and counters are the default
+// one's (tests/gpu/test_attention_gpu.cpp checks it); the skip fraction is the default's.
+void bench_ws_sparse_variants(std::mt19937_64& rng) {
+  struct Row {
+    std::string shape;
+    int64_t L;
+    double quiet, skip, dense;
+    double us[kernels::kWsSparseVariants];
+  };
+  std::vector<Row> rows;
+  const double lambda = 1e-2;
+  for (const Shape& sh : kShapes)
+    for (int64_t L : {16384, 32768})
+      for (double quiet : {0.7, 0.9}) {
+        const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, quiet), rng);
+        DeviceProblem dp;
+        dp.upload(hp, rng);
+        const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
+        const int reps = L >= 32768 ? 5 : 7;
+        Row r{sh.name, L, quiet, 0, 0, {}};
+        kernels::AttentionParams pd = dp.params(hp, 0.0);
+        pd.skip_mask = nullptr;
+        pd.tiles_visited = pd.tiles_skipped = nullptr;
+        if (!kernels::attention_uses_warp_specialized(pd)) {
+          std::fprintf(stderr, "ws-sparse-variants: the warp-specialised kernel does not run here\n");
+          std::exit(1);
+        }
+        r.dense = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 2, reps, 2);
+        emit("ws_sparse_variant", sh.name, L, "ws_dense", r.dense, flops / r.dense * 1e-6, 0, 0, 0, quiet);
+        kernels::AttentionParams ps = dp.params(hp, lambda);
+        ps.skip_mask = nullptr;
+        if (!kernels::attention_uses_warp_specialized(ps)) {
+          std::fprintf(stderr, "ws-sparse-variants: the sparse launch is not warp-specialised here\n");
+          std::exit(1);
+        }
+        SINKSCOPE_CUDA_CHECK(cudaMemset(dp.visited, 0, sh.hq * 8));
+        SINKSCOPE_CUDA_CHECK(cudaMemset(dp.skipped, 0, sh.hq * 8));
+        check(kernels::launch_attention(ps, nullptr));
+        SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+        r.skip = skip_fraction(dp, sh.hq);
+        ps.tiles_visited = ps.tiles_skipped = nullptr;
+        for (int v = 0; v < kernels::kWsSparseVariants; ++v) {
+          kernels::set_ws_sparse_variant(v);
+          r.us[v] = time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 2, reps, 2);
+          const std::string name = "ws_sparse_v" + std::to_string(v);
+          emit("ws_sparse_variant", sh.name, L, name.c_str(), r.us[v], flops / r.us[v] * 1e-6, 0, r.skip,
+               lambda, quiet);
+        }
+        kernels::set_ws_sparse_variant(-1);
+        rows.push_back(r);
+        dp.release();
+      }
+  std::printf("\n=== WS sparse variants (lambda %g; speedup = dense / variant; v1 no ping-pong, "
+              "v2 late V wait, v3 both) ===\n",
+              lambda);
+  std::printf("%-13s %6s %5s %6s %9s", "shape", "L", "quiet", "skip%", "dense_us");
+  for (int v = 0; v < kernels::kWsSparseVariants; ++v) std::printf("   v%d_us  (x)  ", v);
+  std::printf("\n");
+  for (const Row& r : rows) {
+    std::printf("%-13s %6lld %5.2f %6.1f %9.1f", r.shape.c_str(), (long long)r.L, r.quiet, 100 * r.skip,
+                r.dense);
+    for (int v = 0; v < kernels::kWsSparseVariants; ++v)
+      std::printf(" %8.1f (%4.2f)", r.us[v], r.dense / r.us[v]);
+    std::printf("\n");
+  }
+  std::printf("=== end WS sparse variants ===\n");
+  std::fflush(stdout);
+}
+
 // Decode over `copies` page pools so that one timing loop streams > 2x the 60 MB L2.
 void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink, double quiet,
                   double lambda, const char* kind) {
@@ -428,6 +500,12 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 3; ++i) check(kernels::launch_attention(p, nullptr));
     SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
     dp.release();
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "--ws-sparse-variants") {  // the WS sparse variants alone
+    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+    bench_ws_sparse_variants(rng);
+    if (g_csv) std::fclose(g_csv);
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "--prefill") {  // the dense prefill rows alone

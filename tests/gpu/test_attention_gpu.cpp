@@ -341,6 +341,16 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         q.skip_value_load = false;
         expect_same(family, run(dp, q), "forced sparse (eager V) at lambda=0", true);
       }
+      if (sparse_ws)
+        for (int v = 1; v < kernels::kWsSparseVariants; ++v) {  // ws_sparse_variant(): the same
+          kernels::set_ws_sparse_variant(v);
+          const RunOut rv = run(dp, q);
+          kernels::set_ws_sparse_variant(-1);
+          const std::string what = "forced sparse, WS variant " + std::to_string(v) + ", at lambda=0";
+          expect_same(family, rv, what.c_str(), true);
+          if (rv.error.empty() && (rv.visited != family.visited || rv.skipped != family.skipped))
+            fail(what + ": counters differ");
+        }
       if (uses_ws && sparse_ws) {
         q = p;
         q.prefer_ws = false;
@@ -388,6 +398,27 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         if (!(krel <= kTolerance)) fail("keep-exp relative error " + std::to_string(krel));
         tot.worst_keep_err = std::max(tot.worst_keep_err, krel);
         ++tot.keep_cases;
+      }
+      if (!decode && uses_ws && keep.error.empty()) {
+        // The experimental variants of the warp-specialised sparse kernel (ws_sparse_variant())
+        // against the default one (the main run, and keep-exp): same masks and counters, and
+        // the same outputs bit for bit (each variant issues the same wgmma and float operations
+        // per warpgroup; only the order of issue between the warpgroups and of the barrier
+        // waits differs).
+        for (int v = 1; v < kernels::kWsSparseVariants; ++v)
+          for (const bool keep_exp : {false, true}) {
+            kernels::AttentionParams k = p;
+            k.skip_softmax_exp = keep_exp ? false : p.skip_softmax_exp;
+            kernels::set_ws_sparse_variant(v);
+            const RunOut rv = run(dp, k);
+            kernels::set_ws_sparse_variant(-1);
+            const RunOut& ref = keep_exp ? keep : main;
+            const std::string what =
+                "WS sparse variant " + std::to_string(v) + (keep_exp ? " (keep-exp)" : "") + " vs variant 0";
+            expect_same(ref, rv, what.c_str(), true);
+            if (rv.error.empty() && (rv.visited != ref.visited || rv.skipped != ref.skipped))
+              fail(what + ": counters differ");
+          }
       }
       if (!decode) {
         // The V modes are two kernels of attention_prefill_kernel (the warp-specialised one has
