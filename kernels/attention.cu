@@ -71,8 +71,8 @@ std::atomic<int> g_ws_sparse_variant_override{-1};
 int ws_sparse_variant_env() {
   static const int v = [] {
     const char* e = std::getenv("SINKSCOPE_WS_SPARSE_VARIANT");
-    const int x = e ? std::atoi(e) : 0;
-    return x >= 0 && x < kWsSparseVariants ? x : 0;
+    const int x = e ? std::atoi(e) : kWsSparseDefaultVariant;
+    return x >= 0 && x < kWsSparseVariants ? x : kWsSparseDefaultVariant;
   }();
   return v;
 }

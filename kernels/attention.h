@@ -34,11 +34,17 @@ bool attention_uses_wgmma(const AttentionParams& p);
 // SINKSCOPE_PREFILL_WS != 0).
 bool attention_uses_warp_specialized(const AttentionParams& p);
 
-// Experimental variants of the warp-specialised SPARSE prefill (attention_prefill_ws.cuh,
-// kWsVar* bit flags; 0 = the default kernel): the value of SINKSCOPE_WS_SPARSE_VARIANT (read once
-// per process; unset, or outside 0 .. kWsSparseVariants-1: 0), unless set_ws_sparse_variant()
-// overrode it (tests and benchmarks; -1 returns to the environment's value). Read at each launch.
+// Variants of the warp-specialised SPARSE prefill (attention_prefill_ws.cuh, kWsVar* bit flags:
+// 1 no ping-pong turns between the consumer warpgroups, 2 late V wait for skipped tiles; all
+// give the same outputs, masks and counters bit for bit): the value of
+// SINKSCOPE_WS_SPARSE_VARIANT (read once per process; unset, or outside 0 .. kWsSparseVariants-1:
+// kWsSparseDefaultVariant), unless set_ws_sparse_variant() overrode it (tests and benchmarks; -1
+// returns to the environment's value). Read at each launch. The default is 1: without the
+// ping-pong turns a warpgroup whose tile is skipped does not wait for the other's GEMM turn
+// (H200, run k: 1.01-1.06x variant 0 at 70-90 % skipped; `bench_attention OUT
+// --ws-sparse-variants`). The dense kernel keeps its ping-pong.
 inline constexpr int kWsSparseVariants = 4;
+inline constexpr int kWsSparseDefaultVariant = 1;
 int ws_sparse_variant();
 void set_ws_sparse_variant(int v);
 

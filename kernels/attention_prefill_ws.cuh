@@ -192,8 +192,9 @@ __device__ __forceinline__ uint32_t ws_desc_lo(uint32_t saddr, uint32_t lbo) {
 __device__ __forceinline__ uint64_t ws_desc(uint32_t lo) { return (uint64_t(kWsDescHi) << 32) | lo; }
 #endif
 
-// Experimental variants of the SPARSE kernel (SINKSCOPE_WS_SPARSE_VARIANT, read once on the
-// host; ws_sparse_variant() in attention.cu), bit flags, 0 = the kernel above unchanged:
+// Variants of the SPARSE kernel (SINKSCOPE_WS_SPARSE_VARIANT, read once on the host;
+// ws_sparse_variant() in attention.cu; default kWsSparseDefaultVariant = 1, measured fastest),
+// bit flags, 0 = the kernel above with the dense kernel's ping-pong:
 //   kWsVarNoPingPong (1): no turn barriers (named barriers 1 / 2): both consumers issue their
 //     GEMMs as soon as their operands are ready and the tensor cores arbitrate. The barriers only
 //     order issue (no data passes through them), so dropping them changes no value.
