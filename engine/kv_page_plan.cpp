@@ -71,10 +71,11 @@ int windowed_chunk(const CacheSettings& s, int block_size, int device_batch) {
   const int64_t cpu = windowed_cpu_chunk(s, block_size);
   const int64_t one = std::max<int64_t>(1, std::min<int64_t>(cpu, device_batch));
   // Several CPU chunks per pass when that changes nothing the CPU would compute: the CPU chunk
-  // is a whole number of kQueryTileRows-row query tiles (so the tiles, and every skip decision,
-  // line up with the CPU's; a device CTA of two query tiles may then straddle two CPU chunks,
-  // each half deciding on its own), and no cache memory limit could refuse the larger pass.
-  if (cpu % kQueryTileRows != 0 || s.global_cache_limit_mib > 0) return int(one);
+  // is a whole number of device CTAs (two kQueryTileRows-row query tiles each: the tiles, and
+  // every skip decision, line up with the CPU's, and no CTA straddles two CPU chunks -- which
+  // would be correct, each half deciding alone, but no GPU test covers it yet), and no cache
+  // memory limit could refuse the larger pass.
+  if (cpu % (2 * kQueryTileRows) != 0 || s.global_cache_limit_mib > 0) return int(one);
   return int(std::max<int64_t>(one, cpu * (device_batch / cpu)));
 }
 

@@ -70,9 +70,13 @@ bool ws_sparse_prefill_env_enabled() {
 std::atomic<int> g_ws_sparse_variant_override{-1};
 int ws_sparse_variant_env() {
   static const int v = [] {
+    // Unset, empty, not a whole number or out of range: the default (atoi would read "" or a
+    // typo as 0, a valid variant).
     const char* e = std::getenv("SINKSCOPE_WS_SPARSE_VARIANT");
-    const int x = e ? std::atoi(e) : kWsSparseDefaultVariant;
-    return x >= 0 && x < kWsSparseVariants ? x : kWsSparseDefaultVariant;
+    if (e == nullptr || *e == '\0') return kWsSparseDefaultVariant;
+    char* end = nullptr;
+    const long x = std::strtol(e, &end, 10);
+    return *end == '\0' && x >= 0 && x < kWsSparseVariants ? int(x) : kWsSparseDefaultVariant;
   }();
   return v;
 }

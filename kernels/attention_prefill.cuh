@@ -109,6 +109,7 @@ constexpr int prefill_smem_bytes() {
 // for tail balance); rows of br (kPrefillCtaRows) queries, i.e. query tiles
 // kPrefillTilesPerCta * qt + h (h = 0, 1) of kPrefillQueryTile rows each.
 struct PrefillCtaTile {
+  // n_qt, qt: CTA row blocks (of kPrefillTilesPerCta query tiles each), not query tiles.
   int head, n_qt, qt, kvh, i0, rows;
   int64_t q_lo;      // absolute position of row 0
   int64_t last_key;  // the last key any row of the tile sees (causal, < kv_len)

@@ -22,9 +22,11 @@
 // Intra-warpgroup overlap: iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1) back to back,
 // waits for S(t) only (wait_group 1), runs the softmax of t while P V is still on the tensor
 // cores, then waits for P V and rescales O by t's alpha.
-// Ping-pong: the two consumers take turns issuing their GEMM pairs (named barriers 1 and 2,
-// 256 threads: one consumer syncs, the other arrives), so one warpgroup's softmax runs while the
-// other's GEMMs occupy the tensor cores.
+// Ping-pong (the dense kernel, and sparse variant 0): the two consumers take turns issuing their
+// GEMM pairs (named barriers 1 and 2, 256 threads: one consumer syncs, the other arrives), so one
+// warpgroup's softmax runs while the other's GEMMs occupy the tensor cores. The sparse kernel's
+// default (variant 1, kWsVarNoPingPong below) drops the turns: a warpgroup whose tile is skipped
+// does not wait for the other's GEMM turn.
 //
 // KV tiles are 128 keys whatever the page size: with block_size 64 a tile is two pages, each
 // looked up in the page table (the second only when it holds keys < kv_len). Key slots past
@@ -206,6 +208,7 @@ __device__ __forceinline__ uint64_t ws_desc(uint32_t lo) { return (uint64_t(kWsD
 //     copy is in flight (nor a phase that has not completed), and no wgmma reads V(t-1).
 // Dense: VAR must be 0 (its code is unchanged).
 inline constexpr int kWsVarNoPingPong = 1, kWsVarEarlyV = 2, kWsVarCount = 4;
+static_assert(kWsVarCount == kWsSparseVariants, "attention.h's variant count and the kernel's");
 
 template <int D, bool SPARSE, int VAR = 0>
 __global__ void __launch_bounds__(kWsThreads, 1)

@@ -24,9 +24,10 @@ inline std::string cuda_error_text(cudaError_t e, const char* what, const char* 
   do {                                                                                        \
     cudaError_t sinkscope_err_ = (call);                                                      \
     if (sinkscope_err_ != cudaSuccess) {                                                      \
-      /* consume the runtime's record of a non-sticky error, so that the next launch's     */ \
-      /* cudaGetLastError() does not report this call's failure as its own                 */ \
-      (void)cudaGetLastError();                                                               \
+      /* consume the runtime's record of this (non-sticky) error, so that the next launch's */ \
+      /* cudaGetLastError() does not report this call's failure as its own; a different     */ \
+      /* pending error is left for whoever owns it                                          */ \
+      if (cudaPeekAtLastError() == sinkscope_err_) (void)cudaGetLastError();                   \
       return ReturnType::error(                                                               \
           ::sinkscope::kernels::cuda_error_text(sinkscope_err_, #call, __FILE__, __LINE__)); \
     }                                                                                         \
