@@ -13,6 +13,14 @@
 
 namespace sinkscope::gui {
 
+QString skippedOutlineCaption(int drawn, int total) {
+  if (drawn >= total) return QObject::tr("%1 skipped tiles outlined").arg(total);
+  return QObject::tr("%1 of %2 skipped tiles outlined (the first %1 in query order: more would "
+                     "slow the plot)")
+      .arg(drawn)
+      .arg(total);
+}
+
 AttentionMapPanel::AttentionMapPanel(AttentionMapView* view, QWidget* parent)
     : QWidget(parent), m_view(view) {
   auto* top = new QHBoxLayout;
@@ -85,10 +93,11 @@ void AttentionMapPanel::rebuild() {
   // Skipped tiles of the skip mask: outlined rectangles (query tile x KV tile).
   const SkipMask& mask = m_view->skipMask();
   const int bs = m_view->blockSize();
-  int drawn = 0;
-  for (int qt = 0; qt < mask.rows && drawn < 4000; ++qt)
-    for (int kt = 0; kt < mask.cols && drawn < 4000; ++kt) {
+  int drawn = 0, total = 0;
+  for (int qt = 0; qt < mask.rows; ++qt)
+    for (int kt = 0; kt < mask.cols; ++kt) {
       if (mask.cells[size_t(qt) * mask.cols + kt] != 2) continue;
+      if (++total > kMaxSkipOutlines) continue;
       auto* rect = new QCPItemRect(m_plot);
       rect->topLeft->setCoords(kt * bs - 0.5, qt * kQueryTileRows - 0.5);
       rect->bottomRight->setCoords(std::min(n, (kt + 1) * bs) - 0.5, std::min(n, (qt + 1) * kQueryTileRows) - 0.5);
@@ -112,9 +121,9 @@ void AttentionMapPanel::rebuild() {
     }
   }
   m_plot->replot();
-  m_info->setText(tr("Layer %1, head %2: %3 tokens in %4x%5 cells; %6 skipped tiles outlined%7, "
-                     "sink columns in green.")
-                      .arg(a.layer).arg(a.head).arg(n).arg(a.rows).arg(a.cols).arg(drawn)
+  m_info->setText(tr("Layer %1, head %2: %3 tokens in %4x%5 cells; %6%7, sink columns in green.")
+                      .arg(a.layer).arg(a.head).arg(n).arg(a.rows).arg(a.cols)
+                      .arg(skippedOutlineCaption(drawn, total))
                       .arg(mask.rows ? QString() : tr(" (no skip mask)")));
   if (const RunResultPtr& r = m_view->result()) {  // how the map was made; why a mask is missing
     QString more;

@@ -15,6 +15,12 @@ class QSpinBox;
 
 namespace sinkscope::gui {
 
+// At most this many skipped tiles are outlined (one plot item each); the rest are counted.
+inline constexpr int kMaxSkipOutlines = 4000;
+// The caption of the outlines: how many skipped tiles are drawn and, when the cap cut them
+// short, that the rest (later query tiles) are not.
+QString skippedOutlineCaption(int drawn, int total);
+
 class AttentionMapPanel : public QWidget {
   Q_OBJECT
  public:
