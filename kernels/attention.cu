@@ -47,22 +47,22 @@ DeviceInfo current_device_info() {
   return d;
 }
 
+// A switch that is on unless the environment variable `name` is "0".
+bool env_not_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 // SINKSCOPE_PREFILL_WS=0 turns the warp-specialised prefill off (read once per process).
 bool ws_prefill_env_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("SINKSCOPE_PREFILL_WS");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = env_not_zero("SINKSCOPE_PREFILL_WS");
   return enabled;
 }
 
 // SINKSCOPE_PREFILL_WS_SPARSE=0 keeps sparse prefill off the warp-specialised kernel (read once
 // per process).
 bool ws_sparse_prefill_env_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("SINKSCOPE_PREFILL_WS_SPARSE");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = env_not_zero("SINKSCOPE_PREFILL_WS_SPARSE");
   return enabled;
 }
 

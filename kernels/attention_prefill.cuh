@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, tq = lane & 3;  // mma fragment row group / column pair
   const PrefillCtaTile ct = prefill_cta_tile(p, BR);
-  const int head = ct.head, n_qt = ct.n_qt, qt = ct.qt, kvh = ct.kvh, i0 = ct.i0, rows = ct.rows;
+  const int head = ct.head, kvh = ct.kvh, i0 = ct.i0, rows = ct.rows;
   const int64_t q_lo = ct.q_lo, last_key = ct.last_key;
   // Tiles visited, in position order. Positional tiles: 0 .. the last causal one. A live-page
   // list (AttentionParams::tile_pos0): its sink tiles, then the tiles from the first that
@@ -283,8 +283,6 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   const bool probe = (tid & (NTHREADS / 2 - 1)) == 0;
   uint8_t* mask_row =
       probe && !LIST ? prefill_mask_row(p, ct, half, half ? hf1.rows : hf0.rows, n_kvt) : nullptr;
-  (void)n_qt;
-  (void)qt;
 
   for (int t = 0; t < n_t; ++t) {
     const uint16_t* kbuf = sk + (LAZY_V ? t % 3 : (t & 1)) * BC * D;

@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = warp >> 2;  // 0 producer, 1 / 2 consumers
   const PrefillCtaTile ct = prefill_cta_tile(p, BR);
-  const int head = ct.head, n_qt = ct.n_qt, qt = ct.qt, kvh = ct.kvh, i0 = ct.i0, rows = ct.rows;
+  const int head = ct.head, kvh = ct.kvh, i0 = ct.i0, rows = ct.rows;
   const int64_t q_lo = ct.q_lo, last_key = ct.last_key;
   const int n_t = static_cast<int>(last_key / BN) + 1;  // 128-key tiles visited
 
@@ -277,8 +277,6 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     if (p.tiles_visited && n_vis)
       atomicAdd(reinterpret_cast<unsigned long long*>(p.tiles_visited + head),
                 static_cast<unsigned long long>(n_vis));
-    (void)n_qt;
-    (void)qt;
   }
   __syncthreads();
 

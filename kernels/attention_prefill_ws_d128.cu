@@ -7,7 +7,7 @@ namespace sinkscope::kernels::detail {
 AttentionStatus launch_prefill_ws_d128(const AttentionParams& p, const AttentionChoice& c,
                                       cudaStream_t s) {
   // Both sparse variants run the one sparse kernel (it loads V whatever the vote), in the
-  // experimental variant ws_sparse_variant() (0 = the default kernel).
+  // variant ws_sparse_variant() (kWsSparseDefaultVariant unless overridden).
   return c.variant == AttentionVariant::kPrefillDense ? launch_prefill_ws_t<128, false>(p, s)
                                                       : launch_prefill_ws_sparse_t<128>(p, ws_sparse_variant(), s);
 }

@@ -137,6 +137,13 @@ TEST(AttentionDispatch, WarpSpecializedOnlyForPositionalBf16Wgmma) {
   // whatever the vote) wherever ws_sparse_prefill_head_dim() says so (64-row query tiles: d = 64
   // and 128); the variant names the wgmma kernel prefer_ws = false (or prefer_ws_sparse = false)
   // runs.
+  // The wgmma sparse kernel (not warp-specialised) of V mode `lazy`.
+  const auto expect_wgmma_sparse = [](const AttentionChoice& ch, bool lazy) {
+    EXPECT_FALSE(ch.warp_specialized);
+    EXPECT_TRUE(ch.wgmma);
+    EXPECT_EQ(ch.variant, lazy ? AttentionVariant::kPrefillSparseLazyV
+                               : AttentionVariant::kPrefillSparse);
+  };
   for (bool lazy : {true, false})
     for (int d : {64, 128})
       for (int bc : {64, 128}) {
@@ -155,21 +162,13 @@ TEST(AttentionDispatch, WarpSpecializedOnlyForPositionalBf16Wgmma) {
         // (lazy V for the bench's comparison rows); the dense prefill keeps the WS kernel.
         AttentionShape u = t;
         u.prefer_ws_sparse = false;
-        c = select_attention_kernel(u);
-        EXPECT_FALSE(c.warp_specialized);
-        EXPECT_TRUE(c.wgmma);
-        EXPECT_EQ(c.variant, lazy ? AttentionVariant::kPrefillSparseLazyV
-                                  : AttentionVariant::kPrefillSparse);
+        expect_wgmma_sparse(select_attention_kernel(u), lazy);
         u.log2_lambda = log2_of_lambda(0.0);
         EXPECT_TRUE(select_attention_kernel(u).warp_specialized);
         u.force_sparse_kernel = true;  // lambda = 0 but forced sparse: the sparse choice
         EXPECT_FALSE(select_attention_kernel(u).warp_specialized);
         t.prefer_ws = false;
-        c = select_attention_kernel(t);
-        EXPECT_FALSE(c.warp_specialized);
-        EXPECT_TRUE(c.wgmma);
-        EXPECT_EQ(c.variant, lazy ? AttentionVariant::kPrefillSparseLazyV
-                                  : AttentionVariant::kPrefillSparse);
+        expect_wgmma_sparse(select_attention_kernel(t), lazy);
       }
   for (int d : {64, 128}) {
     t = s;
