@@ -1311,8 +1311,8 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
     m_probes.all_masks.assign(size_t(c.n_layer) * c.n_head * m_probes.all_rows * m_probes.all_cols, 0);
     m_probes.all_stat.clear();
   }
-  // Passes of m_batch tokens (a multiple of the 64-row query tile, so the skip votes and the
-  // probes equal one pass over all n tokens).
+  // Passes of m_batch tokens (a multiple of kPassAlign: whole CTAs of two 64-row query tiles, so
+  // the skip votes and the probes equal one pass over all n tokens).
   for (int start = 0; start < n; start += m_batch) {
     const int nc = std::min(m_batch, n - start);
     SS_CUDA(cudaMemcpyAsync(m_tokens.get(), tokens.data() + start, size_t(nc) * 4,
