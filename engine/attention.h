@@ -103,7 +103,7 @@ struct AttentionProbes {
   std::vector<int64_t> col_queries;
   // Debug probe, off by default (Backend::request_all_skip_masks): the last prefill's skip mask
   // of EVERY (layer, head), all_masks[((layer * n_head + head) * all_rows + q tile) * all_cols +
-  // KV tile], cell codes as SkipMask. all_stat (CPU backend only, else empty): the deciding
+  // KV tile], cell codes as SkipMask. all_stat (CPU backend asked with_stat only, else empty): the deciding
   // statistic of each cell (engine/cpu_attention.h, CpuAttentionArgs::tile_stat), same index.
   int all_rows = 0, all_cols = 0;
   std::vector<uint8_t> all_masks;

@@ -74,10 +74,12 @@ class CpuBackend final : public Backend {
     m_probes.mask.layer = layer;
     m_probes.mask.head = head;
   }
-  void request_all_skip_masks(bool on) override {
+  void request_all_skip_masks(bool on, bool with_stat) override {
     if (on && m_cache_settings.windowed())
       throw BackendError("all-heads skip masks: recorded with the full cache only");
     m_all_masks = on;
+    m_all_stat = on && with_stat;
+    if (!m_all_stat) std::vector<float>().swap(m_stat_tmp);  // give a statistic run's memory back
   }
 
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
@@ -113,7 +115,8 @@ class CpuBackend final : public Backend {
   int m_capacity = 0;
   int m_n_past = 0;
   CacheSettings m_cache_settings;
-  bool m_all_masks = false;  // debug probe: every (layer, head)'s mask + tile statistic
+  bool m_all_masks = false;  // debug probe: every (layer, head)'s mask
+  bool m_all_stat = false;   // ... and its tile statistic
   std::vector<uint8_t> m_all_tmp;
   std::vector<float> m_stat_tmp;
   // Paged K/V of every layer (engine/kv_cache.h): pages of block_size positions, each
@@ -304,7 +307,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       int all_cols = 0;
       if (!decode && m_all_masks) {
         a.mask_all = &m_all_tmp;
-        a.tile_stat = &m_stat_tmp;
+        a.tile_stat = m_all_stat ? &m_stat_tmp : nullptr;
         if (!a.mask) a.mask_cols = &all_cols;
       }
       cpu_attention(a, &m_pool);
@@ -316,10 +319,12 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
           pr.all_rows = (n + a.q_tile - 1) / a.q_tile;
           pr.all_cols = a.mask ? m_probes.mask.cols : all_cols;
           pr.all_masks.assign(per_layer * size_t(c.n_layer), 0);
-          pr.all_stat.assign(per_layer * size_t(c.n_layer), NAN);
+          if (m_all_stat) pr.all_stat.assign(per_layer * size_t(c.n_layer), NAN);
+          else pr.all_stat.clear();
         }
         std::copy(m_all_tmp.begin(), m_all_tmp.end(), pr.all_masks.begin() + ptrdiff_t(per_layer * l));
-        std::copy(m_stat_tmp.begin(), m_stat_tmp.end(), pr.all_stat.begin() + ptrdiff_t(per_layer * l));
+        if (m_all_stat)
+          std::copy(m_stat_tmp.begin(), m_stat_tmp.end(), pr.all_stat.begin() + ptrdiff_t(per_layer * l));
       }
     }
     {

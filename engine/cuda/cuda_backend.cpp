@@ -190,7 +190,7 @@ class CudaBackendImpl final : public CudaBackend {
   const AttentionSettings& attention() const override { return m_attn; }
   const AttentionProbes& probes() const override { return m_probes; }
   void request_skip_mask(int layer, int head) override;
-  void request_all_skip_masks(bool on) override;
+  void request_all_skip_masks(bool on, bool with_stat) override;
   void request_qkv_capture(int layer) override;
   const QkvCapture& qkv_capture() const override { return m_capture; }
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
@@ -892,7 +892,8 @@ void CudaBackendImpl::request_skip_mask(int layer, int head) {
   m_probes.mask.head = head;
 }
 
-void CudaBackendImpl::request_all_skip_masks(bool on) {
+// with_stat: the CPU backend's statistic only (the GPU records none; all_stat stays empty).
+void CudaBackendImpl::request_all_skip_masks(bool on, bool /*with_stat*/) {
   if (on && m_plan->windowed())
     throw BackendError("all-heads skip masks: recorded with the full cache only");
   if (on && !m_mask_all) {

@@ -79,7 +79,7 @@ Run run_backend(Backend& be, const std::vector<TokenId>& ids, int n_prefill, int
                 const AttentionSettings& st, bool masks) {
   be.set_attention(st);
   be.reset();
-  be.request_all_skip_masks(masks);
+  be.request_all_skip_masks(masks, /*with_stat=*/masks);
   Run r;
   std::vector<float> l;
   be.forward(std::span(ids.data(), size_t(n_prefill)), LogitsMode::kLast, l);

@@ -299,6 +299,52 @@ TEST(CpuBackend, SparseSettingsReachTheAttentionAndCountTiles) {
   EXPECT_THROW(be->set_attention(s), BackendError);
 }
 
+// The all-heads probe (the workbench asks for it on full-cache runs): every (layer, head)'s mask,
+// equal to the single-head probe's cells; the 4-byte-per-cell statistic only when asked for.
+TEST(CpuBackend, AllHeadsMasksWithAndWithoutTheStatistic) {
+  auto model = write_and_load(shape_cases()[0].shape, 16, "allmasks");
+  const ModelConfig& c = model->config();
+  auto ids = random_ids(200, c.n_vocab, 7);
+  auto be = make_cpu_backend(model, {});
+  AttentionSettings s;
+  s.type = AttentionType::kDynamicSparse;
+  s.threshold_prefill = 0.9;
+  be->set_attention(s);
+  std::vector<float> logits;
+  be->request_skip_mask(1, 2);
+  be->request_all_skip_masks(true);
+  be->reset();
+  be->forward(ids, LogitsMode::kLast, logits);
+  const AttentionProbes& p = be->probes();
+  ASSERT_EQ(p.all_rows, 4);
+  ASSERT_EQ(p.all_cols, 4);
+  ASSERT_EQ(p.all_masks.size(), size_t(c.n_layer) * c.n_head * 16);
+  EXPECT_TRUE(p.all_stat.empty());  // not asked for
+  const auto one = p.all_masks.begin() + ptrdiff_t((size_t(1) * c.n_head + 2) * 16);
+  EXPECT_EQ(std::vector<uint8_t>(one, one + 16), p.mask.cells);
+  const std::vector<uint8_t> masks = p.all_masks;
+  be->request_all_skip_masks(true, /*with_stat=*/true);
+  be->reset();
+  be->forward(ids, LogitsMode::kLast, logits);
+  EXPECT_EQ(be->probes().all_masks, masks);  // the statistic does not change the decisions
+  ASSERT_EQ(be->probes().all_stat.size(), masks.size());
+  // The statistic decides: skipped iff below ln(lambda); NaN where not visible or first visited.
+  size_t stats = 0;
+  for (size_t i = 0; i < masks.size(); ++i) {
+    const float st = be->probes().all_stat[i];
+    if (masks[i] == 0) {
+      EXPECT_TRUE(std::isnan(st)) << i;
+    } else if (!std::isnan(st)) {
+      EXPECT_EQ(masks[i] == 2, st < std::log(0.9f)) << i << " stat " << st;
+      ++stats;
+    } else {
+      EXPECT_EQ(masks[i], 1) << i;
+    }
+  }
+  EXPECT_GT(stats, 0u);
+  be->request_all_skip_masks(false);
+}
+
 TEST(Session, GenerateIsDeterministicAndStopsAtMaxTokens) {
   auto model = write_and_load(shape_cases()[0].shape, 17, "gen");
   auto be = make_cpu_backend(model, {});
