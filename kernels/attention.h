@@ -35,15 +35,17 @@ bool attention_uses_wgmma(const AttentionParams& p);
 bool attention_uses_warp_specialized(const AttentionParams& p);
 
 // Variants of the warp-specialised SPARSE prefill (attention_prefill_ws.cuh, kWsVar* bit flags:
-// 1 no ping-pong turns between the consumer warpgroups, 2 late V wait for skipped tiles; all
-// give the same outputs, masks and counters bit for bit): the value of
+// 1 no ping-pong turns between the consumer warpgroups, 2 late V wait for skipped tiles, 4 three
+// consumer warpgroups (192-row CTAs, 512 threads; no ping-pong, so 4 and 5, 6 and 7 are the same
+// kernel; d = 64 only, d = 128 runs variant & 3); all give the same outputs, masks and counters
+// bit for bit): the value of
 // SINKSCOPE_WS_SPARSE_VARIANT (read once per process; unset, or outside 0 .. kWsSparseVariants-1:
 // kWsSparseDefaultVariant), unless set_ws_sparse_variant() overrode it (tests and benchmarks; -1
 // returns to the environment's value). Read at each launch. The default is 1: without the
 // ping-pong turns a warpgroup whose tile is skipped does not wait for the other's GEMM turn
 // (H200, run k: 1.01-1.06x variant 0 at 70-90 % skipped; `bench_attention OUT
 // --ws-sparse-variants`). The dense kernel keeps its ping-pong.
-inline constexpr int kWsSparseVariants = 4;
+inline constexpr int kWsSparseVariants = 8;
 inline constexpr int kWsSparseDefaultVariant = 1;
 int ws_sparse_variant();
 void set_ws_sparse_variant(int v);

@@ -106,17 +106,19 @@ constexpr int prefill_smem_bytes() {
 // loaded, a page-table entry < 0 is a protected bf16 page (engine/kv_page_plan.h).
 // The query rows a prefill CTA owns (this kernel and attention_prefill_ws.cuh): blockIdx.x is
 // the query head, blockIdx.y counts the CTA row blocks from the last (longest causal rows first,
-// for tail balance); rows of br (kPrefillCtaRows) queries, i.e. query tiles
-// kPrefillTilesPerCta * qt + h (h = 0, 1) of kPrefillQueryTile rows each.
+// for tail balance); rows of br (kPrefillCtaRows; the three-consumer warp-specialised kernel:
+// 192) queries, i.e. query tiles (br / kPrefillQueryTile) * qt + h (h < br / kPrefillQueryTile)
+// of kPrefillQueryTile rows each.
 struct PrefillCtaTile {
-  // n_qt, qt: CTA row blocks (of kPrefillTilesPerCta query tiles each), not query tiles.
+  // n_qt, qt: CTA row blocks (of br / kPrefillQueryTile query tiles each), not query tiles.
   int head, n_qt, qt, kvh, i0, rows;
   int64_t q_lo;      // absolute position of row 0
   int64_t last_key;  // the last key any row of the tile sees (causal, < kv_len)
 };
-// One query tile (half h of the CTA, kPrefillQueryTile rows): its rows (0 for a half that lies
-// past n_q_tokens), its first position and the last key any of its rows sees (-1: no rows). Its
-// skip-mask row is query tile kPrefillTilesPerCta * qt + h of ceil(n_q_tokens / kPrefillQueryTile).
+// One query tile (half h of the CTA, kPrefillQueryTile rows; the three-consumer kernel: third
+// h): its rows (0 for a tile that lies past n_q_tokens), its first position and the last key any
+// of its rows sees (-1: no rows). Its skip-mask row is query tile kPrefillTilesPerCta * qt + h
+// (prefill_mask_row's tiles_per_cta * qt + h) of ceil(n_q_tokens / kPrefillQueryTile).
 struct PrefillHalf {
   int rows;
   int64_t q_lo, last_key;
@@ -131,14 +133,16 @@ __host__ __device__ __forceinline__ PrefillHalf prefill_half(const PrefillCtaTil
   return r;
 }
 // The skip-mask row of query tile (qt, h), or nullptr when the mask is off for this head or the
-// half has no rows. Rows: ceil(n_q_tokens / kPrefillQueryTile) per head.
+// half has no rows. Rows: ceil(n_q_tokens / kPrefillQueryTile) per head. tiles_per_cta: the
+// query tiles of one CTA row block (3 for the three-consumer warp-specialised kernel).
 __device__ __forceinline__ uint8_t* prefill_mask_row(const AttentionParams& p, const PrefillCtaTile& t,
-                                                     int h, int half_rows, int n_kvt) {
+                                                     int h, int half_rows, int n_kvt,
+                                                     int tiles_per_cta = kPrefillTilesPerCta) {
   if (p.skip_mask == nullptr || (p.mask_head >= 0 && p.mask_head != t.head) || half_rows == 0)
     return nullptr;
   const int n_rows = (p.n_q_tokens + kPrefillQueryTile - 1) / kPrefillQueryTile;
   return p.skip_mask + (int64_t(p.mask_head < 0 ? t.head : 0) * n_rows +
-                        kPrefillTilesPerCta * t.qt + h) * n_kvt;
+                        tiles_per_cta * t.qt + h) * n_kvt;
 }
 __device__ __forceinline__ PrefillCtaTile prefill_cta_tile(const AttentionParams& p, int br) {
   PrefillCtaTile t;

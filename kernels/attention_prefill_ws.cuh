@@ -4,7 +4,8 @@
 // (SPARSE) with the block-sparse skip rule of attention_params.h.
 //
 // One CTA = 128 query rows of one query head (kPrefillCtaRows, as attention_prefill.cuh), 384
-// threads in three warpgroups:
+// threads in three warpgroups (the sparse variants with kWsVarThreeConsumers: 192 rows, 512
+// threads, a third consumer WG3, see NC = 3 below):
 //   WG0      producer: one thread issues TMA copies (cp.async.bulk.tensor, 128-byte swizzle) of
 //            Q and of the K / V tiles (128 keys each) into a STAGES-deep shared ring; they
 //            complete the tile's "full" mbarrier by their byte count, so the producer never waits
@@ -12,11 +13,20 @@
 //            consumers). Only a tile that holds the cache end (keys past kv_len) is copied with
 //            cp.async and zero-filled by producer warp 0: TMA would bring the page's stale slots,
 //            and 0 * NaN in P V would poison the row. Warps 1-3 of the producer exit at once.
-//   WG1, WG2 consumers: 64 query rows each (one query tile each). S = Q K^T by wgmma SS, O += P V by wgmma RS (P from
-//            the S registers, V MN-major), online softmax in the exp2 domain as the mma.sync /
-//            wgmma kernel.
+//   WG1, WG2 (NC = 3: and WG3) consumers: 64 query rows each (one query tile each). S = Q K^T by
+//            wgmma SS, O += P V by wgmma RS (P from the S registers, V MN-major), online softmax
+//            in the exp2 domain as the mma.sync / wgmma kernel.
 // Registers move to the consumers with setmaxnreg (producer 40, consumers 232 of the 168 per
 // thread that 384 threads x 1 CTA/SM leave); no variant spills (ptxas: 0 bytes stack frame).
+// NC = 3 (kWsVarThreeConsumers, d = 64 sparse only): three consumer warpgroups, 64 query rows
+// each (consumer c: rows 64c .. 64c+63, one query tile, mask row 3 qt + c), so an SM holds 16
+// warps instead of 12 to hide the S wait and the max / vote chain. 512 threads x 1 CTA leave 128
+// registers: producer 32, consumers 160 (32 + 3 x 160 = 4 x 128); the loop below (S(t) with
+// P(t-1) V(t-1) in flight) fits without spills (s, P, O: 128 of them). No ping-pong. The K / V
+// slots are released by all 12 consumer warps (empty count 4 NC). Windowed device passes are
+// multiples of 128 rows, so the last CTA of a pass may hold 64 or 128 padding rows: a consumer
+// without rows runs every tile all-masked (as consumer 1 of a short NC = 2 CTA), releasing its
+// slots and arriving on its vote barrier, and counts nothing (its query tile has no units).
 // wgmma descriptors are one add each off a warp-uniform base (ws_desc_lo), and ring slots and
 // mbarrier parities are carried from tile to tile, so the tile loops do no index division.
 // Intra-warpgroup overlap: iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1) back to back,
@@ -67,13 +77,38 @@
 
 namespace sinkscope::kernels::detail {
 
-inline constexpr int kWsThreads = 384;  // producer + two consumer warpgroups
-inline constexpr int kWsKeys = 128;     // keys per KV tile (one or two pages)
+inline constexpr int kWsKeys = 128;  // keys per KV tile (one or two pages)
+
+// Variants of the SPARSE kernel (SINKSCOPE_WS_SPARSE_VARIANT, read once on the host;
+// ws_sparse_variant() in attention.cu; default kWsSparseDefaultVariant = 1, measured fastest),
+// bit flags, 0 = the kernel below with the dense kernel's ping-pong:
+//   kWsVarNoPingPong (1): no turn barriers (named barriers 1 / 2): both consumers issue their
+//     GEMMs as soon as their operands are ready and the tensor cores arbitrate. The barriers only
+//     order issue (no data passes through them), so dropping them changes no value.
+//   kWsVarEarlyV (2): a tile t-1 whose units are all skipped (sk == 3: no k16 step of its P V is
+//     issued) does not put V(t-1)'s full barrier in front of iteration t's QK issue: its wait
+//     and the slot's release move to right after S(t) landed (and K(t) was released), so the
+//     producer also gets the slot back before the softmax of t instead of after it. The
+//     release still follows the wait on full_v, so the producer never re-arms a slot whose
+//     copy is in flight (nor a phase that has not completed), and no wgmma reads V(t-1).
+//   kWsVarThreeConsumers (4): three consumer warpgroups (192 query rows per CTA, 512 threads),
+//     for d = 64 only (ws_consumers()): more warps per SM to hide the latency of the S wait and
+//     the max / vote chain. No ping-pong (the turn barriers are defined for two consumers:
+//     bit 1 is implied); bit 2 as above. d = 128 runs variant var & 3 (registers: at 512
+//     threads a consumer gets 160, the d = 128 O and S alone take 128).
+// Dense: VAR must be 0 (its code is unchanged).
+inline constexpr int kWsVarNoPingPong = 1, kWsVarEarlyV = 2, kWsVarThreeConsumers = 4, kWsVarCount = 8;
+static_assert(kWsVarCount == kWsSparseVariants, "attention.h's variant count and the kernel's");
+
+// Consumer warpgroups (one 64-row query tile each) of the variant; the CTA has one producer
+// warpgroup more, and kPrefillQueryTile * NC query rows.
+constexpr int ws_consumers(int var) { return (var & kWsVarThreeConsumers) ? 3 : 2; }
+constexpr int ws_threads(int var) { return 128 * (1 + ws_consumers(var)); }
 
 // Shared ring depth per head dim (Q tile + STAGES x (K + V) must fit the 227 KB opt-in).
 template <int D>
 constexpr int ws_stages() {
-  // The producer can refill a slot only once both consumers' GEMMs on it completed, so each
+  // The producer can refill a slot only once all consumers' GEMMs on it completed, so each
   // stage hides about one iteration of latency. d = 128: as deep as the 227 KB allow at one CTA
   // per SM; d = 64: 4 (measured on the H200 against 3; 6 would fit).
   return D == 128 ? 3 : 4;
@@ -85,14 +120,15 @@ template <int D>
 constexpr int ws_probe_offset() {
   return (8 * (1 + 4 * ws_stages<D>()) + 15) / 16 * 16;
 }
-template <int D>
+template <int D, int NC>
 constexpr int ws_smem_bytes() {
   // + 1 KB to align the tiles to 1024 bytes (swizzle atoms), then the mbarriers:
-  // full Q, STAGES x (full K, full V, empty K, empty V), then the two consumers' probe slots.
-  return (kPrefillCtaRows * D + ws_stages<D>() * 2 * kWsKeys * D) * 2 + 1024 +
-         ws_probe_offset<D>() + 2 * 16;
+  // full Q, STAGES x (full K, full V, empty K, empty V), then the NC consumers' probe slots.
+  // The Q tile is the CTA's NC query tiles ([64 NC][D]).
+  return (kPrefillQueryTile * NC * D + ws_stages<D>() * 2 * kWsKeys * D) * 2 + 1024 +
+         ws_probe_offset<D>() + NC * 16;
 }
-static_assert(ws_smem_bytes<128>() <= 227 * 1024 && ws_smem_bytes<64>() <= 227 * 1024,
+static_assert(ws_smem_bytes<128, 2>() <= 227 * 1024 && ws_smem_bytes<64, 3>() <= 227 * 1024,
               "the Q tile and the K/V ring must fit the shared-memory opt-in");
 
 #if defined(SINKSCOPE_HAVE_WGMMA) || !defined(__CUDA_ARCH__)
@@ -194,37 +230,25 @@ __device__ __forceinline__ uint32_t ws_desc_lo(uint32_t saddr, uint32_t lbo) {
 __device__ __forceinline__ uint64_t ws_desc(uint32_t lo) { return (uint64_t(kWsDescHi) << 32) | lo; }
 #endif
 
-// Variants of the SPARSE kernel (SINKSCOPE_WS_SPARSE_VARIANT, read once on the host;
-// ws_sparse_variant() in attention.cu; default kWsSparseDefaultVariant = 1, measured fastest),
-// bit flags, 0 = the kernel above with the dense kernel's ping-pong:
-//   kWsVarNoPingPong (1): no turn barriers (named barriers 1 / 2): both consumers issue their
-//     GEMMs as soon as their operands are ready and the tensor cores arbitrate. The barriers only
-//     order issue (no data passes through them), so dropping them changes no value.
-//   kWsVarEarlyV (2): a tile t-1 whose units are all skipped (sk == 3: no k16 step of its P V is
-//     issued) does not put V(t-1)'s full barrier in front of iteration t's QK issue: its wait
-//     and the slot's release move to right after S(t) landed (and K(t) was released), so the
-//     producer also gets the slot back before the softmax of t instead of after it. The
-//     release still follows the wait on full_v, so the producer never re-arms a slot whose
-//     copy is in flight (nor a phase that has not completed), and no wgmma reads V(t-1).
-// Dense: VAR must be 0 (its code is unchanged).
-inline constexpr int kWsVarNoPingPong = 1, kWsVarEarlyV = 2, kWsVarCount = 4;
-static_assert(kWsVarCount == kWsSparseVariants, "attention.h's variant count and the kernel's");
-
 template <int D, bool SPARSE, int VAR = 0>
-__global__ void __launch_bounds__(kWsThreads, 1)
+__global__ void __launch_bounds__(ws_threads(VAR), 1)
     attention_prefill_ws_kernel(const AttentionParams p, const __grid_constant__ CUtensorMap tm_q,
                                 const __grid_constant__ CUtensorMap tm_k,
                                 const __grid_constant__ CUtensorMap tm_v) {
 #ifdef SINKSCOPE_HAVE_WGMMA
-  constexpr int BR = kPrefillCtaRows, BN = kWsKeys, ST = ws_stages<D>();
-  static_assert(kPrefillQueryTile == 64 && BR == 128, "one consumer warpgroup = one query tile");
+  constexpr int NC = ws_consumers(VAR);  // consumer warpgroups = query tiles of the CTA
+  constexpr int BR = kPrefillQueryTile * NC, BN = kWsKeys, ST = ws_stages<D>();
+  static_assert(kPrefillQueryTile == 64, "one consumer warpgroup = one 64-row query tile");
+  static_assert(NC == 2 || D == 64, "three consumers: d = 64 only (consumer registers)");
   constexpr int NB = BN / 8;  // n8 column groups of S
   constexpr int ND = D / 8;   // n8 column groups of O
   constexpr int CH = D / 8;   // 16-byte chunks per row
-  // Named barrier ids of the ping-pong (0 is __syncthreads); SPARSE: each consumer's vote barrier.
+  // Named barrier ids of the ping-pong (0 is __syncthreads); SPARSE: each consumer's vote barrier
+  // (kBarVote0 + c, c < NC; 16 ids per CTA).
   constexpr int kBarTurn0 = 1, kBarVote0 = 3;
+  static_assert(kBarVote0 + NC <= 16, "named barrier ids");
   static_assert(SPARSE || VAR == 0, "the variants are of the sparse kernel only");
-  constexpr bool kPingPong = !(VAR & kWsVarNoPingPong);
+  constexpr bool kPingPong = NC == 2 && !(VAR & kWsVarNoPingPong);
   constexpr bool kEarlyV = (VAR & kWsVarEarlyV) != 0;
 
   extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -240,7 +264,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   auto empty_v = [&](int s) { return bars + 8 * (1 + 3 * ST + s); };
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int wg = warp >> 2;  // 0 producer, 1 / 2 consumers
+  const int wg = warp >> 2;  // 0 producer, 1 .. NC consumers
   const PrefillCtaTile ct = prefill_cta_tile(p, BR);
   const int head = ct.head, kvh = ct.kvh, i0 = ct.i0, rows = ct.rows;
   const int64_t q_lo = ct.q_lo, last_key = ct.last_key;
@@ -251,8 +275,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     for (int s = 0; s < ST; ++s) {
       mbar_init(full_k(s), 1);  // the issuing thread's arrive (+ the copies' bytes)
       mbar_init(full_v(s), 1);
-      mbar_init(empty_k(s), 8);  // one arrival per consumer warp
-      mbar_init(empty_v(s), 8);
+      mbar_init(empty_k(s), 4 * NC);  // one arrival per consumer warp
+      mbar_init(empty_v(s), 4 * NC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     // Probes, as the dense positional path of attention_prefill_kernel (block_size units), per
@@ -260,11 +284,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const int bs = p.block_size;
     const int n_kvt = static_cast<int>((p.kv_len + bs - 1) / bs);
     int n_vis = 0;
-    for (int h = 0; h < kPrefillTilesPerCta; ++h) {
+    for (int h = 0; h < NC; ++h) {
       const PrefillHalf hf = prefill_half(ct, p.kv_len, h);
       const int n_u = hf.rows == 0 ? 0 : static_cast<int>(hf.last_key / bs) + 1;
       n_vis += n_u;
-      uint8_t* mask_row = prefill_mask_row(p, ct, h, hf.rows, n_kvt);
+      uint8_t* mask_row = prefill_mask_row(p, ct, h, hf.rows, n_kvt, NC);
       if (mask_row != nullptr)
         for (int t = 0; t < n_u; ++t) mask_row[t] = 0;
       if constexpr (SPARSE) {
@@ -282,7 +306,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   if (wg == 0) {
     // ================= producer =================
-    setmaxnreg_dec<40>();
+    // NC = 3: 512 threads x 1 CTA leave 128 registers per thread; 32 + 3 x 160 = 4 x 128.
+    setmaxnreg_dec<NC == 2 ? 40 : 32>();
     if (warp != 0) return;  // one warp: lane 0 issues the TMA copies, all 32 the zero-filled tail
     const bool leader = lane == 0;
     const int bs = p.block_size;
@@ -314,7 +339,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     };
     // The tile holding the cache end: cp.async by the 32 lanes, slots past kv_len zero-filled
     // (the second page-table entry read only when it holds keys < kv_len), then one arrive once
-    // every lane's copies landed. At most one such tile per CTA.
+    // every lane's copies landed. At most one such tile per CTA. NC = 3 unrolls by 2 only: by 4
+    // the copy loop spills (4 bytes) in the producer's 32 registers.
     auto copy_tail_tile = [&](uint16_t* dst, const uint16_t* pool, uint32_t bar, int t) {
       const int64_t key0 = int64_t(t) * BN;
       const int64_t valid = p.kv_len - key0;  // 1 .. 127
@@ -327,7 +353,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         base1 = valid > 64 ? pool + ((int64_t(p.page_table[2 * t + 1]) * p.n_kv_heads + kvh) * 64) * D
                            : base0;
       }
-#pragma unroll 4
+#pragma unroll(NC == 2 ? 4 : 2)
       for (int c = lane; c < BN * CH; c += 32) {
         const int r = c / CH, ch = c % CH;
         const bool ok = r < valid;
@@ -368,11 +394,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   }
 
   // ================= consumers =================
-  setmaxnreg_inc<232>();
-  const int c = wg - 1;             // consumer 0: rows 0..63, 1: rows 64..127
-  const int cw = warp - 4;          // consumer warp 0..7: rows 16*cw ..
+  setmaxnreg_inc<NC == 2 ? 232 : 160>();
+  const int c = wg - 1;             // consumer c: rows 64c .. 64c+63
+  const int cw = warp - 4;          // consumer warp 0 .. 4NC-1: rows 16*cw ..
   const int g = lane >> 2, tq = lane & 3;
-  const int my_turn = kBarTurn0 + c, other_turn = kBarTurn0 + (1 - c);
+  const int my_turn = kBarTurn0 + c, other_turn = kBarTurn0 + (1 - c);  // kPingPong: NC = 2
   // Low descriptor words (ws_desc_lo) of this consumer's Q rows and of K / V stage 0, broadcast
   // from lane 0 so that ptxas sees warp-uniform values: the descriptors are then formed in
   // uniform registers (one add each), with no R2UR per wgmma (c comes from threadIdx).
@@ -815,7 +841,8 @@ inline AttentionStatus make_ws_tensor_maps(const AttentionParams& p, WsTensorMap
 // One launch of the kernel above (instantiated in attention_prefill_ws_d*.cu).
 template <int D, bool SPARSE, int VAR = 0>
 AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t stream) {
-  constexpr int smem = ws_smem_bytes<D>();
+  constexpr int NC = ws_consumers(VAR), BR = kPrefillQueryTile * NC;
+  constexpr int smem = ws_smem_bytes<D, NC>();
   auto kernel = attention_prefill_ws_kernel<D, SPARSE, VAR>;
   // Once per instantiation (and process): the attribute call costs host time on every launch.
   static const cudaError_t attr_err =
@@ -823,15 +850,18 @@ AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t strea
   SINKSCOPE_CUDA_TRY(AttentionStatus, attr_err);
   WsTensorMaps maps;
   if (auto st = make_ws_tensor_maps(p, maps); !st.ok) return st;
-  const dim3 grid(p.n_q_heads, (p.n_q_tokens + kPrefillCtaRows - 1) / kPrefillCtaRows);
-  kernel<<<grid, kWsThreads, smem, stream>>>(p, maps.q, maps.k, maps.v);
+  const dim3 grid(p.n_q_heads, (p.n_q_tokens + BR - 1) / BR);
+  kernel<<<grid, ws_threads(VAR), smem, stream>>>(p, maps.q, maps.k, maps.v);
   SINKSCOPE_CUDA_TRY(AttentionStatus, cudaGetLastError());
   return {};
 }
 
-// The sparse kernel in the variant `var` (ws_sparse_variant(); out of range: 0).
+// The sparse kernel in the variant `var` (ws_sparse_variant(); out of range: 0). d = 128 has no
+// three-consumer kernel (kWsVarThreeConsumers does not fit its registers): variants 4..7 run
+// var & 3 there, so every variant number stays valid at every head dim.
 template <int D>
 AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, int var, cudaStream_t stream) {
+  if constexpr (D != 64) var &= ~kWsVarThreeConsumers;
   switch (var) {
     case 1:
       return launch_prefill_ws_t<D, true, 1>(p, stream);
@@ -840,8 +870,23 @@ AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, int var, cu
     case 3:
       return launch_prefill_ws_t<D, true, 3>(p, stream);
     default:
-      return launch_prefill_ws_t<D, true, 0>(p, stream);
+      break;
   }
+  if constexpr (D == 64) {
+    switch (var) {
+      case 4:
+        return launch_prefill_ws_t<D, true, 4>(p, stream);
+      case 5:
+        return launch_prefill_ws_t<D, true, 5>(p, stream);
+      case 6:
+        return launch_prefill_ws_t<D, true, 6>(p, stream);
+      case 7:
+        return launch_prefill_ws_t<D, true, 7>(p, stream);
+      default:
+        break;
+    }
+  }
+  return launch_prefill_ws_t<D, true, 0>(p, stream);
 }
 
 }  // namespace sinkscope::kernels::detail

@@ -59,7 +59,9 @@ constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 constexpr int kPositionAlign = 128;  // cache positions rounded up: pages of 64 or 128
 static_assert(kQueryTileRows == kernels::kPrefillQueryTile, "the CPU and GPU query tiles");
 // Device passes are whole prefill CTAs (kPrefillCtaRows = two query tiles), as before the query
-// tile became 64 rows: a pass is then also a whole number of query tiles.
+// tile became 64 rows: a pass is then also a whole number of query tiles. (The warp-specialised
+// sparse kernel's three-consumer variants have 192-row CTAs: a pass's last CTA may then hold 64
+// or 128 padding rows, which that kernel masks and does not count.)
 static_assert(kernels::kPrefillCtaRows % kQueryTileRows == 0, "a CTA holds whole query tiles");
 constexpr int kPassAlign = kernels::kPrefillCtaRows;
 constexpr int kMaxLogitRows = 128;   // LM-head rows per GEMM (bounds the logits scratch)

@@ -405,7 +405,8 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         // against the default one (the main run, and keep-exp): same masks and counters, and
         // the same outputs bit for bit (each variant issues the same wgmma and float operations
         // per warpgroup; only the order of issue between the warpgroups and of the barrier
-        // waits differs).
+        // waits differs; with bit 4, d = 64, a CTA is three query tiles instead of two, so the
+        // lengths here also give CTAs whose second or third tile has no rows).
         for (int v = 0; v < kernels::kWsSparseVariants; ++v)
           for (const bool keep_exp : {false, true}) {
             if (v == kernels::ws_sparse_variant()) continue;  // the main run's variant
