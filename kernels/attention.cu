@@ -105,6 +105,26 @@ int ws_sparse_variant() {
 
 void set_ws_sparse_variant(int v) { g_ws_sparse_variant_override.store(v, std::memory_order_relaxed); }
 
+namespace {
+std::atomic<int> g_ws_dense_consumers_override{-1};
+int ws_dense_consumers_env() {
+  static const int n = [] {
+    const char* e = std::getenv("SINKSCOPE_WS_DENSE_CONSUMERS");
+    if (e == nullptr) return kWsDenseDefaultConsumers;
+    const std::string s(e);
+    return s == "2" ? 2 : (s == "3" ? 3 : kWsDenseDefaultConsumers);
+  }();
+  return n;
+}
+}  // namespace
+
+int ws_dense_consumers() {
+  const int o = g_ws_dense_consumers_override.load(std::memory_order_relaxed);
+  return o == 2 || o == 3 ? o : ws_dense_consumers_env();
+}
+
+void set_ws_dense_consumers(int n) { g_ws_dense_consumers_override.store(n, std::memory_order_relaxed); }
+
 AttentionStatus attention_supported(const AttentionParams& p) {
   const AttentionChoice c = select_attention_kernel(shape_of(p));
   if (!c.ok()) return AttentionStatus::error(c.reason);

@@ -41,14 +41,24 @@ bool attention_uses_warp_specialized(const AttentionParams& p);
 // bit for bit): the value of
 // SINKSCOPE_WS_SPARSE_VARIANT (read once per process; unset, or outside 0 .. kWsSparseVariants-1:
 // kWsSparseDefaultVariant), unless set_ws_sparse_variant() overrode it (tests and benchmarks; -1
-// returns to the environment's value). Read at each launch. The default is 1: without the
-// ping-pong turns a warpgroup whose tile is skipped does not wait for the other's GEMM turn
-// (H200, run k: 1.01-1.06x variant 0 at 70-90 % skipped; `bench_attention OUT
-// --ws-sparse-variants`). The dense kernel keeps its ping-pong.
+// returns to the environment's value). Read at each launch. The default is 5: three consumer
+// warpgroups at d = 64 (H200, 2026-12-01: 1.38-1.46x the dense kernel at ~70 % skipped against
+// 1.11-1.15x for two), and variant 1 at d = 128 (5 & 3): without the ping-pong turns a warpgroup
+// whose tile is skipped does not wait for the other's GEMM turn (run k: 1.01-1.06x variant 0;
+// `bench_attention OUT --ws-sparse-variants`). The dense kernel keeps its ping-pong.
 inline constexpr int kWsSparseVariants = 8;
-inline constexpr int kWsSparseDefaultVariant = 1;
+inline constexpr int kWsSparseDefaultVariant = 5;
 int ws_sparse_variant();
 void set_ws_sparse_variant(int v);
+// Consumer warpgroups of the warp-specialised DENSE prefill at d = 64: 2 (the ping-ponged kernel)
+// or 3 (kWsVarThreeConsumers: 192-row CTAs, no ping-pong; the same float operations per row, so
+// the same outputs bit for bit). SINKSCOPE_WS_DENSE_CONSUMERS (read once; anything but 2 or 3:
+// the default), unless set_ws_dense_consumers() overrode it (tests, benchmarks; -1 returns to the
+// environment's value). d = 128 always runs 2. Default 3 (H200, 2026-12-01, `bench_attention OUT
+// --ws-sparse-variants`: 1.07-1.08x the two-consumer kernel at 16K / 32K).
+inline constexpr int kWsDenseDefaultConsumers = 3;
+int ws_dense_consumers();
+void set_ws_dense_consumers(int n);
 
 // Enqueues the attention on `stream` (cudaStream_t, nullptr = legacy default stream). When
 // p.skip_mask is set, its tiles are first filled with kMaskNotVisible. Asynchronous: errors of

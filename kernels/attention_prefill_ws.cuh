@@ -4,7 +4,7 @@
 // (SPARSE) with the block-sparse skip rule of attention_params.h.
 //
 // One CTA = 128 query rows of one query head (kPrefillCtaRows, as attention_prefill.cuh), 384
-// threads in three warpgroups (the sparse variants with kWsVarThreeConsumers: 192 rows, 512
+// threads in three warpgroups (with kWsVarThreeConsumers, the d = 64 default: 192 rows, 512
 // threads, a third consumer WG3, see NC = 3 below):
 //   WG0      producer: one thread issues TMA copies (cp.async.bulk.tensor, 128-byte swizzle) of
 //            Q and of the K / V tiles (128 keys each) into a STAGES-deep shared ring; they
@@ -18,7 +18,8 @@
 //            in the exp2 domain as the mma.sync / wgmma kernel.
 // Registers move to the consumers with setmaxnreg (producer 40, consumers 232 of the 168 per
 // thread that 384 threads x 1 CTA/SM leave); no variant spills (ptxas: 0 bytes stack frame).
-// NC = 3 (kWsVarThreeConsumers, d = 64 sparse only): three consumer warpgroups, 64 query rows
+// NC = 3 (kWsVarThreeConsumers, d = 64 only: the sparse default variant, and the dense kernel
+// by default, ws_dense_consumers()): three consumer warpgroups, 64 query rows
 // each (consumer c: rows 64c .. 64c+63, one query tile, mask row 3 qt + c), so an SM holds 16
 // warps instead of 12 to hide the S wait and the max / vote chain. 512 threads x 1 CTA leave 128
 // registers: producer 32, consumers 160 (32 + 3 x 160 = 4 x 128); the loop below (S(t) with
@@ -35,8 +36,9 @@
 // Ping-pong (the dense kernel, and sparse variant 0): the two consumers take turns issuing their
 // GEMM pairs (named barriers 1 and 2, 256 threads: one consumer syncs, the other arrives), so one
 // warpgroup's softmax runs while the other's GEMMs occupy the tensor cores. The sparse kernel's
-// default (variant 1, kWsVarNoPingPong below) drops the turns: a warpgroup whose tile is skipped
-// does not wait for the other's GEMM turn.
+// default (variant 5 = kWsVarThreeConsumers | kWsVarNoPingPong below) drops the turns: a warpgroup
+// whose tile is skipped does not wait for the other's GEMM turn; at d = 64 it runs three
+// consumers.
 //
 // KV tiles are 128 keys whatever the page size: with block_size 64 a tile is two pages, each
 // looked up in the page table (the second only when it holds keys < kv_len). Key slots past
@@ -80,7 +82,7 @@ namespace sinkscope::kernels::detail {
 inline constexpr int kWsKeys = 128;  // keys per KV tile (one or two pages)
 
 // Variants of the SPARSE kernel (SINKSCOPE_WS_SPARSE_VARIANT, read once on the host;
-// ws_sparse_variant() in attention.cu; default kWsSparseDefaultVariant = 1, measured fastest),
+// ws_sparse_variant() in attention.cu; default kWsSparseDefaultVariant = 5, measured fastest),
 // bit flags, 0 = the kernel below with the dense kernel's ping-pong:
 //   kWsVarNoPingPong (1): no turn barriers (named barriers 1 / 2): both consumers issue their
 //     GEMMs as soon as their operands are ready and the tensor cores arbitrate. The barriers only
@@ -247,7 +249,8 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
   // (kBarVote0 + c, c < NC; 16 ids per CTA).
   constexpr int kBarTurn0 = 1, kBarVote0 = 3;
   static_assert(kBarVote0 + NC <= 16, "named barrier ids");
-  static_assert(SPARSE || VAR == 0, "the variants are of the sparse kernel only");
+  static_assert(SPARSE || VAR == 0 || VAR == kWsVarThreeConsumers,
+                "the dense kernel: ping-ponged, or three consumers (ws_dense_consumers())");
   constexpr bool kPingPong = NC == 2 && !(VAR & kWsVarNoPingPong);
   constexpr bool kEarlyV = (VAR & kWsVarEarlyV) != 0;
 

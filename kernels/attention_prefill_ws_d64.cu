@@ -8,7 +8,10 @@ AttentionStatus launch_prefill_ws_d64(const AttentionParams& p, const AttentionC
                                      cudaStream_t s) {
   // Both sparse variants run the one sparse kernel (it loads V whatever the vote), in the
   // variant ws_sparse_variant() (kWsSparseDefaultVariant unless overridden).
-  return c.variant == AttentionVariant::kPrefillDense ? launch_prefill_ws_t<64, false>(p, s)
-                                                      : launch_prefill_ws_sparse_t<64>(p, ws_sparse_variant(), s);
+  // The dense kernel with two (ping-pong) or three consumer warpgroups (ws_dense_consumers()).
+  if (c.variant == AttentionVariant::kPrefillDense)
+    return ws_dense_consumers() == 3 ? launch_prefill_ws_t<64, false, kWsVarThreeConsumers>(p, s)
+                                     : launch_prefill_ws_t<64, false>(p, s);
+  return launch_prefill_ws_sparse_t<64>(p, ws_sparse_variant(), s);
 }
 }  // namespace sinkscope::kernels::detail

@@ -231,7 +231,7 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
     std::string shape;
     int d;
     int64_t L;
-    double quiet, skip, dense;
+    double quiet, skip, dense, dense_other;  // dense_other: the other consumer count (d = 64)
     double us[kernels::kWsSparseVariants];
   };
   std::vector<Row> rows;
@@ -244,7 +244,7 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
         dp.upload(hp, rng);
         const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
         const int reps = L >= 32768 ? 5 : 7;
-        Row r{sh.name, sh.d, L, quiet, 0, 0, {}};
+        Row r{sh.name, sh.d, L, quiet, 0, 0, 0, {}};
         kernels::AttentionParams pd = dp.params(hp, 0.0);
         pd.skip_mask = nullptr;
         pd.tiles_visited = pd.tiles_skipped = nullptr;
@@ -254,6 +254,15 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
         }
         r.dense = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 2, reps, 2);
         emit("ws_sparse_variant", sh.name, L, "ws_dense", r.dense, flops / r.dense * 1e-6, 0, 0, 0, quiet);
+        const int other = kernels::ws_dense_consumers() == 3 ? 2 : 3;
+        if (sh.d == 64) {  // the dense kernel with the other consumer count (ws_dense_consumers())
+          kernels::set_ws_dense_consumers(other);
+          r.dense_other = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 2, reps, 2);
+          kernels::set_ws_dense_consumers(-1);
+          const std::string name = "ws_dense_nc" + std::to_string(other);
+          emit("ws_sparse_variant", sh.name, L, name.c_str(), r.dense_other, flops / r.dense_other * 1e-6, 0, 0,
+               0, quiet);
+        }
         kernels::AttentionParams ps = dp.params(hp, lambda);
         ps.skip_mask = nullptr;
         if (!kernels::attention_uses_warp_specialized(ps)) {
@@ -280,14 +289,18 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
       }
   std::printf("\n=== WS sparse variants (lambda %g; speedup = dense / variant; v1 no ping-pong, "
               "v2 late V wait, v3 both; v4..v7 three consumers, d = 64 only, never ping-pong: "
-              "v4 = v5, v6 = v7 late V wait) ===\n",
-              lambda);
-  std::printf("%-13s %6s %5s %6s %9s", "shape", "L", "quiet", "skip%", "dense_us");
+              "v4 = v5, v6 = v7 late V wait; dense_nc%d = the dense kernel with %d consumer warpgroups "
+              "instead of %d, d = 64) ===\n",
+              lambda, kernels::ws_dense_consumers() == 3 ? 2 : 3, kernels::ws_dense_consumers() == 3 ? 2 : 3,
+              kernels::ws_dense_consumers());
+  std::printf("%-13s %6s %5s %6s %9s %11s", "shape", "L", "quiet", "skip%", "dense_us", "dense_nc_us");
   for (int v = 0; v < kernels::kWsSparseVariants; ++v) std::printf("   v%d_us  (x)  ", v);
   std::printf("\n");
   for (const Row& r : rows) {
     std::printf("%-13s %6lld %5.2f %6.1f %9.1f", r.shape.c_str(), (long long)r.L, r.quiet, 100 * r.skip,
                 r.dense);
+    if (r.d == 64) std::printf(" %11.1f", r.dense_other);
+    else std::printf(" %11s", "-");
     for (int v = 0; v < kernels::kWsSparseVariants; ++v) {
       if (r.d != 64 && v >= 4)
         std::printf(" %15s", ("=v" + std::to_string(v & 3)).c_str());

@@ -352,6 +352,18 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
           if (rv.error.empty() && (rv.visited != family.visited || rv.skipped != family.skipped))
             fail(what + ": counters differ");
         }
+      if (uses_ws && !decode && s.head_dim == 64) {
+        // The dense warp-specialised kernel with the other consumer count (2 <-> 3,
+        // ws_dense_consumers()): the same float operations per row, so the same bits.
+        const int other = kernels::ws_dense_consumers() == 3 ? 2 : 3;
+        kernels::set_ws_dense_consumers(other);
+        const RunOut rv = run(dp, p);
+        kernels::set_ws_dense_consumers(-1);
+        const std::string what = "dense WS with " + std::to_string(other) + " consumer warpgroups";
+        expect_same(main, rv, what.c_str(), true);
+        if (rv.error.empty() && (rv.visited != main.visited || rv.skipped != main.skipped))
+          fail(what + ": counters differ");
+      }
       if (uses_ws && sparse_ws) {
         q = p;
         q.prefer_ws = false;
