@@ -861,10 +861,12 @@ AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t strea
 
 // The sparse kernel in the variant `var` (ws_sparse_variant(); out of range: 0). d = 128 has no
 // three-consumer kernel (kWsVarThreeConsumers does not fit its registers): variants 4..7 run
-// var & 3 there, so every variant number stays valid at every head dim.
+// var & 3 there, so every variant number stays valid at every head dim. Three consumers never
+// ping-pong, so variants 4 / 5 and 6 / 7 are one kernel each (instantiated once, as 5 and 7).
 template <int D>
 AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, int var, cudaStream_t stream) {
   if constexpr (D != 64) var &= ~kWsVarThreeConsumers;
+  if (var & kWsVarThreeConsumers) var |= kWsVarNoPingPong;
   switch (var) {
     case 1:
       return launch_prefill_ws_t<D, true, 1>(p, stream);
@@ -872,22 +874,14 @@ AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, int var, cu
       return launch_prefill_ws_t<D, true, 2>(p, stream);
     case 3:
       return launch_prefill_ws_t<D, true, 3>(p, stream);
+    case 5:
+      if constexpr (D == 64) return launch_prefill_ws_t<D, true, 5>(p, stream);
+      break;
+    case 7:
+      if constexpr (D == 64) return launch_prefill_ws_t<D, true, 7>(p, stream);
+      break;
     default:
       break;
-  }
-  if constexpr (D == 64) {
-    switch (var) {
-      case 4:
-        return launch_prefill_ws_t<D, true, 4>(p, stream);
-      case 5:
-        return launch_prefill_ws_t<D, true, 5>(p, stream);
-      case 6:
-        return launch_prefill_ws_t<D, true, 6>(p, stream);
-      case 7:
-        return launch_prefill_ws_t<D, true, 7>(p, stream);
-      default:
-        break;
-    }
   }
   return launch_prefill_ws_t<D, true, 0>(p, stream);
 }

@@ -326,6 +326,11 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
     if (a.o != b.o) fail(std::string(what) + ": outputs differ bitwise");
     if (mask_too && a.mask != b.mask) fail(std::string(what) + ": masks differ");
   };
+  // ... and the same probe counters.
+  auto expect_same_counted = [&](const RunOut& a, const RunOut& b, const std::string& what) {
+    expect_same(a, b, what.c_str(), true);
+    if (b.error.empty() && (b.visited != a.visited || b.skipped != a.skipped)) fail(what + ": counters differ");
+  };
   if (main.error.empty()) {
     if (c.lambda == 0) {
       // The sparse kernels at lambda = 0 equal the dense kernel of their family bit for bit:
@@ -347,10 +352,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
           kernels::set_ws_sparse_variant(v);
           const RunOut rv = run(dp, q);
           kernels::set_ws_sparse_variant(-1);
-          const std::string what = "forced sparse, WS variant " + std::to_string(v) + ", at lambda=0";
-          expect_same(family, rv, what.c_str(), true);
-          if (rv.error.empty() && (rv.visited != family.visited || rv.skipped != family.skipped))
-            fail(what + ": counters differ");
+          expect_same_counted(family, rv, "forced sparse, WS variant " + std::to_string(v) + ", at lambda=0");
         }
       if (uses_ws && !decode && s.head_dim == 64) {
         // The dense warp-specialised kernel with the other consumer count (2 <-> 3,
@@ -359,10 +361,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         kernels::set_ws_dense_consumers(other);
         const RunOut rv = run(dp, p);
         kernels::set_ws_dense_consumers(-1);
-        const std::string what = "dense WS with " + std::to_string(other) + " consumer warpgroups";
-        expect_same(main, rv, what.c_str(), true);
-        if (rv.error.empty() && (rv.visited != main.visited || rv.skipped != main.skipped))
-          fail(what + ": counters differ");
+        expect_same_counted(main, rv, "dense WS with " + std::to_string(other) + " consumer warpgroups");
       }
       if (uses_ws && sparse_ws) {
         q = p;
@@ -428,11 +427,8 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
             const RunOut rv = run(dp, k);
             kernels::set_ws_sparse_variant(-1);
             const RunOut& ref = keep_exp ? keep : main;
-            const std::string what =
-                "WS sparse variant " + std::to_string(v) + (keep_exp ? " (keep-exp)" : "") + " vs the default variant";
-            expect_same(ref, rv, what.c_str(), true);
-            if (rv.error.empty() && (rv.visited != ref.visited || rv.skipped != ref.skipped))
-              fail(what + ": counters differ");
+            expect_same_counted(ref, rv, "WS sparse variant " + std::to_string(v) + (keep_exp ? " (keep-exp)" : "") +
+                                             " vs the default variant");
           }
       }
       if (!decode) {
