@@ -66,20 +66,32 @@ bool ws_sparse_prefill_env_enabled() {
   return enabled;
 }
 
-// SINKSCOPE_WS_SPARSE_VARIANT (read once), or the override of set_ws_sparse_variant().
+// SINKSCOPE_WS_SPARSE_VARIANT (read once): the variant, or -1 (unset, empty, not a whole number
+// or out of range; atoi would read "" or a typo as 0, a valid variant).
 std::atomic<int> g_ws_sparse_variant_override{-1};
 int ws_sparse_variant_env() {
   static const int v = [] {
-    // Unset, empty, not a whole number or out of range: the default (atoi would read "" or a
-    // typo as 0, a valid variant).
     const char* e = std::getenv("SINKSCOPE_WS_SPARSE_VARIANT");
-    if (e == nullptr || *e == '\0') return kWsSparseDefaultVariant;
+    if (e == nullptr || *e == '\0') return -1;
     char* end = nullptr;
     const long x = std::strtol(e, &end, 10);
-    return *end == '\0' && x >= 0 && x < kWsSparseVariants ? int(x) : kWsSparseDefaultVariant;
+    return *end == '\0' && x >= 0 && x < kWsSparseVariants ? int(x) : -1;
   }();
   return v;
 }
+
+// SINKSCOPE_WS_DENSE_CONSUMERS (read once): 2, 3, or -1.
+std::atomic<int> g_ws_dense_consumers_override{-1};
+int ws_dense_consumers_env() {
+  static const int n = [] {
+    const char* e = std::getenv("SINKSCOPE_WS_DENSE_CONSUMERS");
+    const std::string s = e ? e : "";
+    return s == "2" ? 2 : (s == "3" ? 3 : -1);
+  }();
+  return n;
+}
+
+int64_t query_rows(const AttentionParams& p) { return int64_t(p.n_q_heads) * p.n_q_tokens; }
 
 // The selection inputs on this device: the wgmma prefill needs sm_90 and sm_90a code.
 AttentionShape device_shape(const AttentionParams& p, const DeviceInfo& dev) {
@@ -98,29 +110,20 @@ bool is_decode(AttentionVariant v) {
 
 }  // namespace
 
-int ws_sparse_variant() {
+int ws_sparse_variant(const AttentionParams& p) {
   const int o = g_ws_sparse_variant_override.load(std::memory_order_relaxed);
-  return o >= 0 && o < kWsSparseVariants ? o : ws_sparse_variant_env();
+  if (o >= 0 && o < kWsSparseVariants) return o;
+  if (const int e = ws_sparse_variant_env(); e >= 0) return e;
+  return query_rows(p) >= kWsThreeConsumerRowsSparse ? 5 : 1;
 }
 
 void set_ws_sparse_variant(int v) { g_ws_sparse_variant_override.store(v, std::memory_order_relaxed); }
 
-namespace {
-std::atomic<int> g_ws_dense_consumers_override{-1};
-int ws_dense_consumers_env() {
-  static const int n = [] {
-    const char* e = std::getenv("SINKSCOPE_WS_DENSE_CONSUMERS");
-    if (e == nullptr) return kWsDenseDefaultConsumers;
-    const std::string s(e);
-    return s == "2" ? 2 : (s == "3" ? 3 : kWsDenseDefaultConsumers);
-  }();
-  return n;
-}
-}  // namespace
-
-int ws_dense_consumers() {
+int ws_dense_consumers(const AttentionParams& p) {
   const int o = g_ws_dense_consumers_override.load(std::memory_order_relaxed);
-  return o == 2 || o == 3 ? o : ws_dense_consumers_env();
+  if (o == 2 || o == 3) return o;
+  if (const int e = ws_dense_consumers_env(); e > 0) return e;
+  return query_rows(p) >= kWsThreeConsumerRowsDense ? 3 : 2;
 }
 
 void set_ws_dense_consumers(int n) { g_ws_dense_consumers_override.store(n, std::memory_order_relaxed); }

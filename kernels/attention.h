@@ -38,26 +38,25 @@ bool attention_uses_warp_specialized(const AttentionParams& p);
 // 1 no ping-pong turns between the consumer warpgroups, 2 late V wait for skipped tiles, 4 three
 // consumer warpgroups (192-row CTAs, 512 threads; no ping-pong, so 4 and 5, 6 and 7 are the same
 // kernel; d = 64 only, d = 128 runs variant & 3); all give the same outputs, masks and counters
-// bit for bit): the value of
-// SINKSCOPE_WS_SPARSE_VARIANT (read once per process; unset, or outside 0 .. kWsSparseVariants-1:
-// kWsSparseDefaultVariant), unless set_ws_sparse_variant() overrode it (tests and benchmarks; -1
-// returns to the environment's value). Read at each launch. The default is 5: three consumer
-// warpgroups at d = 64 (H200, 2026-12-01: 1.38-1.46x the dense kernel at ~70 % skipped against
-// 1.11-1.15x for two), and variant 1 at d = 128 (5 & 3): without the ping-pong turns a warpgroup
-// whose tile is skipped does not wait for the other's GEMM turn (run k: 1.01-1.06x variant 0;
-// `bench_attention OUT --ws-sparse-variants`). The dense kernel keeps its ping-pong.
+// bit for bit). ws_sparse_variant(p): the override of set_ws_sparse_variant() (tests and
+// benchmarks; -1 returns to the environment), else SINKSCOPE_WS_SPARSE_VARIANT (read once; a whole
+// number in 0 .. kWsSparseVariants-1), else by size: 5 (three consumers at d = 64, variant 1 at
+// d = 128) from kWsThreeConsumerRowsSparse query rows (n_q_heads x n_q_tokens) on, 1 below. H200,
+// 2026-12-01 (`bench_attention OUT --consumers`, d = 64, 9 heads, ~70 % skipped): three consumers
+// 0.89-0.94x two at 512-2K tokens, 1.06 / 1.16 / 1.23 / 1.25 / 1.31x at 4K..64K (fewer, larger
+// CTAs leave SMs idle on short prompts); variant 1 over 0: 1.01-1.06x (run k).
 inline constexpr int kWsSparseVariants = 8;
-inline constexpr int kWsSparseDefaultVariant = 5;
-int ws_sparse_variant();
+inline constexpr int64_t kWsThreeConsumerRowsSparse = 9 * 4096;
+int ws_sparse_variant(const AttentionParams& p);
 void set_ws_sparse_variant(int v);
 // Consumer warpgroups of the warp-specialised DENSE prefill at d = 64: 2 (the ping-ponged kernel)
 // or 3 (kWsVarThreeConsumers: 192-row CTAs, no ping-pong; the same float operations per row, so
-// the same outputs bit for bit). SINKSCOPE_WS_DENSE_CONSUMERS (read once; anything but 2 or 3:
-// the default), unless set_ws_dense_consumers() overrode it (tests, benchmarks; -1 returns to the
-// environment's value). d = 128 always runs 2. Default 3 (H200, 2026-12-01, `bench_attention OUT
-// --ws-sparse-variants`: 1.07-1.08x the two-consumer kernel at 16K / 32K).
-inline constexpr int kWsDenseDefaultConsumers = 3;
-int ws_dense_consumers();
+// the same outputs bit for bit). The override of set_ws_dense_consumers() (tests, benchmarks; -1
+// returns to the environment), else SINKSCOPE_WS_DENSE_CONSUMERS (read once; 2 or 3), else by
+// size: 3 from kWsThreeConsumerRowsDense query rows on (same benchmark: 0.76-0.93x two at 512-4K
+// tokens, 1.05 / 1.07 / 1.09 / 1.04x at 8K..64K). d = 128 always runs 2.
+inline constexpr int64_t kWsThreeConsumerRowsDense = 9 * 8192;
+int ws_dense_consumers(const AttentionParams& p);
 void set_ws_dense_consumers(int n);
 
 // Enqueues the attention on `stream` (cudaStream_t, nullptr = legacy default stream). When

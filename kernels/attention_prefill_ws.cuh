@@ -19,7 +19,7 @@
 // Registers move to the consumers with setmaxnreg (producer 40, consumers 232 of the 168 per
 // thread that 384 threads x 1 CTA/SM leave); no variant spills (ptxas: 0 bytes stack frame).
 // NC = 3 (kWsVarThreeConsumers, d = 64 only: the sparse default variant, and the dense kernel
-// by default, ws_dense_consumers()): three consumer warpgroups, 64 query rows
+// by default from a size, ws_dense_consumers(p)): three consumer warpgroups, 64 query rows
 // each (consumer c: rows 64c .. 64c+63, one query tile, mask row 3 qt + c), so an SM holds 16
 // warps instead of 12 to hide the S wait and the max / vote chain. 512 threads x 1 CTA leave 128
 // registers: producer 32, consumers 160 (32 + 3 x 160 = 4 x 128); the loop below (S(t) with
@@ -82,7 +82,7 @@ namespace sinkscope::kernels::detail {
 inline constexpr int kWsKeys = 128;  // keys per KV tile (one or two pages)
 
 // Variants of the SPARSE kernel (SINKSCOPE_WS_SPARSE_VARIANT, read once on the host;
-// ws_sparse_variant() in attention.cu; default kWsSparseDefaultVariant = 5, measured fastest),
+// ws_sparse_variant(p) in attention.cu; by default 5 from kWsThreeConsumerRowsSparse query rows, else 1),
 // bit flags, 0 = the kernel below with the dense kernel's ping-pong:
 //   kWsVarNoPingPong (1): no turn barriers (named barriers 1 / 2): both consumers issue their
 //     GEMMs as soon as their operands are ready and the tensor cores arbitrate. The barriers only
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
   constexpr int kBarTurn0 = 1, kBarVote0 = 3;
   static_assert(kBarVote0 + NC <= 16, "named barrier ids");
   static_assert(SPARSE || VAR == 0 || VAR == kWsVarThreeConsumers,
-                "the dense kernel: ping-ponged, or three consumers (ws_dense_consumers())");
+                "the dense kernel: ping-ponged, or three consumers (ws_dense_consumers(p))");
   constexpr bool kPingPong = NC == 2 && !(VAR & kWsVarNoPingPong);
   constexpr bool kEarlyV = (VAR & kWsVarEarlyV) != 0;
 
@@ -859,7 +859,7 @@ AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t strea
   return {};
 }
 
-// The sparse kernel in the variant `var` (ws_sparse_variant(); out of range: 0). d = 128 has no
+// The sparse kernel in the variant `var` (ws_sparse_variant(p); out of range: 0). d = 128 has no
 // three-consumer kernel (kWsVarThreeConsumers does not fit its registers): variants 4..7 run
 // var & 3 there, so every variant number stays valid at every head dim. Three consumers never
 // ping-pong, so variants 4 / 5 and 6 / 7 are one kernel each (instantiated once, as 5 and 7).

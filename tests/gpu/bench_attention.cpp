@@ -220,7 +220,7 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
 }
 
 // `--ws-sparse-variants`: the warp-specialised dense prefill and each experimental variant of the
-// warp-specialised sparse one (ws_sparse_variant(), lambda 1e-2) on the same sink + quiet-tile
+// warp-specialised sparse one (ws_sparse_variant(p), lambda 1e-2) on the same sink + quiet-tile
 // input, d = 64 (9 q / 3 kv) and d = 128 (32 q / 8 kv), L = 16K and 32K, quiet 0.7 and 0.9; CSV
 // rows (kind ws_sparse_variant) and a table. The variants' masks and counters are the default
 // one's (tests/gpu/test_attention_gpu.cpp checks it); the skip fraction is the default's. The
@@ -254,8 +254,8 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
         }
         r.dense = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 2, reps, 2);
         emit("ws_sparse_variant", sh.name, L, "ws_dense", r.dense, flops / r.dense * 1e-6, 0, 0, 0, quiet);
-        const int other = kernels::ws_dense_consumers() == 3 ? 2 : 3;
-        if (sh.d == 64) {  // the dense kernel with the other consumer count (ws_dense_consumers())
+        const int other = kernels::ws_dense_consumers(pd) == 3 ? 2 : 3;
+        if (sh.d == 64) {  // the dense kernel with the other consumer count (ws_dense_consumers(pd))
           kernels::set_ws_dense_consumers(other);
           r.dense_other = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 2, reps, 2);
           kernels::set_ws_dense_consumers(-1);
@@ -289,10 +289,9 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
       }
   std::printf("\n=== WS sparse variants (lambda %g; speedup = dense / variant; v1 no ping-pong, "
               "v2 late V wait, v3 both; v4..v7 three consumers, d = 64 only, never ping-pong: "
-              "v4 = v5, v6 = v7 late V wait; dense_nc%d = the dense kernel with %d consumer warpgroups "
-              "instead of %d, d = 64) ===\n",
-              lambda, kernels::ws_dense_consumers() == 3 ? 2 : 3, kernels::ws_dense_consumers() == 3 ? 2 : 3,
-              kernels::ws_dense_consumers());
+              "v4 = v5, v6 = v7 late V wait; dense_nc = the dense kernel with the other consumer count, "
+              "d = 64) ===\n",
+              lambda);
   std::printf("%-13s %6s %5s %6s %9s %11s", "shape", "L", "quiet", "skip%", "dense_us", "dense_nc_us");
   for (int v = 0; v < kernels::kWsSparseVariants; ++v) std::printf("   v%d_us  (x)  ", v);
   std::printf("\n");
@@ -310,6 +309,57 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
     std::printf("\n");
   }
   std::printf("=== end WS sparse variants ===\n");
+  std::fflush(stdout);
+}
+
+// `--consumers`: the d = 64 warp-specialised kernels with two and three consumer warpgroups
+// (ws_dense_consumers(p); sparse variants 1 and 5 at lambda 1e-2 on the sink + 70 % quiet-tile
+// input) from 512 to 64K tokens, timed alternately in the same process (best of two rounds each),
+// for the choice of the default per length. Rows kind ws_consumers; a table on stdout.
+void bench_ws_consumers(std::mt19937_64& rng) {
+  const Shape& sh = kShapes[0];
+  std::printf("\n=== d = 64 warp-specialised prefill, two vs three consumer warpgroups (us; TFLOP/s-equivalent; "
+              "x = two / three) ===\n");
+  std::printf("%6s %10s %10s %6s %6s %10s %10s %6s\n", "L", "dense nc2", "dense nc3", "x", "skip%", "sparse v1",
+              "sparse v5", "x");
+  for (int64_t L : {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}) {
+    const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, 0.7), rng);
+    DeviceProblem dp;
+    dp.upload(hp, rng);
+    const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
+    const int reps = L >= 32768 ? 3 : (L >= 8192 ? 5 : 20);
+    kernels::AttentionParams pd = dp.params(hp, 0.0), ps = dp.params(hp, 1e-2);
+    pd.skip_mask = ps.skip_mask = nullptr;
+    if (!kernels::attention_uses_warp_specialized(pd) || !kernels::attention_uses_warp_specialized(ps)) {
+      std::fprintf(stderr, "consumers: the warp-specialised kernels do not run here\n");
+      std::exit(1);
+    }
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dp.visited, 0, sh.hq * 8));
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dp.skipped, 0, sh.hq * 8));
+    check(kernels::launch_attention(ps, nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    const double skip = skip_fraction(dp, sh.hq);
+    ps.tiles_visited = ps.tiles_skipped = nullptr;
+    double us[4] = {1e30, 1e30, 1e30, 1e30};  // dense 2, dense 3, sparse v1, sparse v5
+    for (int round = 0; round < 2; ++round)
+      for (int k = 0; k < 4; ++k) {
+        kernels::set_ws_dense_consumers(k == 1 ? 3 : 2);
+        kernels::set_ws_sparse_variant(k == 3 ? 5 : 1);
+        const kernels::AttentionParams& q = k < 2 ? pd : ps;
+        us[k] = std::min(us[k], time_us([&](int) { check(kernels::launch_attention(q, nullptr)); }, 1, reps, 1));
+      }
+    kernels::set_ws_dense_consumers(-1);
+    kernels::set_ws_sparse_variant(-1);
+    const char* names[4] = {"dense_nc2", "dense_nc3", "sparse_v1", "sparse_v5"};
+    for (int k = 0; k < 4; ++k)
+      emit("ws_consumers", sh.name, L, names[k], us[k], flops / us[k] * 1e-6, 0, k < 2 ? 0 : skip, k < 2 ? 0 : 1e-2,
+           0.7);
+    std::printf("%6lld %10.1f %10.1f %6.2f %6.1f %10.1f %10.1f %6.2f   (TFLOP/s %.0f / %.0f, %.0f / %.0f)\n",
+                (long long)L, us[0], us[1], us[0] / us[1], 100 * skip, us[2], us[3], us[2] / us[3],
+                flops / us[0] * 1e-6, flops / us[1] * 1e-6, flops / us[2] * 1e-6, flops / us[3] * 1e-6);
+    dp.release();
+  }
+  std::printf("=== end consumers ===\n");
   std::fflush(stdout);
 }
 
@@ -527,6 +577,12 @@ int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[2]) == "--ws-sparse-variants") {  // the WS sparse variants alone
     std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
     bench_ws_sparse_variants(rng);
+    if (g_csv) std::fclose(g_csv);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "--consumers") {  // two vs three consumers at d = 64
+    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+    bench_ws_consumers(rng);
     if (g_csv) std::fclose(g_csv);
     return 0;
   }

@@ -347,8 +347,8 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         expect_same(family, run(dp, q), "forced sparse (eager V) at lambda=0", true);
       }
       if (sparse_ws)
-        for (int v = 0; v < kernels::kWsSparseVariants; ++v) {  // ws_sparse_variant(): the same
-          if (v == kernels::ws_sparse_variant()) continue;  // the main run's variant
+        for (int v = 0; v < kernels::kWsSparseVariants; ++v) {  // ws_sparse_variant(p): the same
+          if (v == kernels::ws_sparse_variant(p)) continue;  // the main run's variant
           kernels::set_ws_sparse_variant(v);
           const RunOut rv = run(dp, q);
           kernels::set_ws_sparse_variant(-1);
@@ -356,8 +356,8 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         }
       if (uses_ws && !decode && s.head_dim == 64) {
         // The dense warp-specialised kernel with the other consumer count (2 <-> 3,
-        // ws_dense_consumers()): the same float operations per row, so the same bits.
-        const int other = kernels::ws_dense_consumers() == 3 ? 2 : 3;
+        // ws_dense_consumers(p)): the same float operations per row, so the same bits.
+        const int other = kernels::ws_dense_consumers(p) == 3 ? 2 : 3;
         kernels::set_ws_dense_consumers(other);
         const RunOut rv = run(dp, p);
         kernels::set_ws_dense_consumers(-1);
@@ -412,7 +412,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         ++tot.keep_cases;
       }
       if (!decode && uses_ws && keep.error.empty()) {
-        // The experimental variants of the warp-specialised sparse kernel (ws_sparse_variant())
+        // The experimental variants of the warp-specialised sparse kernel (ws_sparse_variant(p))
         // against the default one (the main run, and keep-exp): same masks and counters, and
         // the same outputs bit for bit (each variant issues the same wgmma and float operations
         // per warpgroup; only the order of issue between the warpgroups and of the barrier
@@ -420,7 +420,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         // lengths here also give CTAs whose second or third tile has no rows).
         for (int v = 0; v < kernels::kWsSparseVariants; ++v)
           for (const bool keep_exp : {false, true}) {
-            if (v == kernels::ws_sparse_variant()) continue;  // the main run's variant
+            if (v == kernels::ws_sparse_variant(p)) continue;  // the main run's variant
             kernels::AttentionParams k = p;
             k.skip_softmax_exp = keep_exp ? false : p.skip_softmax_exp;
             kernels::set_ws_sparse_variant(v);
