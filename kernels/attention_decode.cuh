@@ -232,10 +232,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
                             const DecodeWorkspaceLayout wl, const int fused_combine) {
   // PDL (kernels/pdl.cuh). The dense / pass-1 kernels over a positional bf16 cache start early
-  // (kEarly): before griddepcontrol.wait they read only what no kernel writes (the length and
-  // the page table: host copies; see AttentionParams::page_table) into shared memory. Everything
-  // else, and every other variant, waits first. (An L2 prefetch of the first K/V tiles before
-  // the wait was measured too and dropped: 0-1 us slower, tests/gpu/NOTES.md.)
+  // (kEarly): before griddepcontrol.wait they read only what their predecessor does not write
+  // (the length and the page table: host copies; the cache tiles before the newest row; see
+  // AttentionParams::page_table): the page ids into shared memory, then the ring's first tiles
+  // (below). Everything else, and every other variant, waits first. (An L2 prefetch of the first
+  // K/V tiles before the wait was measured too and dropped: 0-1 us slower, tests/gpu/NOTES.md.)
   constexpr bool kEarly = MODE != 2 && !LIST && KVB == 0;
   if constexpr (!kEarly) {
     pdl_wait();
@@ -289,10 +290,6 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     if constexpr (LIST) pos0s[i] = p.tile_pos0[t0 + i];
   }
   __syncthreads();
-  if constexpr (kEarly) {
-    pdl_wait();
-    pdl_trigger();
-  }
   // Live-page list: the sink/window rule by position (engine/kv_layout.h). Slot `off` of split
   // tile i; positional tiles need only the length test (done by the callers).
   const int64_t qpos = LIST ? (p.q_pos_dev ? int64_t(*p.q_pos_dev) : p.q_start) : 0;
@@ -309,6 +306,98 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     const int64_t k0 = pos0s[i];
     return p.window > 0 && k0 >= p.sink_count && k0 + BC - 1 <= qpos - p.window;
   };
+
+  // ---- issue the loads of work item i into ring stage `st` (each lane: its own chunks) ----
+  auto tile_of = [&](int i) {
+    if constexpr (MODE == 2) return t0 + int(work[i]);
+    return t0 + i;
+  };
+  // Index of item i in pages / pos0s / tms: its tile within the split.
+  auto slot_of = [&](int i) { return tile_of(i) - t0; };
+  // Each warp instruction copies 512 contiguous bytes (whole 128-byte lines) into 512 contiguous
+  // shared bytes: the warp's K (and V) rows, [key][d] with the 16-byte chunks XOR-swizzled by
+  // (row & 7). Scattering the chunks straight into per-lane fragment slots (v1/v2) made the copy
+  // engine split requests (ncu: ~1.2 sectors per L2 request, L2 82 % busy, DRAM 59 %).
+  auto issue = [&](int i, int st) {
+    const int t = tile_of(i);
+    const int sl = slot_of(i);
+    const int64_t page = pages[sl];
+    // Quantized formats: entry >= 0 a code page, < 0 the bf16 page -1 - entry (KVB = 0: false).
+    const bool qtile = KVB != 0 && page >= 0;
+    const int64_t base = ((KVB != 0 && page < 0 ? -1 - page : page) * p.n_kv_heads + kvh) * (BC * D);
+    const int64_t key0 = int64_t(t) * BC + warp * C::KPW;
+    constexpr int CPR = D / 8;          // 16-byte chunks per key row
+    constexpr int KEYS_PER_OP = 32 / CPR;
+    uint4* wbase = ring + (st * kDecodeWarps + warp) * C::ITEMS * 32;
+    const int lk = lane / CPR, ch = lane % CPR;
+    if (qtile) {
+      if constexpr (KVB != 0) {
+        const int64_t vec0 = (page * p.n_kv_heads + kvh) * BC + warp * C::KPW;
+        if constexpr (MODE != 2)
+          decode_issue_q<D, KVB, C::KPW>(
+              reinterpret_cast<uint8_t*>(wbase), p.k_codes, p.k_scales, vec0, lane,
+              [&](int kk) { return key0 + kk < vis && list_ok(sl, warp * C::KPW + kk); });
+        if constexpr (MODE != 1)
+          decode_issue_q<D, KVB, C::KPW>(
+              reinterpret_cast<uint8_t*>(wbase + C::K_ITEMS * 32), p.v_codes, p.v_scales, vec0,
+              lane, [&](int kk) {
+                return key0 + kk < vis && list_ok(sl, warp * C::KPW + kk) &&
+                       (MODE != 2 || bits[i] != static_cast<uint8_t>((1u << G) - 1u));
+              });
+      }
+    } else {
+    if constexpr (MODE != 2) {
+#pragma unroll
+      for (int op = 0; op < C::K_ITEMS; ++op) {
+        const int kk = op * KEYS_PER_OP + lk;  // key within the warp's slice
+        const bool ok = key0 + kk < vis && list_ok(sl, warp * C::KPW + kk);
+        cp_async16(smem_u32(wbase + kk * CPR + dswz(ch, kk)),
+                   ok ? p.k_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.k_pages,
+                   ok ? 16 : 0);
+      }
+    }
+    if constexpr (MODE != 1) {
+#pragma unroll
+      for (int op = 0; op < C::V_ITEMS; ++op) {
+        const int kk = op * KEYS_PER_OP + lk;
+        // masked keys must be 0, not undefined (P*NaN); a tile every head skipped (kept only
+        // for its exp(), skip_softmax_exp = false) reads no V: zero-filled, its P is 0.
+        const bool ok = key0 + kk < vis && list_ok(sl, warp * C::KPW + kk) &&
+                        (MODE != 2 || bits[i] != static_cast<uint8_t>((1u << G) - 1u));
+        cp_async16(smem_u32(wbase + C::K_ITEMS * 32 + kk * CPR + dswz(ch, kk)),
+                   ok ? p.v_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.v_pages,
+                   ok ? 16 : 0);
+      }
+    }
+    }  // bf16 tile
+    if constexpr (MODE == 2) {
+      if (hval) {
+        float2* sdst = sring + (st * kDecodeWarps + warp) * C::NTW * 32 + lane;
+        const float* src = ws_scores + int64_t(h) * score_row + key0 + tq * 2;
+#pragma unroll
+        for (int j = 0; j < C::NTW; ++j) cp_async8(smem_u32(sdst + j * 32), src + 8 * j);
+      }
+    }
+  };
+
+  // kEarly: the ring's first tiles are loaded before griddepcontrol.wait, so that their DRAM
+  // reads overlap the predecessor's tail (in the engine the kernel that appends this step's K / V
+  // row; in a sequence of decode launches the previous launch's combine). The predecessor may
+  // write only the newest cache row (position vis - 1, AttentionParams::page_table), so only the
+  // tiles before the one holding it are loaded early; the rest, Q and every write wait.
+  int n_pre = 0;
+  if constexpr (kEarly) {
+    if (vis > 0) {
+      const int t_new = static_cast<int>((vis - 1) / BC);
+      n_pre = min(min(C::STAGES - 1, nsplit_tiles), max(0, t_new - t0));
+    }
+    for (int s = 0; s < n_pre; ++s) {
+      issue(s, s);
+      cp_async_commit();
+    }
+    pdl_wait();
+    pdl_trigger();
+  }
 
   if constexpr (MODE != 1) {  // visited: this split's own tiles (the probes' partition)
     if (tid < G && p.tiles_visited) {
@@ -412,79 +501,6 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     }
   }
 
-  // ---- issue the loads of work item i into ring stage `st` (each lane: its own chunks) ----
-  auto tile_of = [&](int i) {
-    if constexpr (MODE == 2) return t0 + int(work[i]);
-    return t0 + i;
-  };
-  // Index of item i in pages / pos0s / tms: its tile within the split.
-  auto slot_of = [&](int i) { return tile_of(i) - t0; };
-  // Each warp instruction copies 512 contiguous bytes (whole 128-byte lines) into 512 contiguous
-  // shared bytes: the warp's K (and V) rows, [key][d] with the 16-byte chunks XOR-swizzled by
-  // (row & 7). Scattering the chunks straight into per-lane fragment slots (v1/v2) made the copy
-  // engine split requests (ncu: ~1.2 sectors per L2 request, L2 82 % busy, DRAM 59 %).
-  auto issue = [&](int i, int st) {
-    const int t = tile_of(i);
-    const int sl = slot_of(i);
-    const int64_t page = pages[sl];
-    // Quantized formats: entry >= 0 a code page, < 0 the bf16 page -1 - entry (KVB = 0: false).
-    const bool qtile = KVB != 0 && page >= 0;
-    const int64_t base = ((KVB != 0 && page < 0 ? -1 - page : page) * p.n_kv_heads + kvh) * (BC * D);
-    const int64_t key0 = int64_t(t) * BC + warp * C::KPW;
-    constexpr int CPR = D / 8;          // 16-byte chunks per key row
-    constexpr int KEYS_PER_OP = 32 / CPR;
-    uint4* wbase = ring + (st * kDecodeWarps + warp) * C::ITEMS * 32;
-    const int lk = lane / CPR, ch = lane % CPR;
-    if (qtile) {
-      if constexpr (KVB != 0) {
-        const int64_t vec0 = (page * p.n_kv_heads + kvh) * BC + warp * C::KPW;
-        if constexpr (MODE != 2)
-          decode_issue_q<D, KVB, C::KPW>(
-              reinterpret_cast<uint8_t*>(wbase), p.k_codes, p.k_scales, vec0, lane,
-              [&](int kk) { return key0 + kk < vis && list_ok(sl, warp * C::KPW + kk); });
-        if constexpr (MODE != 1)
-          decode_issue_q<D, KVB, C::KPW>(
-              reinterpret_cast<uint8_t*>(wbase + C::K_ITEMS * 32), p.v_codes, p.v_scales, vec0,
-              lane, [&](int kk) {
-                return key0 + kk < vis && list_ok(sl, warp * C::KPW + kk) &&
-                       (MODE != 2 || bits[i] != static_cast<uint8_t>((1u << G) - 1u));
-              });
-      }
-    } else {
-    if constexpr (MODE != 2) {
-#pragma unroll
-      for (int op = 0; op < C::K_ITEMS; ++op) {
-        const int kk = op * KEYS_PER_OP + lk;  // key within the warp's slice
-        const bool ok = key0 + kk < vis && list_ok(sl, warp * C::KPW + kk);
-        cp_async16(smem_u32(wbase + kk * CPR + dswz(ch, kk)),
-                   ok ? p.k_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.k_pages,
-                   ok ? 16 : 0);
-      }
-    }
-    if constexpr (MODE != 1) {
-#pragma unroll
-      for (int op = 0; op < C::V_ITEMS; ++op) {
-        const int kk = op * KEYS_PER_OP + lk;
-        // masked keys must be 0, not undefined (P*NaN); a tile every head skipped (kept only
-        // for its exp(), skip_softmax_exp = false) reads no V: zero-filled, its P is 0.
-        const bool ok = key0 + kk < vis && list_ok(sl, warp * C::KPW + kk) &&
-                        (MODE != 2 || bits[i] != static_cast<uint8_t>((1u << G) - 1u));
-        cp_async16(smem_u32(wbase + C::K_ITEMS * 32 + kk * CPR + dswz(ch, kk)),
-                   ok ? p.v_pages + base + (warp * C::KPW + kk) * D + ch * 8 : p.v_pages,
-                   ok ? 16 : 0);
-      }
-    }
-    }  // bf16 tile
-    if constexpr (MODE == 2) {
-      if (hval) {
-        float2* sdst = sring + (st * kDecodeWarps + warp) * C::NTW * 32 + lane;
-        const float* src = ws_scores + int64_t(h) * score_row + key0 + tq * 2;
-#pragma unroll
-        for (int j = 0; j < C::NTW; ++j) cp_async8(smem_u32(sdst + j * 32), src + 8 * j);
-      }
-    }
-  };
-
   // Q fragments of this lane's head, with d permuted as the K chunks are (see issue()).
   uint4 qa[C::DC];
 #pragma unroll
@@ -507,7 +523,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   float m_run = kNegInf, l_run = 0.f;
 
 #pragma unroll
-  for (int s = 0; s < C::STAGES - 1; ++s) {
+  for (int s = n_pre; s < C::STAGES - 1; ++s) {  // (kEarly: after the tiles issued early)
     if (s < n_work) issue(s, s);
     cp_async_commit();
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/kv_quant.h"
+#include "kernels/ops.h"
 #include "tests/gpu/attention_problem.h"
 #include "tests/gpu/bench_floor.h"
 
@@ -395,6 +396,19 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
       std::max(20, copies), 7);
   emit(kind, sh.name, L, lambda > 0 ? "ours_sparse_graph" : "ours_dense_graph", gus, 0,
        kv_bytes / gus * 1e-3, skip, lambda, quiet);
+  {
+    // The same replay with PDL off: no launch overlaps its predecessor (the dense / pass-1
+    // kernels load their first cache tiles before griddepcontrol.wait, which then costs nothing
+    // to wait for), so this is the latency of one call on its own.
+    const bool pdl_was = kernels::pdl_enabled();
+    kernels::set_pdl_enabled(false);
+    const double nus = graph_time_us(
+        [&](int i, cudaStream_t st) { check(kernels::launch_attention(ps[i % copies], st)); },
+        std::max(20, copies), 7);
+    kernels::set_pdl_enabled(pdl_was);
+    emit(kind, sh.name, L, lambda > 0 ? "ours_sparse_graph_nopdl" : "ours_dense_graph_nopdl", nus, 0,
+         kv_bytes / nus * 1e-3, skip, lambda, quiet);
+  }
   if (lambda == 0 && std::string(kind) == "decode") {
     // The memory floor: a kernel that only streams the same number of bytes (bench_floor.cu),
     // replayed the same way.
