@@ -237,8 +237,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // AttentionParams::page_table): the page ids into shared memory, then the ring's first tiles
   // (below). Everything else, and every other variant, waits first. (An L2 prefetch of the first
   // K/V tiles before the wait was measured too and dropped: 0-1 us slower, tests/gpu/NOTES.md.)
+  // The V pass (MODE 2) over a positional bf16 cache fetches only its page ids early: its
+  // decisions and loads need pass 1's maxima.
   constexpr bool kEarly = MODE != 2 && !LIST && KVB == 0;
-  if constexpr (!kEarly) {
+  constexpr bool kEarlyPages = !LIST && KVB == 0;
+  if constexpr (!kEarlyPages) {
     pdl_wait();
     pdl_trigger();
   }
@@ -267,7 +270,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   if (split >= ap.n_splits) {  // past the actual length (device-side length): no work
     // An early CTA still waits once, so that this grid never completes before its predecessor
     // (with a device length of 0 every CTA returns here).
-    if constexpr (kEarly) pdl_wait();
+    if constexpr (kEarlyPages) pdl_wait();
     return;
   }
   const int t0 = split * ap.tiles_per_split;
@@ -290,6 +293,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     if constexpr (LIST) pos0s[i] = p.tile_pos0[t0 + i];
   }
   __syncthreads();
+  if constexpr (kEarlyPages && !kEarly) {
+    pdl_wait();
+    pdl_trigger();
+  }
   // Live-page list: the sink/window rule by position (engine/kv_layout.h). Slot `off` of split
   // tile i; positional tiles need only the length test (done by the callers).
   const int64_t qpos = LIST ? (p.q_pos_dev ? int64_t(*p.q_pos_dev) : p.q_start) : 0;
