@@ -58,6 +58,10 @@ void set_ws_sparse_variant(int v);
 inline constexpr int64_t kWsThreeConsumerRowsDense = 9 * 8192;
 int ws_dense_consumers(const AttentionParams& p);
 void set_ws_dense_consumers(int n);
+// The decode's split combine folded into the decode kernel (1) or a separate kernel (0; -1
+// returns to SINKSCOPE_FUSED_COMBINE, default off). Tests and benchmarks; outputs are the same
+// bit for bit either way.
+void set_decode_fused_combine(int on);
 
 // Enqueues the attention on `stream` (cudaStream_t, nullptr = legacy default stream). When
 // p.skip_mask is set, its tiles are first filled with kMaskNotVisible. Asynchronous: errors of

@@ -4,6 +4,7 @@
 #include "kernels/attention_launch.h"
 #include "kernels/cuda_check.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -11,10 +12,14 @@
 namespace sinkscope::kernels::detail {
 namespace {
 
-// SINKSCOPE_FUSED_COMBINE=1 folds the combine into the decode kernel. Off by default: on the
-// H200 end-to-end SmolLM2 decode ran 853 tok/s with the separate combine kernel and 811 with the
-// fused one (tests/gpu/results/backend_run_2026-11-30c.log).
+std::atomic<int> g_fused_combine_override{-1};
+
+// Whether the split combine is folded into the decode kernel (the last split CTA of each KV head
+// merges the group's heads): set_decode_fused_combine()'s override, else SINKSCOPE_FUSED_COMBINE
+// (read once; 1 on, 0 off), else off.
 bool fused_combine_enabled() {
+  const int o = g_fused_combine_override.load(std::memory_order_relaxed);
+  if (o == 0 || o == 1) return o == 1;
   static const bool on = [] {
     const char* env = std::getenv("SINKSCOPE_FUSED_COMBINE");
     return env && std::strcmp(env, "1") == 0;
@@ -115,3 +120,9 @@ AttentionStatus launch_decode(const AttentionParams& p, AttentionVariant v,
 }
 
 }  // namespace sinkscope::kernels::detail
+
+namespace sinkscope::kernels {
+void set_decode_fused_combine(int on) {
+  detail::g_fused_combine_override.store(on, std::memory_order_relaxed);
+}
+}  // namespace sinkscope::kernels

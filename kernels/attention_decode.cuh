@@ -99,6 +99,99 @@ __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const fl
   return *reinterpret_cast<const uint16_t*>(&v);
 }
 
+// The fused combine's merge, run with all kDecodeWarps * 32 threads of the last split CTA of KV
+// head kvh: the outputs of the group's G query heads from the n actual splits' partials, with
+// exactly the arithmetic and order of attention_decode_combine_kernel (so the outputs are equal
+// bit for bit), but with the loads issued together instead of one dependent L2 round trip per
+// split (decode_combine_one, the serial form, which made the first fused combine slower than a
+// separate kernel): the (m, l) pairs of all G x n (head, split) into shared memory, then per
+// task (head, split group, 4 columns) one thread loads the group's partials as float4 in
+// batches of kMergeBatch. `sm` needs decode_merge_smem_bytes<D>(G, n) bytes.
+constexpr int kMergeBatch = 12;
+template <int D>
+__host__ __device__ constexpr int decode_merge_smem_bytes(int G, int n) {
+  return (2 * G * n + G * kCombineGroups<D> * (D + 1) + 8) * 4;
+}
+template <int D>
+__device__ __forceinline__ void decode_fused_merge(const float* ws, uint16_t* out, uint64_t part_o,
+                                                uint64_t part_ml, int stride_splits, int kvh, int G,
+                                                int n, float* sm) {
+  constexpr int NG = kCombineGroups<D>, NT = kDecodeWarps * 32, B = kMergeBatch;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float2* ml2 = reinterpret_cast<const float2*>(ws + part_ml / 4);  // [head][split]
+  const float* po = ws + part_o / 4;                                       // [head][split][D]
+  float* sw = sm;                    // [G][n] m, then the weights 2^(m - M)
+  float* sl = sw + G * n;            // [G][n] l
+  float* pn = sl + G * n;            // [G][NG][D] group sums of the outputs
+  float* pd = pn + G * NG * D;       // [G][NG] group sums of the weighted l
+  float* mx = pd + G * NG;           // [G] (<= 8) per-head max
+  for (int i = tid; i < G * n; i += NT) {
+    const int gg = i / n, sp = i - gg * n;
+    const float2 v = __ldcg(ml2 + int64_t(kvh * G + gg) * stride_splits + sp);
+    sw[i] = v.x;
+    sl[i] = v.y;
+  }
+  __syncthreads();
+  for (int gg = warp; gg < G; gg += kDecodeWarps) {
+    float m = kNegInf;
+    for (int sp = lane; sp < n; sp += 32) m = fmaxf(m, sw[gg * n + sp]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) mx[gg] = m;
+  }
+  __syncthreads();
+  for (int i = tid; i < G * n; i += NT) {
+    const float m = sw[i];
+    sw[i] = m == kNegInf ? 0.f : fast_exp2(m - mx[i / n]);  // a split whose tiles all skipped
+  }
+  __syncthreads();
+  constexpr int C4 = D / 4;
+  for (int task = tid; task < G * NG * C4; task += NT) {
+    const int gg = task / (NG * C4), grp = (task / C4) % NG, c4 = task % C4;
+    const float4* src = reinterpret_cast<const float4*>(po + int64_t(kvh * G + gg) * stride_splits * D) + c4;
+    float4 num = make_float4(0.f, 0.f, 0.f, 0.f);
+    float den = 0.f;
+    for (int s0 = grp; s0 < n; s0 += NG * B) {
+      float4 os[B];
+#pragma unroll
+      for (int u = 0; u < B; ++u) {
+        const int sp = s0 + u * NG;
+        os[u] = sp < n ? __ldcg(src + int64_t(sp) * C4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < B; ++u) {
+        const int sp = s0 + u * NG;
+        if (sp < n) {
+          const float w = sw[gg * n + sp];
+          num.x = fmaf(w, os[u].x, num.x);  // explicit: the combine kernel's form
+          num.y = fmaf(w, os[u].y, num.y);
+          num.z = fmaf(w, os[u].z, num.z);
+          num.w = fmaf(w, os[u].w, num.w);
+          den = fmaf(w, sl[gg * n + sp], den);
+        }
+      }
+    }
+    float* dst = pn + (gg * NG + grp) * D + 4 * c4;
+    dst[0] = num.x;
+    dst[1] = num.y;
+    dst[2] = num.z;
+    dst[3] = num.w;
+    if (c4 == 0) pd[gg * NG + grp] = den;
+  }
+  __syncthreads();
+  for (int i = tid; i < G * D; i += NT) {
+    const int gg = i / D, d = i - gg * D;
+    float num = pn[gg * NG * D + d], den = pd[gg * NG];
+#pragma unroll
+    for (int grp = 1; grp < NG; ++grp) {
+      num += pn[(gg * NG + grp) * D + d];
+      den += pd[gg * NG + grp];
+    }
+    const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
+    out[int64_t(kvh * G + gg) * D + d] = *reinterpret_cast<const uint16_t*>(&v);
+  }
+}
+
 template <int D, int BC, int MODE>
 struct DecodeCfg {
   static constexpr int KPW = BC / kDecodeWarps;  // keys per warp per tile (16 or 32)
@@ -732,7 +825,15 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   if (!last_cta) return;
   __threadfence();  // acquire side: the other CTAs' partials are read after their arrivals
   if (tid == 0) atomicExch(&g_decode_arrivals[kvh], 0u);  // ready for the next launch
-  for (int idx = tid; idx < G * D; idx += kDecodeWarps * 32) {
+  // The parallel merge in the positional bf16 kernels (the ones the engine's decode steps run);
+  // the list / quantized variants keep the serial form and their register allocation.
+  if (kEarlyPages && decode_merge_smem_bytes<D>(G, ap.n_splits) <= C::UNION_BYTES) {
+    if constexpr (kEarlyPages)
+      decode_fused_merge<D>(ws, p.o, wl.part_o, wl.part_ml, plan.n_splits, kvh, G, ap.n_splits,
+                            reinterpret_cast<float*>(smem_raw));
+    return;
+  }
+  for (int idx = tid; idx < G * D; idx += kDecodeWarps * 32) {  // (more splits than fit)
     const int gg = idx / D, d = idx % D;
     const int hh = kvh * G + gg;
     const float* ml = ws + wl.part_ml / 4 + int64_t(hh) * plan.n_splits * 2;  // bound strides

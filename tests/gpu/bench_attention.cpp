@@ -396,19 +396,25 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
       std::max(20, copies), 7);
   emit(kind, sh.name, L, lambda > 0 ? "ours_sparse_graph" : "ours_dense_graph", gus, 0,
        kv_bytes / gus * 1e-3, skip, lambda, quiet);
-  {
-    // The same replay with PDL off: no launch overlaps its predecessor (the dense / pass-1
-    // kernels load their first cache tiles before griddepcontrol.wait, which then costs nothing
-    // to wait for), so this is the latency of one call on its own.
-    const bool pdl_was = kernels::pdl_enabled();
-    kernels::set_pdl_enabled(false);
-    const double nus = graph_time_us(
-        [&](int i, cudaStream_t st) { check(kernels::launch_attention(ps[i % copies], st)); },
-        std::max(20, copies), 7);
-    kernels::set_pdl_enabled(pdl_was);
-    emit(kind, sh.name, L, lambda > 0 ? "ours_sparse_graph_nopdl" : "ours_dense_graph_nopdl", nus, 0,
-         kv_bytes / nus * 1e-3, skip, lambda, quiet);
-  }
+  // The same replay with PDL off: no launch overlaps its predecessor (the dense / pass-1 kernels
+  // load their first cache tiles before griddepcontrol.wait, which then costs nothing to wait
+  // for), so this is the latency of one call on its own. And both with the split combine folded
+  // into the decode kernel (set_decode_fused_combine) instead of the separate combine kernel.
+  const bool pdl_was = kernels::pdl_enabled();
+  for (int fused : {0, 1})
+    for (int pdl : {1, 0}) {
+      if (fused == 0 && pdl == 1) continue;  // the row above
+      kernels::set_decode_fused_combine(fused);
+      kernels::set_pdl_enabled(pdl_was && pdl == 1);
+      const double nus = graph_time_us(
+          [&](int i, cudaStream_t st) { check(kernels::launch_attention(ps[i % copies], st)); },
+          std::max(20, copies), 7);
+      kernels::set_pdl_enabled(pdl_was);
+      kernels::set_decode_fused_combine(-1);
+      const std::string v = std::string(lambda > 0 ? "ours_sparse_graph" : "ours_dense_graph") +
+                            (fused ? "_fused" : "") + (pdl ? "" : "_nopdl");
+      emit(kind, sh.name, L, v.c_str(), nus, 0, kv_bytes / nus * 1e-3, skip, lambda, quiet);
+    }
   if (lambda == 0 && std::string(kind) == "decode") {
     // The memory floor: a kernel that only streams the same number of bytes (bench_floor.cu),
     // replayed the same way.

@@ -332,6 +332,15 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
     if (b.error.empty() && (b.visited != a.visited || b.skipped != a.skipped)) fail(what + ": counters differ");
   };
   if (main.error.empty()) {
+    if (decode) {
+      // The split combine folded into the decode kernel (its last split CTA per KV head merges)
+      // against the separate combine kernel: the same sums in the same order, the same bits;
+      // dense and sparse (pass 2 folds it in the same way).
+      kernels::set_decode_fused_combine(1);
+      const RunOut rf = run(dp, p);
+      kernels::set_decode_fused_combine(-1);
+      expect_same_counted(main, rf, "decode with the fused combine");
+    }
     if (c.lambda == 0) {
       // The sparse kernels at lambda = 0 equal the dense kernel of their family bit for bit:
       // warp-specialised sparse vs dense (the main run; one sparse kernel for both V modes;
