@@ -202,7 +202,12 @@ struct DecodeCfg {
   static constexpr int K_ITEMS = MODE == 2 ? 0 : NTW * DC;
   static constexpr int V_ITEMS = MODE == 1 ? 0 : KSV * 4 * VC;
   static constexpr int ITEMS = K_ITEMS + V_ITEMS;
-  static constexpr int STAGES = (D == 128 && BC == 128 && MODE == 0) ? 2 : 3;
+  // d = 64, dense / pass 1, block 64: 4, so that a split of 3 tiles (16K keys, 3 KV heads) has
+  // all of them in flight before griddepcontrol.wait (the ring's first STAGES - 1 tiles go out
+  // early).
+  static constexpr int STAGES = (D == 128 && BC == 128 && MODE == 0) ? 2
+                                : (D == 64 && BC == 64 && MODE != 2) ? 4
+                                                                     : 3;
   static constexpr int STAGE_BYTES = kDecodeWarps * ITEMS * 32 * 16;
   static constexpr int SCORE_BYTES = MODE == 2 ? kDecodeWarps * NTW * 32 * 8 : 0;  // per stage
   static constexpr int RING_BYTES = STAGES * (STAGE_BYTES + SCORE_BYTES);
@@ -868,6 +873,17 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
   __shared__ float sw[kCombineMaxSplits], sl[kCombineMaxSplits];
   __shared__ float red[kCombineThreads / 32];
   __shared__ float part[2][NG][D];
+  // This thread's first batch of partial outputs is loaded before the (m, l) pass: the two L2
+  // round trips overlap instead of following each other.
+  float os[kCombineBatch];
+  auto load_batch = [&](int s0) {
+#pragma unroll
+    for (int u = 0; u < kCombineBatch; ++u) {
+      const int s = s0 + u * NG;
+      os[u] = s < n_splits ? __ldcg(po + int64_t(s) * D + d) : 0.f;
+    }
+  };
+  load_batch(grp);
   const float2* ml2 = reinterpret_cast<const float2*>(ml);
   float mx = kNegInf;
   for (int s = tid; s < n_splits; s += kCombineThreads) {
@@ -890,12 +906,7 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
   __syncthreads();
   float num = 0.f, den = 0.f;
   for (int s0 = grp; s0 < n_splits; s0 += NG * kCombineBatch) {
-    float os[kCombineBatch];
-#pragma unroll
-    for (int u = 0; u < kCombineBatch; ++u) {
-      const int s = s0 + u * NG;
-      os[u] = s < n_splits ? __ldcg(po + int64_t(s) * D + d) : 0.f;
-    }
+    if (s0 != grp) load_batch(s0);
 #pragma unroll
     for (int u = 0; u < kCombineBatch; ++u) {
       const int s = s0 + u * NG;

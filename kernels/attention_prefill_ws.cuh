@@ -107,28 +107,31 @@ static_assert(kWsVarCount == kWsSparseVariants, "attention.h's variant count and
 constexpr int ws_consumers(int var) { return (var & kWsVarThreeConsumers) ? 3 : 2; }
 constexpr int ws_threads(int var) { return 128 * (1 + ws_consumers(var)); }
 
-// Shared ring depth per head dim (Q tile + STAGES x (K + V) must fit the 227 KB opt-in).
-template <int D>
+// Shared ring depth per head dim and consumer count (Q tile + STAGES x (K + V) must fit the
+// 227 KB opt-in).
+template <int D, int NC = 2>
 constexpr int ws_stages() {
   // The producer can refill a slot only once all consumers' GEMMs on it completed, so each
   // stage hides about one iteration of latency. d = 128: as deep as the 227 KB allow at one CTA
-  // per SM; d = 64: 4 (measured on the H200 against 3; 6 would fit).
-  return D == 128 ? 3 : 4;
+  // per SM; d = 64, two consumers: 4 (measured on the H200 against 3); d = 64, three consumers:
+  // 6 (217 KB), since their skipped tiles go by faster than the ring refills (ncu, sparse at
+  // ~70 %: ~8 % of the consumers' samples waited on a K / V full barrier with 4).
+  return D == 128 ? 3 : (NC == 3 ? 6 : 4);
 }
 // Byte offset of the SPARSE probe slots behind the mbarriers (16-byte aligned): per consumer,
 // 16 bytes = its skip-mask row pointer and its visited unit count, written and read by that
 // consumer's probe thread only (kept out of the hot loop's registers).
-template <int D>
+template <int D, int NC = 2>
 constexpr int ws_probe_offset() {
-  return (8 * (1 + 4 * ws_stages<D>()) + 15) / 16 * 16;
+  return (8 * (1 + 4 * ws_stages<D, NC>()) + 15) / 16 * 16;
 }
 template <int D, int NC>
 constexpr int ws_smem_bytes() {
   // + 1 KB to align the tiles to 1024 bytes (swizzle atoms), then the mbarriers:
   // full Q, STAGES x (full K, full V, empty K, empty V), then the NC consumers' probe slots.
   // The Q tile is the CTA's NC query tiles ([64 NC][D]).
-  return (kPrefillQueryTile * NC * D + ws_stages<D>() * 2 * kWsKeys * D) * 2 + 1024 +
-         ws_probe_offset<D>() + NC * 16;
+  return (kPrefillQueryTile * NC * D + ws_stages<D, NC>() * 2 * kWsKeys * D) * 2 + 1024 +
+         ws_probe_offset<D, NC>() + NC * 16;
 }
 static_assert(ws_smem_bytes<128, 2>() <= 227 * 1024 && ws_smem_bytes<64, 3>() <= 227 * 1024,
               "the Q tile and the K/V ring must fit the shared-memory opt-in");
@@ -239,7 +242,7 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
                                 const __grid_constant__ CUtensorMap tm_v) {
 #ifdef SINKSCOPE_HAVE_WGMMA
   constexpr int NC = ws_consumers(VAR);  // consumer warpgroups = query tiles of the CTA
-  constexpr int BR = kPrefillQueryTile * NC, BN = kWsKeys, ST = ws_stages<D>();
+  constexpr int BR = kPrefillQueryTile * NC, BN = kWsKeys, ST = ws_stages<D, NC>();
   static_assert(kPrefillQueryTile == 64, "one consumer warpgroup = one 64-row query tile");
   static_assert(NC == 2 || D == 64, "three consumers: d = 64 only (consumer registers)");
   constexpr int NB = BN / 8;  // n8 column groups of S
@@ -296,7 +299,7 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
         for (int t = 0; t < n_u; ++t) mask_row[t] = 0;
       if constexpr (SPARSE) {
         // The consumer's probe slot: mask row, visited units.
-        uint8_t* slot = reinterpret_cast<uint8_t*>(sv + ST * BN * D) + ws_probe_offset<D>() + 16 * h;
+        uint8_t* slot = reinterpret_cast<uint8_t*>(sv + ST * BN * D) + ws_probe_offset<D, NC>() + 16 * h;
         *reinterpret_cast<uint8_t**>(slot) = mask_row;
         *reinterpret_cast<int*>(slot + 8) = n_u;
       }
@@ -630,7 +633,7 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
   // Probe thread: the visited units of tile t that the decision sk skips (block_size 128: the
   // tile, unit t; 64: bit b, unit 2t + b) into the counter and the skip mask.
   auto mark_skipped = [&](int t, int sk) {
-    const uint8_t* slot = reinterpret_cast<const uint8_t*>(sv + ST * BN * D) + ws_probe_offset<D>() + 16 * c;
+    const uint8_t* slot = reinterpret_cast<const uint8_t*>(sv + ST * BN * D) + ws_probe_offset<D, NC>() + 16 * c;
     uint8_t* const row = *reinterpret_cast<uint8_t* const*>(slot);
     const int n_u = *reinterpret_cast<const int*>(slot + 8);
     if (bs == BN) {
