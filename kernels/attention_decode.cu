@@ -14,6 +14,16 @@ namespace {
 
 std::atomic<int> g_fused_combine_override{-1};
 
+// SINKSCOPE_DECODE_EARLY_LOADS=0: the dense / pass-1 decode kernels issue no cache copies before
+// griddepcontrol.wait (for A/B measurements; read once).
+bool early_loads_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("SINKSCOPE_DECODE_EARLY_LOADS");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
 // Whether the split combine is folded into the decode kernel (the last split CTA of each KV head
 // merges the group's heads): set_decode_fused_combine()'s override, else SINKSCOPE_FUSED_COMBINE
 // (read once; 1 on, 0 off), else off.
@@ -85,7 +95,8 @@ AttentionStatus launch_mode(const AttentionParams& p, const DecodeSplitPlan& pla
   SINKSCOPE_CUDA_TRY(AttentionStatus,
                      (launch_pdl(pdl, kernel,
                                  dim3(plan.n_splits, p.n_kv_heads), dim3(kDecodeWarps * 32),
-                                 size_t(smem), stream, p, plan, wl, fused ? 1 : 0)));
+                                 size_t(smem), stream, p, plan, wl,
+                                 (fused ? 1 : 0) | (early_loads_enabled() ? 0 : 2))));
   return {};
 }
 

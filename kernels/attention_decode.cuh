@@ -328,7 +328,10 @@ __device__ __forceinline__ uint4 decode_deq8(const uint8_t* w, int kk, int d0) {
 template <int D, int BC, int MODE, bool LIST, int KVB = 0>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
-                            const DecodeWorkspaceLayout wl, const int fused_combine) {
+                            const DecodeWorkspaceLayout wl, const int launch_flags) {
+  // launch_flags: bit 0 the fused combine, bit 1 no early cache loads
+  // (SINKSCOPE_DECODE_EARLY_LOADS=0).
+  const bool fused_combine = (launch_flags & 1) != 0;
   // PDL (kernels/pdl.cuh). The dense / pass-1 kernels over a positional bf16 cache start early
   // (kEarly): before griddepcontrol.wait they read only what their predecessor does not write
   // (the length and the page table: host copies; the cache tiles before the newest row; see
@@ -492,7 +495,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // tiles before the one holding it are loaded early; the rest, Q and every write wait.
   int n_pre = 0;
   if constexpr (kEarly) {
-    if (vis > 0) {
+    if (vis > 0 && !(launch_flags & 2)) {
       const int t_new = static_cast<int>((vis - 1) / BC);
       n_pre = min(min(C::STAGES - 1, nsplit_tiles), max(0, t_new - t0));
     }
