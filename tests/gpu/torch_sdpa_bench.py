@@ -236,7 +236,7 @@ def table(torch_rows, ours):
     print(f"{'shape':14} {'L':>6} {'quiet':>5} {'skip%':>6} {'dense':>7} {'lazyV':>7} {'eagerV':>7} {'x lazy':>7} {'x eager':>7} {'vs cudnn':>8}"
           f" {'ws skip%':>8} {'ws sparse':>9} {'x ws':>6} {'ws/cudnn':>8}")
     for name, *_ in SHAPES:
-        for L in (16384, 32768):
+        for L in (8192, 16384, 32768, 65536):
             for qf in (0.5, 0.7, 0.9):
                 dn = o_get("prefill_sparse", name, L, "ours_dense_same_input", qf)
                 wd = o_get("prefill_sparse", name, L, "ours_wgmma_dense_same_input", qf)
