@@ -60,7 +60,8 @@ int ws_dense_consumers(const AttentionParams& p);
 void set_ws_dense_consumers(int n);
 // The decode's split combine folded into the decode kernel (1) or a separate kernel (0; -1
 // returns to SINKSCOPE_FUSED_COMBINE, default off). Tests and benchmarks; outputs are the same
-// bit for bit either way.
+// bit for bit either way for a visible length >= 1 (with a device-side length of 0 no split runs,
+// and only the separate combine writes the output: zeros).
 void set_decode_fused_combine(int on);
 
 // Enqueues the attention on `stream` (cudaStream_t, nullptr = legacy default stream). When

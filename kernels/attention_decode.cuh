@@ -106,7 +106,8 @@ __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const fl
 // split (decode_combine_one, the serial form, which made the first fused combine slower than a
 // separate kernel): the (m, l) pairs of all G x n (head, split) into shared memory, then per
 // task (head, split group, 4 columns) one thread loads the group's partials as float4 in
-// batches of kMergeBatch. `sm` needs decode_merge_smem_bytes<D>(G, n) bytes.
+// batches of kMergeBatch. `sm` needs decode_merge_smem_bytes<D>(G, n) bytes (its last 8 floats
+// are the per-head maxima: G <= 8, as everywhere in this kernel, where lane / 4 is the head).
 constexpr int kMergeBatch = 12;
 template <int D>
 __host__ __device__ constexpr int decode_merge_smem_bytes(int G, int n) {
@@ -331,7 +332,6 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
                             const DecodeWorkspaceLayout wl, const int launch_flags) {
   // launch_flags: bit 0 the fused combine, bit 1 no early cache loads
   // (SINKSCOPE_DECODE_EARLY_LOADS=0).
-  const bool fused_combine = (launch_flags & 1) != 0;
   // PDL (kernels/pdl.cuh). The dense / pass-1 kernels over a positional bf16 cache start early
   // (kEarly): before griddepcontrol.wait they read only what their predecessor does not write
   // (the length and the page table: host copies; the cache tiles before the newest row; see
@@ -819,7 +819,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     ml[0] = m_run;
     ml[1] = fl[g] + fl[8 + g] + fl[16 + g] + fl[24 + g];
   }
-  if (!fused_combine) return;
+  if (!(launch_flags & 1)) return;  // the separate combine kernel merges
 
   // ---- fused combine: the last split CTA of this KV head merges the group's heads ----
   __shared__ int last_cta;
@@ -835,11 +835,12 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   if (tid == 0) atomicExch(&g_decode_arrivals[kvh], 0u);  // ready for the next launch
   // The parallel merge in the positional bf16 kernels (the ones the engine's decode steps run);
   // the list / quantized variants keep the serial form and their register allocation.
-  if (kEarlyPages && decode_merge_smem_bytes<D>(G, ap.n_splits) <= C::UNION_BYTES) {
-    if constexpr (kEarlyPages)
+  if constexpr (kEarlyPages) {
+    if (decode_merge_smem_bytes<D>(G, ap.n_splits) <= C::UNION_BYTES) {
       decode_fused_merge<D>(ws, p.o, wl.part_o, wl.part_ml, plan.n_splits, kvh, G, ap.n_splits,
                             reinterpret_cast<float*>(smem_raw));
-    return;
+      return;
+    }
   }
   for (int idx = tid; idx < G * D; idx += kDecodeWarps * 32) {  // (more splits than fit)
     const int gg = idx / D, d = idx % D;

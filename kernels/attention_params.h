@@ -44,9 +44,10 @@ struct AttentionParams {
   const uint16_t* v_pages = nullptr;
   // page_table[i] = pool index of the page holding positions [i*block_size, (i+1)*block_size).
   // Length >= ceil(kv_len / block_size). Slots past kv_len in the last page are never read.
-  // The page table, kv_len_dev and the cache rows before the newest one (positions < kv_len - 1;
-  // a decode step's append writes kv_len - 1) must not be written by the kernel launched just
-  // before a decode launch on its stream: the dense and pass-1 decode kernels over a positional
+  // The page table, kv_len_dev and the cache rows before the newest visible one (positions below
+  // the visible length - 1, the row a decode step appends; with kv_len_dev the visible length is
+  // *kv_len_dev, kv_len is then a bound) must not be written by the kernel launched just before a
+  // decode launch on its stream: the dense and pass-1 decode kernels over a positional
   // bf16 cache read them before waiting for their PDL predecessor (host copies and memsets, as
   // the engine and the tests use, are not PDL predecessors and are fine).
   const int32_t* page_table = nullptr;

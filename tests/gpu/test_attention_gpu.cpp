@@ -336,10 +336,14 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
       // The split combine folded into the decode kernel (its last split CTA per KV head merges)
       // against the separate combine kernel: the same sums in the same order, the same bits;
       // dense and sparse (pass 2 folds it in the same way).
+      // Both forced, so that SINKSCOPE_FUSED_COMBINE in the environment cannot make this a
+      // comparison of the fused combine with itself.
+      kernels::set_decode_fused_combine(0);
+      const RunOut rs = run(dp, p);
       kernels::set_decode_fused_combine(1);
       const RunOut rf = run(dp, p);
       kernels::set_decode_fused_combine(-1);
-      expect_same_counted(main, rf, "decode with the fused combine");
+      expect_same_counted(rs, rf, "decode with the fused combine");
     }
     if (c.lambda == 0) {
       // The sparse kernels at lambda = 0 equal the dense kernel of their family bit for bit:
