@@ -91,6 +91,19 @@ int ws_dense_consumers_env() {
   return n;
 }
 
+// SINKSCOPE_DECODE_CTAS_PER_SM (read once): 1 .. kDecodeMaxCtasPerSm, or -1.
+std::atomic<int> g_decode_ctas_override{-1};
+int decode_ctas_env() {
+  static const int n = [] {
+    const char* e = std::getenv("SINKSCOPE_DECODE_CTAS_PER_SM");
+    if (e == nullptr || *e == '\0') return -1;
+    char* end = nullptr;
+    const long x = std::strtol(e, &end, 10);
+    return *end == '\0' && x >= 1 && x <= kDecodeMaxCtasPerSm ? int(x) : -1;
+  }();
+  return n;
+}
+
 int64_t query_rows(const AttentionParams& p) { return int64_t(p.n_q_heads) * p.n_q_tokens; }
 
 // The selection inputs on this device: the wgmma prefill needs sm_90 and sm_90a code.
@@ -128,6 +141,15 @@ int ws_dense_consumers(const AttentionParams& p) {
 
 void set_ws_dense_consumers(int n) { g_ws_dense_consumers_override.store(n, std::memory_order_relaxed); }
 
+int decode_ctas_per_sm() {
+  const int o = g_decode_ctas_override.load(std::memory_order_relaxed);
+  if (o >= 1 && o <= kDecodeMaxCtasPerSm) return o;
+  if (const int e = decode_ctas_env(); e > 0) return e;
+  return kDecodeCtasPerSm;
+}
+
+void set_decode_ctas_per_sm(int n) { g_decode_ctas_override.store(n, std::memory_order_relaxed); }
+
 AttentionStatus attention_supported(const AttentionParams& p) {
   const AttentionChoice c = select_attention_kernel(shape_of(p));
   if (!c.ok()) return AttentionStatus::error(c.reason);
@@ -152,7 +174,7 @@ uint64_t attention_workspace_bytes(const AttentionParams& p) {
   if (!is_decode(c.variant)) return 0;
   const DeviceInfo dev = current_device_info();
   if (dev.sms == 0) return 0;
-  const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms);
+  const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms, decode_ctas_per_sm());
   return decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse).total;
 }
 
@@ -178,7 +200,7 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
                        cudaMemsetAsync(p.skip_mask, kMaskNotVisible, heads * qt * kvt, stream));
   }
   if (is_decode(c.variant)) {
-    const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms);
+    const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms, decode_ctas_per_sm());
     const DecodeWorkspaceLayout wl =
         decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse);
     if (!p.workspace || p.workspace_bytes < wl.total)

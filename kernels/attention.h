@@ -58,6 +58,14 @@ void set_ws_sparse_variant(int v);
 inline constexpr int64_t kWsThreeConsumerRowsDense = 9 * 8192;
 int ws_dense_consumers(const AttentionParams& p);
 void set_ws_dense_consumers(int n);
+// CTAs per SM the decode's split-KV plan aims at (the grid is about SMs x this / KV heads splits
+// per KV head): the override of set_decode_ctas_per_sm() (benchmarks; -1 returns to the
+// environment), else SINKSCOPE_DECODE_CTAS_PER_SM (read once; 1 .. kDecodeMaxCtasPerSm), else
+// kDecodeCtasPerSm. The workspace follows it (attention_workspace_bytes()), so a workspace sized
+// before a change may be too small for the next launch, which then fails with that message.
+inline constexpr int kDecodeCtasPerSm = 2, kDecodeMaxCtasPerSm = 8;
+int decode_ctas_per_sm();
+void set_decode_ctas_per_sm(int n);
 // The decode's split combine folded into the decode kernel (1) or a separate kernel (0; -1
 // returns to SINKSCOPE_FUSED_COMBINE, default off). Tests and benchmarks; outputs are the same
 // bit for bit either way for a visible length >= 1 (with a device-side length of 0 no split runs,

@@ -251,10 +251,13 @@ inline int64_t decode_visible_keys(const AttentionShape& s) {
 }
 
 // The plan a decode launch sizes its grid and workspace with: exact for a host length, the
-// bound's geometry (decode_bound_plan) for a device-side length.
-inline DecodeSplitPlan decode_launch_plan(const AttentionShape& s, int n_sms) {
-  return s.device_len ? decode_bound_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms)
-                      : decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms);
+// bound's geometry (decode_bound_plan) for a device-side length. ctas_per_sm: the CTAs per SM the
+// splits aim at (kernels::decode_ctas_per_sm(): 2 unless overridden).
+inline DecodeSplitPlan decode_launch_plan(const AttentionShape& s, int n_sms, int ctas_per_sm = 2) {
+  return s.device_len ? decode_bound_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms,
+                                          ctas_per_sm)
+                      : decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms,
+                                          ctas_per_sm);
 }
 
 }  // namespace sinkscope::kernels

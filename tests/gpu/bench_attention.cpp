@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Benchmark of the attention kernel family (STYLE.md #12: one program per kernel family; the
 // check mode is test_attention_gpu). `bench_attention OUT.csv --kvq` times only the bf16 / int8 /
-// int4 KV decode table, `--decode` only the decode rows. Decode rows come twice: host launches
+// int4 KV decode table, `--decode` only the decode rows, `--decode-ctas` the dense decode with the
+// split plan aimed at 1..4 CTAs per SM (kernels::set_decode_ctas_per_sm). Decode rows come twice: host launches
 // back to back (variant ours_*) and the same launches replayed as one CUDA graph (ours_*_graph:
 // device time, as the engine's graph-replayed decode steps see it). Prints rows of CSV to stdout (and to argv[1] when given):
 //   kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet
@@ -622,6 +623,20 @@ int main(int argc, char** argv) {
         for (double quiet : {0.7}) {
           bench_decode(sh, L, rng, 6.0, quiet, 0, "decode_sparse");
           bench_decode(sh, L, rng, 6.0, quiet, 1e-2, "decode_sparse");
+        }
+    if (g_csv) std::fclose(g_csv);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "--decode-ctas") {
+    // The decode's split plan aimed at 1..4 CTAs per SM (set_decode_ctas_per_sm; 2 is the
+    // default), dense, both shapes, 16K..64K: rows of kind decode_ctas<N>.
+    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+    for (const Shape& sh : kShapes)
+      for (int64_t L : {16384, 32768, 65536})
+        for (int c = 1; c <= 4; ++c) {
+          kernels::set_decode_ctas_per_sm(c);
+          bench_decode(sh, L, rng, 0, 0, 0, ("decode_ctas" + std::to_string(c)).c_str());
+          kernels::set_decode_ctas_per_sm(-1);
         }
     if (g_csv) std::fclose(g_csv);
     return 0;

@@ -287,6 +287,41 @@ TEST(AttentionDispatch, DecodeBoundPlanCoversEveryShorterLength) {
       }
 }
 
+// The CTAs-per-SM target (kernels::decode_ctas_per_sm()) scales the grid of a long sequence,
+// host and device length alike, and a device length's re-plan still equals the host plan.
+TEST(AttentionDispatch, DecodeLaunchPlanFollowsTheCtasPerSmTarget) {
+  AttentionShape s;
+  s.n_q_tokens = 1;
+  s.n_q_heads = 9;
+  s.n_kv_heads = 3;
+  s.head_dim = 64;
+  s.block_size = 64;
+  s.kv_len = 16384;  // 256 tiles per KV head
+  s.q_start = s.kv_len - 1;
+  int prev_splits = 0;
+  for (int c = 1; c <= 4; ++c) {
+    const DecodeSplitPlan p = decode_launch_plan(s, 132, c);
+    EXPECT_EQ(p.target, (132 * c + 2) / 3) << c;
+    EXPECT_GE(p.n_splits * p.tiles_per_split, p.n_tiles);
+    EXPECT_LE(p.n_splits, p.target);
+    // 44 / 88 / 132 / 176 wanted: 43 splits of 6 tiles, 86 of 3, 128 of 2, 128 of 2.
+    EXPECT_GE(p.n_splits, prev_splits) << c;
+    prev_splits = p.n_splits;
+    AttentionShape d = s;
+    d.device_len = true;
+    const DecodeSplitPlan b = decode_launch_plan(d, 132, c);
+    EXPECT_EQ(b.target, p.target);
+    EXPECT_GE(b.n_splits, p.n_splits);
+    const DecodeSplitPlan re = decode_split_plan_tiles(p.n_tiles, b.target);
+    EXPECT_EQ(re.n_splits, p.n_splits);
+    EXPECT_EQ(re.tiles_per_split, p.tiles_per_split);
+  }
+  EXPECT_EQ(decode_launch_plan(s, 132, 1).n_splits, 43);
+  EXPECT_EQ(decode_launch_plan(s, 132, 2).n_splits, 86);
+  EXPECT_EQ(decode_launch_plan(s, 132).n_splits, 86);  // the default: 2 per SM
+  EXPECT_EQ(decode_launch_plan(s, 132, 4).n_splits, 128);
+}
+
 TEST(AttentionDispatch, DeviceLengthIsDecodeOnlyAndIgnoresHostQStart) {
   AttentionParams p;
   p.n_q_tokens = 1;
