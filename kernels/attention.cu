@@ -15,7 +15,27 @@
 #include "kernels/cuda_check.h"
 
 namespace sinkscope::kernels {
+namespace detail {
+
+bool env_not_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+int env_int_in(const char* name, int lo, int hi) {
+  const char* e = std::getenv(name);
+  if (e == nullptr || *e == '\0') return -1;
+  char* end = nullptr;
+  const long x = std::strtol(e, &end, 10);
+  return *end == '\0' && x >= lo && x <= hi ? int(x) : -1;
+}
+
+}  // namespace detail
+
 namespace {
+
+using detail::env_int_in;
+using detail::env_not_zero;
 
 struct DeviceInfo {
   int sms = 0;
@@ -47,12 +67,6 @@ DeviceInfo current_device_info() {
   return d;
 }
 
-// A switch that is on unless the environment variable `name` is "0".
-bool env_not_zero(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
-
 // SINKSCOPE_PREFILL_WS=0 turns the warp-specialised prefill off (read once per process).
 bool ws_prefill_env_enabled() {
   static const bool enabled = env_not_zero("SINKSCOPE_PREFILL_WS");
@@ -66,17 +80,10 @@ bool ws_sparse_prefill_env_enabled() {
   return enabled;
 }
 
-// SINKSCOPE_WS_SPARSE_VARIANT (read once): the variant, or -1 (unset, empty, not a whole number
-// or out of range; atoi would read "" or a typo as 0, a valid variant).
+// SINKSCOPE_WS_SPARSE_VARIANT (read once): the variant, or -1.
 std::atomic<int> g_ws_sparse_variant_override{-1};
 int ws_sparse_variant_env() {
-  static const int v = [] {
-    const char* e = std::getenv("SINKSCOPE_WS_SPARSE_VARIANT");
-    if (e == nullptr || *e == '\0') return -1;
-    char* end = nullptr;
-    const long x = std::strtol(e, &end, 10);
-    return *end == '\0' && x >= 0 && x < kWsSparseVariants ? int(x) : -1;
-  }();
+  static const int v = env_int_in("SINKSCOPE_WS_SPARSE_VARIANT", 0, kWsSparseVariants - 1);
   return v;
 }
 
@@ -94,13 +101,7 @@ int ws_dense_consumers_env() {
 // SINKSCOPE_DECODE_CTAS_PER_SM (read once): 1 .. kDecodeMaxCtasPerSm, or -1.
 std::atomic<int> g_decode_ctas_override{-1};
 int decode_ctas_env() {
-  static const int n = [] {
-    const char* e = std::getenv("SINKSCOPE_DECODE_CTAS_PER_SM");
-    if (e == nullptr || *e == '\0') return -1;
-    char* end = nullptr;
-    const long x = std::strtol(e, &end, 10);
-    return *end == '\0' && x >= 1 && x <= kDecodeMaxCtasPerSm ? int(x) : -1;
-  }();
+  static const int n = env_int_in("SINKSCOPE_DECODE_CTAS_PER_SM", 1, kDecodeMaxCtasPerSm);
   return n;
 }
 

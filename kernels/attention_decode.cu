@@ -17,10 +17,7 @@ std::atomic<int> g_fused_combine_override{-1};
 // SINKSCOPE_DECODE_EARLY_LOADS=0: the dense / pass-1 decode kernels issue no cache copies before
 // griddepcontrol.wait (for A/B measurements; read once).
 bool early_loads_enabled() {
-  static const bool on = [] {
-    const char* env = std::getenv("SINKSCOPE_DECODE_EARLY_LOADS");
-    return !(env && std::strcmp(env, "0") == 0);
-  }();
+  static const bool on = env_not_zero("SINKSCOPE_DECODE_EARLY_LOADS");
   return on;
 }
 

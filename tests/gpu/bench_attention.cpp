@@ -126,7 +126,12 @@ ProblemSpec make_spec(const Shape& sh, int64_t L, bool decode, double sink, doub
   return s;
 }
 
-double skip_fraction(const DeviceProblem& dp, int heads) {
+// One launch of p with its probe counters zeroed first (p counts into dp's): skipped / visited.
+double skip_fraction(DeviceProblem& dp, const kernels::AttentionParams& p, int heads) {
+  SINKSCOPE_CUDA_CHECK(cudaMemset(dp.visited, 0, heads * 8));
+  SINKSCOPE_CUDA_CHECK(cudaMemset(dp.skipped, 0, heads * 8));
+  check(kernels::launch_attention(p, nullptr));
+  SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint64_t> v(heads), s(heads);
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(v.data(), dp.visited, heads * 8, cudaMemcpyDeviceToHost));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(s.data(), dp.skipped, heads * 8, cudaMemcpyDeviceToHost));
@@ -206,11 +211,7 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
       ps.skip_mask = nullptr;
       ps.skip_value_load = mode != 2;
       ps.prefer_ws = mode == 0;
-      SINKSCOPE_CUDA_CHECK(cudaMemset(dp.visited, 0, sh.hq * 8));
-      SINKSCOPE_CUDA_CHECK(cudaMemset(dp.skipped, 0, sh.hq * 8));
-      check(kernels::launch_attention(ps, nullptr));
-      SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-      const double skip = skip_fraction(dp, sh.hq);
+      const double skip = skip_fraction(dp, ps, sh.hq);
       ps.tiles_visited = ps.tiles_skipped = nullptr;
       const double us = time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 1, reps, 1);
       emit("prefill_sparse", sh.name, L,
@@ -271,11 +272,7 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
           std::fprintf(stderr, "ws-sparse-variants: the sparse launch is not warp-specialised here\n");
           std::exit(1);
         }
-        SINKSCOPE_CUDA_CHECK(cudaMemset(dp.visited, 0, sh.hq * 8));
-        SINKSCOPE_CUDA_CHECK(cudaMemset(dp.skipped, 0, sh.hq * 8));
-        check(kernels::launch_attention(ps, nullptr));
-        SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-        r.skip = skip_fraction(dp, sh.hq);
+        r.skip = skip_fraction(dp, ps, sh.hq);
         ps.tiles_visited = ps.tiles_skipped = nullptr;
         for (int v = 0; v < kernels::kWsSparseVariants; ++v) {
           if (sh.d != 64 && v >= 4) continue;  // the kernel of variant v & 3
@@ -336,11 +333,7 @@ void bench_ws_consumers(std::mt19937_64& rng) {
       std::fprintf(stderr, "consumers: the warp-specialised kernels do not run here\n");
       std::exit(1);
     }
-    SINKSCOPE_CUDA_CHECK(cudaMemset(dp.visited, 0, sh.hq * 8));
-    SINKSCOPE_CUDA_CHECK(cudaMemset(dp.skipped, 0, sh.hq * 8));
-    check(kernels::launch_attention(ps, nullptr));
-    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-    const double skip = skip_fraction(dp, sh.hq);
+    const double skip = skip_fraction(dp, ps, sh.hq);
     ps.tiles_visited = ps.tiles_skipped = nullptr;
     double us[4] = {1e30, 1e30, 1e30, 1e30};  // dense 2, dense 3, sparse v1, sparse v5
     for (int round = 0; round < 2; ++round)
@@ -381,11 +374,7 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
   }
   double skip = 0;
   if (lambda > 0) {
-    SINKSCOPE_CUDA_CHECK(cudaMemset(dps[0].visited, 0, sh.hq * 8));
-    SINKSCOPE_CUDA_CHECK(cudaMemset(dps[0].skipped, 0, sh.hq * 8));
-    check(kernels::launch_attention(ps[0], nullptr));
-    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-    skip = skip_fraction(dps[0], sh.hq);
+    skip = skip_fraction(dps[0], ps[0], sh.hq);
   }
   for (auto& p : ps) p.tiles_visited = p.tiles_skipped = nullptr;
   const double us = time_us([&](int i) { check(kernels::launch_attention(ps[i % copies], nullptr)); },

@@ -24,6 +24,21 @@ AttentionShape prefill_shape() {
   return s;
 }
 
+// One decode query (3 query heads per KV head) at the end of a kv_len-key cache.
+AttentionShape decode_shape(int n_kv_heads, int head_dim, int block_size, int64_t kv_len,
+                            bool device_len) {
+  AttentionShape s;
+  s.n_q_tokens = 1;
+  s.n_q_heads = 3 * n_kv_heads;
+  s.n_kv_heads = n_kv_heads;
+  s.head_dim = head_dim;
+  s.block_size = block_size;
+  s.kv_len = kv_len;
+  s.q_start = kv_len - 1;
+  s.device_len = device_len;
+  return s;
+}
+
 }  // namespace
 
 TEST(AttentionDispatch, DenseWhenLambdaIsZero) {
@@ -258,15 +273,7 @@ TEST(AttentionDispatch, DecodeBoundPlanCoversEveryShorterLength) {
         const DecodeSplitPlan b = decode_bound_plan(bound, bc, kv, 132);
         ASSERT_EQ(b.n_tiles, (bound + bc - 1) / bc);
         ASSERT_EQ(b.target, decode_target_splits(kv, 132));
-        AttentionShape s;
-        s.n_q_tokens = 1;
-        s.n_q_heads = 3 * kv;
-        s.n_kv_heads = kv;
-        s.head_dim = 64;
-        s.block_size = bc;
-        s.kv_len = bound;
-        s.q_start = bound - 1;
-        s.device_len = true;
+        const AttentionShape s = decode_shape(kv, 64, bc, bound, true);
         const DecodeWorkspaceLayout wb = decode_workspace_layout(s, b, true);
         EXPECT_EQ(decode_launch_plan(s, 132).n_splits, b.n_splits);
         // Every length up to the bound (all of them while small, then a spread).
@@ -278,11 +285,8 @@ TEST(AttentionDispatch, DecodeBoundPlanCoversEveryShorterLength) {
           ASSERT_EQ(dev.tiles_per_split, host.tiles_per_split);
           ASSERT_LE(host.n_splits, b.n_splits) << "bound " << bound << " len " << len;
           ASSERT_LE(host.n_tiles, b.n_tiles);
-          AttentionShape hs = s;
-          hs.kv_len = len;
-          hs.q_start = len - 1;
-          hs.device_len = false;
-          ASSERT_LE(decode_workspace_layout(hs, host, true).total, wb.total);
+          ASSERT_LE(decode_workspace_layout(decode_shape(kv, 64, bc, len, false), host, true).total,
+                    wb.total);
         }
       }
 }
@@ -290,14 +294,7 @@ TEST(AttentionDispatch, DecodeBoundPlanCoversEveryShorterLength) {
 // The CTAs-per-SM target (kernels::decode_ctas_per_sm()) scales the grid of a long sequence,
 // host and device length alike, and a device length's re-plan still equals the host plan.
 TEST(AttentionDispatch, DecodeLaunchPlanFollowsTheCtasPerSmTarget) {
-  AttentionShape s;
-  s.n_q_tokens = 1;
-  s.n_q_heads = 9;
-  s.n_kv_heads = 3;
-  s.head_dim = 64;
-  s.block_size = 64;
-  s.kv_len = 16384;  // 256 tiles per KV head
-  s.q_start = s.kv_len - 1;
+  const AttentionShape s = decode_shape(3, 64, 64, 16384, false);  // 256 tiles per KV head
   int prev_splits = 0;
   for (int c = 1; c <= 4; ++c) {
     const DecodeSplitPlan p = decode_launch_plan(s, 132, c);
@@ -307,9 +304,7 @@ TEST(AttentionDispatch, DecodeLaunchPlanFollowsTheCtasPerSmTarget) {
     // 44 / 88 / 132 / 176 wanted: 43 splits of 6 tiles, 86 of 3, 128 of 2, 128 of 2.
     EXPECT_GE(p.n_splits, prev_splits) << c;
     prev_splits = p.n_splits;
-    AttentionShape d = s;
-    d.device_len = true;
-    const DecodeSplitPlan b = decode_launch_plan(d, 132, c);
+    const DecodeSplitPlan b = decode_launch_plan(decode_shape(3, 64, 64, 16384, true), 132, c);
     EXPECT_EQ(b.target, p.target);
     EXPECT_GE(b.n_splits, p.n_splits);
     const DecodeSplitPlan re = decode_split_plan_tiles(p.n_tiles, b.target);
