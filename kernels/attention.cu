@@ -98,10 +98,15 @@ int ws_dense_consumers_env() {
   return n;
 }
 
-// SINKSCOPE_DECODE_CTAS_PER_SM (read once): 1 .. kDecodeMaxCtasPerSm, or -1.
-std::atomic<int> g_decode_ctas_override{-1};
+// SINKSCOPE_DECODE_CTAS_PER_SM (1 .. kDecodeMaxCtasPerSm) / SINKSCOPE_DECODE_MIN_TILES (0 ..
+// kDecodeMaxTilesPerSplit), read once; -1 when unset or invalid.
+std::atomic<int> g_decode_ctas_override{-1}, g_decode_min_tiles_override{-1};
 int decode_ctas_env() {
   static const int n = env_int_in("SINKSCOPE_DECODE_CTAS_PER_SM", 1, kDecodeMaxCtasPerSm);
+  return n;
+}
+int decode_min_tiles_env() {
+  static const int n = env_int_in("SINKSCOPE_DECODE_MIN_TILES", 0, kDecodeMaxTilesPerSplit);
   return n;
 }
 
@@ -142,14 +147,23 @@ int ws_dense_consumers(const AttentionParams& p) {
 
 void set_ws_dense_consumers(int n) { g_ws_dense_consumers_override.store(n, std::memory_order_relaxed); }
 
-int decode_ctas_per_sm() {
-  const int o = g_decode_ctas_override.load(std::memory_order_relaxed);
-  if (o >= 1 && o <= kDecodeMaxCtasPerSm) return o;
-  if (const int e = decode_ctas_env(); e > 0) return e;
-  return kDecodeCtasPerSm;
+DecodeSplitPolicy decode_split_policy(int head_dim, int block_size) {
+  DecodeSplitPolicy pol = decode_default_policy(head_dim, block_size);
+  const int c = g_decode_ctas_override.load(std::memory_order_relaxed);
+  if (c >= 1 && c <= kDecodeMaxCtasPerSm)
+    pol.ctas_per_sm = c;
+  else if (const int e = decode_ctas_env(); e > 0)
+    pol.ctas_per_sm = e;
+  const int t = g_decode_min_tiles_override.load(std::memory_order_relaxed);
+  if (t >= 0 && t <= kDecodeMaxTilesPerSplit)
+    pol.min_tiles = t;
+  else if (const int e = decode_min_tiles_env(); e >= 0)
+    pol.min_tiles = e;
+  return pol;
 }
 
 void set_decode_ctas_per_sm(int n) { g_decode_ctas_override.store(n, std::memory_order_relaxed); }
+void set_decode_min_tiles(int n) { g_decode_min_tiles_override.store(n, std::memory_order_relaxed); }
 
 AttentionStatus attention_supported(const AttentionParams& p) {
   const AttentionChoice c = select_attention_kernel(shape_of(p));
@@ -175,7 +189,7 @@ uint64_t attention_workspace_bytes(const AttentionParams& p) {
   if (!is_decode(c.variant)) return 0;
   const DeviceInfo dev = current_device_info();
   if (dev.sms == 0) return 0;
-  const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms, decode_ctas_per_sm());
+  const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms, decode_split_policy(s.head_dim, s.block_size));
   return decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse).total;
 }
 
@@ -201,7 +215,7 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
                        cudaMemsetAsync(p.skip_mask, kMaskNotVisible, heads * qt * kvt, stream));
   }
   if (is_decode(c.variant)) {
-    const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms, decode_ctas_per_sm());
+    const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms, decode_split_policy(s.head_dim, s.block_size));
     const DecodeWorkspaceLayout wl =
         decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse);
     if (!p.workspace || p.workspace_bytes < wl.total)

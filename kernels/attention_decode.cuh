@@ -10,7 +10,8 @@
 // about order), and V pairs of adjacent keys are interleaved with byte permutes. Each warp
 // loads only its own key slice, so a __syncwarp (not a CTA barrier) guards the data.
 //
-// MODE 0 (dense): one pass. Sparse is two passes so that the decision for tile t compares with
+// MODE 0 (dense): one pass. MODE 3: MODE 0 on a deeper ring (DecodeCfg::STAGES; every other
+// line of the kernel treats it as MODE 0: the tests against 1 and 2 below). Sparse is two passes so that the decision for tile t compares with
 // the max over ALL earlier tiles, exactly as the sequential contract, even across splits:
 //   MODE 1: K only -> raw scores and per-tile maxima into the workspace;
 //   MODE 2: per-head decisions from the tile maxima (prefix max), then V only for tiles that some
@@ -205,8 +206,10 @@ struct DecodeCfg {
   static constexpr int ITEMS = K_ITEMS + V_ITEMS;
   // d = 64, dense / pass 1, block 64: 4, so that a split of 3 tiles (16K keys, 3 KV heads) has
   // all of them in flight before griddepcontrol.wait (the ring's first STAGES - 1 tiles go out
-  // early).
-  static constexpr int STAGES = (D == 128 && BC == 128 && MODE == 0) ? 2
+  // early). MODE 3 (kDecodeModeDeep): the dense kernel on a 6-stage ring (d = 64, block 64 only;
+  // 2 CTAs per SM), so that 5 tiles of a split go out before the wait.
+  static constexpr int STAGES = MODE == 3                               ? 6
+                                : (D == 128 && BC == 128 && MODE == 0) ? 2
                                 : (D == 64 && BC == 64 && MODE != 2) ? 4
                                                                      : 3;
   static constexpr int STAGE_BYTES = kDecodeWarps * ITEMS * 32 * 16;
@@ -248,7 +251,7 @@ __device__ __forceinline__ DecodeSplitPlan decode_actual_plan(const AttentionPar
                                                               int64_t vis) {
   if (!p.kv_len_dev && !p.n_tiles_dev) return plan;
   return decode_split_plan_tiles(static_cast<int>((vis + p.block_size - 1) / p.block_size),
-                                 plan.target);
+                                 plan.target, plan.min_tiles);
 }
 
 // 16-byte chunk index within a [key][D] row after the XOR swizzle (low 3 bits ^= row & 7).

@@ -165,11 +165,23 @@ inline constexpr PrefillTileConfig prefill_tile_config(int /*head_dim*/, int blo
 // (AttentionParams::kv_len_dev) runs decode_bound_plan(bound) CTAs and each CTA recomputes the
 // plan of the actual length with decode_split_plan_tiles (constexpr: also compiled for the
 // device), so the tiles -> split assignment, and with it every rounding, equals the host launch.
+//
+// min_tiles > 0 caps the splits at ceil(n_tiles / min_tiles): a split of very few tiles spends
+// most of its time on fixed costs (page ids, the first DRAM round trip, its partial, one more
+// partial for the combine), so a medium length runs fewer, longer splits than the GPU could
+// hold (H200, d = 64, 16K keys: 43 splits of 6 tiles 7.8 us against 86 of 3 tiles 8.4 us).
 struct DecodeSplitPlan {
   int n_tiles = 0;          // visible KV tiles of the query (of the bound: workspace row stride)
   int n_splits = 0;         // CTAs per KV head (of the bound: grid and workspace split stride)
   int tiles_per_split = 0;  // the last split may hold fewer
   int target = 1;           // splits wanted for a full GPU (input of the device-side re-plan)
+  int min_tiles = 0;        // fewest tiles a split should hold (0: no minimum; device re-plan too)
+};
+// How a decode launch cuts its tiles: CTAs per SM the grid aims at, and the fewest tiles per
+// split (DecodeSplitPlan::min_tiles).
+struct DecodeSplitPolicy {
+  int ctas_per_sm = 2;
+  int min_tiles = 0;
 };
 inline constexpr int kDecodeMaxTilesPerSplit = 512;  // bounds the per-CTA shared skip list
 
@@ -178,37 +190,45 @@ inline constexpr int decode_target_splits(int n_kv_heads, int n_sms, int ctas_pe
   const int t = (n_sms * ctas_per_sm + kv - 1) / kv;
   return t < 1 ? 1 : t;
 }
-// Splits before removing empty ones: max(clamp(target, 1, n_tiles), ceil(n_tiles / 512)).
-// Non-decreasing in n_tiles, and >= the n_splits of the plan, so the value at a bound is a grid
-// that covers every shorter length.
-inline constexpr int decode_max_splits(int n_tiles, int target) {
+// Splits before removing empty ones: max(min(clamp(target, 1, n_tiles), ceil(n_tiles /
+// min_tiles)), ceil(n_tiles / 512)). Non-decreasing in n_tiles, and >= the n_splits of the plan,
+// so the value at a bound is a grid that covers every shorter length.
+inline constexpr int decode_max_splits(int n_tiles, int target, int min_tiles = 0) {
   if (n_tiles <= 0) return 0;
   int splits = target < 1 ? 1 : (target > n_tiles ? n_tiles : target);
+  if (min_tiles > 0) {
+    const int few = (n_tiles + min_tiles - 1) / min_tiles;
+    splits = splits < few ? splits : few;
+  }
   const int min_splits = (n_tiles + kDecodeMaxTilesPerSplit - 1) / kDecodeMaxTilesPerSplit;
   return splits < min_splits ? min_splits : splits;
 }
-inline constexpr DecodeSplitPlan decode_split_plan_tiles(int n_tiles, int target) {
+inline constexpr DecodeSplitPlan decode_split_plan_tiles(int n_tiles, int target,
+                                                         int min_tiles = 0) {
   DecodeSplitPlan p;
   p.target = target;
+  p.min_tiles = min_tiles > 0 ? min_tiles : 0;
   p.n_tiles = n_tiles > 0 ? n_tiles : 0;
   if (n_tiles <= 0) return p;
-  const int splits = decode_max_splits(n_tiles, target);
+  const int splits = decode_max_splits(n_tiles, target, p.min_tiles);
   p.tiles_per_split = (n_tiles + splits - 1) / splits;
   p.n_splits = (n_tiles + p.tiles_per_split - 1) / p.tiles_per_split;  // no empty split
   return p;
 }
 inline DecodeSplitPlan decode_split_plan(int64_t visible_keys, int block_size, int n_kv_heads,
-                                         int n_sms, int ctas_per_sm = 2) {
+                                         int n_sms, int ctas_per_sm = 2, int min_tiles = 0) {
   const int n_tiles = static_cast<int>((visible_keys + block_size - 1) / block_size);
-  return decode_split_plan_tiles(n_tiles, decode_target_splits(n_kv_heads, n_sms, ctas_per_sm));
+  return decode_split_plan_tiles(n_tiles, decode_target_splits(n_kv_heads, n_sms, ctas_per_sm),
+                                 min_tiles);
 }
 // Geometry of a launch whose length is read on the device and is at most bound_keys: a pure
 // function of the bound (so a captured graph stays valid for every shorter length). n_splits is
 // the grid (decode_max_splits), n_tiles the workspace row stride; tiles_per_split is unused.
 inline DecodeSplitPlan decode_bound_plan(int64_t bound_keys, int block_size, int n_kv_heads,
-                                         int n_sms, int ctas_per_sm = 2) {
-  DecodeSplitPlan p = decode_split_plan(bound_keys, block_size, n_kv_heads, n_sms, ctas_per_sm);
-  p.n_splits = decode_max_splits(p.n_tiles, p.target);
+                                         int n_sms, int ctas_per_sm = 2, int min_tiles = 0) {
+  DecodeSplitPlan p =
+      decode_split_plan(bound_keys, block_size, n_kv_heads, n_sms, ctas_per_sm, min_tiles);
+  p.n_splits = decode_max_splits(p.n_tiles, p.target, p.min_tiles);
   return p;
 }
 
@@ -251,13 +271,28 @@ inline int64_t decode_visible_keys(const AttentionShape& s) {
 }
 
 // The plan a decode launch sizes its grid and workspace with: exact for a host length, the
-// bound's geometry (decode_bound_plan) for a device-side length. ctas_per_sm: the CTAs per SM the
-// splits aim at (kernels::decode_ctas_per_sm(): 2 unless overridden).
-inline DecodeSplitPlan decode_launch_plan(const AttentionShape& s, int n_sms, int ctas_per_sm = 2) {
+// bound's geometry (decode_bound_plan) for a device-side length. ctas_per_sm / min_tiles: how the
+// tiles are cut (kernels::decode_split_policy(): decode_default_policy() unless overridden).
+inline DecodeSplitPlan decode_launch_plan(const AttentionShape& s, int n_sms, int ctas_per_sm = 2,
+                                          int min_tiles = 0) {
   return s.device_len ? decode_bound_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms,
-                                          ctas_per_sm)
+                                          ctas_per_sm, min_tiles)
                       : decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms,
-                                          ctas_per_sm);
+                                          ctas_per_sm, min_tiles);
+}
+inline DecodeSplitPlan decode_launch_plan(const AttentionShape& s, int n_sms,
+                                          const DecodeSplitPolicy& pol) {
+  return decode_launch_plan(s, n_sms, pol.ctas_per_sm, pol.min_tiles);
+}
+
+// The split policy a decode launch uses unless overridden (kernels::decode_split_policy()).
+// d = 64 over 64-key pages: the dense kernel's 4-stage ring of 16 KB tiles lets 3 CTAs share an
+// SM, and splits of at least kDecodeMinTilesD64 tiles (H200, bench_attention --decode-split,
+// tests/gpu/NOTES.md). Other shapes: 2 CTAs per SM (their rings hold 2 per SM), no minimum.
+inline constexpr int kDecodeMinTilesD64 = 6;
+inline constexpr DecodeSplitPolicy decode_default_policy(int head_dim, int block_size) {
+  if (head_dim == 64 && block_size == 64) return {3, kDecodeMinTilesD64};
+  return {2, 0};
 }
 
 }  // namespace sinkscope::kernels

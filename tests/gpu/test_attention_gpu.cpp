@@ -344,6 +344,16 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
       const RunOut rf = run(dp, p);
       kernels::set_decode_fused_combine(-1);
       expect_same_counted(rs, rf, "decode with the fused combine");
+      if (c.lambda == 0 && s.head_dim == 64 && s.block_size == 64 && !p.tile_pos0 &&
+          p.kv_bits == 0) {
+        // The dense decode on its 6-stage ring (MODE 3): the same operations, the same bits.
+        kernels::set_decode_deep_ring(0);
+        const RunOut r4 = run(dp, p);
+        kernels::set_decode_deep_ring(1);
+        const RunOut r6 = run(dp, p);
+        kernels::set_decode_deep_ring(-1);
+        expect_same_counted(r4, r6, "dense decode on the 6-stage ring");
+      }
     }
     if (c.lambda == 0) {
       // The sparse kernels at lambda = 0 equal the dense kernel of their family bit for bit:

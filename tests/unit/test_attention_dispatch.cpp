@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include "kernels/attention_dispatch.h"
 
@@ -291,7 +293,7 @@ TEST(AttentionDispatch, DecodeBoundPlanCoversEveryShorterLength) {
       }
 }
 
-// The CTAs-per-SM target (kernels::decode_ctas_per_sm()) scales the grid of a long sequence,
+// The CTAs-per-SM target (kernels::decode_split_policy().ctas_per_sm) scales the grid of a long sequence,
 // host and device length alike, and a device length's re-plan still equals the host plan.
 TEST(AttentionDispatch, DecodeLaunchPlanFollowsTheCtasPerSmTarget) {
   const AttentionShape s = decode_shape(3, 64, 64, 16384, false);  // 256 tiles per KV head
@@ -313,8 +315,64 @@ TEST(AttentionDispatch, DecodeLaunchPlanFollowsTheCtasPerSmTarget) {
   }
   EXPECT_EQ(decode_launch_plan(s, 132, 1).n_splits, 43);
   EXPECT_EQ(decode_launch_plan(s, 132, 2).n_splits, 86);
-  EXPECT_EQ(decode_launch_plan(s, 132).n_splits, 86);  // the default: 2 per SM
+  EXPECT_EQ(decode_launch_plan(s, 132).n_splits, 86);  // the default arguments: 2 per SM
   EXPECT_EQ(decode_launch_plan(s, 132, 4).n_splits, 128);
+}
+
+// A minimum of tiles per split (DecodeSplitPlan::min_tiles) cuts a medium length into fewer,
+// longer splits, never more than the CTAs-per-SM target allows; every tile is still covered once,
+// and a device length's re-plan (which carries min_tiles) equals the host plan of that length.
+TEST(AttentionDispatch, DecodeMinTilesPerSplitCapsTheSplits) {
+  for (int min_tiles : {1, 4, 6, 8})
+    for (int kv : {1, 3, 8})
+      for (int bc : {64, 128})
+        for (int64_t bound : {1, 65, 4096, 16384, 16385, 65536, 1 << 20}) {
+          const DecodeSplitPlan b = decode_bound_plan(bound, bc, kv, 132, 3, min_tiles);
+          ASSERT_EQ(b.min_tiles, min_tiles);
+          const int64_t step = std::max<int64_t>(1, bound / 1500);
+          for (int64_t len = 1; len <= bound; len += (len < 600 ? 1 : step)) {
+            const DecodeSplitPlan host = decode_split_plan(len, bc, kv, 132, 3, min_tiles);
+            const DecodeSplitPlan legacy = decode_split_plan(len, bc, kv, 132, 3);
+            ASSERT_GE(host.n_splits, 1);
+            ASSERT_GE(host.n_splits * host.tiles_per_split, host.n_tiles);
+            ASSERT_LT((host.n_splits - 1) * host.tiles_per_split, host.n_tiles);
+            ASSERT_LE(host.n_splits, legacy.n_splits);
+            // No more than ceil(n_tiles / min_tiles) splits, unless the 512-tile cap needs more.
+            const int few = (host.n_tiles + min_tiles - 1) / min_tiles;
+            const int cap = (host.n_tiles + kDecodeMaxTilesPerSplit - 1) / kDecodeMaxTilesPerSplit;
+            ASSERT_LE(host.n_splits, std::max(few, cap)) << len;
+            const DecodeSplitPlan dev =
+                decode_split_plan_tiles(host.n_tiles, b.target, b.min_tiles);
+            ASSERT_EQ(dev.n_splits, host.n_splits);
+            ASSERT_EQ(dev.tiles_per_split, host.tiles_per_split);
+            ASSERT_LE(host.n_splits, b.n_splits) << "bound " << bound << " len " << len;
+          }
+        }
+}
+
+// The default policy (kernels::decode_default_policy): d = 64 over 64-key pages aims at 3 CTAs
+// per SM with splits of >= 6 tiles; other shapes keep 2 per SM and no minimum.
+TEST(AttentionDispatch, DecodeDefaultPolicyByShape) {
+  constexpr DecodeSplitPolicy d64 = decode_default_policy(64, 64);
+  static_assert(d64.ctas_per_sm == 3 && d64.min_tiles == kDecodeMinTilesD64);
+  for (auto [d, bc] : {std::pair{64, 128}, std::pair{128, 64}, std::pair{128, 128}}) {
+    const DecodeSplitPolicy pol = decode_default_policy(d, bc);
+    EXPECT_EQ(pol.ctas_per_sm, 2) << d << " " << bc;
+    EXPECT_EQ(pol.min_tiles, 0) << d << " " << bc;
+  }
+  // SmolLM2's attention shape (3 KV heads) on 132 SMs: 16K keys = 256 tiles -> 43 splits of 6;
+  // 32K -> 86 of 6; 64K -> 128 of 8 (the 3-per-SM target of 132 splits binds).
+  for (auto [keys, splits, per] : {std::tuple{16384, 43, 6}, std::tuple{32768, 86, 6},
+                                   std::tuple{65536, 128, 8}}) {
+    const DecodeSplitPlan p = decode_launch_plan(decode_shape(3, 64, 64, keys, false), 132, d64);
+    EXPECT_EQ(p.n_splits, splits) << keys;
+    EXPECT_EQ(p.tiles_per_split, per) << keys;
+  }
+  // d = 128, 8 KV heads: unchanged, 33 wanted per KV head (1,024 tiles: 32 splits of 32).
+  const DecodeSplitPlan p128 =
+      decode_launch_plan(decode_shape(8, 128, 64, 65536, false), 132, decode_default_policy(128, 64));
+  EXPECT_EQ(p128.target, 33);
+  EXPECT_EQ(p128.n_splits, 32);
 }
 
 TEST(AttentionDispatch, DeviceLengthIsDecodeOnlyAndIgnoresHostQStart) {
