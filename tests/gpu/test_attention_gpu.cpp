@@ -27,8 +27,9 @@
 //   - quantized KV (int8 / int4 pages, protected bf16 pages, run_quant_case): bit-exact against
 //     the bf16 kernels on the dequantised values, <= 1e-2 against the float64 reference;
 //   - decode with the length (and log2 lambda) read from device memory, under several upper
-//     bounds, equals the host-length launch bit for bit: output, counters, and the mask (whose
-//     row then spans the bound; tiles past the length stay "not visible").
+//     bounds, with the separate and the fused combine, equals the host-length launch (separate
+//     combine) bit for bit: output, counters, and the mask (whose row then spans the bound;
+//     tiles past the length stay "not visible").
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -36,6 +37,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu_attention.h"
@@ -483,14 +485,20 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
 
 // Decode of one problem with the host length L vs the same problem with L (and log2 lambda) in
 // device memory and kv_len = each bound >= L: bitwise equal output, equal counters, equal mask
-// on the L tiles and "not visible" past them. Returns the number of failed launches.
+// on the L tiles and "not visible" past them. The reference is the host-length launch with the
+// separate combine kernel; each bound runs with the separate and with the fused combine (whose
+// merge then sits in a grid of the bound's splits, of which only the actual ones arrive), both
+// forced, so that SINKSCOPE_FUSED_COMBINE cannot make the two runs one. Returns the number of
+// failed launches.
 int run_device_len_case(const ProblemSpec& s, double lambda, const std::vector<int64_t>& bounds,
                         std::mt19937_64& rng, int& launches) {
   const HostProblem hp = make_problem(s, rng);
   DeviceProblem dp;
   dp.upload(hp, rng);
   const kernels::AttentionParams p = dp.params(hp, lambda);
+  kernels::set_decode_fused_combine(0);
   const RunOut ref = run(dp, p);
+  kernels::set_decode_fused_combine(-1);
   int32_t* len_dev = nullptr;
   float* l2_dev = nullptr;
   uint8_t* mask_dev = nullptr;
@@ -503,7 +511,10 @@ int run_device_len_case(const ProblemSpec& s, double lambda, const std::vector<i
   const int bc = s.block_size;
   const int64_t tiles = (s.kv_len + bc - 1) / bc;
   int failed = 0;
-  for (int64_t bound : bounds) {
+  std::vector<std::pair<int64_t, int>> runs;  // (bound, fused combine)
+  for (int64_t bound : bounds)
+    for (const int fused : {0, 1}) runs.push_back({bound, fused});
+  for (const auto& [bound, fused] : runs) {
     ++launches;
     std::vector<std::string> errs;
     kernels::AttentionParams q = p;
@@ -516,7 +527,9 @@ int run_device_len_case(const ProblemSpec& s, double lambda, const std::vector<i
     const int64_t btiles = (bound + bc - 1) / bc;
     SINKSCOPE_CUDA_CHECK(cudaMalloc(&mask_dev, size_t(s.n_q_heads) * btiles));
     q.skip_mask = mask_dev;
+    kernels::set_decode_fused_combine(fused);
     const RunOut got = run(dp, q);
+    kernels::set_decode_fused_combine(-1);
     SINKSCOPE_CUDA_CHECK(cudaFree(mask_dev));
     mask_dev = nullptr;
     if (!ref.error.empty() || !got.error.empty()) {
@@ -537,9 +550,10 @@ int run_device_len_case(const ProblemSpec& s, double lambda, const std::vector<i
     }
     if (!errs.empty()) {
       ++failed;
-      std::printf("FAIL decode device length: L=%lld bound=%lld heads=%d/%d d=%d block=%d lambda=%g\n",
-                  (long long)s.kv_len, (long long)bound, s.n_q_heads, s.n_kv_heads, s.head_dim,
-                  bc, lambda);
+      std::printf("FAIL decode device length%s: L=%lld bound=%lld heads=%d/%d d=%d block=%d "
+                  "lambda=%g\n",
+                  fused ? " (fused combine)" : "", (long long)s.kv_len, (long long)bound,
+                  s.n_q_heads, s.n_kv_heads, s.head_dim, bc, lambda);
       for (auto& e : errs) std::printf("     %s\n", e.c_str());
     }
   }
