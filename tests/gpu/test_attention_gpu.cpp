@@ -660,9 +660,9 @@ bool has_nan(const std::vector<uint16_t>& o) {
 // The smallest tile count n >= 2 whose decode plan (the host formula, which the device-length
 // launch re-evaluates) has `tps` tiles per split and puts the newest tile n - 1 at index
 // `offset` of its split; 0 if there is none.
-int tiles_with(int target, int tps, int offset) {
+int tiles_with(int target, int min_tiles, int tps, int offset) {
   for (int n = 2; n <= kernels::kDecodeMaxTilesPerSplit * target; ++n) {
-    const kernels::DecodeSplitPlan pl = kernels::decode_split_plan_tiles(n, target);
+    const kernels::DecodeSplitPlan pl = kernels::decode_split_plan_tiles(n, target, min_tiles);
     if (pl.tiles_per_split == tps && (n - 1) % tps == offset) return n;
   }
   return 0;
@@ -701,17 +701,28 @@ int run_pdl_predecessor_cases(std::mt19937_64& rng) {
   SINKSCOPE_CUDA_CHECK(cudaGetDevice(&dev));
   SINKSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int hkv = 8, group = 2;
-  const int target = kernels::decode_target_splits(hkv, sms, kernels::decode_ctas_per_sm());
-  struct Shape { int tps, offset; };
-  const Shape shapes[] = {{1, 0}, {2, 1}, {4, 0}, {4, 1}, {4, 2}, {4, 3}};
-  std::vector<int> tiles;
-  for (const Shape& sh : shapes) {
-    const int n = tiles_with(target, sh.tps, sh.offset);
-    if (n > 0) tiles.push_back(n);
-    else
-      std::printf("NOTE decode after a PDL predecessor: no length with %d-tile splits and the newest "
-                  "tile at %d (%d splits wanted per KV head)\n", sh.tps, sh.offset, target);
-  }
+  // The split plan depends on the head dim and block size (kernels::decode_split_policy): the
+  // lengths are picked per (d, block) for splits of t0 = max(1, min_tiles) tiles (t0 = 1: also 2)
+  // and of t0 + 3 tiles with the newest tile at 0..3 of its split.
+  auto lengths_for = [&](int d, int bc, int& target, int& min_tiles) {
+    const kernels::DecodeSplitPolicy pol = kernels::decode_split_policy(d, bc);
+    target = kernels::decode_target_splits(hkv, sms, pol.ctas_per_sm);
+    min_tiles = pol.min_tiles;
+    struct Shape { int tps, offset; };
+    const int t0 = std::max(1, min_tiles), t1 = t0 + 3;
+    std::vector<Shape> shapes = {{t0, 0}, {t0 == 1 ? 2 : t0, t0 == 1 ? 1 : t0 - 1},
+                                 {t1, 0}, {t1, 1}, {t1, 2}, {t1, 3}};
+    std::vector<int> tiles;
+    for (const Shape& sh : shapes) {
+      const int n = tiles_with(target, min_tiles, sh.tps, sh.offset);
+      if (n > 0) tiles.push_back(n);
+      else
+        std::printf("NOTE decode after a PDL predecessor: d=%d block=%d: no length with %d-tile "
+                    "splits and the newest tile at %d (%d splits wanted per KV head, >= %d tiles "
+                    "each)\n", d, bc, sh.tps, sh.offset, target, min_tiles);
+    }
+    return tiles;
+  };
 
   PdlRig rig;
   SINKSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&rig.stream, cudaStreamNonBlocking));
@@ -733,6 +744,8 @@ int run_pdl_predecessor_cases(std::mt19937_64& rng) {
   bool not_pdl = false;
   for (int d : {64, 128})
     for (int bc : {64, 128}) {
+      int target = 0, min_tiles = 0;
+      const std::vector<int> tiles = lengths_for(d, bc, target, min_tiles);
       std::vector<int64_t> lens;
       for (int n : tiles)
         for (int in_tile : {0, 36}) lens.push_back(int64_t(n - 1) * bc + in_tile + 1);
@@ -857,7 +870,7 @@ int run_pdl_predecessor_cases(std::mt19937_64& rng) {
           if (!errs.empty()) {
             ++failed;
             const int n = int((L - 1) / bc + 1);
-            const kernels::DecodeSplitPlan pl = kernels::decode_split_plan_tiles(n, target);
+            const kernels::DecodeSplitPlan pl = kernels::decode_split_plan_tiles(n, target, min_tiles);
             std::printf("FAIL decode after a PDL predecessor: L=%lld (%d splits of %d tiles, newest "
                         "tile %d of its split, L-1 %s) heads=%d/%d d=%d block=%d lambda=%g\n",
                         (long long)L, pl.n_splits, pl.tiles_per_split, (n - 1) % pl.tiles_per_split,
