@@ -98,15 +98,12 @@ int ws_dense_consumers_env() {
   return n;
 }
 
-// SINKSCOPE_DECODE_CTAS_PER_SM (1 .. kDecodeMaxCtasPerSm) / SINKSCOPE_DECODE_MIN_TILES (0 ..
-// kDecodeMaxTilesPerSplit), read once; -1 when unset or invalid.
-std::atomic<int> g_decode_ctas_override{-1}, g_decode_min_tiles_override{-1};
+// SINKSCOPE_DECODE_CTAS_PER_SM (read once): 1 .. kDecodeMaxCtasPerSm, or -1.
+// The override of set_decode_split_policy() / set_decode_ctas_per_sm(): ctas -1 = none.
+std::atomic<int> g_decode_ctas_override{-1}, g_decode_max_ctas_override{0},
+    g_decode_min_tiles_override{0};
 int decode_ctas_env() {
   static const int n = env_int_in("SINKSCOPE_DECODE_CTAS_PER_SM", 1, kDecodeMaxCtasPerSm);
-  return n;
-}
-int decode_min_tiles_env() {
-  static const int n = env_int_in("SINKSCOPE_DECODE_MIN_TILES", 0, kDecodeMaxTilesPerSplit);
   return n;
 }
 
@@ -148,22 +145,21 @@ int ws_dense_consumers(const AttentionParams& p) {
 void set_ws_dense_consumers(int n) { g_ws_dense_consumers_override.store(n, std::memory_order_relaxed); }
 
 DecodeSplitPolicy decode_split_policy(int head_dim, int block_size) {
-  DecodeSplitPolicy pol = decode_default_policy(head_dim, block_size);
   const int c = g_decode_ctas_override.load(std::memory_order_relaxed);
   if (c >= 1 && c <= kDecodeMaxCtasPerSm)
-    pol.ctas_per_sm = c;
-  else if (const int e = decode_ctas_env(); e > 0)
-    pol.ctas_per_sm = e;
-  const int t = g_decode_min_tiles_override.load(std::memory_order_relaxed);
-  if (t >= 0 && t <= kDecodeMaxTilesPerSplit)
-    pol.min_tiles = t;
-  else if (const int e = decode_min_tiles_env(); e >= 0)
-    pol.min_tiles = e;
-  return pol;
+    return {c, g_decode_max_ctas_override.load(std::memory_order_relaxed),
+            g_decode_min_tiles_override.load(std::memory_order_relaxed)};
+  if (const int e = decode_ctas_env(); e > 0) return {e, 0, 0};
+  return decode_default_policy(head_dim, block_size);
 }
 
-void set_decode_ctas_per_sm(int n) { g_decode_ctas_override.store(n, std::memory_order_relaxed); }
-void set_decode_min_tiles(int n) { g_decode_min_tiles_override.store(n, std::memory_order_relaxed); }
+void set_decode_split_policy(DecodeSplitPolicy pol) {
+  g_decode_max_ctas_override.store(pol.max_ctas_per_sm, std::memory_order_relaxed);
+  g_decode_min_tiles_override.store(pol.min_tiles, std::memory_order_relaxed);
+  g_decode_ctas_override.store(pol.ctas_per_sm, std::memory_order_relaxed);
+}
+
+void set_decode_ctas_per_sm(int n) { set_decode_split_policy({n, 0, 0}); }
 
 AttentionStatus attention_supported(const AttentionParams& p) {
   const AttentionChoice c = select_attention_kernel(shape_of(p));

@@ -58,27 +58,23 @@ void set_ws_sparse_variant(int v);
 inline constexpr int64_t kWsThreeConsumerRowsDense = 9 * 8192;
 int ws_dense_consumers(const AttentionParams& p);
 void set_ws_dense_consumers(int n);
-// How the decode cuts its KV tiles into splits (DecodeSplitPolicy, attention_dispatch.h): the CTAs
-// per SM the grid aims at (about SMs x this / KV heads splits per KV head) and the fewest tiles
-// per split. Each field: the override of set_decode_ctas_per_sm() / set_decode_min_tiles()
-// (benchmarks; -1 returns to the environment), else SINKSCOPE_DECODE_CTAS_PER_SM (1 ..
-// kDecodeMaxCtasPerSm) / SINKSCOPE_DECODE_MIN_TILES (0 .. kDecodeMaxTilesPerSplit; 0 = no
-// minimum), read once, else decode_default_policy(head_dim, block_size). The workspace follows
-// it (attention_workspace_bytes()), so a workspace sized before a change may be too small for
-// the next launch, which then fails with that message.
+// How the decode cuts its KV tiles into splits (DecodeSplitPolicy, attention_dispatch.h: the
+// CTAs per SM its grid aims at, up to how many a long sequence may take while every split keeps
+// min_tiles tiles): the override of set_decode_split_policy() (benchmarks; a ctas_per_sm of -1
+// returns to the environment), else SINKSCOPE_DECODE_CTAS_PER_SM (read once; 1 ..
+// kDecodeMaxCtasPerSm: exactly that many per SM), else decode_default_policy(head_dim,
+// block_size). set_decode_ctas_per_sm(n) is set_decode_split_policy({n, 0, 0}). The workspace
+// follows it (attention_workspace_bytes()), so a workspace sized before a change may be too
+// small for the next launch, which then fails with that message.
 inline constexpr int kDecodeMaxCtasPerSm = 8;
 DecodeSplitPolicy decode_split_policy(int head_dim, int block_size);
+void set_decode_split_policy(DecodeSplitPolicy pol);
 void set_decode_ctas_per_sm(int n);
-void set_decode_min_tiles(int n);
 // The decode's split combine folded into the decode kernel (1) or a separate kernel (0; -1
 // returns to SINKSCOPE_FUSED_COMBINE, default off). Tests and benchmarks; outputs are the same
 // bit for bit either way for a visible length >= 1 (with a device-side length of 0 no split runs,
 // and only the separate combine writes the output: zeros).
 void set_decode_fused_combine(int on);
-// The dense decode at d = 64 over 64-key bf16 pages on a 6-stage ring (1) instead of 4 (0; -1
-// returns to SINKSCOPE_DECODE_DEEP_RING, default off): 5 tiles per split go out before the PDL
-// wait instead of 3. The same float operations in the same order: the same bits. A/B switch.
-void set_decode_deep_ring(int on);
 
 // Enqueues the attention on `stream` (cudaStream_t, nullptr = legacy default stream). When
 // p.skip_mask is set, its tiles are first filled with kMaskNotVisible. Asynchronous: errors of

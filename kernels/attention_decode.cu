@@ -34,21 +34,6 @@ bool fused_combine_enabled() {
   return on;
 }
 
-std::atomic<int> g_deep_ring_override{-1};
-
-// Whether the d = 64 / block 64 dense decode runs on the 6-stage ring (MODE 3):
-// set_decode_deep_ring()'s override, else SINKSCOPE_DECODE_DEEP_RING (read once; 1 on, 0 off),
-// else off.
-bool deep_ring_enabled() {
-  const int o = g_deep_ring_override.load(std::memory_order_relaxed);
-  if (o == 0 || o == 1) return o == 1;
-  static const bool on = [] {
-    const char* env = std::getenv("SINKSCOPE_DECODE_DEEP_RING");
-    return env && std::strcmp(env, "1") == 0;
-  }();
-  return on;
-}
-
 template <int D, int BC, int MODE, bool LIST, int KVB>
 cudaError_t set_smem_attr() {
   return cudaFuncSetAttribute(attention_decode_kernel<D, BC, MODE, LIST, KVB>,
@@ -81,7 +66,6 @@ cudaError_t decode_smem_attrs_once() {
     if (e == cudaSuccess) e = set_smem_attrs_bc<64, 128>();
     if (e == cudaSuccess) e = set_smem_attrs_bc<128, 64>();
     if (e == cudaSuccess) e = set_smem_attrs_bc<128, 128>();
-    if (e == cudaSuccess) e = set_smem_attr<64, 64, 3, false, 0>();  // the deep ring
     return e;
   }();
   return err;
@@ -119,22 +103,7 @@ AttentionStatus launch_bc(const AttentionParams& p, AttentionVariant v, const De
   const bool fused = fused_combine_enabled() && p.n_kv_heads <= kDecodeCounterSlots;
   const bool pdl_first = p.skip_mask == nullptr;
   if (v == AttentionVariant::kDecodeDense) {
-    // The deep ring exists for the positional bf16 cache only (MODE 3 is not instantiated for a
-    // live-page list or quantized pages).
-    bool deep = false;
-    if constexpr (D == 64 && BC == 64) {
-      deep = deep_ring_enabled() && !p.tile_pos0 && p.kv_bits == 0;
-      if (deep) {
-        SINKSCOPE_CUDA_TRY(AttentionStatus, decode_smem_attrs_once());
-        SINKSCOPE_CUDA_TRY(AttentionStatus,
-                           (launch_pdl(pdl_first, attention_decode_kernel<64, 64, 3, false, 0>,
-                                       dim3(plan.n_splits, p.n_kv_heads), dim3(kDecodeWarps * 32),
-                                       size_t(DecodeCfg<64, 64, 3>::SMEM), s, p, plan, wl,
-                                       (fused ? 1 : 0) | (early_loads_enabled() ? 0 : 2))));
-      }
-    }
-    if (!deep)
-      if (auto st = launch_mode<D, BC, 0>(p, plan, wl, fused, pdl_first, s); !st.ok) return st;
+    if (auto st = launch_mode<D, BC, 0>(p, plan, wl, fused, pdl_first, s); !st.ok) return st;
   } else {
     if (auto st = launch_mode<D, BC, 1>(p, plan, wl, false, pdl_first, s); !st.ok) return st;
     if (auto st = launch_mode<D, BC, 2>(p, plan, wl, fused, true, s); !st.ok) return st;
@@ -164,5 +133,4 @@ namespace sinkscope::kernels {
 void set_decode_fused_combine(int on) {
   detail::g_fused_combine_override.store(on, std::memory_order_relaxed);
 }
-void set_decode_deep_ring(int on) { detail::g_deep_ring_override.store(on, std::memory_order_relaxed); }
 }  // namespace sinkscope::kernels

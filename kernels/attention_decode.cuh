@@ -10,8 +10,7 @@
 // about order), and V pairs of adjacent keys are interleaved with byte permutes. Each warp
 // loads only its own key slice, so a __syncwarp (not a CTA barrier) guards the data.
 //
-// MODE 0 (dense): one pass. MODE 3: MODE 0 on a deeper ring (DecodeCfg::STAGES; every other
-// line of the kernel treats it as MODE 0: the tests against 1 and 2 below). Sparse is two passes so that the decision for tile t compares with
+// MODE 0 (dense): one pass. Sparse is two passes so that the decision for tile t compares with
 // the max over ALL earlier tiles, exactly as the sequential contract, even across splits:
 //   MODE 1: K only -> raw scores and per-tile maxima into the workspace;
 //   MODE 2: per-head decisions from the tile maxima (prefix max), then V only for tiles that some
@@ -96,7 +95,7 @@ __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const fl
       den += gd;
     }
   }
-  const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
+  const __nv_bfloat16 v = __float2bfloat16_rn(den == 0.f ? 0.f : num / den);
   return *reinterpret_cast<const uint16_t*>(&v);
 }
 
@@ -189,7 +188,7 @@ __device__ __forceinline__ void decode_fused_merge(const float* ws, uint16_t* ou
       num += pn[(gg * NG + grp) * D + d];
       den += pd[gg * NG + grp];
     }
-    const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
+    const __nv_bfloat16 v = __float2bfloat16_rn(den == 0.f ? 0.f : num / den);
     out[int64_t(kvh * G + gg) * D + d] = *reinterpret_cast<const uint16_t*>(&v);
   }
 }
@@ -206,10 +205,9 @@ struct DecodeCfg {
   static constexpr int ITEMS = K_ITEMS + V_ITEMS;
   // d = 64, dense / pass 1, block 64: 4, so that a split of 3 tiles (16K keys, 3 KV heads) has
   // all of them in flight before griddepcontrol.wait (the ring's first STAGES - 1 tiles go out
-  // early). MODE 3 (kDecodeModeDeep): the dense kernel on a 6-stage ring (d = 64, block 64 only;
-  // 2 CTAs per SM), so that 5 tiles of a split go out before the wait.
-  static constexpr int STAGES = MODE == 3                               ? 6
-                                : (D == 128 && BC == 128 && MODE == 0) ? 2
+  // early). (6 stages, so that 5 tiles of a split go out early, measured slower at every length:
+  // tests/gpu/NOTES.md, run q.)
+  static constexpr int STAGES = (D == 128 && BC == 128 && MODE == 0) ? 2
                                 : (D == 64 && BC == 64 && MODE != 2) ? 4
                                                                      : 3;
   static constexpr int STAGE_BYTES = kDecodeWarps * ITEMS * 32 * 16;
@@ -251,7 +249,7 @@ __device__ __forceinline__ DecodeSplitPlan decode_actual_plan(const AttentionPar
                                                               int64_t vis) {
   if (!p.kv_len_dev && !p.n_tiles_dev) return plan;
   return decode_split_plan_tiles(static_cast<int>((vis + p.block_size - 1) / p.block_size),
-                                 plan.target, plan.min_tiles);
+                                 plan.target, plan.target_hi, plan.min_tiles);
 }
 
 // 16-byte chunk index within a [key][D] row after the XOR swizzle (low 3 bits ^= row & 7).
@@ -934,7 +932,10 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
     num += part[0][g][d];
     den += part[1][g][d];
   }
-  const __nv_bfloat16 v = __float2bfloat16_rn(den > 0.f ? num / den : 0.f);
+  // den == 0: no visible key (a device length of 0). A NaN row sum (a NaN in the cache) stays
+  // NaN: `den > 0 ? num / den : 0` turned it into zeros, which hid corrupt input (the same test
+  // in decode_combine_one and decode_fused_merge, so the three stay equal bit for bit).
+  const __nv_bfloat16 v = __float2bfloat16_rn(den == 0.f ? 0.f : num / den);
   p.o[int64_t(h) * D + d] = *reinterpret_cast<const uint16_t*>(&v);
 }
 

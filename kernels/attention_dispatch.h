@@ -166,22 +166,32 @@ inline constexpr PrefillTileConfig prefill_tile_config(int /*head_dim*/, int blo
 // plan of the actual length with decode_split_plan_tiles (constexpr: also compiled for the
 // device), so the tiles -> split assignment, and with it every rounding, equals the host launch.
 //
-// min_tiles > 0 caps the splits at ceil(n_tiles / min_tiles): a split of very few tiles spends
-// most of its time on fixed costs (page ids, the first DRAM round trip, its partial, one more
-// partial for the combine), so a medium length runs fewer, longer splits than the GPU could
-// hold (H200, d = 64, 16K keys: 43 splits of 6 tiles 7.8 us against 86 of 3 tiles 8.4 us).
+// Longer sequences may take more CTAs (DecodeSplitPolicy): with min_tiles > 0 the splits grow
+// from the base target toward target_hi (max_ctas_per_sm per SM) as long as each split keeps at
+// least min_tiles tiles. A split spends a fixed cost (page ids, the first DRAM round trip, its
+// partial, one more partial for the combine), so few-tile splits stay at the base target, and a
+// long sequence gets the extra CTAs that keep more loads in flight (H200, d = 64, 3 KV heads,
+// `bench_attention --decode-split`: 64K keys 16.8 -> 16.2 us dense, 19.2 -> 18.2 sparse; up to
+// 32K the plan is unchanged; tests/gpu/NOTES.md).
 struct DecodeSplitPlan {
   int n_tiles = 0;          // visible KV tiles of the query (of the bound: workspace row stride)
   int n_splits = 0;         // CTAs per KV head (of the bound: grid and workspace split stride)
   int tiles_per_split = 0;  // the last split may hold fewer
-  int target = 1;           // splits wanted for a full GPU (input of the device-side re-plan)
-  int min_tiles = 0;        // fewest tiles a split should hold (0: no minimum; device re-plan too)
+  // Inputs of the device-side re-plan: splits wanted for a full GPU, the most splits a long
+  // sequence may take (0: target) and the fewest tiles each of those extra splits must keep.
+  int target = 1;
+  int target_hi = 0;
+  int min_tiles = 0;
 };
-// How a decode launch cuts its tiles: CTAs per SM the grid aims at, and the fewest tiles per
-// split (DecodeSplitPlan::min_tiles).
+// How a decode launch cuts its tiles: the CTAs per SM its grid aims at, and up to how many per SM
+// (max_ctas_per_sm, 0: the same) while every split keeps >= min_tiles tiles (0: never more).
+// Converts from a plain CTAs-per-SM count.
 struct DecodeSplitPolicy {
   int ctas_per_sm = 2;
+  int max_ctas_per_sm = 0;
   int min_tiles = 0;
+  constexpr DecodeSplitPolicy(int ctas = 2, int max_ctas = 0, int tiles = 0)
+      : ctas_per_sm(ctas), max_ctas_per_sm(max_ctas), min_tiles(tiles) {}
 };
 inline constexpr int kDecodeMaxTilesPerSplit = 512;  // bounds the per-CTA shared skip list
 
@@ -190,45 +200,52 @@ inline constexpr int decode_target_splits(int n_kv_heads, int n_sms, int ctas_pe
   const int t = (n_sms * ctas_per_sm + kv - 1) / kv;
   return t < 1 ? 1 : t;
 }
-// Splits before removing empty ones: max(min(clamp(target, 1, n_tiles), ceil(n_tiles /
-// min_tiles)), ceil(n_tiles / 512)). Non-decreasing in n_tiles, and >= the n_splits of the plan,
-// so the value at a bound is a grid that covers every shorter length.
-inline constexpr int decode_max_splits(int n_tiles, int target, int min_tiles = 0) {
+// Splits before removing empty ones: max(target, min(target_hi, n_tiles / min_tiles)) (the
+// second term only with min_tiles > 0), at most n_tiles, at least ceil(n_tiles / 512).
+// Non-decreasing in n_tiles, and >= the n_splits of the plan, so the value at a bound is a grid
+// that covers every shorter length.
+inline constexpr int decode_max_splits(int n_tiles, int target, int target_hi = 0,
+                                       int min_tiles = 0) {
   if (n_tiles <= 0) return 0;
-  int splits = target < 1 ? 1 : (target > n_tiles ? n_tiles : target);
-  if (min_tiles > 0) {
-    const int few = (n_tiles + min_tiles - 1) / min_tiles;
-    splits = splits < few ? splits : few;
+  int splits = target < 1 ? 1 : target;
+  if (min_tiles > 0 && target_hi > splits) {
+    const int more = n_tiles / min_tiles;
+    const int grow = more < target_hi ? more : target_hi;
+    splits = grow > splits ? grow : splits;
   }
+  splits = splits > n_tiles ? n_tiles : splits;
   const int min_splits = (n_tiles + kDecodeMaxTilesPerSplit - 1) / kDecodeMaxTilesPerSplit;
   return splits < min_splits ? min_splits : splits;
 }
-inline constexpr DecodeSplitPlan decode_split_plan_tiles(int n_tiles, int target,
+inline constexpr DecodeSplitPlan decode_split_plan_tiles(int n_tiles, int target, int target_hi = 0,
                                                          int min_tiles = 0) {
   DecodeSplitPlan p;
   p.target = target;
-  p.min_tiles = min_tiles > 0 ? min_tiles : 0;
+  p.target_hi = target_hi > target ? target_hi : 0;
+  p.min_tiles = p.target_hi > 0 && min_tiles > 0 ? min_tiles : 0;
   p.n_tiles = n_tiles > 0 ? n_tiles : 0;
   if (n_tiles <= 0) return p;
-  const int splits = decode_max_splits(n_tiles, target, p.min_tiles);
+  const int splits = decode_max_splits(n_tiles, target, p.target_hi, p.min_tiles);
   p.tiles_per_split = (n_tiles + splits - 1) / splits;
   p.n_splits = (n_tiles + p.tiles_per_split - 1) / p.tiles_per_split;  // no empty split
   return p;
 }
 inline DecodeSplitPlan decode_split_plan(int64_t visible_keys, int block_size, int n_kv_heads,
-                                         int n_sms, int ctas_per_sm = 2, int min_tiles = 0) {
+                                         int n_sms, DecodeSplitPolicy pol = {}) {
   const int n_tiles = static_cast<int>((visible_keys + block_size - 1) / block_size);
-  return decode_split_plan_tiles(n_tiles, decode_target_splits(n_kv_heads, n_sms, ctas_per_sm),
-                                 min_tiles);
+  const int hi = pol.max_ctas_per_sm > pol.ctas_per_sm
+                     ? decode_target_splits(n_kv_heads, n_sms, pol.max_ctas_per_sm)
+                     : 0;
+  return decode_split_plan_tiles(n_tiles, decode_target_splits(n_kv_heads, n_sms, pol.ctas_per_sm),
+                                 hi, pol.min_tiles);
 }
 // Geometry of a launch whose length is read on the device and is at most bound_keys: a pure
 // function of the bound (so a captured graph stays valid for every shorter length). n_splits is
 // the grid (decode_max_splits), n_tiles the workspace row stride; tiles_per_split is unused.
 inline DecodeSplitPlan decode_bound_plan(int64_t bound_keys, int block_size, int n_kv_heads,
-                                         int n_sms, int ctas_per_sm = 2, int min_tiles = 0) {
-  DecodeSplitPlan p =
-      decode_split_plan(bound_keys, block_size, n_kv_heads, n_sms, ctas_per_sm, min_tiles);
-  p.n_splits = decode_max_splits(p.n_tiles, p.target, p.min_tiles);
+                                         int n_sms, DecodeSplitPolicy pol = {}) {
+  DecodeSplitPlan p = decode_split_plan(bound_keys, block_size, n_kv_heads, n_sms, pol);
+  p.n_splits = decode_max_splits(p.n_tiles, p.target, p.target_hi, p.min_tiles);
   return p;
 }
 
@@ -271,28 +288,23 @@ inline int64_t decode_visible_keys(const AttentionShape& s) {
 }
 
 // The plan a decode launch sizes its grid and workspace with: exact for a host length, the
-// bound's geometry (decode_bound_plan) for a device-side length. ctas_per_sm / min_tiles: how the
-// tiles are cut (kernels::decode_split_policy(): decode_default_policy() unless overridden).
-inline DecodeSplitPlan decode_launch_plan(const AttentionShape& s, int n_sms, int ctas_per_sm = 2,
-                                          int min_tiles = 0) {
-  return s.device_len ? decode_bound_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms,
-                                          ctas_per_sm, min_tiles)
-                      : decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms,
-                                          ctas_per_sm, min_tiles);
-}
+// bound's geometry (decode_bound_plan) for a device-side length. pol: how the tiles are cut
+// (kernels::decode_split_policy(): decode_default_policy() unless overridden).
 inline DecodeSplitPlan decode_launch_plan(const AttentionShape& s, int n_sms,
-                                          const DecodeSplitPolicy& pol) {
-  return decode_launch_plan(s, n_sms, pol.ctas_per_sm, pol.min_tiles);
+                                          DecodeSplitPolicy pol = {}) {
+  return s.device_len
+             ? decode_bound_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms, pol)
+             : decode_split_plan(decode_visible_keys(s), s.block_size, s.n_kv_heads, n_sms, pol);
 }
 
-// The split policy a decode launch uses unless overridden (kernels::decode_split_policy()).
-// d = 64 over 64-key pages: the dense kernel's 4-stage ring of 16 KB tiles lets 3 CTAs share an
-// SM, and splits of at least kDecodeMinTilesD64 tiles (H200, bench_attention --decode-split,
-// tests/gpu/NOTES.md). Other shapes: 2 CTAs per SM (their rings hold 2 per SM), no minimum.
+// The split policy a decode launch uses unless overridden (kernels::decode_split_policy()):
+// 2 CTAs per SM; d = 64 over 64-key pages up to 3 (the dense kernel's 4-stage ring of 16 KB
+// tiles lets 3 share an SM; the d = 128 and 128-key rings hold 2) while every split keeps
+// kDecodeMinTilesD64 tiles.
 inline constexpr int kDecodeMinTilesD64 = 6;
 inline constexpr DecodeSplitPolicy decode_default_policy(int head_dim, int block_size) {
-  if (head_dim == 64 && block_size == 64) return {3, kDecodeMinTilesD64};
-  return {2, 0};
+  if (head_dim == 64 && block_size == 64) return {2, 3, kDecodeMinTilesD64};
+  return {2, 0, 0};
 }
 
 }  // namespace sinkscope::kernels

@@ -3,7 +3,7 @@
 // check mode is test_attention_gpu). `bench_attention OUT.csv --kvq` times only the bf16 / int8 /
 // int4 KV decode table, `--decode` only the decode rows, `--decode-ctas` the dense decode with the
 // split plan aimed at 1..4 CTAs per SM (kernels::set_decode_ctas_per_sm), `--decode-split` the
-// split policies (CTAs per SM x fewest tiles per split) alternating, dense and sparse, 4K..64K. Decode rows come twice: host launches
+// split policies (kernels::DecodeSplitPolicy) alternating, dense and sparse, 4K..64K. Decode rows come twice: host launches
 // back to back (variant ours_*) and the same launches replayed as one CUDA graph (ours_*_graph:
 // device time, as the engine's graph-replayed decode steps see it). Prints rows of CSV to stdout (and to argv[1] when given):
 //   kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet
@@ -431,17 +431,15 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
   for (auto& d : dps) d.release();
 }
 
-// The decode's split policy (kernels::set_decode_ctas_per_sm / set_decode_min_tiles): one
-// problem per (shape, L), every policy replayed as graphs in turn, `rounds` times alternating
-// (so a drift of the card's clocks hits every policy alike); the median per policy. Dense
-// (lambda = 0) and sparse (~70 % skipped, lambda = 1e-2): both run the same plan. Rows of kind
-// decode_split, variant "c<ctas>_t<min tiles>[_sparse]"; a table on stdout.
+// The decode's split policy (kernels::set_decode_split_policy): one problem per (shape, L),
+// every policy replayed as graphs in turn, `rounds` times alternating (so a drift of the card's
+// clocks hits every policy alike); the median per policy. Dense (lambda = 0) and sparse (~70 %
+// skipped, lambda = 1e-2): both run the same plan. Rows of kind decode_split, variant
+// "c<ctas>_m<max ctas>_t<min tiles>[_sparse]" (the default policy of kernels::
+// decode_default_policy is c2_m3_t6 at d = 64, c2_m0_t0 at d = 128); a table on stdout.
 void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
-  struct Pol {
-    int ctas, tiles, deep;  // deep: the 6-stage dense ring (set_decode_deep_ring; d = 64 only)
-  };
-  const Pol pols[] = {{2, 0, 0}, {3, 4, 0}, {3, 6, 0}, {3, 8, 0}, {2, 6, 0},
-                      {2, 12, 0}, {2, 6, 1}, {2, 8, 1}, {1, 0, 1}};
+  const kernels::DecodeSplitPolicy pols[] = {{2, 0, 0}, {2, 3, 4}, {2, 3, 6}, {2, 3, 8},
+                                             {3, 0, 0}, {1, 0, 0}};
   constexpr int kPols = sizeof(pols) / sizeof(pols[0]), kRounds = 3;
   for (double lambda : {0.0, 1e-2}) {
     const HostProblem hp = make_problem(make_spec(sh, L, true, 6.0, 0.7), rng);
@@ -458,24 +456,21 @@ void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
     std::vector<double> us[kPols];
     for (int r = 0; r < kRounds; ++r)
       for (int i = 0; i < kPols; ++i) {
-        kernels::set_decode_ctas_per_sm(pols[i].ctas);
-        kernels::set_decode_min_tiles(pols[i].tiles);
-        kernels::set_decode_deep_ring(pols[i].deep);
+        kernels::set_decode_split_policy(pols[i]);
         for (int c = 0; c < copies; ++c) dps[c].attach_workspace(ps[c]);  // follows the plan
         us[i].push_back(graph_time_us(
             [&](int k, cudaStream_t st) { check(kernels::launch_attention(ps[k % copies], st)); },
             std::max(20, copies), 5));
       }
     kernels::set_decode_ctas_per_sm(-1);
-    kernels::set_decode_min_tiles(-1);
-    kernels::set_decode_deep_ring(-1);
     std::printf("=== decode split policy %s L=%lld %s (graph-replayed us, median of %d rounds) ===\n",
                 sh.name, static_cast<long long>(L), lambda > 0 ? "sparse" : "dense", kRounds);
     for (int i = 0; i < kPols; ++i) {
       std::sort(us[i].begin(), us[i].end());
       const double med = us[i][kRounds / 2];
-      const std::string v = "c" + std::to_string(pols[i].ctas) + "_t" + std::to_string(pols[i].tiles) +
-                            (pols[i].deep ? "_deep" : "") + (lambda > 0 ? "_sparse" : "");
+      const std::string v = "c" + std::to_string(pols[i].ctas_per_sm) + "_m" +
+                            std::to_string(pols[i].max_ctas_per_sm) + "_t" +
+                            std::to_string(pols[i].min_tiles) + (lambda > 0 ? "_sparse" : "");
       std::printf("  %-14s %8.2f us  %6.0f GB/s\n", v.c_str(), med, kv_bytes / med * 1e-3);
       emit("decode_split", sh.name, L, v.c_str(), med, 0, kv_bytes / med * 1e-3, 0, lambda, 0.7);
     }
@@ -677,11 +672,9 @@ int main(int argc, char** argv) {
     for (const Shape& sh : kShapes)
       for (int64_t L : {16384, 32768, 65536})
         for (int c = 1; c <= 4; ++c) {
-          kernels::set_decode_ctas_per_sm(c);
-          kernels::set_decode_min_tiles(0);  // the CTAs-per-SM target alone
+          kernels::set_decode_ctas_per_sm(c);  // exactly c per SM
           bench_decode(sh, L, rng, 0, 0, 0, ("decode_ctas" + std::to_string(c)).c_str());
           kernels::set_decode_ctas_per_sm(-1);
-          kernels::set_decode_min_tiles(-1);
         }
     if (g_csv) std::fclose(g_csv);
     return 0;

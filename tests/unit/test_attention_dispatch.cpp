@@ -319,30 +319,35 @@ TEST(AttentionDispatch, DecodeLaunchPlanFollowsTheCtasPerSmTarget) {
   EXPECT_EQ(decode_launch_plan(s, 132, 4).n_splits, 128);
 }
 
-// A minimum of tiles per split (DecodeSplitPlan::min_tiles) cuts a medium length into fewer,
-// longer splits, never more than the CTAs-per-SM target allows; every tile is still covered once,
-// and a device length's re-plan (which carries min_tiles) equals the host plan of that length.
-TEST(AttentionDispatch, DecodeMinTilesPerSplitCapsTheSplits) {
+// A policy with max_ctas_per_sm > ctas_per_sm gives a long sequence more splits (up to the
+// higher target) while each keeps >= min_tiles tiles; short sequences keep the base plan. Every
+// tile is still covered once, the grid of a bound covers every shorter length, and a device
+// length's re-plan (which carries target_hi and min_tiles) equals the host plan of that length.
+TEST(AttentionDispatch, DecodeSplitsGrowWhileEachKeepsMinTiles) {
   for (int min_tiles : {1, 4, 6, 8})
     for (int kv : {1, 3, 8})
       for (int bc : {64, 128})
-        for (int64_t bound : {1, 65, 4096, 16384, 16385, 65536, 1 << 20}) {
-          const DecodeSplitPlan b = decode_bound_plan(bound, bc, kv, 132, 3, min_tiles);
+        for (int64_t bound : {1, 65, 4096, 16384, 36865, 65536, 1 << 20}) {
+          const DecodeSplitPolicy pol{2, 3, min_tiles};
+          const DecodeSplitPlan b = decode_bound_plan(bound, bc, kv, 132, pol);
+          ASSERT_EQ(b.target, decode_target_splits(kv, 132, 2));
+          ASSERT_EQ(b.target_hi, decode_target_splits(kv, 132, 3));
           ASSERT_EQ(b.min_tiles, min_tiles);
           const int64_t step = std::max<int64_t>(1, bound / 1500);
           for (int64_t len = 1; len <= bound; len += (len < 600 ? 1 : step)) {
-            const DecodeSplitPlan host = decode_split_plan(len, bc, kv, 132, 3, min_tiles);
-            const DecodeSplitPlan legacy = decode_split_plan(len, bc, kv, 132, 3);
+            const DecodeSplitPlan host = decode_split_plan(len, bc, kv, 132, pol);
+            const DecodeSplitPlan base = decode_split_plan(len, bc, kv, 132, 2);
             ASSERT_GE(host.n_splits, 1);
             ASSERT_GE(host.n_splits * host.tiles_per_split, host.n_tiles);
             ASSERT_LT((host.n_splits - 1) * host.tiles_per_split, host.n_tiles);
-            ASSERT_LE(host.n_splits, legacy.n_splits);
-            // No more than ceil(n_tiles / min_tiles) splits, unless the 512-tile cap needs more.
-            const int few = (host.n_tiles + min_tiles - 1) / min_tiles;
-            const int cap = (host.n_tiles + kDecodeMaxTilesPerSplit - 1) / kDecodeMaxTilesPerSplit;
-            ASSERT_LE(host.n_splits, std::max(few, cap)) << len;
+            ASSERT_GE(host.n_splits, base.n_splits);
+            ASSERT_LE(host.n_splits, b.target_hi);
+            if (host.n_splits > base.n_splits)  // the extra splits each keep >= min_tiles
+              ASSERT_GE(host.n_tiles / host.n_splits, min_tiles) << len;
+            else
+              ASSERT_EQ(host.tiles_per_split, base.tiles_per_split) << len;
             const DecodeSplitPlan dev =
-                decode_split_plan_tiles(host.n_tiles, b.target, b.min_tiles);
+                decode_split_plan_tiles(host.n_tiles, b.target, b.target_hi, b.min_tiles);
             ASSERT_EQ(dev.n_splits, host.n_splits);
             ASSERT_EQ(dev.tiles_per_split, host.tiles_per_split);
             ASSERT_LE(host.n_splits, b.n_splits) << "bound " << bound << " len " << len;
@@ -350,28 +355,31 @@ TEST(AttentionDispatch, DecodeMinTilesPerSplitCapsTheSplits) {
         }
 }
 
-// The default policy (kernels::decode_default_policy): d = 64 over 64-key pages aims at 3 CTAs
-// per SM with splits of >= 6 tiles; other shapes keep 2 per SM and no minimum.
+// The default policy (kernels::decode_default_policy): d = 64 over 64-key pages aims at 2 CTAs
+// per SM and goes up to 3 while splits keep >= 6 tiles; other shapes stay at 2 per SM.
 TEST(AttentionDispatch, DecodeDefaultPolicyByShape) {
   constexpr DecodeSplitPolicy d64 = decode_default_policy(64, 64);
-  static_assert(d64.ctas_per_sm == 3 && d64.min_tiles == kDecodeMinTilesD64);
+  static_assert(d64.ctas_per_sm == 2 && d64.max_ctas_per_sm == 3 &&
+                d64.min_tiles == kDecodeMinTilesD64);
   for (auto [d, bc] : {std::pair{64, 128}, std::pair{128, 64}, std::pair{128, 128}}) {
     const DecodeSplitPolicy pol = decode_default_policy(d, bc);
     EXPECT_EQ(pol.ctas_per_sm, 2) << d << " " << bc;
-    EXPECT_EQ(pol.min_tiles, 0) << d << " " << bc;
+    EXPECT_EQ(pol.max_ctas_per_sm, 0) << d << " " << bc;
   }
-  // SmolLM2's attention shape (3 KV heads) on 132 SMs: 16K keys = 256 tiles -> 43 splits of 6;
-  // 32K -> 86 of 6; 64K -> 128 of 8 (the 3-per-SM target of 132 splits binds).
-  for (auto [keys, splits, per] : {std::tuple{16384, 43, 6}, std::tuple{32768, 86, 6},
-                                   std::tuple{65536, 128, 8}}) {
+  // SmolLM2's attention shape (3 KV heads) on 132 SMs: the 2-per-SM plan up to 32K keys (16K:
+  // 86 splits of 3 tiles; 32K: 86 of 6), 64K: 128 splits of 8 instead of 86 of 12.
+  for (auto [keys, splits, per] : {std::tuple{4096, 64, 1}, std::tuple{16384, 86, 3},
+                                   std::tuple{32768, 86, 6}, std::tuple{65536, 128, 8}}) {
     const DecodeSplitPlan p = decode_launch_plan(decode_shape(3, 64, 64, keys, false), 132, d64);
     EXPECT_EQ(p.n_splits, splits) << keys;
     EXPECT_EQ(p.tiles_per_split, per) << keys;
+    EXPECT_EQ(decode_launch_plan(decode_shape(3, 64, 64, keys, true), 132, d64).target_hi, 132);
   }
-  // d = 128, 8 KV heads: unchanged, 33 wanted per KV head (1,024 tiles: 32 splits of 32).
+  // d = 128, 8 KV heads: 33 wanted per KV head (1,024 tiles: 32 splits of 32).
   const DecodeSplitPlan p128 =
       decode_launch_plan(decode_shape(8, 128, 64, 65536, false), 132, decode_default_policy(128, 64));
   EXPECT_EQ(p128.target, 33);
+  EXPECT_EQ(p128.target_hi, 0);
   EXPECT_EQ(p128.n_splits, 32);
 }
 
