@@ -80,10 +80,14 @@ bool ws_sparse_prefill_env_enabled() {
   return enabled;
 }
 
-// SINKSCOPE_WS_SPARSE_VARIANT (read once): the variant, or -1.
+// SINKSCOPE_WS_SPARSE_VARIANT (read once): the variant (ws_sparse_variant_valid()), or -1. The
+// values with bit 8 other than 9 and 13 (combinations no kernel has) are rejected as 16 is.
 std::atomic<int> g_ws_sparse_variant_override{-1};
 int ws_sparse_variant_env() {
-  static const int v = env_int_in("SINKSCOPE_WS_SPARSE_VARIANT", 0, kWsSparseVariants - 1);
+  static const int v = [] {
+    const int x = env_int_in("SINKSCOPE_WS_SPARSE_VARIANT", 0, kWsSparseNoEmptyGroupD64);
+    return ws_sparse_variant_valid(x) ? x : -1;
+  }();
   return v;
 }
 
@@ -128,7 +132,7 @@ bool is_decode(AttentionVariant v) {
 
 int ws_sparse_variant(const AttentionParams& p) {
   const int o = g_ws_sparse_variant_override.load(std::memory_order_relaxed);
-  if (o >= 0 && o < kWsSparseVariants) return o;
+  if (ws_sparse_variant_valid(o)) return o;
   if (const int e = ws_sparse_variant_env(); e >= 0) return e;
   return query_rows(p) >= kWsThreeConsumerRowsSparse ? 5 : 1;
 }

@@ -40,12 +40,26 @@ bool attention_uses_warp_specialized(const AttentionParams& p);
 // kernel; d = 64 only, d = 128 runs variant & 3); all give the same outputs, masks and counters
 // bit for bit). ws_sparse_variant(p): the override of set_ws_sparse_variant() (tests and
 // benchmarks; -1 returns to the environment), else SINKSCOPE_WS_SPARSE_VARIANT (read once; a whole
-// number in 0 .. kWsSparseVariants-1), else by size: 5 (three consumers at d = 64, variant 1 at
-// d = 128) from kWsThreeConsumerRowsSparse query rows (n_q_heads x n_q_tokens) on, 1 below. H200,
-// 2026-12-01 (`bench_attention OUT --consumers`, d = 64, 9 heads, ~70 % skipped): three consumers
-// 0.89-0.94x two at 512-2K tokens, 1.06 / 1.16 / 1.23 / 1.25 / 1.31x at 4K..64K (fewer, larger
-// CTAs leave SMs idle on short prompts); variant 1 over 0: 1.01-1.06x (run k).
+// number in 0 .. kWsSparseVariants-1, or 9 / 13: bit 8 below), else by size: 5 (three consumers
+// at d = 64, variant 1 at d = 128) from kWsThreeConsumerRowsSparse query rows (n_q_heads x
+// n_q_tokens) on, 1 below. H200, 2026-12-01 (`bench_attention OUT --consumers`, d = 64, 9 heads,
+// ~70 % skipped): three consumers 0.89-0.94x two at 512-2K tokens, 1.06 / 1.16 / 1.23 / 1.25 /
+// 1.31x at 4K..64K (fewer, larger CTAs leave SMs idle on short prompts); variant 1 over 0:
+// 1.01-1.06x (run k).
+// Bit 8 (kWsVarNoEmptyGroup, experimental, not a default yet: no empty P V commit group after a
+// tile skipped whole, and one wgmma sequence per decision) exists only as 13 (= 5 | 8, d = 64)
+// and 9 (= 1 | 8, d = 128): the environment and set_ws_sparse_variant() accept those two and
+// 0 .. kWsSparseVariants-1 (ws_sparse_variant_valid(); any other value with bit 8 is ignored,
+// as any out-of-range value); d = 128 runs 13 as 9, d = 64 runs 9 as 1.
 inline constexpr int kWsSparseVariants = 8;
+inline constexpr int kWsSparseNoEmptyGroupD64 = 13, kWsSparseNoEmptyGroupD128 = 9;
+// Every accepted variant number, in order (what the tests and benchmarks iterate over).
+inline constexpr int kWsSparseVariantList[] = {
+    0, 1, 2, 3, 4, 5, 6, 7, kWsSparseNoEmptyGroupD128, kWsSparseNoEmptyGroupD64};
+constexpr bool ws_sparse_variant_valid(int v) {
+  return (v >= 0 && v < kWsSparseVariants) || v == kWsSparseNoEmptyGroupD64 ||
+         v == kWsSparseNoEmptyGroupD128;
+}
 inline constexpr int64_t kWsThreeConsumerRowsSparse = 9 * 4096;
 int ws_sparse_variant(const AttentionParams& p);
 void set_ws_sparse_variant(int v);

@@ -32,7 +32,8 @@
 // mbarrier parities are carried from tile to tile, so the tile loops do no index division.
 // Intra-warpgroup overlap: iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1) back to back,
 // waits for S(t) only (wait_group 1), runs the softmax of t while P V is still on the tensor
-// cores, then waits for P V and rescales O by t's alpha.
+// cores, then waits for P V and rescales O by t's alpha (the sparse kernel: see
+// kWsVarNoEmptyGroup for what ptxas makes of its branched P V).
 // Ping-pong (the dense kernel, and sparse variant 0): the two consumers take turns issuing their
 // GEMM pairs (named barriers 1 and 2, 256 threads: one consumer syncs, the other arrives), so one
 // warpgroup's softmax runs while the other's GEMMs occupy the tensor cores. The sparse kernel's
@@ -98,9 +99,35 @@ inline constexpr int kWsKeys = 128;  // keys per KV tile (one or two pages)
 //     the max / vote chain. No ping-pong (the turn barriers are defined for two consumers:
 //     bit 1 is implied); bit 2 as above. d = 128 runs variant var & 3 (registers: at 512
 //     threads a consumer gets 160, the d = 128 O and S alone take 128).
+//   kWsVarNoEmptyGroup (8, experimental, not a default): no empty commit group, and each P V
+//     commit group is one straight sequence of wgmma. The other variants issue the P V of t-1
+//     as one branch per unit and commit after both (an empty group when t-1 was skipped whole):
+//     ptxas 13.0 closes that group with a dummy HGMMA.64x8x16 that runs on every iteration,
+//     kept or skipped (~3 % of the consumers' ncu stall samples at d = 64), and ends each
+//     unit's branch in a scoreboard group of its own (gsb0), so the WARPGROUP.DEPBAR.LE gsb0, 1
+//     of the wait_group 1 lets only the dummy run on: as the SASS reads, the softmax of t
+//     starts after the kept P V of t-1, not beside it. Here the decision of t-1 picks one of
+//     three straight sequences (both units, the first, the second; block_size 128: both), each
+//     closed by its own commit and wait_group 1 (no dummy; S(t) and P V are the only two gsb0
+//     groups, so the wait is for S(t) alone); t-1 skipped whole commits nothing and waits with
+//     wait_group 0 for S(t), the only group in flight. The last P V after the loop likewise.
+//     The same wgmma in the same order on the same accumulators: the same bits. Sparse and
+//     without ping-pong only (the turn barrier's arrive sits between the second commit and the
+//     wait), and instantiated only next to each head dim's default: 13 (= 5 | 8) at d = 64, 9
+//     (= 1 | 8) at d = 128 (launch_prefill_ws_sparse_t() drops the bit elsewhere;
+//     ws_sparse_variant_valid() in attention.h bounds what the host accepts).
 // Dense: VAR must be 0 (its code is unchanged).
+// kWsVarCount: variants 0 .. kWsVarCount-1 are every combination of bits 1, 2, 4; bit 8 lies
+// past them (kWsVarNoEmptyGroup == kWsVarCount) and exists in the two combinations above only.
 inline constexpr int kWsVarNoPingPong = 1, kWsVarEarlyV = 2, kWsVarThreeConsumers = 4, kWsVarCount = 8;
+inline constexpr int kWsVarNoEmptyGroup = 8;
 static_assert(kWsVarCount == kWsSparseVariants, "attention.h's variant count and the kernel's");
+static_assert(kWsVarNoEmptyGroup == kWsVarCount, "bit 8 lies past the variants 0 .. kWsVarCount-1");
+static_assert(kWsSparseNoEmptyGroupD64 ==
+                  (kWsVarThreeConsumers | kWsVarNoPingPong | kWsVarNoEmptyGroup),
+              "attention.h's d = 64 variant with bit 8 and the kernel's");
+static_assert(kWsSparseNoEmptyGroupD128 == (kWsVarNoPingPong | kWsVarNoEmptyGroup),
+              "attention.h's d = 128 variant with bit 8 and the kernel's");
 
 // Consumer warpgroups (one 64-row query tile each) of the variant; the CTA has one producer
 // warpgroup more, and kPrefillQueryTile * NC query rows.
@@ -256,6 +283,9 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
                 "the dense kernel: ping-ponged, or three consumers (ws_dense_consumers(p))");
   constexpr bool kPingPong = NC == 2 && !(VAR & kWsVarNoPingPong);
   constexpr bool kEarlyV = (VAR & kWsVarEarlyV) != 0;
+  constexpr bool kNoEmptyGroup = (VAR & kWsVarNoEmptyGroup) != 0;
+  static_assert(!kNoEmptyGroup || (SPARSE && !kPingPong),
+                "kWsVarNoEmptyGroup: sparse, without ping-pong (the turns sit between commits)");
 
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem_base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -679,6 +709,33 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
       if (!(sk & 2)) issue_pv(a[0], st, BN / 32, BN / 16);
     }
   };
+  // kNoEmptyGroup: O += P V of the tile whose P is in a[0] (decision sk) as one commit group,
+  // then wgmma.wait_group kPending. Each decision gets its own straight sequence of wgmma and
+  // its own commit and wait, so ptxas closes the group on a wgmma that always issues (no
+  // dummy) and the wait counts this group alone; sk == 3 commits nothing and waits with
+  // wait_group 0 (with kPending = 1 the group in flight before it, S(t), must be done after the
+  // call as on the other paths; wait_group 1 would let it run on).
+  auto pv_group_wait = [&](int st, int sk, auto pending_c) {
+    constexpr int kPending = decltype(pending_c)::value;
+    static_assert(kPending == 0 || kPending == 1, "wait_group 0 or 1");
+    auto commit_wait = [&] {
+      wgmma_commit();
+      if constexpr (kPending == 1) wgmma_wait1();
+      else wgmma_wait0();
+    };
+    if (sk == 0) {
+      issue_pv(a[0], st);
+      commit_wait();
+    } else if (sk == 1) {  // block_size 64 only: the second unit
+      issue_pv(a[0], st, BN / 32, BN / 16);
+      commit_wait();
+    } else if (sk == 2) {  // block_size 64 only: the first unit
+      issue_pv(a[0], st, 0, BN / 32);
+      commit_wait();
+    } else {
+      wgmma_wait0();
+    }
+  };
   // Softmax of tile t: the dense one, or the vote + decision (and the probe's marks).
   auto softmax_t = [&](int t, auto first_c) -> int {
     if constexpr (!SPARSE) {
@@ -726,10 +783,14 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
       wgmma_fence();  // a[] and o were last written by ordinary instructions
       issue_qk(st);
       wgmma_commit();
-      issue_pv_kept(stp, skp);  // skp is warp-uniform
-      wgmma_commit();  // (SPARSE: empty when t-1 is skipped whole; wait1 still means "S done")
-      if (kPingPong) named_bar_arrive(other_turn, 256);
-      wgmma_wait1();  // S(t) done, P V may still run
+      if constexpr (kNoEmptyGroup) {
+        pv_group_wait(stp, skp, std::integral_constant<int, 1>{});  // S(t) done, P V may still run
+      } else {
+        issue_pv_kept(stp, skp);  // skp is warp-uniform
+        wgmma_commit();  // (SPARSE: empty when t-1 is skipped whole; wait1 still means "S done")
+        if (kPingPong) named_bar_arrive(other_turn, 256);
+        wgmma_wait1();  // S(t) done, P V may still run
+      }
       wgmma_fence_operands(s);
       release(empty_k(st));
       if (v_late) {
@@ -758,10 +819,14 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
       if (tail_last) fence_proxy_async_smem();
       if (kPingPong) named_bar_sync(my_turn, 256);
       wgmma_fence();
-      issue_pv_kept(stp, skp);
-      wgmma_commit();
-      if (kPingPong) named_bar_arrive(other_turn, 256);
-      wgmma_wait0();
+      if constexpr (kNoEmptyGroup) {
+        pv_group_wait(stp, skp, std::integral_constant<int, 0>{});
+      } else {
+        issue_pv_kept(stp, skp);
+        wgmma_commit();
+        if (kPingPong) named_bar_arrive(other_turn, 256);
+        wgmma_wait0();
+      }
       wgmma_fence_operands(o);
       release(empty_v(stp));
     }
@@ -864,12 +929,17 @@ AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t strea
 
 // The sparse kernel in the variant `var` (ws_sparse_variant(p); out of range: 0). d = 128 has no
 // three-consumer kernel (kWsVarThreeConsumers does not fit its registers): variants 4..7 run
-// var & 3 there, so every variant number stays valid at every head dim. Three consumers never
-// ping-pong, so variants 4 / 5 and 6 / 7 are one kernel each (instantiated once, as 5 and 7).
+// var & 3 there (and 13 runs 9), so every variant number stays valid at every head dim. Three
+// consumers never ping-pong, so variants 4 / 5 and 6 / 7 are one kernel each (instantiated once,
+// as 5 and 7). kWsVarNoEmptyGroup is instantiated only with the head dim's default variant
+// (13 at d = 64, 9 at d = 128, so that the A/B timing does not double the kernels to compile):
+// anywhere else (9 at d = 64; the host accepts no other value with bit 8) it is dropped.
 template <int D>
 AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, int var, cudaStream_t stream) {
   if constexpr (D != 64) var &= ~kWsVarThreeConsumers;
   if (var & kWsVarThreeConsumers) var |= kWsVarNoPingPong;
+  constexpr int kNoEmptyGroupVar = D == 64 ? kWsSparseNoEmptyGroupD64 : kWsSparseNoEmptyGroupD128;
+  if (var != kNoEmptyGroupVar) var &= ~kWsVarNoEmptyGroup;
   switch (var) {
     case 1:
       return launch_prefill_ws_t<D, true, 1>(p, stream);
@@ -883,6 +953,8 @@ AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, int var, cu
     case 7:
       if constexpr (D == 64) return launch_prefill_ws_t<D, true, 7>(p, stream);
       break;
+    case kNoEmptyGroupVar:  // 13 at d = 64, 9 at d = 128
+      return launch_prefill_ws_t<D, true, kNoEmptyGroupVar>(p, stream);
     default:
       break;
   }

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -229,14 +230,23 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
 // rows (kind ws_sparse_variant) and a table. The variants' masks and counters are the default
 // one's (tests/gpu/test_attention_gpu.cpp checks it); the skip fraction is the default's. The
 // three-consumer variants 4..7 exist at d = 64 only (d = 128 runs variant & 3): at d = 128 they
-// are not timed again, the table shows "=v(variant & 3)".
+// are not timed again, the table shows "=v(variant & 3)". The variants with bit 8 (no empty P V
+// commit group) exist next to each head dim's default only: 13 (vs 5) at d = 64, 9 (vs 1) at
+// d = 128; 13 at d = 128 runs 9 and 9 at d = 64 runs 1, shown as "=v9" / "=v1".
 void bench_ws_sparse_variants(std::mt19937_64& rng) {
+  constexpr int kN = static_cast<int>(std::size(kernels::kWsSparseVariantList));
+  // The variant whose kernel v runs at head dim d where that is another one, already timed; else v.
+  auto same_as = [](int v, int d) {
+    if (d != 64 && (v & 4)) return v & ~4;  // 4..7 -> 0..3, 13 -> 9
+    if (d == 64 && v == kernels::kWsSparseNoEmptyGroupD128) return 1;
+    return v;
+  };
   struct Row {
     std::string shape;
     int d;
     int64_t L;
     double quiet, skip, dense, dense_other;  // dense_other: the other consumer count (d = 64)
-    double us[kernels::kWsSparseVariants];
+    double us[kN];                           // per kWsSparseVariantList entry
   };
   std::vector<Row> rows;
   const double lambda = 1e-2;
@@ -275,13 +285,15 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
         }
         r.skip = skip_fraction(dp, ps, sh.hq);
         ps.tiles_visited = ps.tiles_skipped = nullptr;
-        for (int v = 0; v < kernels::kWsSparseVariants; ++v) {
-          if (sh.d != 64 && v >= 4) continue;  // the kernel of variant v & 3
+        for (int i = 0; i < kN; ++i) {
+          const int v = kernels::kWsSparseVariantList[i];
+          if (same_as(v, sh.d) != v) continue;  // that variant's kernel, timed already
           kernels::set_ws_sparse_variant(v);
-          r.us[v] = time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 2, reps, 2);
+          r.us[i] =
+              time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 2, reps, 2);
           const std::string name = "ws_sparse_v" + std::to_string(v);
-          emit("ws_sparse_variant", sh.name, L, name.c_str(), r.us[v], flops / r.us[v] * 1e-6, 0, r.skip,
-               lambda, quiet);
+          emit("ws_sparse_variant", sh.name, L, name.c_str(), r.us[i], flops / r.us[i] * 1e-6, 0,
+               r.skip, lambda, quiet);
         }
         kernels::set_ws_sparse_variant(-1);
         rows.push_back(r);
@@ -289,22 +301,25 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
       }
   std::printf("\n=== WS sparse variants (lambda %g; speedup = dense / variant; v1 no ping-pong, "
               "v2 late V wait, v3 both; v4..v7 three consumers, d = 64 only, never ping-pong: "
-              "v4 = v5, v6 = v7 late V wait; dense_nc = the dense kernel with the other consumer count, "
+              "v4 = v5, v6 = v7 late V wait; +8 no empty P V commit group: v13 = v5 + 8 at d = 64, "
+              "v9 = v1 + 8 at d = 128; dense_nc = the dense kernel with the other consumer count, "
               "d = 64) ===\n",
               lambda);
   std::printf("%-13s %6s %5s %6s %9s %11s", "shape", "L", "quiet", "skip%", "dense_us", "dense_nc_us");
-  for (int v = 0; v < kernels::kWsSparseVariants; ++v) std::printf("   v%d_us  (x)  ", v);
+  for (int v : kernels::kWsSparseVariantList)
+    std::printf(" %8s  (x)  ", ("v" + std::to_string(v) + "_us").c_str());
   std::printf("\n");
   for (const Row& r : rows) {
     std::printf("%-13s %6lld %5.2f %6.1f %9.1f", r.shape.c_str(), (long long)r.L, r.quiet, 100 * r.skip,
                 r.dense);
     if (r.d == 64) std::printf(" %11.1f", r.dense_other);
     else std::printf(" %11s", "-");
-    for (int v = 0; v < kernels::kWsSparseVariants; ++v) {
-      if (r.d != 64 && v >= 4)
-        std::printf(" %15s", ("=v" + std::to_string(v & 3)).c_str());
+    for (int i = 0; i < kN; ++i) {
+      const int v = kernels::kWsSparseVariantList[i];
+      if (same_as(v, r.d) != v)
+        std::printf(" %15s", ("=v" + std::to_string(same_as(v, r.d))).c_str());
       else
-        std::printf(" %8.1f (%4.2f)", r.us[v], r.dense / r.us[v]);
+        std::printf(" %8.1f (%4.2f)", r.us[i], r.dense / r.us[i]);
     }
     std::printf("\n");
   }

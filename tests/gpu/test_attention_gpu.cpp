@@ -367,7 +367,7 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         expect_same(family, run(dp, q), "forced sparse (eager V) at lambda=0", true);
       }
       if (sparse_ws)
-        for (int v = 0; v < kernels::kWsSparseVariants; ++v) {  // ws_sparse_variant(p): the same
+        for (const int v : kernels::kWsSparseVariantList) {  // ws_sparse_variant(p): the same
           if (v == kernels::ws_sparse_variant(p)) continue;  // the main run's variant
           kernels::set_ws_sparse_variant(v);
           const RunOut rv = run(dp, q);
@@ -437,8 +437,10 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         // the same outputs bit for bit (each variant issues the same wgmma and float operations
         // per warpgroup; only the order of issue between the warpgroups and of the barrier
         // waits differs; with bit 4, d = 64, a CTA is three query tiles instead of two, so the
-        // lengths here also give CTAs whose second or third tile has no rows).
-        for (int v = 0; v < kernels::kWsSparseVariants; ++v)
+        // lengths here also give CTAs whose second or third tile has no rows; bit 8, variants 13
+        // at d = 64 and 9 at d = 128, only regroups the P V wgmma and waits: at block_size 64
+        // it takes each of its four P V paths, both units, either one, none).
+        for (const int v : kernels::kWsSparseVariantList)
           for (const bool keep_exp : {false, true}) {
             if (v == kernels::ws_sparse_variant(p)) continue;  // the main run's variant
             kernels::AttentionParams k = p;
