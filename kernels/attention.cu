@@ -134,7 +134,7 @@ int ws_sparse_variant(const AttentionParams& p) {
   const int o = g_ws_sparse_variant_override.load(std::memory_order_relaxed);
   if (ws_sparse_variant_valid(o)) return o;
   if (const int e = ws_sparse_variant_env(); e >= 0) return e;
-  return query_rows(p) >= kWsThreeConsumerRowsSparse ? 5 : 1;
+  return query_rows(p) >= kWsThreeConsumerRowsSparse ? 13 : 9;
 }
 
 void set_ws_sparse_variant(int v) { g_ws_sparse_variant_override.store(v, std::memory_order_relaxed); }

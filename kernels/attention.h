@@ -40,14 +40,15 @@ bool attention_uses_warp_specialized(const AttentionParams& p);
 // kernel; d = 64 only, d = 128 runs variant & 3); all give the same outputs, masks and counters
 // bit for bit). ws_sparse_variant(p): the override of set_ws_sparse_variant() (tests and
 // benchmarks; -1 returns to the environment), else SINKSCOPE_WS_SPARSE_VARIANT (read once; a whole
-// number in 0 .. kWsSparseVariants-1, or 9 / 13: bit 8 below), else by size: 5 (three consumers
-// at d = 64, variant 1 at d = 128) from kWsThreeConsumerRowsSparse query rows (n_q_heads x
-// n_q_tokens) on, 1 below. H200, 2026-12-01 (`bench_attention OUT --consumers`, d = 64, 9 heads,
+// number in 0 .. kWsSparseVariants-1, or 9 / 13: bit 8 below), else by size: 13 (three
+// consumers without the empty commit group at d = 64, 9 at d = 128) from
+// kWsThreeConsumerRowsSparse query rows (n_q_heads x n_q_tokens) on, 9 below (d = 64: 1). H200, 2026-12-01 (`bench_attention OUT --consumers`, d = 64, 9 heads,
 // ~70 % skipped): three consumers 0.89-0.94x two at 512-2K tokens, 1.06 / 1.16 / 1.23 / 1.25 /
 // 1.31x at 4K..64K (fewer, larger CTAs leave SMs idle on short prompts); variant 1 over 0:
 // 1.01-1.06x (run k).
-// Bit 8 (kWsVarNoEmptyGroup, experimental, not a default yet: no empty P V commit group after a
-// tile skipped whole, and one wgmma sequence per decision) exists only as 13 (= 5 | 8, d = 64)
+// Bit 8 (kWsVarNoEmptyGroup: no empty P V commit group after a tile skipped whole, and one
+// wgmma sequence per decision; run r, ~70 % skipped: 1.02x / 1.01x variant 5 at d = 64 16K /
+// 32K, 1.02x / 1.00x variant 1 at d = 128; equal at ~90 %) exists only as 13 (= 5 | 8, d = 64)
 // and 9 (= 1 | 8, d = 128): the environment and set_ws_sparse_variant() accept those two and
 // 0 .. kWsSparseVariants-1 (ws_sparse_variant_valid(); any other value with bit 8 is ignored,
 // as any out-of-range value); d = 128 runs 13 as 9, d = 64 runs 9 as 1.

@@ -83,7 +83,7 @@ namespace sinkscope::kernels::detail {
 inline constexpr int kWsKeys = 128;  // keys per KV tile (one or two pages)
 
 // Variants of the SPARSE kernel (SINKSCOPE_WS_SPARSE_VARIANT, read once on the host;
-// ws_sparse_variant(p) in attention.cu; by default 5 from kWsThreeConsumerRowsSparse query rows, else 1),
+// ws_sparse_variant(p) in attention.cu; by default 13 from kWsThreeConsumerRowsSparse query rows, else 9),
 // bit flags, 0 = the kernel below with the dense kernel's ping-pong:
 //   kWsVarNoPingPong (1): no turn barriers (named barriers 1 / 2): both consumers issue their
 //     GEMMs as soon as their operands are ready and the tensor cores arbitrate. The barriers only

@@ -204,28 +204,36 @@ int main(int argc, char** argv) {
     BackendOptions dense, win;
     win.cache = window(256, 4, PositionMode::kCache);
     std::unique_ptr<Backend> a, b, c;
-    std::vector<float> la, lb;
+    std::vector<float> la, lb, lc;
     a = make_cuda_backend(model, dense);
     a->forward(std::span(ids.data(), 200), LogitsMode::kAll, la);
     const uint64_t with_a = taken([&] { return make_cuda_backend(model, win); }, &b);
     a.reset();  // b keeps the weights alive
     b->forward(std::span(ids.data(), 200), LogitsMode::kAll, lb);
-    const Agreement ag = compare(la, lb, V);
     b.reset();  // the last user: the weights go
     const uint64_t alone = taken([&] { return make_cuda_backend(model, win); }, &c);
+    // The reference is c, a windowed backend with its own upload: the same kernels as b (the
+    // full-cache backend a prefills on the warp-specialised kernels, a live-page window on
+    // another family, so a and b differ by rounding: KL ~1e-4), so intact shared weights give
+    // the same logits.
+    c->forward(std::span(ids.data(), 200), LogitsMode::kAll, lc);
+    const Agreement ag = compare(lc, lb, V);
+    const Agreement ag_dense = compare(la, lb, V);
     const ModelConfig& mc = model->config();
     const uint64_t layer_weights =
         uint64_t(mc.n_layer) * 2 *
         (uint64_t(mc.q_dim() + 2 * mc.kv_dim()) * mc.n_embd + 3ull * mc.n_ff * mc.n_embd +
          uint64_t(mc.n_embd) * mc.q_dim());
     const uint64_t saved = alone > with_a ? alone - with_a : 0;
-    check(saved >= layer_weights && ag.finite && ag.mean_kl <= 1e-5 && ag.top1 >= 0.999,
+    check(saved >= layer_weights && ag.finite && ag.mean_kl <= 1e-5 && ag.top1 >= 0.999 &&
+              ag_dense.finite && ag_dense.mean_kl <= 1e-3 && ag_dense.top1 >= 0.99,
           "shared_weights",
           "a windowed backend took " + std::to_string(with_a >> 20) + " MiB next to a live one, " +
               std::to_string(alone >> 20) + " MiB alone (gate: saves >= the layer weights, " +
-              std::to_string(layer_weights >> 20) + " MiB); after the first was destroyed: " +
-              ag.str() + " (gates: KL <= 1e-5, top-1 >= 99.9 % vs the first backend, 200 "
-              "tokens inside the window)");
+              std::to_string(layer_weights >> 20) + " MiB); after the first was destroyed, vs " +
+              "a windowed backend with its own weights: " + ag.str() +
+              " (gates: KL <= 1e-5, top-1 >= 99.9 %); vs the full-cache backend: " +
+              ag_dense.str() + " (gates: KL <= 1e-3, top-1 >= 99 %; 200 tokens inside the window)");
   });
 
   // 2. Budgets: errors name the limit, nothing is appended, the backend stays usable.
