@@ -374,20 +374,44 @@ void bench_ws_consumers(std::mt19937_64& rng) {
   std::fflush(stdout);
 }
 
-// Decode over `copies` page pools so that one timing loop streams > 2x the 60 MB L2.
+// One decode problem uploaded to `copies` page pools, so that one timing loop streams > 2x the
+// 60 MB L2; params without a skip mask (a mask makes the first decode launch without PDL).
+struct DecodeCopies {
+  std::vector<DeviceProblem> dps;
+  std::vector<kernels::AttentionParams> ps;
+  int copies = 0;
+  double kv_bytes = 0;
+  void attach_workspaces() {
+    for (int c = 0; c < copies; ++c) dps[c].attach_workspace(ps[c]);
+  }
+  void release() {
+    for (auto& d : dps) d.release();
+  }
+};
+DecodeCopies upload_decode_copies(const Shape& sh, int64_t L, const HostProblem& hp, double lambda,
+                                  std::mt19937_64& rng) {
+  DecodeCopies dc;
+  dc.kv_bytes = 2.0 * double(L) * sh.hkv * sh.d * 2;
+  dc.copies = std::max(1, int(std::ceil(240e6 / dc.kv_bytes)));
+  dc.dps = std::vector<DeviceProblem>(dc.copies);
+  dc.ps.resize(dc.copies);
+  for (int c = 0; c < dc.copies; ++c) {
+    dc.dps[c].upload(hp, rng);
+    dc.ps[c] = dc.dps[c].params(hp, lambda);
+    dc.ps[c].skip_mask = nullptr;
+  }
+  dc.attach_workspaces();
+  return dc;
+}
+
 void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink, double quiet,
                   double lambda, const char* kind) {
   const HostProblem hp = make_problem(make_spec(sh, L, true, sink, quiet), rng);
-  const double kv_bytes = 2.0 * double(L) * sh.hkv * sh.d * 2;
-  const int copies = std::max(1, int(std::ceil(240e6 / kv_bytes)));
-  std::vector<DeviceProblem> dps(copies);
-  std::vector<kernels::AttentionParams> ps(copies);
-  for (int c = 0; c < copies; ++c) {
-    dps[c].upload(hp, rng);
-    ps[c] = dps[c].params(hp, lambda);
-    ps[c].skip_mask = nullptr;
-    dps[c].attach_workspace(ps[c]);
-  }
+  DecodeCopies dc = upload_decode_copies(sh, L, hp, lambda, rng);
+  std::vector<DeviceProblem>& dps = dc.dps;
+  std::vector<kernels::AttentionParams>& ps = dc.ps;
+  const int copies = dc.copies;
+  const double kv_bytes = dc.kv_bytes;
   double skip = 0;
   if (lambda > 0) {
     skip = skip_fraction(dps[0], ps[0], sh.hq);
@@ -443,7 +467,7 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
     for (void* b : bufs) SINKSCOPE_CUDA_CHECK(cudaFree(b));
     SINKSCOPE_CUDA_CHECK(cudaFree(sink));
   }
-  for (auto& d : dps) d.release();
+  dc.release();
 }
 
 // The decode's split policy (kernels::set_decode_split_policy): one problem per (shape, L),
@@ -458,21 +482,16 @@ void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   constexpr int kPols = sizeof(pols) / sizeof(pols[0]), kRounds = 3;
   for (double lambda : {0.0, 1e-2}) {
     const HostProblem hp = make_problem(make_spec(sh, L, true, 6.0, 0.7), rng);
-    const double kv_bytes = 2.0 * double(L) * sh.hkv * sh.d * 2;
-    const int copies = std::max(1, int(std::ceil(240e6 / kv_bytes)));
-    std::vector<DeviceProblem> dps(copies);
-    std::vector<kernels::AttentionParams> ps(copies);
-    for (int c = 0; c < copies; ++c) {
-      dps[c].upload(hp, rng);
-      ps[c] = dps[c].params(hp, lambda);
-      ps[c].skip_mask = nullptr;
-      ps[c].tiles_visited = ps[c].tiles_skipped = nullptr;
-    }
+    DecodeCopies dc = upload_decode_copies(sh, L, hp, lambda, rng);
+    std::vector<kernels::AttentionParams>& ps = dc.ps;
+    const int copies = dc.copies;
+    const double kv_bytes = dc.kv_bytes;
+    for (auto& p : ps) p.tiles_visited = p.tiles_skipped = nullptr;
     std::vector<double> us[kPols];
     for (int r = 0; r < kRounds; ++r)
       for (int i = 0; i < kPols; ++i) {
         kernels::set_decode_split_policy(pols[i]);
-        for (int c = 0; c < copies; ++c) dps[c].attach_workspace(ps[c]);  // follows the plan
+        dc.attach_workspaces();  // the workspace follows the plan
         us[i].push_back(graph_time_us(
             [&](int k, cudaStream_t st) { check(kernels::launch_attention(ps[k % copies], st)); },
             std::max(20, copies), 5));
@@ -490,7 +509,7 @@ void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
       emit("decode_split", sh.name, L, v.c_str(), med, 0, kv_bytes / med * 1e-3, 0, lambda, 0.7);
     }
     std::fflush(stdout);
-    for (auto& d : dps) d.release();
+    dc.release();
   }
 }
 
