@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -150,9 +151,11 @@ void set_ws_dense_consumers(int n) { g_ws_dense_consumers_override.store(n, std:
 
 DecodeSplitPolicy decode_split_policy(int head_dim, int block_size) {
   const int c = g_decode_ctas_override.load(std::memory_order_relaxed);
-  if (c >= 1 && c <= kDecodeMaxCtasPerSm)
-    return {c, g_decode_max_ctas_override.load(std::memory_order_relaxed),
-            g_decode_min_tiles_override.load(std::memory_order_relaxed)};
+  if (c >= 1 && c <= kDecodeMaxCtasPerSm) {
+    const int mx = g_decode_max_ctas_override.load(std::memory_order_relaxed);
+    const int mt = g_decode_min_tiles_override.load(std::memory_order_relaxed);
+    return {c, std::clamp(mx, 0, kDecodeMaxCtasPerSm), std::clamp(mt, 0, kDecodeMaxTilesPerSplit)};
+  }
   if (const int e = decode_ctas_env(); e > 0) return {e, 0, 0};
   return decode_default_policy(head_dim, block_size);
 }

@@ -932,9 +932,11 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
     num += part[0][g][d];
     den += part[1][g][d];
   }
-  // den == 0: no visible key (a device length of 0). A NaN row sum (a NaN in the cache) stays
-  // NaN: `den > 0 ? num / den : 0` turned it into zeros, which hid corrupt input (the same test
-  // in decode_combine_one and decode_fused_merge, so the three stay equal bit for bit).
+  // den == 0: no visible key (a device length of 0; only this separate combine writes zeros
+  // then: with the fused combine no split CTA runs, and the output keeps what it held). A NaN
+  // row sum (a NaN in the cache) stays NaN: `den > 0 ? num / den : 0` turned it into zeros,
+  // which hid corrupt input (the same test in decode_combine_one and decode_fused_merge, so the
+  // three stay equal bit for bit).
   const __nv_bfloat16 v = __float2bfloat16_rn(den == 0.f ? 0.f : num / den);
   p.o[int64_t(h) * D + d] = *reinterpret_cast<const uint16_t*>(&v);
 }

@@ -99,7 +99,7 @@ inline constexpr int kWsKeys = 128;  // keys per KV tile (one or two pages)
 //     the max / vote chain. No ping-pong (the turn barriers are defined for two consumers:
 //     bit 1 is implied); bit 2 as above. d = 128 runs variant var & 3 (registers: at 512
 //     threads a consumer gets 160, the d = 128 O and S alone take 128).
-//   kWsVarNoEmptyGroup (8, experimental, not a default): no empty commit group, and each P V
+//   kWsVarNoEmptyGroup (8; the defaults 13 / 9 since run r): no empty commit group, and each P V
 //     commit group is one straight sequence of wgmma. The other variants issue the P V of t-1
 //     as one branch per unit and commit after both (an empty group when t-1 was skipped whole):
 //     ptxas 13.0 closes that group with a dummy HGMMA.64x8x16 that runs on every iteration,

@@ -716,10 +716,22 @@ int run_pdl_predecessor_cases(std::mt19937_64& rng) {
                     "splits and the newest tile at %d (%d splits wanted per KV head)\n", d, bc,
                     sh.tps, sh.offset, target);
     }
-    if (target_hi > 0 && min_tiles > 0) {  // more than `target` splits: n / min_tiles of them
-      const int n = (target + 1) * min_tiles + 1;
-      if (kernels::decode_split_plan_tiles(n, target, target_hi, min_tiles).n_splits > target)
-        tiles.push_back(n);
+    if (target_hi > 0 && min_tiles > 0) {
+      // A grown plan (more than `target` splits, each >= min_tiles tiles): the shortest such
+      // length, and one whose newest tile sits mid-split.
+      int first = 0;
+      for (int n = target * min_tiles; n <= target_hi * min_tiles + min_tiles && !first; ++n)
+        if (kernels::decode_split_plan_tiles(n, target, target_hi, min_tiles).n_splits > target)
+          first = n;
+      if (first > 0) {
+        tiles.push_back(first);
+        tiles.push_back(first + min_tiles / 2);
+      } else {
+        std::printf("FAIL decode after a PDL predecessor: d=%d block=%d: no length gives more than "
+                    "%d splits (policy up to %d, >= %d tiles each)\n", d, bc, target, target_hi,
+                    min_tiles);
+        tiles.clear();  // counted below as a failed case
+      }
     }
     return tiles;
   };
@@ -746,6 +758,10 @@ int run_pdl_predecessor_cases(std::mt19937_64& rng) {
     for (int bc : {64, 128}) {
       int target = 0, target_hi = 0, min_tiles = 0;
       const std::vector<int> tiles = lengths_for(d, bc, target, target_hi, min_tiles);
+      if (tiles.empty()) {  // printed by lengths_for
+        ++failed;
+        continue;
+      }
       std::vector<int64_t> lens;
       for (int n : tiles)
         for (int in_tile : {0, 36}) lens.push_back(int64_t(n - 1) * bc + in_tile + 1);
