@@ -42,7 +42,8 @@ bool attention_uses_warp_specialized(const AttentionParams& p);
 // benchmarks; -1 returns to the environment), else SINKSCOPE_WS_SPARSE_VARIANT (read once; a whole
 // number in 0 .. kWsSparseVariants-1, or 9 / 13: bit 8 below), else by size: 13 (three
 // consumers without the empty commit group at d = 64, 9 at d = 128) from
-// kWsThreeConsumerRowsSparse query rows (n_q_heads x n_q_tokens) on, 9 below (d = 64: 1). H200, 2026-12-01 (`bench_attention OUT --consumers`, d = 64, 9 heads,
+// kWsThreeConsumerRowsSparse query rows (n_q_heads x n_q_tokens) on, 9 below (d = 64: 1).
+// H200, 2026-12-01 (`bench_attention OUT --consumers`, d = 64, 9 heads,
 // ~70 % skipped): three consumers 0.89-0.94x two at 512-2K tokens, 1.06 / 1.16 / 1.23 / 1.25 /
 // 1.31x at 4K..64K (fewer, larger CTAs leave SMs idle on short prompts); variant 1 over 0:
 // 1.01-1.06x (run k).
