@@ -205,6 +205,28 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
       const double us = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, reps, 1);
       emit("prefill_sparse", sh.name, L, "ours_wgmma_dense_same_input", us, flops / us * 1e-6, 0, 0, 0, quiet);
     }
+    if (quiet == 0.5) {
+      // lambda = 0 with the sparse kernel forced (force_sparse_kernel): what its vote and kept
+      // path cost when nothing is skipped. The engine runs the dense kernel at lambda = 0 (the
+      // kernel selection), so this is the kernel's own overhead, not the engine's; dense and
+      // forced sparse alternate `reps` times, medians.
+      kernels::AttentionParams pz = dp.params(hp, 0.0);
+      pz.skip_mask = nullptr;
+      pz.force_sparse_kernel = true;
+      std::vector<double> td, tz;
+      for (int r = 0; r < reps; ++r) {
+        td.push_back(time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, 1, 1));
+        tz.push_back(time_us([&](int) { check(kernels::launch_attention(pz, nullptr)); }, 1, 1, 1));
+      }
+      std::sort(td.begin(), td.end());
+      std::sort(tz.begin(), tz.end());
+      const double d_us = td[reps / 2], z_us = tz[reps / 2];
+      emit("prefill_sparse", sh.name, L, "ours_sparse_forced_lambda0", z_us, flops / z_us * 1e-6, 0, 0,
+           0, quiet);
+      std::printf("=== lambda0 overhead %s L=%lld: dense %.1f us, sparse kernel forced at lambda = 0 "
+                  "%.1f us (%.3fx) ===\n",
+                  sh.name, static_cast<long long>(L), d_us, z_us, z_us / d_us);
+    }
     for (int mode : {0, 1, 2}) {  // 0 warp-specialised, 1 wgmma lazy V, 2 wgmma eager V
       kernels::AttentionParams ps = dp.params(hp, lambda);
       // Mode 0 needs the warp-specialised sparse kernel (sm_90, ws_sparse_prefill_head_dim():
