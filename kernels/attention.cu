@@ -160,6 +160,14 @@ DecodeSplitPolicy decode_split_policy(int head_dim, int block_size) {
   return decode_default_policy(head_dim, block_size);
 }
 
+namespace {
+// The plan a decode launch runs and sizes its workspace with (attention_workspace_bytes() and
+// launch_attention() must agree).
+DecodeSplitPlan decode_plan(const AttentionShape& s, const DeviceInfo& dev) {
+  return decode_launch_plan(s, dev.sms, decode_split_policy(s.head_dim, s.block_size));
+}
+}  // namespace
+
 void set_decode_split_policy(DecodeSplitPolicy pol) {
   g_decode_max_ctas_override.store(pol.max_ctas_per_sm, std::memory_order_relaxed);
   g_decode_min_tiles_override.store(pol.min_tiles, std::memory_order_relaxed);
@@ -192,7 +200,7 @@ uint64_t attention_workspace_bytes(const AttentionParams& p) {
   if (!is_decode(c.variant)) return 0;
   const DeviceInfo dev = current_device_info();
   if (dev.sms == 0) return 0;
-  const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms, decode_split_policy(s.head_dim, s.block_size));
+  const DecodeSplitPlan plan = decode_plan(s, dev);
   return decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse).total;
 }
 
@@ -218,7 +226,7 @@ AttentionStatus launch_attention(const AttentionParams& p, void* stream_ptr) {
                        cudaMemsetAsync(p.skip_mask, kMaskNotVisible, heads * qt * kvt, stream));
   }
   if (is_decode(c.variant)) {
-    const DecodeSplitPlan plan = decode_launch_plan(s, dev.sms, decode_split_policy(s.head_dim, s.block_size));
+    const DecodeSplitPlan plan = decode_plan(s, dev);
     const DecodeWorkspaceLayout wl =
         decode_workspace_layout(s, plan, c.variant == AttentionVariant::kDecodeSparse);
     if (!p.workspace || p.workspace_bytes < wl.total)

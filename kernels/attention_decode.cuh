@@ -50,6 +50,16 @@ constexpr int kDecodeWarps = 4;
 constexpr int kDecodeCounterSlots = 1024;  // KV heads per launch with the fused combine
 __device__ unsigned int g_decode_arrivals[kDecodeCounterSlots];
 
+// O = num / den as bf16 bits, one expression for the combine kernel and both fused merges (so
+// the three stay equal bit for bit). den == 0: no visible key (a device length of 0; only the
+// separate combine writes zeros then: with the fused combine no split CTA runs, and the output
+// keeps what it held). A NaN row sum (a NaN in the cache) stays NaN: `den > 0 ? num / den : 0`
+// turned it into zeros, which hid corrupt input.
+__device__ __forceinline__ uint16_t decode_normalise(float num, float den) {
+  const __nv_bfloat16 v = __float2bfloat16_rn(den == 0.f ? 0.f : num / den);
+  return *reinterpret_cast<const uint16_t*>(&v);
+}
+
 // O[h][d] from the splits' partials: O = sum_s 2^(m_s - M) o_s / sum_s 2^(m_s - M) l_s.
 // Summation order (shared by the combine kernel and the fused tail, so they are equal bit for
 // bit): kCombineGroups<D> interleaved groups (split s in group s % groups), each summed in split
@@ -95,8 +105,7 @@ __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const fl
       den += gd;
     }
   }
-  const __nv_bfloat16 v = __float2bfloat16_rn(den == 0.f ? 0.f : num / den);
-  return *reinterpret_cast<const uint16_t*>(&v);
+  return decode_normalise(num, den);
 }
 
 // The fused combine's merge, run with all kDecodeWarps * 32 threads of the last split CTA of KV
@@ -188,8 +197,7 @@ __device__ __forceinline__ void decode_fused_merge(const float* ws, uint16_t* ou
       num += pn[(gg * NG + grp) * D + d];
       den += pd[gg * NG + grp];
     }
-    const __nv_bfloat16 v = __float2bfloat16_rn(den == 0.f ? 0.f : num / den);
-    out[int64_t(kvh * G + gg) * D + d] = *reinterpret_cast<const uint16_t*>(&v);
+    out[int64_t(kvh * G + gg) * D + d] = decode_normalise(num, den);
   }
 }
 
@@ -932,13 +940,7 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
     num += part[0][g][d];
     den += part[1][g][d];
   }
-  // den == 0: no visible key (a device length of 0; only this separate combine writes zeros
-  // then: with the fused combine no split CTA runs, and the output keeps what it held). A NaN
-  // row sum (a NaN in the cache) stays NaN: `den > 0 ? num / den : 0` turned it into zeros,
-  // which hid corrupt input (the same test in decode_combine_one and decode_fused_merge, so the
-  // three stay equal bit for bit).
-  const __nv_bfloat16 v = __float2bfloat16_rn(den == 0.f ? 0.f : num / den);
-  p.o[int64_t(h) * D + d] = *reinterpret_cast<const uint16_t*>(&v);
+  p.o[int64_t(h) * D + d] = decode_normalise(num, den);
 }
 
 }  // namespace sinkscope::kernels::detail

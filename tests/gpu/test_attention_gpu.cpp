@@ -56,6 +56,25 @@ using namespace sinkscope::testing;
 
 namespace {
 
+// A problem of nq queries from position q0 over kv keys; sink > 0 / quiet > 0: sink + quiet
+// tiles (real skipping), loud tiles scaled by 2.
+ProblemSpec spec(int nq, int64_t kv, int64_t q0, int hq, int hkv, int d, int bc, double sink,
+                 double quiet) {
+  ProblemSpec s;
+  s.n_q_tokens = nq;
+  s.kv_len = kv;
+  s.q_start = q0;
+  s.n_q_heads = hq;
+  s.n_kv_heads = hkv;
+  s.head_dim = d;
+  s.block_size = bc;
+  s.sink_logit = sink;
+  s.quiet_fraction = quiet;
+  s.loud_scale = 2.0;
+  return s;
+}
+
+
 constexpr double kTolerance = 1e-2;
 // Rows of one prefill query tile (the kernels' and the CPU's skip-vote and mask granularity).
 constexpr int kQt = kernels::kPrefillQueryTile;
@@ -767,17 +786,8 @@ int run_pdl_predecessor_cases(std::mt19937_64& rng) {
         for (int in_tile : {0, 36}) lens.push_back(int64_t(n - 1) * bc + in_tile + 1);
       const int64_t extra = 2 * bc + 5;  // device length: the bound is L + extra
       const int64_t lmax = *std::max_element(lens.begin(), lens.end()) + extra;
-      ProblemSpec s;
-      s.n_q_tokens = 1;
-      s.kv_len = lmax;  // the page table covers every bound
-      s.q_start = lmax - 1;
-      s.n_q_heads = hkv * group;
-      s.n_kv_heads = hkv;
-      s.head_dim = d;
-      s.block_size = bc;
-      s.sink_logit = 6.0;
-      s.quiet_fraction = 0.5;
-      s.loud_scale = 2.0;
+      // The page table covers every bound.
+      const ProblemSpec s = spec(1, lmax, lmax - 1, hkv * group, hkv, d, bc, 6.0, 0.5);
       const HostProblem hp = make_problem(s, rng);
       DeviceProblem dp;
       dp.upload(hp, rng);
@@ -941,17 +951,7 @@ int run_cpu_engine_cases(std::mt19937_64& rng, bool quick) {
   auto t0 = std::chrono::steady_clock::now();
   for (const E& e : cases) {
     if (quick && e.kv > 4096) continue;
-    ProblemSpec s;
-    s.n_q_tokens = e.nq;
-    s.kv_len = e.kv;
-    s.q_start = e.kv - e.nq;
-    s.n_q_heads = e.hq;
-    s.n_kv_heads = e.hkv;
-    s.head_dim = e.d;
-    s.block_size = e.bc;
-    s.sink_logit = 6.0;
-    s.quiet_fraction = 0.5;
-    s.loud_scale = 2.0;
+    const ProblemSpec s = spec(e.nq, e.kv, e.kv - e.nq, e.hq, e.hkv, e.d, e.bc, 6.0, 0.5);
     const HostProblem hp = make_problem(s, rng);
     DeviceProblem dp;
     dp.upload(hp, rng);
@@ -1321,21 +1321,6 @@ int main(int argc, char** argv) {
   const double lambdas[] = {0.0, 1e-3, 1e-2, 0.1};
   int failed = 0;
 
-  auto spec = [](int nq, int64_t kv, int64_t q0, int hq, int hkv, int d, int bc, double sink,
-                 double quiet) {
-    ProblemSpec s;
-    s.n_q_tokens = nq;
-    s.kv_len = kv;
-    s.q_start = q0;
-    s.n_q_heads = hq;
-    s.n_kv_heads = hkv;
-    s.head_dim = d;
-    s.block_size = bc;
-    s.sink_logit = sink;
-    s.quiet_fraction = quiet;
-    s.loud_scale = 2.0;
-    return s;
-  };
   // Alternate input styles: plain random, and sink + quiet tiles (real skipping).
   int style = 0;
   auto sink_of = [&] { return (style % 2) ? 6.0 : 0.0; };
