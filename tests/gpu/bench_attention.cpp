@@ -182,11 +182,16 @@ void bench_prefill(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   dp.release();
 }
 
-void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
+// block: the page size = the skip unit (64, the default rows "prefill_sparse"; 128: rows of kind
+// "prefill_sparse_b128", where a 128-key tile is one unit).
+void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng, int block = 64) {
   const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
   const double lambda = 1e-2;
+  const char* kind = block == 64 ? "prefill_sparse" : "prefill_sparse_b128";
   for (double quiet : {0.5, 0.7, 0.9}) {
-    const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, quiet), rng);
+    ProblemSpec spec = make_spec(sh, L, false, 6.0, quiet);
+    spec.block_size = block;
+    const HostProblem hp = make_problem(spec, rng);
     DeviceProblem dp;
     dp.upload(hp, rng);
     kernels::AttentionParams pd = dp.params(hp, 0.0);
@@ -198,34 +203,49 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
     // (ours_ws_sparse, the default sparse prefill there); ours_sparse_lazyV / eagerV are the
     // wgmma sparse kernels (prefer_ws = false where the warp-specialised one applies).
     const double us_dense = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, reps, 1);
-    emit("prefill_sparse", sh.name, L, "ours_dense_same_input", us_dense, flops / us_dense * 1e-6, 0, 0, 0, quiet);
+    emit(kind, sh.name, L, "ours_dense_same_input", us_dense, flops / us_dense * 1e-6, 0, 0, 0, quiet);
     const bool ws = kernels::attention_uses_warp_specialized(pd);
     if (ws) {
       pd.prefer_ws = false;
       const double us = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, reps, 1);
-      emit("prefill_sparse", sh.name, L, "ours_wgmma_dense_same_input", us, flops / us * 1e-6, 0, 0, 0, quiet);
+      emit(kind, sh.name, L, "ours_wgmma_dense_same_input", us, flops / us * 1e-6, 0, 0, 0, quiet);
     }
     if (quiet == 0.5) {
       // lambda = 0 with the sparse kernel forced (force_sparse_kernel): what its vote and kept
       // path cost when nothing is skipped. The engine runs the dense kernel at lambda = 0 (the
       // kernel selection), so this is the kernel's own overhead, not the engine's; dense and
       // forced sparse alternate `reps` times, medians.
-      kernels::AttentionParams pz = dp.params(hp, 0.0);
-      pz.skip_mask = nullptr;
+      // (pd may have prefer_ws = false by now: the dense side is the default dense kernel, p0.)
+      kernels::AttentionParams p0 = dp.params(hp, 0.0);
+      p0.skip_mask = nullptr;
+      kernels::AttentionParams pz = p0;
       pz.force_sparse_kernel = true;
       std::vector<double> td, tz;
       for (int r = 0; r < reps; ++r) {
-        td.push_back(time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, 1, 1));
+        td.push_back(time_us([&](int) { check(kernels::launch_attention(p0, nullptr)); }, 1, 1, 1));
         tz.push_back(time_us([&](int) { check(kernels::launch_attention(pz, nullptr)); }, 1, 1, 1));
       }
       std::sort(td.begin(), td.end());
       std::sort(tz.begin(), tz.end());
       const double d_us = td[reps / 2], z_us = tz[reps / 2];
-      emit("prefill_sparse", sh.name, L, "ours_sparse_forced_lambda0", z_us, flops / z_us * 1e-6, 0, 0,
+      emit(kind, sh.name, L, "ours_sparse_forced_lambda0", z_us, flops / z_us * 1e-6, 0, 0,
            0, quiet);
-      std::printf("=== lambda0 overhead %s L=%lld: dense %.1f us, sparse kernel forced at lambda = 0 "
+      std::printf("=== lambda0 overhead %s L=%lld block %d: dense %.1f us, sparse kernel forced at lambda = 0 "
                   "%.1f us (%.3fx) ===\n",
-                  sh.name, static_cast<long long>(L), d_us, z_us, z_us / d_us);
+                  sh.name, static_cast<long long>(L), block, d_us, z_us, z_us / d_us);
+      // The other end of lambda: 0.9 skips every tile that raises no row's running max by more
+      // than 0.105 nats (on these random inputs ~55-75 %, more with the length), a second point
+      // for the time per skipped tile, as a fraction of the default dense kernel's time.
+      kernels::AttentionParams pa = dp.params(hp, 0.9);
+      pa.skip_mask = nullptr;
+      const double skip_all = skip_fraction(dp, pa, sh.hq);
+      pa.tiles_visited = pa.tiles_skipped = nullptr;
+      const double a_us = time_us([&](int) { check(kernels::launch_attention(pa, nullptr)); }, 1, reps, 1);
+      emit(kind, sh.name, L, "ours_sparse_lambda0.9", a_us, flops / a_us * 1e-6, 0, skip_all,
+           0.9, quiet);
+      std::printf("=== lambda0.9 cost %s L=%lld block %d: lambda = 0.9 skips %.1f %% of tiles in %.1f us = %.3f of "
+                  "the dense time ===\n",
+                  sh.name, static_cast<long long>(L), block, 100 * skip_all, a_us, a_us / d_us);
     }
     for (int mode : {0, 1, 2}) {  // 0 warp-specialised, 1 wgmma lazy V, 2 wgmma eager V
       kernels::AttentionParams ps = dp.params(hp, lambda);
@@ -238,9 +258,14 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng) {
       const double skip = skip_fraction(dp, ps, sh.hq);
       ps.tiles_visited = ps.tiles_skipped = nullptr;
       const double us = time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 1, reps, 1);
-      emit("prefill_sparse", sh.name, L,
+      emit(kind, sh.name, L,
            mode == 0 ? "ours_ws_sparse" : mode == 1 ? "ours_sparse_lazyV" : "ours_sparse_eagerV", us,
            flops / us * 1e-6, 0, skip, lambda, quiet);
+      if (mode == 0)
+        std::printf("=== sparse prefill %s L=%lld block %d quiet %.1f: %.1f %% skipped, dense %.1f us, "
+                    "ws sparse %.1f us (%.3fx) ===\n",
+                    sh.name, static_cast<long long>(L), block, quiet, 100 * skip, us_dense, us,
+                    us_dense / us);
     }
     dp.release();
   }
@@ -535,6 +560,41 @@ void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   }
 }
 
+// The dense decode over 64- vs 128-key pages (block_size = the page size = the decode's KV tile):
+// the same shape and length with each page size, replayed as graphs in turn, `rounds` times
+// alternating, medians. Rows of kind decode_block, variant "b64" / "b128"; a table on stdout.
+void bench_decode_block(const Shape& sh, int64_t L, std::mt19937_64& rng) {
+  constexpr int kRounds = 3;
+  DecodeCopies dc[2];
+  for (int b = 0; b < 2; ++b) {
+    ProblemSpec spec = make_spec(sh, L, true, 0, 0);
+    spec.block_size = b == 0 ? 64 : 128;
+    const HostProblem hp = make_problem(spec, rng);
+    dc[b] = upload_decode_copies(sh, L, hp, 0.0, rng);
+    for (auto& p : dc[b].ps) p.tiles_visited = p.tiles_skipped = nullptr;
+  }
+  std::vector<double> us[2];
+  for (int r = 0; r < kRounds; ++r)
+    for (int b = 0; b < 2; ++b) {
+      DecodeCopies& d = dc[b];
+      us[b].push_back(graph_time_us(
+          [&](int k, cudaStream_t st) { check(kernels::launch_attention(d.ps[k % d.copies], st)); },
+          std::max(20, d.copies), 5));
+    }
+  double med[2];
+  for (int b = 0; b < 2; ++b) {
+    std::sort(us[b].begin(), us[b].end());
+    med[b] = us[b][kRounds / 2];
+    emit("decode_block", sh.name, L, b == 0 ? "b64" : "b128", med[b], 0, dc[b].kv_bytes / med[b] * 1e-3, 0, 0, 0);
+  }
+  std::printf("=== decode block %s L=%lld: block 64 %.2f us (%.0f GB/s), block 128 %.2f us (%.0f GB/s), "
+              "b64/b128 %.3fx ===\n",
+              sh.name, static_cast<long long>(L), med[0], dc[0].kv_bytes / med[0] * 1e-3, med[1],
+              dc[1].kv_bytes / med[1] * 1e-3, med[0] / med[1]);
+  std::fflush(stdout);
+  for (auto& d : dc) d.release();
+}
+
 // Decode over bf16 vs int8 vs int4 KV pages (AttentionParams::kv_bits, no protected pages): the
 // same random problem, K/V quantized on the host with the CPU cache's quantize_kv_row, page
 // tables as DeviceProblem's. Bytes counted = what the kernel reads of the cache: bf16 K + V, or
@@ -732,6 +792,64 @@ int main(int argc, char** argv) {
           bench_decode(sh, L, rng, 0, 0, 0, ("decode_ctas" + std::to_string(c)).c_str());
           kernels::set_decode_ctas_per_sm(-1);
         }
+    if (g_csv) std::fclose(g_csv);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "--prefill-sparse") {
+    // `--prefill-sparse [BLOCK]`: the sparse prefill rows alone (8K..64K), block 64 (default) or 128.
+    const int block = argc > 3 ? std::atoi(argv[3]) : 64;
+    if (block != 64 && block != 128) {
+      std::fprintf(stderr, "--prefill-sparse: block must be 64 or 128, not %s\n", argv[3]);
+      return 2;
+    }
+    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+    for (const Shape& sh : kShapes)
+      for (int64_t L : kLens)
+        if (L >= 8192) bench_prefill_sparse(sh, L, rng, block);
+    if (g_csv) std::fclose(g_csv);
+    return 0;
+  }
+  if (argc > 4 && std::string(argv[2]) == "--skip-sweep") {
+    // `--skip-sweep D L [BLOCK]`: the warp-specialised sparse prefill against the dense one on
+    // the same input across quiet fractions 0 .. 1 (lambda 1e-2; quiet 1: every tile after the
+    // first is quiet, so ~all are skipped), i.e. time as a function of the skipped fraction.
+    const Shape& sh = std::atoi(argv[3]) == 64 ? kShapes[0] : kShapes[1];
+    const int64_t L = std::atoll(argv[4]);
+    const int block = argc > 5 ? std::atoi(argv[5]) : 64;
+    const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
+    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+    for (double quiet : {0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0}) {
+      ProblemSpec spec = make_spec(sh, L, false, 6.0, quiet);
+      spec.block_size = block;
+      const HostProblem hp = make_problem(spec, rng);
+      DeviceProblem dp;
+      dp.upload(hp, rng);
+      kernels::AttentionParams pd = dp.params(hp, 0.0), ps = dp.params(hp, 1e-2);
+      pd.skip_mask = ps.skip_mask = nullptr;
+      const double skip = skip_fraction(dp, ps, sh.hq);
+      ps.tiles_visited = ps.tiles_skipped = nullptr;
+      std::vector<double> td, tsp;
+      for (int r = 0; r < 5; ++r) {
+        td.push_back(time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, 1, 1));
+        tsp.push_back(time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 1, 1, 1));
+      }
+      std::sort(td.begin(), td.end());
+      std::sort(tsp.begin(), tsp.end());
+      emit("skip_sweep", sh.name, L, "dense", td[2], flops / td[2] * 1e-6, 0, 0, 0, quiet);
+      emit("skip_sweep", sh.name, L, "ws_sparse", tsp[2], flops / tsp[2] * 1e-6, 0, skip, 1e-2, quiet);
+      std::printf("=== skip sweep %s L=%lld block %d quiet %.2f: %.1f %% skipped, dense %.1f us, sparse %.1f us, "
+                  "sparse/dense %.3f ===\n",
+                  sh.name, static_cast<long long>(L), block, quiet, 100 * skip, td[2], tsp[2], tsp[2] / td[2]);
+      std::fflush(stdout);
+      dp.release();
+    }
+    if (g_csv) std::fclose(g_csv);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "--decode-block") {  // 64- vs 128-key pages, 4K..64K
+    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+    for (const Shape& sh : kShapes)
+      for (int64_t L : kLens) bench_decode_block(sh, L, rng);
     if (g_csv) std::fclose(g_csv);
     return 0;
   }

@@ -38,7 +38,8 @@ if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
     { echo "bench_attention failed (rc=$?)"; tail -20 "$OUT/bench.log"; }
   # bf16 vs int8 vs int4 KV pages in the decode kernel (bench_attention's own table).
   sed -n '/^=== decode KV formats/,/^=== end decode KV formats/p' "$OUT/bench.log" | grep -v "^=== end"
-  grep "^=== lambda0 overhead" "$OUT/bench.log"  # the sparse prefill kernel forced at lambda = 0
+  # the sparse prefill kernel forced at lambda = 0, and at lambda = 0.9
+  grep -E "^=== (lambda0 overhead|lambda0.9 cost)" "$OUT/bench.log"
   echo "== benchmark: torch SDPA (same shapes) + table =="
   PYTHONUNBUFFERED=1 timeout 200 python3 "$ROOT/tests/gpu/torch_sdpa_bench.py" --ours "$OUT/ours.csv" \
     "${quick_arg[@]}" >"$OUT/torch.log" 2>&1 || echo "torch_sdpa_bench failed (rc=$?)"
