@@ -82,11 +82,12 @@ bool ws_sparse_prefill_env_enabled() {
 }
 
 // SINKSCOPE_WS_SPARSE_VARIANT (read once): the variant (ws_sparse_variant_valid()), or -1. The
-// values with bit 8 other than 9 and 13 (combinations no kernel has) are rejected as 16 is.
+// values with bits 8 / 16 other than 9, 13, 25 and 29 (combinations no kernel has) are rejected
+// as 30 is.
 std::atomic<int> g_ws_sparse_variant_override{-1};
 int ws_sparse_variant_env() {
   static const int v = [] {
-    const int x = env_int_in("SINKSCOPE_WS_SPARSE_VARIANT", 0, kWsSparseNoEmptyGroupD64);
+    const int x = env_int_in("SINKSCOPE_WS_SPARSE_VARIANT", 0, kWsSparseArriveVoteD64);
     return ws_sparse_variant_valid(x) ? x : -1;
   }();
   return v;
@@ -135,7 +136,10 @@ int ws_sparse_variant(const AttentionParams& p) {
   const int o = g_ws_sparse_variant_override.load(std::memory_order_relaxed);
   if (ws_sparse_variant_valid(o)) return o;
   if (const int e = ws_sparse_variant_env(); e >= 0) return e;
-  return query_rows(p) >= kWsThreeConsumerRowsSparse ? 13 : 9;
+  // d = 64 from the size: three consumers, no empty commit group, the vote without a barrier
+  // for keeping warps (29); else 9 (d = 64 runs it as 1).
+  return query_rows(p) >= kWsThreeConsumerRowsSparse && p.head_dim == 64 ? kWsSparseArriveVoteD64
+                                                                          : kWsSparseNoEmptyGroupD128;
 }
 
 void set_ws_sparse_variant(int v) { g_ws_sparse_variant_override.store(v, std::memory_order_relaxed); }

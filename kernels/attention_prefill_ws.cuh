@@ -121,6 +121,15 @@ inline constexpr int kWsKeys = 128;  // keys per KV tile (one or two pages)
 // past them (kWsVarNoEmptyGroup == kWsVarCount) and exists in the two combinations above only.
 inline constexpr int kWsVarNoPingPong = 1, kWsVarEarlyV = 2, kWsVarThreeConsumers = 4, kWsVarCount = 8;
 inline constexpr int kWsVarNoEmptyGroup = 8;
+//   kWsVarArriveVote (16; only as 29 = 13 | 16 at d = 64 and 25 = 9 | 16 at d = 128): the vote
+//     without a full barrier for warps that keep. Each warp posts its two skip votes (a byte in
+//     shared memory, one slot per tile parity); a warp that keeps both units knows the query tile
+//     keeps them (a unit is skipped only if all 64 rows vote so) and only arrives on the vote
+//     barrier (bar.arrive: no wait); a warp that votes to skip a unit syncs on it and ANDs the
+//     four posted bytes. So on kept tiles no warp waits for the slowest of its warpgroup, and on
+//     skipped tiles the decision is the bar.red.popc one. The barrier never mixes generations: a
+//     warp reaches the vote of tile t + 1 only after S(t + 1), a warpgroup-wide wgmma that the
+//     waiting warps issue after reading the votes of t. Same decisions, so the same bits.
 static_assert(kWsVarCount == kWsSparseVariants, "attention.h's variant count and the kernel's");
 static_assert(kWsVarNoEmptyGroup == kWsVarCount, "bit 8 lies past the variants 0 .. kWsVarCount-1");
 static_assert(kWsSparseNoEmptyGroupD64 ==
@@ -128,6 +137,10 @@ static_assert(kWsSparseNoEmptyGroupD64 ==
               "attention.h's d = 64 variant with bit 8 and the kernel's");
 static_assert(kWsSparseNoEmptyGroupD128 == (kWsVarNoPingPong | kWsVarNoEmptyGroup),
               "attention.h's d = 128 variant with bit 8 and the kernel's");
+inline constexpr int kWsVarArriveVote = 16;
+static_assert(kWsSparseArriveVoteD64 == (kWsSparseNoEmptyGroupD64 | kWsVarArriveVote) &&
+                  kWsSparseArriveVoteD128 == (kWsSparseNoEmptyGroupD128 | kWsVarArriveVote),
+              "attention.h's variants with bit 16 and the kernel's");
 
 // Consumer warpgroups (one 64-row query tile each) of the variant; the CTA has one producer
 // warpgroup more, and kPrefillQueryTile * NC query rows.
@@ -152,13 +165,18 @@ template <int D, int NC = 2>
 constexpr int ws_probe_offset() {
   return (8 * (1 + 4 * ws_stages<D, NC>()) + 15) / 16 * 16;
 }
+// kWsVarArriveVote's posted votes behind the probe slots: [tile parity][consumer][warp] bytes.
+template <int NC>
+constexpr int ws_vote_bytes() {
+  return 2 * NC * 4;
+}
 template <int D, int NC>
 constexpr int ws_smem_bytes() {
   // + 1 KB to align the tiles to 1024 bytes (swizzle atoms), then the mbarriers:
   // full Q, STAGES x (full K, full V, empty K, empty V), then the NC consumers' probe slots.
   // The Q tile is the CTA's NC query tiles ([64 NC][D]).
   return (kPrefillQueryTile * NC * D + ws_stages<D, NC>() * 2 * kWsKeys * D) * 2 + 1024 +
-         ws_probe_offset<D, NC>() + NC * 16;
+         ws_probe_offset<D, NC>() + NC * 16 + ws_vote_bytes<NC>();
 }
 static_assert(ws_smem_bytes<128, 2>() <= 227 * 1024 && ws_smem_bytes<64, 3>() <= 227 * 1024,
               "the Q tile and the K/V ring must fit the shared-memory opt-in");
@@ -286,6 +304,8 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
   constexpr bool kNoEmptyGroup = (VAR & kWsVarNoEmptyGroup) != 0;
   static_assert(!kNoEmptyGroup || (SPARSE && !kPingPong),
                 "kWsVarNoEmptyGroup: sparse, without ping-pong (the turns sit between commits)");
+  constexpr bool kArriveVote = (VAR & kWsVarArriveVote) != 0;
+  static_assert(!kArriveVote || (SPARSE && !kPingPong), "kWsVarArriveVote: sparse, without ping-pong");
 
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem_base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -578,6 +598,8 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
   // The first thread of each consumer writes its query tile's probes (skipped units; the mask's
   // 1 entries). Its mask row and visited unit count wait in its shared probe slot.
   const bool probe = SPARSE && (tid & 127) == 0;
+  uint8_t* const vote_sm =
+      reinterpret_cast<uint8_t*>(sv + ST * BN * D) + ws_probe_offset<D, NC>() + NC * 16;
   uint32_t n_skipped = 0;
   // Mask, row maxima, votes, decision, then the online softmax of the kept units of tile t.
   // Returns the decision (warp-uniform): bit 0 the first 64-key unit skipped, bit 1 the second
@@ -616,12 +638,29 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
     const bool w0 = first ? false : __all_sync(0xffffffffu, agree0);
     const bool v1 = __all_sync(0xffffffffu, agree1);
     const bool w1 = one ? w0 : v1;
-    // The warpgroup's AND of both units' votes in one reduction: lane 0 of each warp counts 1
-    // when its warp keeps unit 0, lanes 8..15 count 8 when it keeps unit 1, so the count is
-    // n0 + 8 n1 with n0 <= 4 (the keeping warps of each unit).
-    const bool keep_bit = lane == 0 ? !w0 : ((lane >> 3) == 1 ? !w1 : false);
-    const uint32_t cnt = named_bar_red_popc(kBarVote0 + c, 128, keep_bit);
-    const int sk_own = ((cnt & 7u) == 0 ? 1 : 0) | (cnt < 8u ? 2 : 0);
+    int sk_own;
+    if constexpr (kArriveVote) {
+      // This warp's skip votes (bit 0 unit 0, bit 1 unit 1; warp-uniform), posted for the warps
+      // that wait; a warp that keeps both units decides without them (see kWsVarArriveVote).
+      const uint32_t mine = (w0 ? 1u : 0u) | (w1 ? 2u : 0u);
+      volatile uint8_t* slot = vote_sm + ((t & 1) * NC + c) * 4;
+      if (lane == 0) slot[cw & 3] = static_cast<uint8_t>(mine);
+      if (mine == 0) {
+        named_bar_arrive(kBarVote0 + c, 128);
+        sk_own = 0;
+      } else {
+        named_bar_sync(kBarVote0 + c, 128);
+        const uint32_t all = *reinterpret_cast<volatile const uint32_t*>(slot);
+        sk_own = static_cast<int>(all & (all >> 8) & (all >> 16) & (all >> 24) & 3u);
+      }
+    } else {
+      // The warpgroup's AND of both units' votes in one reduction: lane 0 of each warp counts 1
+      // when its warp keeps unit 0, lanes 8..15 count 8 when it keeps unit 1, so the count is
+      // n0 + 8 n1 with n0 <= 4 (the keeping warps of each unit).
+      const bool keep_bit = lane == 0 ? !w0 : ((lane >> 3) == 1 ? !w1 : false);
+      const uint32_t cnt = named_bar_red_popc(kBarVote0 + c, 128, keep_bit);
+      sk_own = ((cnt & 7u) == 0 ? 1 : 0) | (cnt < 8u ? 2 : 0);
+    }
     // Lane 0's value broadcast, so that ptxas sees a warp-uniform value around the P V wgmma (a
     // branch it cannot prove uniform serialises every wgmma); every lane holds the same anyway.
     const int sk = __shfl_sync(0xffffffffu, sk_own, 0);
@@ -939,6 +978,9 @@ AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, int var, cu
   if constexpr (D != 64) var &= ~kWsVarThreeConsumers;
   if (var & kWsVarThreeConsumers) var |= kWsVarNoPingPong;
   constexpr int kNoEmptyGroupVar = D == 64 ? kWsSparseNoEmptyGroupD64 : kWsSparseNoEmptyGroupD128;
+  constexpr int kArriveVoteVar = kNoEmptyGroupVar | kWsVarArriveVote;  // 29 at d = 64, 25 at 128
+  if (var == kArriveVoteVar) return launch_prefill_ws_t<D, true, kArriveVoteVar>(p, stream);
+  var &= ~kWsVarArriveVote;
   if (var != kNoEmptyGroupVar) var &= ~kWsVarNoEmptyGroup;
   switch (var) {
     case 1:

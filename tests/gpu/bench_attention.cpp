@@ -271,9 +271,42 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng, int 
   }
 }
 
+// The warp-specialised sparse prefill against the dense one on the same input across quiet
+// fractions 0 .. 1 (lambda 1e-2; quiet 1: every tile after the first is quiet, so ~all are
+// skipped): time as a function of the measured skipped fraction. Dense and sparse alternate five
+// times, medians. Rows of kind skip_sweep (variants dense / ws_sparse), one line per fraction.
+void bench_skip_sweep(const Shape& sh, int64_t L, std::mt19937_64& rng, int block = 64) {
+  const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
+  for (double quiet : {0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0}) {
+    ProblemSpec spec = make_spec(sh, L, false, 6.0, quiet);
+    spec.block_size = block;
+    const HostProblem hp = make_problem(spec, rng);
+    DeviceProblem dp;
+    dp.upload(hp, rng);
+    kernels::AttentionParams pd = dp.params(hp, 0.0), ps = dp.params(hp, 1e-2);
+    pd.skip_mask = ps.skip_mask = nullptr;
+    const double skip = skip_fraction(dp, ps, sh.hq);
+    ps.tiles_visited = ps.tiles_skipped = nullptr;
+    std::vector<double> td, tsp;
+    for (int r = 0; r < 5; ++r) {
+      td.push_back(time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, 1, 1));
+      tsp.push_back(time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 1, 1, 1));
+    }
+    std::sort(td.begin(), td.end());
+    std::sort(tsp.begin(), tsp.end());
+    emit("skip_sweep", sh.name, L, "dense", td[2], flops / td[2] * 1e-6, 0, 0, 0, quiet);
+    emit("skip_sweep", sh.name, L, "ws_sparse", tsp[2], flops / tsp[2] * 1e-6, 0, skip, 1e-2, quiet);
+    std::printf("=== skip sweep %s L=%lld block %d quiet %.2f: %.1f %% skipped, dense %.1f us, sparse %.1f us, "
+                "sparse/dense %.3f ===\n",
+                sh.name, static_cast<long long>(L), block, quiet, 100 * skip, td[2], tsp[2], tsp[2] / td[2]);
+    std::fflush(stdout);
+    dp.release();
+  }
+}
+
 // `--ws-sparse-variants`: the warp-specialised dense prefill and each experimental variant of the
 // warp-specialised sparse one (ws_sparse_variant(p), lambda 1e-2) on the same sink + quiet-tile
-// input, d = 64 (9 q / 3 kv) and d = 128 (32 q / 8 kv), L = 16K and 32K, quiet 0.7 and 0.9; CSV
+// input, d = 64 (9 q / 3 kv) and d = 128 (32 q / 8 kv), L = 16K and 32K, quiet 0, 0.3, 0.7 and 0.9; CSV
 // rows (kind ws_sparse_variant) and a table. The variants' masks and counters are the default
 // one's (tests/gpu/test_attention_gpu.cpp checks it); the skip fraction is the default's. The
 // three-consumer variants 4..7 exist at d = 64 only (d = 128 runs variant & 3): at d = 128 they
@@ -284,8 +317,9 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
   constexpr int kN = static_cast<int>(std::size(kernels::kWsSparseVariantList));
   // The variant whose kernel v runs at head dim d where that is another one, already timed; else v.
   auto same_as = [](int v, int d) {
-    if (d != 64 && (v & 4)) return v & ~4;  // 4..7 -> 0..3, 13 -> 9
-    if (d == 64 && v == kernels::kWsSparseNoEmptyGroupD128) return 1;
+    if (d != 64 && (v & 4)) return v & ~4;  // 4..7 -> 0..3, 13 -> 9, 29 -> 25
+    if (d == 64 && (v == kernels::kWsSparseNoEmptyGroupD128 || v == kernels::kWsSparseArriveVoteD128))
+      return 1;
     return v;
   };
   struct Row {
@@ -299,7 +333,7 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
   const double lambda = 1e-2;
   for (const Shape& sh : kShapes)
     for (int64_t L : {16384, 32768})
-      for (double quiet : {0.7, 0.9}) {
+      for (double quiet : {0.0, 0.3, 0.7, 0.9}) {
         const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, quiet), rng);
         DeviceProblem dp;
         dp.upload(hp, rng);
@@ -349,7 +383,8 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
   std::printf("\n=== WS sparse variants (lambda %g; speedup = dense / variant; v1 no ping-pong, "
               "v2 late V wait, v3 both; v4..v7 three consumers, d = 64 only, never ping-pong: "
               "v4 = v5, v6 = v7 late V wait; +8 no empty P V commit group: v13 = v5 + 8 at d = 64, "
-              "v9 = v1 + 8 at d = 128; dense_nc = the dense kernel with the other consumer count, "
+              "v9 = v1 + 8 at d = 128; +16 the vote without a barrier for keeping warps: v29 = v13 + 16, "
+              "v25 = v9 + 16; dense_nc = the dense kernel with the other consumer count, "
               "d = 64) ===\n",
               lambda);
   std::printf("%-13s %6s %5s %6s %9s %11s", "shape", "L", "quiet", "skip%", "dense_us", "dense_nc_us");
@@ -810,39 +845,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 4 && std::string(argv[2]) == "--skip-sweep") {
-    // `--skip-sweep D L [BLOCK]`: the warp-specialised sparse prefill against the dense one on
-    // the same input across quiet fractions 0 .. 1 (lambda 1e-2; quiet 1: every tile after the
-    // first is quiet, so ~all are skipped), i.e. time as a function of the skipped fraction.
-    const Shape& sh = std::atoi(argv[3]) == 64 ? kShapes[0] : kShapes[1];
-    const int64_t L = std::atoll(argv[4]);
-    const int block = argc > 5 ? std::atoi(argv[5]) : 64;
-    const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
+    // `--skip-sweep D L [BLOCK]`: bench_skip_sweep alone.
     std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
-    for (double quiet : {0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0}) {
-      ProblemSpec spec = make_spec(sh, L, false, 6.0, quiet);
-      spec.block_size = block;
-      const HostProblem hp = make_problem(spec, rng);
-      DeviceProblem dp;
-      dp.upload(hp, rng);
-      kernels::AttentionParams pd = dp.params(hp, 0.0), ps = dp.params(hp, 1e-2);
-      pd.skip_mask = ps.skip_mask = nullptr;
-      const double skip = skip_fraction(dp, ps, sh.hq);
-      ps.tiles_visited = ps.tiles_skipped = nullptr;
-      std::vector<double> td, tsp;
-      for (int r = 0; r < 5; ++r) {
-        td.push_back(time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, 1, 1));
-        tsp.push_back(time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 1, 1, 1));
-      }
-      std::sort(td.begin(), td.end());
-      std::sort(tsp.begin(), tsp.end());
-      emit("skip_sweep", sh.name, L, "dense", td[2], flops / td[2] * 1e-6, 0, 0, 0, quiet);
-      emit("skip_sweep", sh.name, L, "ws_sparse", tsp[2], flops / tsp[2] * 1e-6, 0, skip, 1e-2, quiet);
-      std::printf("=== skip sweep %s L=%lld block %d quiet %.2f: %.1f %% skipped, dense %.1f us, sparse %.1f us, "
-                  "sparse/dense %.3f ===\n",
-                  sh.name, static_cast<long long>(L), block, quiet, 100 * skip, td[2], tsp[2], tsp[2] / td[2]);
-      std::fflush(stdout);
-      dp.release();
-    }
+    bench_skip_sweep(std::atoi(argv[3]) == 64 ? kShapes[0] : kShapes[1], std::atoll(argv[4]), rng,
+                     argc > 5 ? std::atoi(argv[5]) : 64);
     if (g_csv) std::fclose(g_csv);
     return 0;
   }
@@ -886,6 +892,12 @@ int main(int argc, char** argv) {
       if (quick && L > 16384) continue;
       bench_prefill_sparse(sh, L, rng);
     }
+  // ... as a function of the measured skip fraction: quiet 0 .. 1 at one length per shape
+  // (d = 64 at 32K, d = 128 at 16K; the torch script adds cuDNN's dense time at that length).
+  if (!quick) {
+    bench_skip_sweep(kShapes[0], 32768, rng);
+    bench_skip_sweep(kShapes[1], 16384, rng);
+  }
   for (const Shape& sh : kShapes)
     for (int64_t L : {16384, 65536})
       for (double quiet : {0.5, 0.7, 0.9}) {

@@ -257,6 +257,25 @@ def table(torch_rows, ours):
     print("(dense/lazyV/eagerV/ws sparse columns: effective TFLOP/s = dense causal FLOPs / time; "
           "'vs cudnn' = cuDNN dense time / our best wgmma sparse time; 'x ws' = our best dense time "
           "/ ws sparse time; 'ws/cudnn' = cuDNN dense time / ws sparse time)")
+    sweep = [r for r in ours if r["kind"] == "skip_sweep"]
+    if sweep:
+        print("\n=== sparse prefill against the skipped fraction (lambda=1e-2, quiet 0..1, block 64; "
+              "our dense and ws sparse alternating on one input, cuDNN dense at the same L) ===")
+        print(f"{'shape':14} {'L':>6} {'quiet':>5} {'skip%':>6} {'dense us':>9} {'sparse us':>10} "
+              f"{'x ours':>7} {'cudnn us':>9} {'x cudnn':>8}")
+        for name, *_ in SHAPES:
+            Ls = sorted({r["L"] for r in sweep if r["shape"] == name})
+            for L in Ls:
+                cu = t_get("prefill", name, L, "torch_cudnn")
+                for qf in sorted({r["quiet"] for r in sweep if r["shape"] == name and r["L"] == L}):
+                    dn = o_get("skip_sweep", name, L, "dense", qf)
+                    sp = o_get("skip_sweep", name, L, "ws_sparse", qf)
+                    if not (dn and sp):
+                        continue
+                    print(f"{name:14} {L:>6} {qf:>5.2f} {100 * sp['skip']:>6.1f} {dn['us']:>9.1f} "
+                          f"{sp['us']:>10.1f} {dn['us'] / sp['us']:>6.2f}x {fmt(cu[4] if cu else None, '{:.1f}'):>9} "
+                          f"{fmt(cu[4] / sp['us'] if cu else None, '{:.2f}x'):>8}")
+        print("('x ours' = our dense time / sparse time; 'x cudnn' = cuDNN dense time / our sparse time)")
     print("\n=== sparse decode, lambda=1e-2 (speedup vs our dense decode on the same input) ===")
     print(f"{'shape':14} {'L':>6} {'quiet':>5} {'skip%':>6} {'dense us':>9} {'sparse us':>9} {'speedup':>8}")
     for name, *_ in SHAPES:
