@@ -313,7 +313,7 @@ void bench_skip_sweep(const Shape& sh, int64_t L, std::mt19937_64& rng, int bloc
 // are not timed again, the table shows "=v(variant & 3)". The variants with bit 8 (no empty P V
 // commit group) exist next to each head dim's default only: 13 (vs 5) at d = 64, 9 (vs 1) at
 // d = 128; 13 at d = 128 runs 9 and 9 at d = 64 runs 1, shown as "=v9" / "=v1".
-void bench_ws_sparse_variants(std::mt19937_64& rng) {
+void bench_ws_sparse_variants(std::mt19937_64& rng, const std::vector<int64_t>& lens = {16384, 32768}) {
   constexpr int kN = static_cast<int>(std::size(kernels::kWsSparseVariantList));
   // The variant whose kernel v runs at head dim d where that is another one, already timed; else v.
   auto same_as = [](int v, int d) {
@@ -332,7 +332,7 @@ void bench_ws_sparse_variants(std::mt19937_64& rng) {
   std::vector<Row> rows;
   const double lambda = 1e-2;
   for (const Shape& sh : kShapes)
-    for (int64_t L : {16384, 32768})
+    for (int64_t L : lens)
       for (double quiet : {0.0, 0.3, 0.7, 0.9}) {
         const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, quiet), rng);
         DeviceProblem dp;
@@ -786,7 +786,11 @@ int main(int argc, char** argv) {
   }
   if (argc > 2 && std::string(argv[2]) == "--ws-sparse-variants") {  // the WS sparse variants alone
     std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
-    bench_ws_sparse_variants(rng);
+    // `--ws-sparse-variants [L ...]`: the lengths (default 16K and 32K).
+    std::vector<int64_t> lens;
+    for (int i = 3; i < argc; ++i) lens.push_back(std::atoll(argv[i]));
+    if (lens.empty()) lens = {16384, 32768};
+    bench_ws_sparse_variants(rng, lens);
     if (g_csv) std::fclose(g_csv);
     return 0;
   }
