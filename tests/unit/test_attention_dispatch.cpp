@@ -7,7 +7,9 @@
 #include <limits>
 #include <tuple>
 #include <utility>
+#include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/attention_dispatch.h"
 
 using namespace sinkscope::kernels;
@@ -436,4 +438,23 @@ TEST(AttentionDispatch, QuantizedKvPicksTheInstantiatedKernels) {
   AttentionParams p;
   p.kv_bits = 4;
   EXPECT_EQ(shape_of(p).kv_bits, 4);
+}
+
+// The warp-specialised sparse prefill variants the host accepts (attention.h): the flag
+// combinations that have a kernel (0..7; bit 8 as 9 / 13; bit 16 as 25 / 29) and nothing else,
+// so that an environment value naming no kernel is rejected instead of launching another one.
+
+TEST(WsSparseVariants, AcceptedSetIsTheInstantiatedOne) {
+  std::vector<int> accepted;
+  for (int v = -2; v < 128; ++v)
+    if (ws_sparse_variant_valid(v)) accepted.push_back(v);
+  const std::vector<int> expected = {0, 1, 2, 3, 4, 5, 6, 7, 9, 13, 25, 29};
+  EXPECT_EQ(accepted, expected);
+  // The list the tests and benchmarks iterate over is the same set.
+  std::vector<int> listed(std::begin(kWsSparseVariantList), std::end(kWsSparseVariantList));
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, expected);
+  // The defaults the selection uses are in it.
+  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseArriveVoteD64));
+  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseNoEmptyGroupD128));
 }
