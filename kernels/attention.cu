@@ -136,10 +136,10 @@ int ws_sparse_variant(const AttentionParams& p) {
   const int o = g_ws_sparse_variant_override.load(std::memory_order_relaxed);
   if (ws_sparse_variant_valid(o)) return o;
   if (const int e = ws_sparse_variant_env(); e >= 0) return e;
-  // d = 64 from the size: three consumers, no empty commit group, the vote without a barrier
-  // for keeping warps (29); else 9 (d = 64 runs it as 1).
-  return query_rows(p) >= kWsThreeConsumerRowsSparse && p.head_dim == 64 ? kWsSparseArriveVoteD64
-                                                                          : kWsSparseNoEmptyGroupD128;
+  // From the size: three consumers without the empty commit group (13; d = 128 runs it as 9),
+  // else 9 (d = 64 runs it as 1). Variant 29 (bit 16) stays opt-in: see attention.h.
+  return query_rows(p) >= kWsThreeConsumerRowsSparse ? kWsSparseNoEmptyGroupD64
+                                                     : kWsSparseNoEmptyGroupD128;
 }
 
 void set_ws_sparse_variant(int v) { g_ws_sparse_variant_override.store(v, std::memory_order_relaxed); }

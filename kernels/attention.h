@@ -40,10 +40,9 @@ bool attention_uses_warp_specialized(const AttentionParams& p);
 // kernel; d = 64 only, d = 128 runs variant & 3); all give the same outputs, masks and counters
 // bit for bit). ws_sparse_variant(p): the override of set_ws_sparse_variant() (tests and
 // benchmarks; -1 returns to the environment), else SINKSCOPE_WS_SPARSE_VARIANT (read once; a whole
-// number in 0 .. kWsSparseVariants-1, or 9 / 13 / 25 / 29: bits 8 and 16 below), else 29 at
-// d = 64 from kWsThreeConsumerRowsSparse query rows (n_q_heads x n_q_tokens) on (three
-// consumers, no empty commit group, the vote without a barrier for keeping warps), otherwise 9
-// (d = 128; d = 64 below that size runs it as 1).
+// number in 0 .. kWsSparseVariants-1, or 9 / 13 / 25 / 29: bits 8 and 16 below), else by size: 13
+// (three consumers without the empty commit group at d = 64, 9 at d = 128) from
+// kWsThreeConsumerRowsSparse query rows (n_q_heads x n_q_tokens) on, 9 below (d = 64: 1).
 // H200, 2026-12-01 (`bench_attention OUT --consumers`, d = 64, 9 heads,
 // ~70 % skipped): three consumers 0.89-0.94x two at 512-2K tokens, 1.06 / 1.16 / 1.23 / 1.25 /
 // 1.31x at 4K..64K (fewer, larger CTAs leave SMs idle on short prompts); variant 1 over 0:
@@ -60,7 +59,11 @@ bool attention_uses_warp_specialized(const AttentionParams& p);
 // memory. It exists only on top of each head dim's default, as 29 (= 13 | 16, d = 64) and 25
 // (= 9 | 16, d = 128); d = 128 runs 29 as 25, d = 64 runs 25 as 1. H200, run y (same process,
 // `--ws-sparse-variants`): d = 64 29 over 13 1.00-1.02x with nothing skipped, 1.00-1.01x at
-// ~30-90 %, the default there since; d = 128 25 over 9 0.97-1.03x (noise-level), not the default.
+// ~30-90 %; d = 128 25 over 9 0.97-1.03x and once 0.82x. Opt-in, not the default: a warp that
+// only arrives may go on to the vote of the next tile, and the barrier stays per-generation only
+// if no warp can arrive twice before every warp arrived once. That holds if a warpgroup's wgmma
+// (S of the next tile) completes only once all four warps issued it, which the runs show (every
+// case bit-identical, no hang) but the PTX ISA does not promise (kernels/attention_prefill_ws.cuh).
 inline constexpr int kWsSparseVariants = 8;
 inline constexpr int kWsSparseNoEmptyGroupD64 = 13, kWsSparseNoEmptyGroupD128 = 9;
 inline constexpr int kWsSparseArriveVoteD64 = 29, kWsSparseArriveVoteD128 = 25;

@@ -127,9 +127,14 @@ inline constexpr int kWsVarNoEmptyGroup = 8;
 //     keeps them (a unit is skipped only if all 64 rows vote so) and only arrives on the vote
 //     barrier (bar.arrive: no wait); a warp that votes to skip a unit syncs on it and ANDs the
 //     four posted bytes. So on kept tiles no warp waits for the slowest of its warpgroup, and on
-//     skipped tiles the decision is the bar.red.popc one. The barrier never mixes generations: a
-//     warp reaches the vote of tile t + 1 only after S(t + 1), a warpgroup-wide wgmma that the
-//     waiting warps issue after reading the votes of t. Same decisions, so the same bits.
+//     skipped tiles the decision is the bar.red.popc one. Same decisions, so the same bits. The
+//     barrier must not mix generations: a warp reaches the vote of tile t + 1 only after S(t + 1)
+//     landed, and if a warpgroup's wgmma completes only once all four warps issued it (the waiting
+//     warps issue S(t + 1) after reading the votes of t), no warp arrives twice in one
+//     generation. The PTX ISA promises .sync per warp and .aligned per warpgroup, not that
+//     completion, so the variant is opt-in (every case bit-identical and no hang on the H200,
+//     runs y / z / z3, is evidence, not a guarantee); a stress test that delays one warp, or a
+//     protocol that does not rely on it, would make it a default candidate.
 static_assert(kWsVarCount == kWsSparseVariants, "attention.h's variant count and the kernel's");
 static_assert(kWsVarNoEmptyGroup == kWsVarCount, "bit 8 lies past the variants 0 .. kWsVarCount-1");
 static_assert(kWsSparseNoEmptyGroupD64 ==
@@ -966,7 +971,8 @@ AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t strea
   return {};
 }
 
-// The sparse kernel in the variant `var` (ws_sparse_variant(p); out of range: 0). d = 128 has no
+// The sparse kernel in the variant `var` (ws_sparse_variant(p); out of range: 0). Bit 16 exists
+// only on top of bit 8's variant (29 at d = 64, 25 at d = 128) and is dropped elsewhere. d = 128 has no
 // three-consumer kernel (kWsVarThreeConsumers does not fit its registers): variants 4..7 run
 // var & 3 there (and 13 runs 9), so every variant number stays valid at every head dim. Three
 // consumers never ping-pong, so variants 4 / 5 and 6 / 7 are one kernel each (instantiated once,

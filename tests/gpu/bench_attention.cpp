@@ -233,9 +233,10 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng, int 
       std::printf("=== lambda0 overhead %s L=%lld block %d: dense %.1f us, sparse kernel forced at lambda = 0 "
                   "%.1f us (%.3fx) ===\n",
                   sh.name, static_cast<long long>(L), block, d_us, z_us, z_us / d_us);
-      // The other end of lambda: 0.9 skips every tile that raises no row's running max by more
-      // than 0.105 nats (on these random inputs ~55-75 %, more with the length), a second point
-      // for the time per skipped tile, as a fraction of the default dense kernel's time.
+      // The other end of lambda: 0.9 skips a tile when every row's max in it stays more than
+      // 0.105 nats below that row's running max (on these random inputs 46-77 %, more with the
+      // length), a second point for the time per skipped tile, as a fraction of the default
+      // dense kernel's time.
       kernels::AttentionParams pa = dp.params(hp, 0.9);
       pa.skip_mask = nullptr;
       const double skip_all = skip_fraction(dp, pa, sh.hq);
@@ -294,8 +295,11 @@ void bench_skip_sweep(const Shape& sh, int64_t L, std::mt19937_64& rng, int bloc
     }
     std::sort(td.begin(), td.end());
     std::sort(tsp.begin(), tsp.end());
-    emit("skip_sweep", sh.name, L, "dense", td[2], flops / td[2] * 1e-6, 0, 0, 0, quiet);
-    emit("skip_sweep", sh.name, L, "ws_sparse", tsp[2], flops / tsp[2] * 1e-6, 0, skip, 1e-2, quiet);
+    // Block 128 rows carry the block in the variant (the torch table reads the block-64 rows).
+    const std::string sfx = block == 64 ? "" : "_b" + std::to_string(block);
+    emit("skip_sweep", sh.name, L, ("dense" + sfx).c_str(), td[2], flops / td[2] * 1e-6, 0, 0, 0, quiet);
+    emit("skip_sweep", sh.name, L, ("ws_sparse" + sfx).c_str(), tsp[2], flops / tsp[2] * 1e-6, 0, skip,
+         1e-2, quiet);
     std::printf("=== skip sweep %s L=%lld block %d quiet %.2f: %.1f %% skipped, dense %.1f us, sparse %.1f us, "
                 "sparse/dense %.3f ===\n",
                 sh.name, static_cast<long long>(L), block, quiet, 100 * skip, td[2], tsp[2], tsp[2] / td[2]);
@@ -848,11 +852,16 @@ int main(int argc, char** argv) {
     if (g_csv) std::fclose(g_csv);
     return 0;
   }
-  if (argc > 4 && std::string(argv[2]) == "--skip-sweep") {
+  if (argc > 2 && std::string(argv[2]) == "--skip-sweep") {
     // `--skip-sweep D L [BLOCK]`: bench_skip_sweep alone.
+    const int d = argc > 3 ? std::atoi(argv[3]) : 0, block = argc > 5 ? std::atoi(argv[5]) : 64;
+    if (argc < 5 || (d != 64 && d != 128) || std::atoll(argv[4]) < 1 || (block != 64 && block != 128)) {
+      std::fprintf(stderr, "usage: bench_attention OUT --skip-sweep D L [BLOCK] (D 64 or 128, L >= 1, "
+                           "BLOCK 64 or 128)\n");
+      return 2;
+    }
     std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
-    bench_skip_sweep(std::atoi(argv[3]) == 64 ? kShapes[0] : kShapes[1], std::atoll(argv[4]), rng,
-                     argc > 5 ? std::atoi(argv[5]) : 64);
+    bench_skip_sweep(d == 64 ? kShapes[0] : kShapes[1], std::atoll(argv[4]), rng, block);
     if (g_csv) std::fclose(g_csv);
     return 0;
   }

@@ -444,7 +444,7 @@ TEST(AttentionDispatch, QuantizedKvPicksTheInstantiatedKernels) {
 // combinations that have a kernel (0..7; bit 8 as 9 / 13; bit 16 as 25 / 29) and nothing else,
 // so that an environment value naming no kernel is rejected instead of launching another one.
 
-TEST(WsSparseVariants, AcceptedSetIsTheInstantiatedOne) {
+TEST(WsSparseVariants, AcceptedSetIsTheListedOne) {
   std::vector<int> accepted;
   for (int v = -2; v < 128; ++v)
     if (ws_sparse_variant_valid(v)) accepted.push_back(v);
@@ -454,7 +454,9 @@ TEST(WsSparseVariants, AcceptedSetIsTheInstantiatedOne) {
   std::vector<int> listed(std::begin(kWsSparseVariantList), std::end(kWsSparseVariantList));
   std::sort(listed.begin(), listed.end());
   EXPECT_EQ(listed, expected);
-  // The defaults the selection uses are in it.
-  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseArriveVoteD64));
+  // The defaults the selection uses (ws_sparse_variant) and the opt-in ones are in it.
+  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseNoEmptyGroupD64));
   EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseNoEmptyGroupD128));
+  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseArriveVoteD64));
+  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseArriveVoteD128));
 }
