@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -106,6 +107,20 @@ double graph_time_us(F&& launch, int per_graph, int batches) {
   return us;
 }
 
+// Each of `fns` timed `rounds` times in turn (alternating, so a drift of the card's clocks hits
+// every one alike); the median time of each.
+std::vector<double> alternating_medians(int rounds, const std::vector<std::function<double()>>& fns) {
+  std::vector<std::vector<double>> t(fns.size());
+  for (int r = 0; r < rounds; ++r)
+    for (size_t i = 0; i < fns.size(); ++i) t[i].push_back(fns[i]());
+  std::vector<double> med;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    med.push_back(v[rounds / 2]);
+  }
+  return med;
+}
+
 void check(const kernels::AttentionStatus& s) {
   if (!s.ok) {
     std::fprintf(stderr, "launch_attention: %s\n", s.message.c_str());
@@ -113,12 +128,13 @@ void check(const kernels::AttentionStatus& s) {
   }
 }
 
-ProblemSpec make_spec(const Shape& sh, int64_t L, bool decode, double sink, double quiet) {
+// block: the page size (= the skip unit and the decode's KV tile), 64 unless a benchmark compares.
+ProblemSpec make_spec(const Shape& sh, int64_t L, bool decode, double sink, double quiet, int block = 64) {
   ProblemSpec s;
   s.head_dim = sh.d;
   s.n_q_heads = sh.hq;
   s.n_kv_heads = sh.hkv;
-  s.block_size = 64;
+  s.block_size = block;
   s.kv_len = L;
   s.n_q_tokens = decode ? 1 : int(L);
   s.q_start = decode ? L - 1 : 0;
@@ -189,9 +205,7 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng, int 
   const double lambda = 1e-2;
   const char* kind = block == 64 ? "prefill_sparse" : "prefill_sparse_b128";
   for (double quiet : {0.5, 0.7, 0.9}) {
-    ProblemSpec spec = make_spec(sh, L, false, 6.0, quiet);
-    spec.block_size = block;
-    const HostProblem hp = make_problem(spec, rng);
+    const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, quiet, block), rng);
     DeviceProblem dp;
     dp.upload(hp, rng);
     kernels::AttentionParams pd = dp.params(hp, 0.0);
@@ -220,14 +234,10 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng, int 
       p0.skip_mask = nullptr;
       kernels::AttentionParams pz = p0;
       pz.force_sparse_kernel = true;
-      std::vector<double> td, tz;
-      for (int r = 0; r < reps; ++r) {
-        td.push_back(time_us([&](int) { check(kernels::launch_attention(p0, nullptr)); }, 1, 1, 1));
-        tz.push_back(time_us([&](int) { check(kernels::launch_attention(pz, nullptr)); }, 1, 1, 1));
-      }
-      std::sort(td.begin(), td.end());
-      std::sort(tz.begin(), tz.end());
-      const double d_us = td[reps / 2], z_us = tz[reps / 2];
+      const std::vector<double> med = alternating_medians(
+          reps, {[&] { return time_us([&](int) { check(kernels::launch_attention(p0, nullptr)); }, 1, 1, 1); },
+                 [&] { return time_us([&](int) { check(kernels::launch_attention(pz, nullptr)); }, 1, 1, 1); }});
+      const double d_us = med[0], z_us = med[1];
       emit(kind, sh.name, L, "ours_sparse_forced_lambda0", z_us, flops / z_us * 1e-6, 0, 0,
            0, quiet);
       std::printf("=== lambda0 overhead %s L=%lld block %d: dense %.1f us, sparse kernel forced at lambda = 0 "
@@ -279,30 +289,25 @@ void bench_prefill_sparse(const Shape& sh, int64_t L, std::mt19937_64& rng, int 
 void bench_skip_sweep(const Shape& sh, int64_t L, std::mt19937_64& rng, int block = 64) {
   const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
   for (double quiet : {0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0}) {
-    ProblemSpec spec = make_spec(sh, L, false, 6.0, quiet);
-    spec.block_size = block;
-    const HostProblem hp = make_problem(spec, rng);
+    const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, quiet, block), rng);
     DeviceProblem dp;
     dp.upload(hp, rng);
     kernels::AttentionParams pd = dp.params(hp, 0.0), ps = dp.params(hp, 1e-2);
     pd.skip_mask = ps.skip_mask = nullptr;
     const double skip = skip_fraction(dp, ps, sh.hq);
     ps.tiles_visited = ps.tiles_skipped = nullptr;
-    std::vector<double> td, tsp;
-    for (int r = 0; r < 5; ++r) {
-      td.push_back(time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, 1, 1));
-      tsp.push_back(time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 1, 1, 1));
-    }
-    std::sort(td.begin(), td.end());
-    std::sort(tsp.begin(), tsp.end());
+    const std::vector<double> med = alternating_medians(
+        5, {[&] { return time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 1, 1, 1); },
+            [&] { return time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 1, 1, 1); }});
+    const double d_us = med[0], s_us = med[1];
     // Block 128 rows carry the block in the variant (the torch table reads the block-64 rows).
     const std::string sfx = block == 64 ? "" : "_b" + std::to_string(block);
-    emit("skip_sweep", sh.name, L, ("dense" + sfx).c_str(), td[2], flops / td[2] * 1e-6, 0, 0, 0, quiet);
-    emit("skip_sweep", sh.name, L, ("ws_sparse" + sfx).c_str(), tsp[2], flops / tsp[2] * 1e-6, 0, skip,
+    emit("skip_sweep", sh.name, L, ("dense" + sfx).c_str(), d_us, flops / d_us * 1e-6, 0, 0, 0, quiet);
+    emit("skip_sweep", sh.name, L, ("ws_sparse" + sfx).c_str(), s_us, flops / s_us * 1e-6, 0, skip,
          1e-2, quiet);
     std::printf("=== skip sweep %s L=%lld block %d quiet %.2f: %.1f %% skipped, dense %.1f us, sparse %.1f us, "
                 "sparse/dense %.3f ===\n",
-                sh.name, static_cast<long long>(L), block, quiet, 100 * skip, td[2], tsp[2], tsp[2] / td[2]);
+                sh.name, static_cast<long long>(L), block, quiet, 100 * skip, d_us, s_us, s_us / d_us);
     std::fflush(stdout);
     dp.release();
   }
@@ -573,21 +578,21 @@ void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
     const int copies = dc.copies;
     const double kv_bytes = dc.kv_bytes;
     for (auto& p : ps) p.tiles_visited = p.tiles_skipped = nullptr;
-    std::vector<double> us[kPols];
-    for (int r = 0; r < kRounds; ++r)
-      for (int i = 0; i < kPols; ++i) {
+    std::vector<std::function<double()>> fns;
+    for (int i = 0; i < kPols; ++i)
+      fns.push_back([&, i] {
         kernels::set_decode_split_policy(pols[i]);
         dc.attach_workspaces();  // the workspace follows the plan
-        us[i].push_back(graph_time_us(
+        return graph_time_us(
             [&](int k, cudaStream_t st) { check(kernels::launch_attention(ps[k % copies], st)); },
-            std::max(20, copies), 5));
-      }
+            std::max(20, copies), 5);
+      });
+    const std::vector<double> meds = alternating_medians(kRounds, fns);
     kernels::set_decode_ctas_per_sm(-1);
     std::printf("=== decode split policy %s L=%lld %s (graph-replayed us, median of %d rounds) ===\n",
                 sh.name, static_cast<long long>(L), lambda > 0 ? "sparse" : "dense", kRounds);
     for (int i = 0; i < kPols; ++i) {
-      std::sort(us[i].begin(), us[i].end());
-      const double med = us[i][kRounds / 2];
+      const double med = meds[i];
       const std::string v = "c" + std::to_string(pols[i].ctas_per_sm) + "_m" +
                             std::to_string(pols[i].max_ctas_per_sm) + "_t" +
                             std::to_string(pols[i].min_tiles) + (lambda > 0 ? "_sparse" : "");
@@ -606,26 +611,19 @@ void bench_decode_block(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   constexpr int kRounds = 3;
   DecodeCopies dc[2];
   for (int b = 0; b < 2; ++b) {
-    ProblemSpec spec = make_spec(sh, L, true, 0, 0);
-    spec.block_size = b == 0 ? 64 : 128;
-    const HostProblem hp = make_problem(spec, rng);
+    const HostProblem hp = make_problem(make_spec(sh, L, true, 0, 0, b == 0 ? 64 : 128), rng);
     dc[b] = upload_decode_copies(sh, L, hp, 0.0, rng);
     for (auto& p : dc[b].ps) p.tiles_visited = p.tiles_skipped = nullptr;
   }
-  std::vector<double> us[2];
-  for (int r = 0; r < kRounds; ++r)
-    for (int b = 0; b < 2; ++b) {
-      DecodeCopies& d = dc[b];
-      us[b].push_back(graph_time_us(
-          [&](int k, cudaStream_t st) { check(kernels::launch_attention(d.ps[k % d.copies], st)); },
-          std::max(20, d.copies), 5));
-    }
-  double med[2];
-  for (int b = 0; b < 2; ++b) {
-    std::sort(us[b].begin(), us[b].end());
-    med[b] = us[b][kRounds / 2];
+  auto replay = [&](DecodeCopies& d) {
+    return graph_time_us(
+        [&](int k, cudaStream_t st) { check(kernels::launch_attention(d.ps[k % d.copies], st)); },
+        std::max(20, d.copies), 5);
+  };
+  const std::vector<double> med =
+      alternating_medians(kRounds, {[&] { return replay(dc[0]); }, [&] { return replay(dc[1]); }});
+  for (int b = 0; b < 2; ++b)
     emit("decode_block", sh.name, L, b == 0 ? "b64" : "b128", med[b], 0, dc[b].kv_bytes / med[b] * 1e-3, 0, 0, 0);
-  }
   std::printf("=== decode block %s L=%lld: block 64 %.2f us (%.0f GB/s), block 128 %.2f us (%.0f GB/s), "
               "b64/b128 %.3fx ===\n",
               sh.name, static_cast<long long>(L), med[0], dc[0].kv_bytes / med[0] * 1e-3, med[1],
