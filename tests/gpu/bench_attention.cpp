@@ -604,6 +604,77 @@ void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   }
 }
 
+// Where the dense decode's time goes (bench_floor.cu): for one shape and length, our decode with
+// the separate combine kernel and with the combine fused into the decode kernel, next to two
+// floors that move the same K + V bytes with no attention arithmetic and no combine -- the
+// stream of the decode's own split plan and early-load schedule (split_stream), and the plain
+// read floor.
+// All replayed as graphs in turn, `rounds` times alternating, medians. Rows of kind
+// decode_floor; a table on stdout.
+void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
+  constexpr int kRounds = 3;
+  const HostProblem hp = make_problem(make_spec(sh, L, true, 0, 0), rng);
+  DecodeCopies dc = upload_decode_copies(sh, L, hp, 0.0, rng);
+  for (auto& p : dc.ps) p.tiles_visited = p.tiles_skipped = nullptr;
+  const int copies = dc.copies, per_graph = std::max(20, copies);
+  int n_sms = 0;
+  SINKSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0));
+  const kernels::DecodeSplitPlan plan =
+      kernels::decode_split_plan(L, 64, sh.hkv, n_sms, kernels::decode_split_policy(sh.d, 64));
+  const uint64_t tile_bytes = 256ull * sh.d, kv_bytes = uint64_t(plan.n_tiles) * sh.hkv * tile_bytes;
+  std::vector<bench::SplitStreamArgs> args(copies);
+  unsigned* sink = nullptr;
+  SINKSCOPE_CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
+  for (auto& a : args) {
+    void* kv = nullptr;
+    SINKSCOPE_CUDA_CHECK(cudaMalloc(&kv, kv_bytes));
+    SINKSCOPE_CUDA_CHECK(cudaMemset(kv, 1, kv_bytes));
+    a.kv = kv;
+    a.sink = sink;
+    a.head_dim = sh.d;
+    a.n_kv_heads = sh.hkv;
+    a.n_tiles = plan.n_tiles;
+    a.tiles_per_split = plan.tiles_per_split;
+    a.n_splits = plan.n_splits;
+  }
+  auto ours = [&](int fused) {  // 0: the separate combine kernel, 1: the fused combine
+    return [&, fused] {
+      kernels::set_decode_fused_combine(fused);
+      const double us = graph_time_us(
+          [&](int k, cudaStream_t st) { check(kernels::launch_attention(dc.ps[k % copies], st)); },
+          per_graph, 5);
+      kernels::set_decode_fused_combine(-1);
+      return us;
+    };
+  };
+  auto stream = [&] {
+    return graph_time_us(
+        [&](int k, cudaStream_t st) { SINKSCOPE_CUDA_CHECK(bench::launch_split_stream(args[k % copies], st)); },
+        per_graph, 5);
+  };
+  auto plain = [&] {
+    return graph_time_us(
+        [&](int k, cudaStream_t st) {
+          SINKSCOPE_CUDA_CHECK(bench::launch_read_floor(args[k % copies].kv, kv_bytes, sink, n_sms, st));
+        },
+        per_graph, 5);
+  };
+  const char* names[] = {"ours_separate_combine", "ours_fused_combine", "split_stream_floor",
+                         "read_floor"};
+  const std::vector<double> med = alternating_medians(kRounds, {ours(0), ours(1), stream, plain});
+  std::printf("=== decode floors %s L=%lld (%d splits of %d tiles per KV head; graph-replayed us, "
+              "median of %d rounds) ===\n",
+              sh.name, static_cast<long long>(L), plan.n_splits, plan.tiles_per_split, kRounds);
+  for (size_t i = 0; i < med.size(); ++i) {
+    std::printf("  %-26s %8.2f us  %6.0f GB/s\n", names[i], med[i], double(kv_bytes) / med[i] * 1e-3);
+    emit("decode_floor", sh.name, L, names[i], med[i], 0, double(kv_bytes) / med[i] * 1e-3, 0, 0, 0);
+  }
+  std::fflush(stdout);
+  for (auto& a : args) SINKSCOPE_CUDA_CHECK(cudaFree(const_cast<void*>(a.kv)));
+  SINKSCOPE_CUDA_CHECK(cudaFree(sink));
+  dc.release();
+}
+
 // The dense decode over 64- vs 128-key pages (block_size = the page size = the decode's KV tile):
 // the same shape and length with each page size, replayed as graphs in turn, `rounds` times
 // alternating, medians. Rows of kind decode_block, variant "b64" / "b128"; a table on stdout.
@@ -867,6 +938,13 @@ int main(int argc, char** argv) {
     std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
     for (const Shape& sh : kShapes)
       for (int64_t L : kLens) bench_decode_block(sh, L, rng);
+    if (g_csv) std::fclose(g_csv);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "--decode-floors") {  // the decode against its floors
+    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
+    for (const Shape& sh : kShapes)
+      for (int64_t L : kLens) bench_decode_floors(sh, L, rng);
     if (g_csv) std::fclose(g_csv);
     return 0;
   }

@@ -4,6 +4,7 @@
 // keeps the result alive with a conditional store. Launched with PDL like the decode kernels, so
 // its graph-replayed time per launch is what reading the same K + V costs with no attention
 // arithmetic, no page table and no combine.
+#include "kernels/attention_common.cuh"
 #include "kernels/pdl.cuh"
 #include "tests/gpu/bench_floor.h"
 
@@ -34,6 +35,91 @@ cudaError_t launch_read_floor(const void* src, uint64_t bytes, unsigned* sink, i
                               cudaStream_t stream) {
   return kernels::detail::launch_pdl(true, read_floor_kernel, dim3(4 * n_sms), dim3(256), 0, stream,
                                      static_cast<const uint4*>(src), bytes / 16, sink);
+}
+
+// ---- The stream floor of the split decode (bench_attention --decode-floors) ----
+// The decode's data movement without its arithmetic: CTA (split s, KV head h) streams the K + V
+// tiles [t0, t1) of its head (one tile = 64 keys of K and of V, 256 * D bytes) through a
+// shared-memory ring of `STAGES` tiles with cp.async, 128 threads, the first STAGES - 1 tiles
+// issued before griddepcontrol.wait except the tile holding the newest key -- the decode
+// kernel's schedule (attention_decode.cuh, kEarly) on the decode's split plan -- and then does
+// nothing but keep the bytes alive: no decode on this plan and schedule can be faster.
+namespace {
+
+using kernels::detail::cp_async16;
+using kernels::detail::cp_async_commit;
+using kernels::detail::smem_u32;
+
+constexpr int kFloorThreads = 128;
+
+template <int D, int STAGES>
+__global__ void __launch_bounds__(kFloorThreads) split_stream_kernel(SplitStreamArgs a) {
+  constexpr int kTile = 256 * D;                    // bytes of K + V per 64-key tile
+  constexpr int kPer = kTile / 16 / kFloorThreads;  // 16-byte copies per thread and tile
+  extern __shared__ __align__(128) uint8_t ring[];
+  const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
+  const int t0 = s * a.tiles_per_split;
+  const int nt = max(0, min(a.tiles_per_split, a.n_tiles - t0));
+  const uint8_t* src = static_cast<const uint8_t*>(a.kv) + (int64_t(h) * a.n_tiles + t0) * kTile;
+  auto issue = [&](int i) {
+    const uint32_t dst = smem_u32(ring + (i % STAGES) * kTile);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int c = j * kFloorThreads + tid;
+      cp_async16(dst + c * 16, src + int64_t(i) * kTile + c * 16);
+    }
+  };
+  const int n_pre = min(min(STAGES - 1, nt), max(0, (a.n_tiles - 1) - t0));
+  for (int i = 0; i < n_pre; ++i) {
+    issue(i);
+    cp_async_commit();
+  }
+  kernels::detail::pdl_wait();
+  kernels::detail::pdl_trigger();
+  int issued = n_pre;
+  for (; issued < min(nt, STAGES - 1); ++issued) {
+    issue(issued);
+    cp_async_commit();
+  }
+  for (int i = issued; i < STAGES - 1; ++i) cp_async_commit();  // a fixed group count
+  uint32_t acc = 0;
+  for (int i = 0; i < nt; ++i) {
+    if (i + STAGES - 1 < nt) issue(i + STAGES - 1);
+    cp_async_commit();
+    kernels::detail::cp_async_wait<STAGES - 1>();
+    __syncthreads();
+    const uint4* t = reinterpret_cast<const uint4*>(ring + (i % STAGES) * kTile);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const uint4 v = t[j * kFloorThreads + tid];
+      acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    __syncthreads();
+  }
+  if (acc == 0x9e3779b9u) *a.sink = acc;  // practically never: keeps the loads
+}
+
+template <int D, int STAGES>
+cudaError_t launch_split_stream_t(const SplitStreamArgs& a, cudaStream_t stream) {
+  constexpr int smem = STAGES * 256 * D;
+  static bool attr = false;
+  if (!attr) {
+    const cudaError_t e = cudaFuncSetAttribute(split_stream_kernel<D, STAGES>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    attr = true;
+  }
+  return kernels::detail::launch_pdl(true, split_stream_kernel<D, STAGES>,
+                                     dim3(a.n_splits, a.n_kv_heads), dim3(kFloorThreads), smem,
+                                     stream, a);
+}
+
+}  // namespace
+
+cudaError_t launch_split_stream(const SplitStreamArgs& a, cudaStream_t stream) {
+  if (a.head_dim == 64) return launch_split_stream_t<64, 4>(a, stream);    // the decode's rings
+  if (a.head_dim == 128) return launch_split_stream_t<128, 3>(a, stream);  // (DecodeCfg::STAGES)
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace sinkscope::bench

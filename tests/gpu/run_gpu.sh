@@ -40,6 +40,11 @@ if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   sed -n '/^=== decode KV formats/,/^=== end decode KV formats/p' "$OUT/bench.log" | grep -v "^=== end"
   # the sparse prefill kernel forced at lambda = 0, and at lambda = 0.9
   grep -E "^=== (lambda0 overhead|lambda0.9 cost)" "$OUT/bench.log"
+  # the dense decode next to the stream of its own split plan with no arithmetic and no combine
+  echo "== decode against its floors =="
+  timeout 200 "$BUILD/tests/gpu/bench_attention" "$OUT/floors.csv" --decode-floors >"$OUT/floors.log" 2>&1 ||
+    { echo "bench_attention --decode-floors failed (rc=$?)"; tail -20 "$OUT/floors.log"; }
+  grep -vE "^(decode_floor|kind),|^# device" "$OUT/floors.log"
   echo "== benchmark: torch SDPA (same shapes) + table =="
   PYTHONUNBUFFERED=1 timeout 200 python3 "$ROOT/tests/gpu/torch_sdpa_bench.py" --ours "$OUT/ours.csv" \
     "${quick_arg[@]}" >"$OUT/torch.log" 2>&1 || echo "torch_sdpa_bench failed (rc=$?)"
