@@ -605,10 +605,11 @@ void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
 }
 
 // Where the dense decode's time goes (bench_floor.cu): for one shape and length, our decode with
-// the separate combine kernel and with the combine fused into the decode kernel, next to two
-// floors that move the same K + V bytes with no attention arithmetic and no combine -- the
-// stream of the decode's own split plan and early-load schedule (split_stream), and the plain
-// read floor.
+// the separate combine kernel and with the combine fused into the decode kernel, next to
+// floors that move the same K + V bytes with no attention arithmetic: the stream of the
+// decode's own split plan and early-load schedule (split_stream), the same stream with each
+// split writing its partial and the decode's own combine kernel after it (split_stream_combine:
+// the two-kernel structure without the page table, Q and the math), and the plain read floor.
 // All replayed as graphs in turn, `rounds` times alternating, medians. Rows of kind
 // decode_floor; a table on stdout.
 void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
@@ -652,6 +653,18 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
         [&](int k, cudaStream_t st) { SINKSCOPE_CUDA_CHECK(bench::launch_split_stream(args[k % copies], st)); },
         per_graph, 5);
   };
+  const kernels::AttentionShape ashape = kernels::shape_of(dc.ps[0]);
+  const kernels::DecodeSplitPlan aplan =
+      kernels::decode_launch_plan(ashape, n_sms, kernels::decode_split_policy(sh.d, 64));
+  const kernels::DecodeWorkspaceLayout wl = kernels::decode_workspace_layout(ashape, aplan, false);
+  auto stream_combine = [&] {
+    return graph_time_us(
+        [&](int k, cudaStream_t st) {
+          SINKSCOPE_CUDA_CHECK(
+              bench::launch_split_stream_combine(args[k % copies], dc.ps[k % copies], aplan, wl, st));
+        },
+        per_graph, 5);
+  };
   auto plain = [&] {
     return graph_time_us(
         [&](int k, cudaStream_t st) {
@@ -659,9 +672,14 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
         },
         per_graph, 5);
   };
+  if (aplan.n_splits != plan.n_splits) {
+    std::fprintf(stderr, "decode floors: plan mismatch (%d vs %d splits)\n", aplan.n_splits, plan.n_splits);
+    std::exit(1);
+  }
   const char* names[] = {"ours_separate_combine", "ours_fused_combine", "split_stream_floor",
-                         "read_floor"};
-  const std::vector<double> med = alternating_medians(kRounds, {ours(0), ours(1), stream, plain});
+                         "split_stream_combine", "read_floor"};
+  const std::vector<double> med =
+      alternating_medians(kRounds, {ours(0), ours(1), stream, stream_combine, plain});
   std::printf("=== decode floors %s L=%lld (%d splits of %d tiles per KV head; graph-replayed us, "
               "median of %d rounds) ===\n",
               sh.name, static_cast<long long>(L), plan.n_splits, plan.tiles_per_split, kRounds);

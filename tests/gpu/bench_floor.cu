@@ -5,6 +5,7 @@
 // its graph-replayed time per launch is what reading the same K + V costs with no attention
 // arithmetic, no page table and no combine.
 #include "kernels/attention_common.cuh"
+#include "kernels/attention_decode.cuh"
 #include "kernels/pdl.cuh"
 #include "tests/gpu/bench_floor.h"
 
@@ -97,6 +98,16 @@ __global__ void __launch_bounds__(kFloorThreads) split_stream_kernel(SplitStream
     __syncthreads();
   }
   if (acc == 0x9e3779b9u) *a.sink = acc;  // practically never: keeps the loads
+  if (!a.part_o) return;
+  // With the combine: this split's partial as the decode writes it (workspace layout of
+  // kernels::decode_workspace_layout; G query heads of D floats, then (m, l) per head).
+  for (int c = tid; c < a.group * D; c += kFloorThreads) {
+    const int q = h * a.group + c / D;
+    a.part_o[(int64_t(q) * a.n_splits + s) * D + c % D] = float(acc & 0xffu);
+  }
+  if (tid < a.group)
+    reinterpret_cast<float2*>(a.part_ml)[int64_t(h * a.group + tid) * a.n_splits + s] =
+        make_float2(0.f, 1.f);
 }
 
 template <int D, int STAGES>
@@ -120,6 +131,20 @@ cudaError_t launch_split_stream(const SplitStreamArgs& a, cudaStream_t stream) {
   if (a.head_dim == 64) return launch_split_stream_t<64, 4>(a, stream);    // the decode's rings
   if (a.head_dim == 128) return launch_split_stream_t<128, 3>(a, stream);  // (DecodeCfg::STAGES)
   return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_split_stream_combine(SplitStreamArgs a, const kernels::AttentionParams& p,
+                                        const kernels::DecodeSplitPlan& plan,
+                                        const kernels::DecodeWorkspaceLayout& wl,
+                                        cudaStream_t stream) {
+  a.part_o = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.part_o);
+  a.part_ml = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.part_ml);
+  a.group = p.n_q_heads / p.n_kv_heads;
+  if (const cudaError_t e = launch_split_stream(a, stream); e != cudaSuccess) return e;
+  auto combine = a.head_dim == 64 ? kernels::detail::attention_decode_combine_kernel<64>
+                                  : kernels::detail::attention_decode_combine_kernel<128>;
+  return kernels::detail::launch_pdl(true, combine, dim3(p.n_q_heads),
+                                     dim3(kernels::detail::kCombineThreads), 0, stream, p, plan, wl);
 }
 
 }  // namespace sinkscope::bench
