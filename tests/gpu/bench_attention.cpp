@@ -620,8 +620,11 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   const int copies = dc.copies, per_graph = std::max(20, copies);
   int n_sms = 0;
   SINKSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, 0));
-  const kernels::DecodeSplitPlan plan =
-      kernels::decode_split_plan(L, 64, sh.hkv, n_sms, kernels::decode_split_policy(sh.d, 64));
+  // The plan and workspace layout the decode launch itself uses (kernels/attention.cu).
+  const kernels::AttentionShape ashape = kernels::shape_of(dc.ps[0]);
+  const kernels::DecodeSplitPlan plan = kernels::decode_launch_plan(
+      ashape, n_sms, kernels::decode_split_policy(ashape.head_dim, ashape.block_size));
+  const kernels::DecodeWorkspaceLayout wl = kernels::decode_workspace_layout(ashape, plan, false);
   const uint64_t tile_bytes = 256ull * sh.d, kv_bytes = uint64_t(plan.n_tiles) * sh.hkv * tile_bytes;
   std::vector<bench::SplitStreamArgs> args(copies);
   unsigned* sink = nullptr;
@@ -638,48 +641,33 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
     a.tiles_per_split = plan.tiles_per_split;
     a.n_splits = plan.n_splits;
   }
+  // One timing: `launch(k, stream)` for k = 0 .. per_graph - 1 replayed as a graph.
+  auto replayed = [&](auto launch) { return [&, launch] { return graph_time_us(launch, per_graph, 5); }; };
   auto ours = [&](int fused) {  // 0: the separate combine kernel, 1: the fused combine
     return [&, fused] {
       kernels::set_decode_fused_combine(fused);
-      const double us = graph_time_us(
-          [&](int k, cudaStream_t st) { check(kernels::launch_attention(dc.ps[k % copies], st)); },
-          per_graph, 5);
+      const double us = replayed([&](int k, cudaStream_t st) {
+        check(kernels::launch_attention(dc.ps[k % copies], st));
+      })();
       kernels::set_decode_fused_combine(-1);
       return us;
     };
   };
-  auto stream = [&] {
-    return graph_time_us(
-        [&](int k, cudaStream_t st) { SINKSCOPE_CUDA_CHECK(bench::launch_split_stream(args[k % copies], st)); },
-        per_graph, 5);
-  };
-  const kernels::AttentionShape ashape = kernels::shape_of(dc.ps[0]);
-  const kernels::DecodeSplitPlan aplan =
-      kernels::decode_launch_plan(ashape, n_sms, kernels::decode_split_policy(sh.d, 64));
-  const kernels::DecodeWorkspaceLayout wl = kernels::decode_workspace_layout(ashape, aplan, false);
-  auto stream_combine = [&] {
-    return graph_time_us(
-        [&](int k, cudaStream_t st) {
-          SINKSCOPE_CUDA_CHECK(
-              bench::launch_split_stream_combine(args[k % copies], dc.ps[k % copies], aplan, wl, st));
-        },
-        per_graph, 5);
-  };
-  auto plain = [&] {
-    return graph_time_us(
-        [&](int k, cudaStream_t st) {
-          SINKSCOPE_CUDA_CHECK(bench::launch_read_floor(args[k % copies].kv, kv_bytes, sink, n_sms, st));
-        },
-        per_graph, 5);
-  };
-  if (aplan.n_splits != plan.n_splits) {
-    std::fprintf(stderr, "decode floors: plan mismatch (%d vs %d splits)\n", aplan.n_splits, plan.n_splits);
-    std::exit(1);
-  }
   const char* names[] = {"ours_separate_combine", "ours_fused_combine", "split_stream_floor",
                          "split_stream_combine", "read_floor"};
-  const std::vector<double> med =
-      alternating_medians(kRounds, {ours(0), ours(1), stream, stream_combine, plain});
+  const std::vector<double> med = alternating_medians(
+      kRounds,
+      {ours(0), ours(1),
+       replayed([&](int k, cudaStream_t st) {
+         SINKSCOPE_CUDA_CHECK(bench::launch_split_stream(args[k % copies], st));
+       }),
+       replayed([&](int k, cudaStream_t st) {
+         SINKSCOPE_CUDA_CHECK(
+             bench::launch_split_stream_combine(args[k % copies], dc.ps[k % copies], plan, wl, st));
+       }),
+       replayed([&](int k, cudaStream_t st) {
+         SINKSCOPE_CUDA_CHECK(bench::launch_read_floor(args[k % copies].kv, kv_bytes, sink, n_sms, st));
+       })});
   std::printf("=== decode floors %s L=%lld (%d splits of %d tiles per KV head; graph-replayed us, "
               "median of %d rounds) ===\n",
               sh.name, static_cast<long long>(L), plan.n_splits, plan.tiles_per_split, kRounds);
