@@ -609,7 +609,11 @@ void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
 // floors that move the same K + V bytes with no attention arithmetic: the stream of the
 // decode's own split plan and early-load schedule (split_stream), the same stream with each
 // split writing its partial and the decode's own combine kernel after it (split_stream_combine:
-// the two-kernel structure without the page table, Q and the math), and the plain read floor.
+// the two-kernel structure without the page table, Q and the math), the one-kernel structures
+// instead of it (split_stream_ticket8: arrival tickets, the last 8 CTAs of a head merge through
+// L2; cluster_stream_c8 / c16: one cluster per KV head merging over distributed shared memory),
+// the sparse decode's three kernels at 70 % skipped tiles (sparse70_stream_combine: K of every
+// tile, V of the kept ones, the combine), and the plain read floor.
 // All replayed as graphs in turn, `rounds` times alternating, medians. Rows of kind
 // decode_floor; a table on stdout.
 void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
@@ -629,6 +633,11 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   std::vector<bench::SplitStreamArgs> args(copies);
   unsigned* sink = nullptr;
   SINKSCOPE_CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned)));
+  unsigned* tickets = nullptr;  // split_stream_ticket: per copy and KV head, monotonic
+  float* out = nullptr;
+  SINKSCOPE_CUDA_CHECK(cudaMalloc(&tickets, sizeof(unsigned) * copies * sh.hkv));
+  SINKSCOPE_CUDA_CHECK(cudaMemset(tickets, 0, sizeof(unsigned) * copies * sh.hkv));
+  SINKSCOPE_CUDA_CHECK(cudaMalloc(&out, sizeof(float) * sh.hq * sh.d));
   for (auto& a : args) {
     void* kv = nullptr;
     SINKSCOPE_CUDA_CHECK(cudaMalloc(&kv, kv_bytes));
@@ -640,9 +649,25 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
     a.n_tiles = plan.n_tiles;
     a.tiles_per_split = plan.tiles_per_split;
     a.n_splits = plan.n_splits;
+    a.tickets = tickets + sh.hkv * (&a - args.data());
+    a.out = out;
   }
   // One timing: `launch(k, stream)` for k = 0 .. per_graph - 1 replayed as a graph.
   auto replayed = [&](auto launch) { return [&, launch] { return graph_time_us(launch, per_graph, 5); }; };
+  // The one-kernel structure: the last `tail` arrivals of a KV head merge its partials.
+  auto ticket = [&](int tail) {
+    return replayed([&, tail](int k, cudaStream_t st) {
+      bench::SplitStreamArgs a = args[k % copies];
+      a.tail_ctas = tail;
+      SINKSCOPE_CUDA_CHECK(bench::launch_split_stream_ticket(a, dc.ps[k % copies], wl, st));
+    });
+  };
+  // One cluster of `ctas` CTAs per KV head, reduced over distributed shared memory.
+  auto cluster = [&](int ctas) {
+    return replayed([&, ctas](int k, cudaStream_t st) {
+      SINKSCOPE_CUDA_CHECK(bench::launch_cluster_stream(args[k % copies], ctas, sh.hq / sh.hkv, st));
+    });
+  };
   auto ours = [&](int fused) {  // 0: the separate combine kernel, 1: the fused combine
     return [&, fused] {
       kernels::set_decode_fused_combine(fused);
@@ -653,8 +678,10 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
       return us;
     };
   };
-  const char* names[] = {"ours_separate_combine", "ours_fused_combine", "split_stream_floor",
-                         "split_stream_combine", "read_floor"};
+  const char* names[] = {"ours_separate_combine", "ours_fused_combine",
+                         "split_stream_floor",    "split_stream_combine", "split_stream_ticket8",
+                         "cluster_stream_c8",     "cluster_stream_c16",   "sparse70_stream_combine",
+                         "read_floor"};
   const std::vector<double> med = alternating_medians(
       kRounds,
       {ours(0), ours(1),
@@ -664,6 +691,11 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
        replayed([&](int k, cudaStream_t st) {
          SINKSCOPE_CUDA_CHECK(
              bench::launch_split_stream_combine(args[k % copies], dc.ps[k % copies], plan, wl, st));
+       }),
+       ticket(8), cluster(8), cluster(16),
+       replayed([&](int k, cudaStream_t st) {
+         SINKSCOPE_CUDA_CHECK(bench::launch_sparse_stream_combine(args[k % copies], dc.ps[k % copies],
+                                                                  plan, wl, st));
        }),
        replayed([&](int k, cudaStream_t st) {
          SINKSCOPE_CUDA_CHECK(bench::launch_read_floor(args[k % copies].kv, kv_bytes, sink, n_sms, st));
@@ -678,6 +710,8 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   std::fflush(stdout);
   for (auto& a : args) SINKSCOPE_CUDA_CHECK(cudaFree(const_cast<void*>(a.kv)));
   SINKSCOPE_CUDA_CHECK(cudaFree(sink));
+  SINKSCOPE_CUDA_CHECK(cudaFree(tickets));
+  SINKSCOPE_CUDA_CHECK(cudaFree(out));
   dc.release();
 }
 

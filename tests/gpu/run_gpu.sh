@@ -40,8 +40,9 @@ if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   sed -n '/^=== decode KV formats/,/^=== end decode KV formats/p' "$OUT/bench.log" | grep -v "^=== end"
   # the sparse prefill kernel forced at lambda = 0, and at lambda = 0.9
   grep -E "^=== (lambda0 overhead|lambda0.9 cost)" "$OUT/bench.log"
-  # the dense decode next to floors on its own split plan: the K + V stream alone, and with our
-  # combine kernel after it (no page ids, Q or arithmetic)
+  # the dense decode next to floors on its own split plan (no page ids, Q or arithmetic): the
+  # K + V stream alone, with our combine kernel after it, the one-kernel ticket and cluster
+  # reductions, and the sparse decode's three-kernel structure at 70 % skipped tiles
   echo "== decode against its floors =="
   timeout 200 "$BUILD/tests/gpu/bench_attention" "$OUT/floors.csv" --decode-floors >"$OUT/floors.log" 2>&1 ||
     { echo "bench_attention --decode-floors failed (rc=$?)"; tail -20 "$OUT/floors.log"; }
