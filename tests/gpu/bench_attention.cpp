@@ -701,7 +701,7 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
          SINKSCOPE_CUDA_CHECK(bench::launch_read_floor(args[k % copies].kv, kv_bytes, sink, n_sms, st));
        })});
   std::printf("=== decode floors %s L=%lld (%d splits of %d tiles per KV head; graph-replayed us, "
-              "median of %d rounds) ===\n",
+              "median of %d rounds; GB/s = all K + V bytes / time, also for the sparse row) ===\n",
               sh.name, static_cast<long long>(L), plan.n_splits, plan.tiles_per_split, kRounds);
   for (size_t i = 0; i < med.size(); ++i) {
     std::printf("  %-26s %8.2f us  %6.0f GB/s\n", names[i], med[i], double(kv_bytes) / med[i] * 1e-3);

@@ -57,40 +57,45 @@ using kernels::detail::smem_u32;
 constexpr int kFloorThreads = 128;
 
 // The split's K + V stream (the decode's ring and early-load schedule); returns a value that
-// depends on every byte. a.part: 0 K and V of every tile; 1 K only (the sparse decode's pass 1);
-// 2 V of the kept tiles only (its pass 2: tile t kept when t % 10 < 3, i.e. 70 % skipped), all
-// copies after griddepcontrol.wait (the decisions come from pass 1).
-template <int D, int STAGES>
+// depends on every byte. PART (SplitStreamArgs::part, a template parameter so that the copy
+// loops unroll): 0 K and V of every tile; 1 K only (the sparse decode's pass 1); 2 V of the kept
+// tiles only (its pass 2: tile t kept when 3 t % 10 < 3, i.e. 70 % skipped, spread so that no
+// split keeps more than ceil(0.3 x its tiles)), all copies after griddepcontrol.wait (the
+// decisions come from pass 1).
+template <int D, int STAGES, int PART>
 __device__ __forceinline__ uint32_t stream_split(const SplitStreamArgs& a, uint8_t* ring) {
   constexpr int kTile = 256 * D;  // bytes of K + V per 64-key tile (K first, then V)
-  __shared__ int kept[256];       // part 2: the split's kept tiles
+  constexpr int kMaxKept = 256;
+  __shared__ int kept[kMaxKept];  // part 2: the split's kept tiles
+  __shared__ int n_kept;
   const int s = blockIdx.x, h = blockIdx.y, tid = threadIdx.x;
   const int t0 = s * a.tiles_per_split;
   const int nt_all = max(0, min(a.tiles_per_split, a.n_tiles - t0));
-  const int bytes = a.part == 0 ? kTile : kTile / 2, off = a.part == 2 ? kTile / 2 : 0;
-  const int per = bytes / 16 / kFloorThreads;  // 16-byte copies per thread and tile
+  constexpr int kBytes = PART == 0 ? kTile : kTile / 2, kOff = PART == 2 ? kTile / 2 : 0;
+  constexpr int kPer = kBytes / 16 / kFloorThreads;  // 16-byte copies per thread and tile
   int nt = nt_all;
-  if (a.part == 2) {
+  if constexpr (PART == 2) {
     if (tid == 0) {
-      nt = 0;
-      for (int i = 0; i < nt_all && nt < 256; ++i)
-        if ((t0 + i) % 10 < 3) kept[nt++] = i;
-      kept[255] = nt;
+      int k = 0;
+      for (int i = 0; i < nt_all && k < kMaxKept; ++i)
+        if ((3 * (t0 + i)) % 10 < 3) kept[k++] = i;
+      n_kept = k;
     }
     __syncthreads();
-    nt = kept[255] < 255 ? kept[255] : 255;
+    nt = n_kept;
   }
-  const uint8_t* src = static_cast<const uint8_t*>(a.kv) + (int64_t(h) * a.n_tiles + t0) * kTile + off;
+  const uint8_t* src = static_cast<const uint8_t*>(a.kv) + (int64_t(h) * a.n_tiles + t0) * kTile + kOff;
   auto issue = [&](int i) {
     const uint32_t dst = smem_u32(ring + (i % STAGES) * kTile);
-    const int64_t ti = a.part == 2 ? kept[i] : i;
-    for (int j = 0; j < per; ++j) {
+    const int64_t ti = PART == 2 ? kept[i] : i;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
       const int c = j * kFloorThreads + tid;
       cp_async16(dst + c * 16, src + ti * kTile + c * 16);
     }
   };
   const int n_pre =
-      a.part == 2 ? 0 : min(min(STAGES - 1, nt), max(0, (a.n_tiles - 1) - t0));
+      PART == 2 ? 0 : min(min(STAGES - 1, nt), max(0, (a.n_tiles - 1) - t0));
   for (int i = 0; i < n_pre; ++i) {
     issue(i);
     cp_async_commit();
@@ -110,7 +115,8 @@ __device__ __forceinline__ uint32_t stream_split(const SplitStreamArgs& a, uint8
     kernels::detail::cp_async_wait<STAGES - 1>();
     __syncthreads();
     const uint4* t = reinterpret_cast<const uint4*>(ring + (i % STAGES) * kTile);
-    for (int j = 0; j < per; ++j) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
       const uint4 v = t[j * kFloorThreads + tid];
       acc ^= v.x ^ v.y ^ v.z ^ v.w;
     }
@@ -133,10 +139,10 @@ __device__ __forceinline__ void write_partial(const SplitStreamArgs& a, uint32_t
         make_float2(float(acc & 7u), 1.f);
 }
 
-template <int D, int STAGES>
+template <int D, int STAGES, int PART>
 __global__ void __launch_bounds__(kFloorThreads) split_stream_kernel(SplitStreamArgs a) {
   extern __shared__ __align__(128) uint8_t ring[];
-  const uint32_t acc = stream_split<D, STAGES>(a, ring);
+  const uint32_t acc = stream_split<D, STAGES, PART>(a, ring);
   if (acc == 0x9e3779b9u) *a.sink = acc;  // practically never: keeps the loads
   if (a.part_o) write_partial<D>(a, acc);
 }
@@ -144,10 +150,13 @@ __global__ void __launch_bounds__(kFloorThreads) split_stream_kernel(SplitStream
 // The one-kernel reduction structure (split_stream_ticket): the stream, the partial, then an
 // arrival ticket per KV head (__threadfence + atomicAdd, monotonic across launches: launch e of
 // a head owns tickets [e n, (e + 1) n)). The last `tail_ctas` arrivals of a head wait until all
-// n partials are in (they are resident, so the spin ends), then each merges its slice of the
+// n partials are in, then each merges its slice of the
 // head's G x D output columns the way the combine does (max of the split maxima, weights
 // 2^(m - M), weighted sums of the partials through L2) and writes the output. tail_ctas = 1 is the
-// classic last-block reduction; more spreads the merge's L2 reads over several SMs.
+// classic last-block reduction; more spreads the merge's L2 reads over several SMs. The spin
+// ends: at most tail_ctas x KV heads CTAs spin, far fewer than the grid's resident slots, so
+// the CTAs they wait for still get an SM as others exit; and a successor's CTAs (PDL) take
+// slots only once every CTA of this grid has executed launch_dependents, i.e. has started.
 constexpr int kTicketMaxSplits = 256;
 template <int D, int STAGES>
 __global__ void __launch_bounds__(kFloorThreads) split_stream_ticket_kernel(SplitStreamArgs a) {
@@ -156,7 +165,7 @@ __global__ void __launch_bounds__(kFloorThreads) split_stream_ticket_kernel(Spli
   __shared__ float s_w[4][kTicketMaxSplits];  // G <= 4
   __shared__ float s_den[4];
   __shared__ float s_red[kFloorThreads];
-  const uint32_t acc = stream_split<D, STAGES>(a, ring);
+  const uint32_t acc = stream_split<D, STAGES, 0>(a, ring);
   if (acc == 0x9e3779b9u) *a.sink = acc;
   write_partial<D>(a, acc);
   __syncthreads();
@@ -238,19 +247,26 @@ __global__ void __launch_bounds__(kFloorThreads) split_stream_ticket_kernel(Spli
   }
 }
 
-template <int D, int STAGES>
-cudaError_t launch_split_stream_t(const SplitStreamArgs& a, cudaStream_t stream) {
+template <int D, int STAGES, int PART>
+cudaError_t launch_split_stream_p(const SplitStreamArgs& a, cudaStream_t stream) {
   constexpr int smem = STAGES * 256 * D;
+  auto kernel = split_stream_kernel<D, STAGES, PART>;
   static bool attr = false;
   if (!attr) {
-    const cudaError_t e = cudaFuncSetAttribute(split_stream_kernel<D, STAGES>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
     attr = true;
   }
-  return kernels::detail::launch_pdl(true, split_stream_kernel<D, STAGES>,
-                                     dim3(a.n_splits, a.n_kv_heads), dim3(kFloorThreads), smem,
-                                     stream, a);
+  return kernels::detail::launch_pdl(true, kernel, dim3(a.n_splits, a.n_kv_heads),
+                                     dim3(kFloorThreads), smem, stream, a);
+}
+template <int D, int STAGES>
+cudaError_t launch_split_stream_t(const SplitStreamArgs& a, cudaStream_t stream) {
+  if (a.part == 0) return launch_split_stream_p<D, STAGES, 0>(a, stream);
+  if (a.part == 1) return launch_split_stream_p<D, STAGES, 1>(a, stream);
+  if (a.part == 2) return launch_split_stream_p<D, STAGES, 2>(a, stream);
+  return cudaErrorInvalidValue;
 }
 
 template <int D, int STAGES>
@@ -285,8 +301,9 @@ cudaError_t launch_split_stream_ticket(SplitStreamArgs a, const kernels::Attenti
 // ---- The cluster floor (cluster_stream): one thread-block cluster per KV head ----
 // Cluster (C CTAs, one per SM) h streams all tiles of KV head h: CTA rank r takes the r-th
 // contiguous 1/C of them through a deep ring of STAGES tiles filled by one thread with 1-D bulk
-// copies (cp.async.bulk, one per tile, completing a per-slot mbarrier), the first STAGES tiles
-// issued before griddepcontrol.wait except the one holding the newest key. Then each CTA puts a
+// copies (cp.async.bulk, one per tile, completing a per-slot mbarrier); the whole ring (STAGES
+// tiles, 192 KB: deeper than the decode's STAGES - 1 early tiles, which favours this floor) is
+// issued before griddepcontrol.wait, except the tile holding the newest key. Then each CTA puts a
 // partial (G x D values, G maxima and row sums) in its shared memory, the cluster syncs, rank 0
 // merges the C partials over distributed shared memory the way the combine does and writes the
 // output, and the cluster syncs again (a CTA's shared memory lives only as long as the CTA).
@@ -406,13 +423,14 @@ cudaError_t launch_cluster_stream_t(const SplitStreamArgs& a, int cluster_ctas, 
   at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[1].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = at;
-  cfg.numAttrs = 2;
+  const int n_attrs = kernels::pdl_enabled() ? 2 : 1;  // SINKSCOPE_PDL=0: clusters, no PDL
+  cfg.numAttrs = n_attrs;
   static bool told[2] = {false, false};
   if (!told[cluster_ctas == 16]) {  // how many such clusters the GPU runs at once
     int n = -1;
     cfg.numAttrs = 1;
     if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) (void)cudaGetLastError();
-    cfg.numAttrs = 2;
+    cfg.numAttrs = n_attrs;
     std::printf("# cluster_stream d=%d: %d CTAs per cluster, %d KB shared each, %d clusters "
                 "resident at once (%d needed)\n",
                 D, cluster_ctas, smem / 1024, n, a.n_kv_heads);

@@ -26,7 +26,7 @@ struct SplitStreamArgs {
   unsigned* tickets = nullptr;  // split_stream_ticket: [n_kv_heads] arrival counters, zeroed once
   float* out = nullptr;         // split_stream_ticket: [n_q_heads][head_dim]
   int tail_ctas = 1;            // split_stream_ticket: CTAs per KV head that merge
-  int part = 0;  // 0 K + V of every tile; 1 K only; 2 V of tiles t % 10 < 3 only, after the wait
+  int part = 0;  // 0 K + V of every tile; 1 K only; 2 V of tiles 3 t % 10 < 3 only, after the wait
 };
 // One call (one PDL launch) on `stream`.
 cudaError_t launch_split_stream(const SplitStreamArgs& a, cudaStream_t stream);
@@ -38,9 +38,11 @@ cudaError_t launch_split_stream_combine(SplitStreamArgs a, const kernels::Attent
                                         const kernels::DecodeWorkspaceLayout& wl,
                                         cudaStream_t stream);
 // The sparse decode's structure at 70 % skipped tiles: a K-only stream of every tile (pass 1), a
-// stream of the kept tiles' V (tile t kept when t % 10 < 3; nothing before the wait) writing the
-// partials (pass 2), and the decode's combine: the three kernels of the sparse decode without
-// scores, decisions or arithmetic, so no sparse decode on this plan can be faster.
+// stream of the kept tiles' V (tile t kept when 3 t % 10 < 3, spread so that no split keeps
+// more than ceil(0.3 x its tiles); nothing before the wait) writing the partials (pass 2), and
+// the decode's combine: the three kernels of the sparse decode without scores, decisions or
+// arithmetic, so no sparse decode of this structure on this plan, at 30 % kept tiles spread
+// evenly, can be faster.
 cudaError_t launch_sparse_stream_combine(SplitStreamArgs a, const kernels::AttentionParams& p,
                                          const kernels::DecodeSplitPlan& plan,
                                          const kernels::DecodeWorkspaceLayout& wl,
@@ -51,7 +53,7 @@ cudaError_t launch_sparse_stream_combine(SplitStreamArgs a, const kernels::Atten
 cudaError_t launch_split_stream_ticket(SplitStreamArgs a, const kernels::AttentionParams& p,
                                        const kernels::DecodeWorkspaceLayout& wl, cudaStream_t stream);
 // The cluster floor: one cluster of `cluster_ctas` (8 or 16) CTAs per KV head streams the head's
-// tiles (deep bulk-copy ring, early loads as the decode) and reduces G = `group` partials over
+// tiles (a 192 KB bulk-copy ring per CTA, all of it issued before the PDL wait) and reduces G = `group` partials over
 // distributed shared memory into a.out (bench_floor.cu, cluster_stream_kernel).
 cudaError_t launch_cluster_stream(SplitStreamArgs a, int cluster_ctas, int group, cudaStream_t stream);
 }  // namespace sinkscope::bench
