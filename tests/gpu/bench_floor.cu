@@ -56,6 +56,19 @@ using kernels::detail::smem_u32;
 
 constexpr int kFloorThreads = 128;
 
+// The dynamic shared-memory opt-in of one kernel (and, for clusters of 16, the non-portable
+// cluster size), done once per process.
+template <auto Kernel>
+cudaError_t smem_opt_in(int smem, bool non_portable_cluster = false) {
+  static const cudaError_t e = [&] {
+    cudaError_t r = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (r == cudaSuccess && non_portable_cluster)
+      r = cudaFuncSetAttribute(Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    return r;
+  }();
+  return e;
+}
+
 // The split's K + V stream (the decode's ring and early-load schedule); returns a value that
 // depends on every byte. PART (SplitStreamArgs::part, a template parameter so that the copy
 // loops unroll): 0 K and V of every tile; 1 K only (the sparse decode's pass 1); 2 V of the kept
@@ -250,14 +263,8 @@ __global__ void __launch_bounds__(kFloorThreads) split_stream_ticket_kernel(Spli
 template <int D, int STAGES, int PART>
 cudaError_t launch_split_stream_p(const SplitStreamArgs& a, cudaStream_t stream) {
   constexpr int smem = STAGES * 256 * D;
-  auto kernel = split_stream_kernel<D, STAGES, PART>;
-  static bool attr = false;
-  if (!attr) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return e;
-    attr = true;
-  }
+  constexpr auto kernel = split_stream_kernel<D, STAGES, PART>;
+  if (const cudaError_t e = smem_opt_in<kernel>(smem); e != cudaSuccess) return e;
   return kernels::detail::launch_pdl(true, kernel, dim3(a.n_splits, a.n_kv_heads),
                                      dim3(kFloorThreads), smem, stream, a);
 }
@@ -272,14 +279,9 @@ cudaError_t launch_split_stream_t(const SplitStreamArgs& a, cudaStream_t stream)
 template <int D, int STAGES>
 cudaError_t launch_split_stream_ticket_t(const SplitStreamArgs& a, cudaStream_t stream) {
   constexpr int smem = STAGES * 256 * D;
-  static bool attr = false;
-  if (!attr) {
-    const cudaError_t e = cudaFuncSetAttribute(split_stream_ticket_kernel<D, STAGES>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return e;
-    attr = true;
-  }
-  return kernels::detail::launch_pdl(true, split_stream_ticket_kernel<D, STAGES>,
+  constexpr auto kernel = split_stream_ticket_kernel<D, STAGES>;
+  if (const cudaError_t e = smem_opt_in<kernel>(smem); e != cudaSuccess) return e;
+  return kernels::detail::launch_pdl(true, kernel,
                                      dim3(a.n_splits, a.n_kv_heads), dim3(kFloorThreads), smem,
                                      stream, a);
 }
@@ -402,14 +404,8 @@ __global__ void __launch_bounds__(kFloorThreads) cluster_stream_kernel(SplitStre
 template <int D, int STAGES>
 cudaError_t launch_cluster_stream_t(const SplitStreamArgs& a, int cluster_ctas, cudaStream_t stream) {
   constexpr int smem = STAGES * 256 * D;
-  auto kernel = cluster_stream_kernel<D, STAGES>;
-  static bool attr = false;
-  if (!attr) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (e != cudaSuccess) return e;
-    attr = true;
-  }
+  constexpr auto kernel = cluster_stream_kernel<D, STAGES>;
+  if (const cudaError_t e = smem_opt_in<kernel>(smem, true); e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(cluster_ctas, a.n_kv_heads);
   cfg.blockDim = dim3(kFloorThreads);
