@@ -70,10 +70,23 @@ struct TileCounts {
 
 // The skip mask of one (layer, head) for the last prefill: (query tile, KV tile) cells,
 // row-major; 0 not visible, 1 computed, 2 skipped.
+// One recorded mask cell placed in the prompt's original positions: queries [q0, q1), keys
+// [k0, k1) (state 1 computed, 2 skipped).
+struct MaskTile {
+  int q0 = 0, q1 = 0, k0 = 0, k1 = 0;
+  uint8_t state = 0;
+};
+
 struct SkipMask {
   int layer = -1, head = -1;  // requested; -1: none
   int rows = 0, cols = 0;
   std::vector<uint8_t> cells;
+  // The visited cells of every chunk of the last prefill, in original positions. A windowed
+  // cache prefills in chunks whose KV tiles are cache pages (sinks first, then the window), so
+  // `cells` (the last chunk only, in page order) cannot be placed on the prompt by index.
+  // Empty where the backend records only `cells` with query tile r = positions [r * 64, ...)
+  // and KV tile t = positions [t * block_size, ...) (a full cache prefilled in one call).
+  std::vector<MaskTile> tiles;
 };
 
 struct AttentionProbes {
@@ -87,6 +100,7 @@ struct AttentionProbes {
     decode.assign(size_t(layers) * heads, {});
     mask.rows = mask.cols = 0;
     mask.cells.clear();
+    mask.tiles.clear();
     all_rows = all_cols = 0;
     all_masks.clear();
     all_stat.clear();

@@ -140,6 +140,8 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     if (t < 0 || t >= c.n_vocab)
       throw BackendError("token id " + std::to_string(t) + " is outside the vocabulary (0.." +
                          std::to_string(c.n_vocab - 1) + ")");
+  // A prefill starts a new skip mask; decode steps record none.
+  if (n > 1 || m_n_past == 0) m_probes.mask.tiles.clear();
   // A windowed cache takes the tokens in pieces, evicting as it goes; the full cache in one.
   const int step = std::min(n, m_cache->max_chunk());
   logits.resize(size_t(mode == LogitsMode::kAll ? n : 1) * c.n_vocab);
@@ -311,7 +313,24 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
         if (!a.mask) a.mask_cols = &all_cols;
       }
       cpu_attention(a, &m_pool);
-      if (a.mask) m_probes.mask.rows = (n + a.q_tile - 1) / a.q_tile;
+      if (a.mask) {
+        SkipMask& mk = m_probes.mask;
+        mk.rows = (n + a.q_tile - 1) / a.q_tile;
+        // The same cells in prompt positions, appended chunk by chunk (the columns are this
+        // chunk's cache pages).
+        for (int r = 0; r < mk.rows; ++r)
+          for (int t = 0; t < mk.cols && t < view.n_pages; ++t) {
+            const uint8_t st = mk.cells[size_t(r) * mk.cols + t];
+            if (st == 0) continue;
+            MaskTile mt;
+            mt.q0 = m_n_past + r * a.q_tile;
+            mt.q1 = m_n_past + std::min(n, (r + 1) * a.q_tile);
+            mt.k0 = view.page_pos0[t];
+            mt.k1 = view.page_pos0[t] + view.page_rows[t];
+            mt.state = st;
+            mk.tiles.push_back(mt);
+          }
+      }
       if (a.mask_all) {  // the debug probe: this layer's block of every head's mask
         AttentionProbes& pr = m_probes;
         const size_t per_layer = m_all_tmp.size();

@@ -10,9 +10,11 @@
 #include <QDockWidget>
 #include <QFile>
 #include <QFileInfo>
+#include <QScreen>
 #include <QSettings>
 #include <QTimer>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "app/gui/models/workbench.h"
@@ -86,7 +88,13 @@ int main(int argc, char** argv) {
 
   Workbench wb(*kind);
   MainWindow w(&wb);
-  w.resize(1600, 1000);
+  // The first window fills most of the screen (a laptop's 1280x720 included), at most 1600x1000.
+  if (const QScreen* screen = QGuiApplication::primaryScreen()) {
+    const QRect avail = screen->availableGeometry();
+    w.resize(std::min(1600, avail.width() * 95 / 100), std::min(1000, avail.height() * 95 / 100));
+  } else {
+    w.resize(1280, 720);
+  }
   QSettings settings;
   ControlState controls;
   QString text = QStringLiteral("The attention sink phenomenon: language models put a large share of "

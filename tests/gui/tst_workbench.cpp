@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <QFile>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -132,6 +133,69 @@ class TestWorkbench : public QObject {
     QVERIFY(!wb.modelReady());
     wb.runNow();  // no model: nothing happens, nothing crashes
     QVERIFY(!wb.running());
+  }
+  void failedLoadKeepsThePreviousModel() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setDebounceMs(20);
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    QSignalSpy failed(&wb, &Workbench::modelFailed);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    wb.setPrompt(test::longPrompt());
+    wb.loadModel(test::randomModelPath());
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+    QTemporaryDir dir;
+    const QString junk = dir.filePath(QStringLiteral("junk.gguf"));
+    {
+      QFile f(junk);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(QByteArray(4096, '\x5a'));
+    }
+    wb.loadModel(junk);
+    QTRY_COMPARE(failed.count(), 1);
+    QVERIFY(failed.at(0).at(1).toString().size() > 10);  // the engine's reason
+    QVERIFY(wb.modelReady());
+    QCOMPARE(wb.modelPath(), test::randomModelPath());
+    wb.runNow();  // the previous model still runs
+    QVERIFY(wb.running());
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
+    QCOMPARE(loaded.count(), 1);
+  }
+  void staleStateIsMarkedWithItsReason() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    QSignalSpy failedRun(&wb, &Workbench::runFailed);
+    QSignalSpy refused(&wb, &Workbench::runRefused);
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    wb.setPrompt(test::longPrompt());
+    wb.setModel(test::randomModel());
+    QTRY_COMPARE(loaded.count(), 1);
+    wb.runNow();
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+    QVERIFY(!wb.viewsStale());
+    ControlState s = wb.controls();
+    s.lambdaPrefill = 0.5;
+    wb.setControls(s);  // not run (auto-run is off)
+    QVERIFY(wb.viewsStale());
+    QVERIFY2(wb.staleReason().contains(QStringLiteral("controls changed")), qPrintable(wb.staleReason()));
+    s.layer = 999;  // outside the model: the run fails
+    wb.setControls(s);
+    wb.runNow();
+    QTRY_COMPARE_WITH_TIMEOUT(failedRun.count(), 1, 30000);
+    QVERIFY(wb.viewsStale());
+    QVERIFY2(wb.staleReason().contains(QStringLiteral("failed")), qPrintable(wb.staleReason()));
+    s.layer = 0;
+    wb.setControls(s);
+    wb.runNow();
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
+    QVERIFY(!wb.viewsStale());
+    // An empty prompt is refused with a message, and the views say they are stale.
+    wb.setPrompt(QStringLiteral("   "));
+    wb.runNow();
+    QCOMPARE(refused.count(), 1);
+    QVERIFY(refused.at(0).at(0).toString().contains(QStringLiteral("empty")));
+    QVERIFY(!wb.running());
+    QVERIFY(wb.staleReason().contains(QStringLiteral("prompt changed")));
   }
   void defaultModelRun() {
     const QString path = test::defaultModelPath();

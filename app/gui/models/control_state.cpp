@@ -18,7 +18,9 @@ RunRequest ControlState::toRequest(const std::string& prompt) const {
   r.attention.block_size = blockSize;
   r.cache.strategy = slidingWindow ? CacheStrategy::kSlidingWindow : CacheStrategy::kFull;
   r.cache.window_size = windowSize;
-  r.cache.sink_keep_count = slidingWindow ? sinkCount : 0;
+  // S matters to a sliding window (never evicted) and to a quantized cache that protects sinks
+  // (the first S positions stay 16-bit, with a full cache too), as in an exported config.
+  r.cache.sink_keep_count = sinksInEffect() ? sinkCount : 0;
   r.cache.position_mode = positionMode;
   r.cache.quantization.enabled = kvQuant != KvQuantChoice::kOff;
   r.cache.quantization.kv_dtype = kvQuant == KvQuantChoice::kInt4 ? KvQuantDtype::kInt4 : KvQuantDtype::kInt8;
@@ -27,6 +29,18 @@ RunRequest ControlState::toRequest(const std::string& prompt) const {
   r.head = head;
   r.compare = compare;
   return r;
+}
+
+std::string ControlState::sinksNote() const {
+  if (slidingWindow) return {};
+  if (kvQuant == KvQuantChoice::kOff)
+    return "Full cache without KV quantization: every token is kept at full precision, so "
+           "Sinks S and \"protect sink positions\" have nothing to act on. Turn on the sliding "
+           "window or KV quantization.";
+  if (!protectSinks)
+    return "Full cache, quantized: Sinks S acts only with \"protect sink positions\" on "
+           "(the first S tokens then stay 16-bit).";
+  return {};
 }
 
 SinkScopeConfig ControlState::toConfig(const std::string& modelPath,

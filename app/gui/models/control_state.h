@@ -31,6 +31,14 @@ struct ControlState {
   bool compare = true;
   bool operator==(const ControlState&) const = default;
 
+  // Whether Sinks S acts: on a sliding window (kept, never evicted) or on a quantized cache
+  // that protects sinks (the first S positions stay 16-bit, full cache included).
+  bool sinksInEffect() const {
+    return slidingWindow || (kvQuant != KvQuantChoice::kOff && protectSinks);
+  }
+  // Why S (or "protect sink positions") has no effect with these settings; "" when it does.
+  std::string sinksNote() const;
+
   RunRequest toRequest(const std::string& prompt) const;
   // The config for these settings (validation block absent: nothing was validated).
   SinkScopeConfig toConfig(const std::string& modelPath, const std::string& modelSha256) const;

@@ -244,7 +244,17 @@ RunExecutor::RunExecutor(BackendKind kind, int threads)
 RunExecutor::~RunExecutor() = default;
 
 void RunExecutor::loadModel(const std::string& path) {
-  setModel(Model::load(path));
+  // Nothing changes until the new model and its backend exist: a bad file leaves the previous
+  // model, its backends and caches usable.
+  std::shared_ptr<const Model> next = Model::load(path);
+  std::shared_ptr<const Model> prev = m_model;
+  setModel(std::move(next));
+  try {
+    (void)backendName();
+  } catch (...) {
+    setModel(std::move(prev));
+    throw;
+  }
 }
 
 void RunExecutor::setModel(std::shared_ptr<const Model> model) {

@@ -17,15 +17,20 @@ Workbench::Workbench(BackendKind kind, int threads, QObject* parent)
                  const QString& sha) {
             if (id != m_lastModelId) return;
             m_modelReady = true;
+            m_prevModel.reset();
             m_modelPath = path;
             m_backend = backend;
             m_sha256 = sha;
             Q_EMIT modelLoaded(path, backend, info);
+            updateStale();
             if (m_autoRun) runNow();
           });
   connect(&m_engine, &EngineController::modelFailed, this,
           [this](quint64 id, const QString& path, const QString& message) {
             if (id != m_lastModelId) return;
+            // The engine kept the previous model: so does the workbench.
+            m_model = std::move(m_prevModel);
+            m_modelReady = m_prevReady;
             Q_EMIT modelFailed(path, message);
           });
   connect(&m_engine, &EngineController::started, this, [this](quint64 id) {
@@ -39,25 +44,56 @@ Workbench::Workbench(BackendKind kind, int threads, QObject* parent)
   connect(&m_engine, &EngineController::failed, this, [this](quint64 id, const QString& msg) {
     if (id != m_lastRunId) return;
     setRunning(false);
+    updateStale(tr("the last run failed (%1)").arg(msg));
     Q_EMIT runFailed(msg);
   });
   connect(&m_engine, &EngineController::cancelled, this, [this](quint64 id) {
     if (id != m_lastRunId) return;  // superseded by a newer run, which keeps the bar going
     setRunning(false);
+    updateStale(tr("the last run was cancelled"));
     Q_EMIT runCancelled();
   });
+}
+
+void Workbench::updateStale(const QString& event) {
+  if (!event.isEmpty()) m_lastEvent = event;
+  QString reason;
+  if (m_last) {
+    QStringList what;
+    if (m_shownModel != m_modelPath) what << tr("another model is loaded");
+    if (m_shownPrompt != m_prompt) what << tr("the prompt changed");
+    ControlState a = m_shownControls, b = m_controls;
+    a.maxTokens = b.maxTokens = 0;  // the generation length is compared too, below
+    if (!(a == b)) what << tr("the controls changed");
+    if (m_shownControls.maxTokens != m_controls.maxTokens) what << tr("the generation length changed");
+    if (!what.isEmpty()) {
+      reason = tr("The views show an earlier run: %1").arg(what.join(QStringLiteral(", ")));
+      if (m_running) reason += tr("; updating...");
+      else if (!m_lastEvent.isEmpty()) reason += QStringLiteral("; ") + m_lastEvent;
+      else reason += tr("; press Run to update");
+      reason += QLatin1Char('.');
+    }
+  }
+  if (reason == m_staleReason) return;
+  const bool was = !m_staleReason.isEmpty();
+  m_staleReason = reason;
+  if (was || !reason.isEmpty()) Q_EMIT staleChanged(!reason.isEmpty(), reason);
 }
 
 void Workbench::setControls(const ControlState& c) {
   if (c == m_controls) return;
   m_controls = c;
   Q_EMIT controlsChanged();
+  m_lastEvent.clear();
+  updateStale();
   schedule();
 }
 
 void Workbench::setPrompt(const QString& text) {
   if (text == m_prompt) return;
   m_prompt = text;
+  m_lastEvent.clear();
+  updateStale();
   schedule();
 }
 
@@ -66,6 +102,11 @@ void Workbench::schedule() {
 }
 
 void Workbench::loadModel(const QString& path) {
+  // Until the new model is in, the current one is not used; a failed load restores it.
+  if (m_modelReady || m_model) {
+    m_prevModel = m_model;
+    m_prevReady = m_modelReady;
+  }
   m_modelReady = false;
   m_model.reset();
   m_lastModelId = m_engine.loadModel(path);
@@ -79,9 +120,20 @@ void Workbench::setModel(std::shared_ptr<const Model> model) {
 
 void Workbench::runNow() {
   m_debounce.stop();
-  if (!m_modelReady) return;
+  if (!m_modelReady) {
+    Q_EMIT runRefused(tr("No model is loaded: open a GGUF model (File > Open model)."));
+    return;
+  }
+  if (m_prompt.trimmed().isEmpty()) {
+    Q_EMIT runRefused(tr("The prompt is empty: type some text or pick a sample document."));
+    return;
+  }
   m_lastRunId = m_engine.run(m_controls.toRequest(m_prompt.toStdString()));
+  m_runControls = m_controls;
+  m_runPrompt = m_prompt;
+  m_lastEvent.clear();
   setRunning(true);
+  updateStale();
 }
 
 void Workbench::cancel() {
@@ -98,6 +150,9 @@ void Workbench::setRunning(bool on) {
 void Workbench::onFinished(const RunResultPtr& r) {
   if (!r || r->id != m_lastRunId) return;  // a stale result: a newer run is on its way
   m_last = r;
+  m_shownControls = m_runControls;
+  m_shownPrompt = m_runPrompt;
+  m_shownModel = m_modelPath;
   m_tokens.setResult(r);
   m_headStats.setResult(r);
   m_map.setResult(r);
@@ -106,6 +161,8 @@ void Workbench::onFinished(const RunResultPtr& r) {
   m_timeline.setResult(r);
   m_compare.setResult(r);
   setRunning(false);
+  m_lastEvent.clear();
+  updateStale();
   Q_EMIT resultReady(r);
 }
 

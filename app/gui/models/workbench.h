@@ -32,6 +32,11 @@ class Workbench : public QObject {
   bool modelReady() const { return m_modelReady; }
   bool running() const { return m_running; }
   RunResultPtr lastResult() const { return m_last; }
+  // The views show the last finished run; they are stale when it no longer matches the model,
+  // prompt and controls (after a cancel, a failed run, a change not yet run). staleReason()
+  // says why, for a banner; "" when the views are current.
+  bool viewsStale() const { return !m_staleReason.isEmpty(); }
+  const QString& staleReason() const { return m_staleReason; }
 
   // A change schedules a run after debounceMs (restarted by every change: the newest wins).
   void setControls(const ControlState& c);
@@ -84,11 +89,17 @@ class Workbench : public QObject {
   void runFailed(const QString& message);
   void runCancelled();
   void runningChanged(bool running);
+  void staleChanged(bool stale, const QString& reason);
+  // runNow() was asked for but cannot start (no model, empty prompt): the message says why.
+  void runRefused(const QString& message);
 
  private:
   void schedule();
   void setRunning(bool on);
   void onFinished(const RunResultPtr& r);
+  // Re-derives the stale state; `event` names what just happened (a cancel, a failure) when it
+  // is the reason.
+  void updateStale(const QString& event = {});
   // Applies a parsed config's settings; "" or its errors (source names it in the messages).
   QString applyConfig(const ConfigParseResult& r, const std::string& source, QString* warnings);
 
@@ -101,6 +112,12 @@ class Workbench : public QObject {
   QTimer m_debounce;
   uint64_t m_lastRunId = 0, m_lastModelId = 0;
   RunResultPtr m_last;
+  // What the views show (the last finished run's inputs) and what the pending run was asked with.
+  ControlState m_shownControls, m_runControls;
+  QString m_shownPrompt, m_runPrompt, m_shownModel;
+  QString m_staleReason, m_lastEvent;
+  std::shared_ptr<const Model> m_prevModel;  // kept while a load is in flight (restored on failure)
+  bool m_prevReady = false;
   TokenListModel m_tokens;
   HeadStatsModel m_headStats;
   AttentionMapView m_map;

@@ -7,6 +7,7 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QSlider>
 #include <QSpinBox>
 #include <QVBoxLayout>
@@ -58,7 +59,14 @@ ControlsPanel::ControlsPanel(QWidget* parent) : QWidget(parent) {
   m_quant->addItems({tr("off (float)"), QStringLiteral("int8"), QStringLiteral("int4")});
   cf->addRow(tr("KV quantization"), m_quant);
   m_protect = new QCheckBox(tr("protect sink positions (16-bit)"), cache);
+  m_protect->setToolTip(tr("Keep the first S tokens in 16-bit while the rest of the cache is "
+                           "quantized (with a full cache too)"));
   cf->addRow(m_protect);
+  m_sinksNote = new QLabel(cache);
+  m_sinksNote->setObjectName(QStringLiteral("sinksNote"));
+  m_sinksNote->setWordWrap(true);
+  m_sinksNote->setStyleSheet(QStringLiteral("color: palette(mid); font-size: small"));
+  cf->addRow(m_sinksNote);
 
   m_compare = new QCheckBox(tr("compare with the dense baseline"), this);
   m_compare->setToolTip(tr("Also run dense attention with a full cache (cached while the prompt is unchanged)"));
@@ -83,7 +91,9 @@ void ControlsPanel::addLambda(QFormLayout* form, const QString& label, QSlider*&
   slider->setRange(0, kLambdaSteps);
   slider->setToolTip(tr("Log scale from %1 to %2; far left is 0 (dense)").arg(kLambdaMin).arg(kLambdaMax));
   spin = new QDoubleSpinBox(this);
-  spin->setDecimals(6);
+  spin->setDecimals(5);
+  spin->setMinimumWidth(70);
+  slider->setMinimumWidth(40);
   spin->setRange(0.0, 1000.0);  // c of length-scaled mode may exceed 1
   spin->setSingleStep(0.001);
   spin->setKeyboardTracking(false);
@@ -144,8 +154,21 @@ void ControlsPanel::syncEnabled() {
   for (QWidget* w : std::initializer_list<QWidget*>{m_mode, m_prefillSlider, m_prefill, m_decodeSlider, m_decode, m_minSeq})
     w->setEnabled(sparse);
   const bool win = m_window->isChecked();
-  for (QWidget* w : std::initializer_list<QWidget*>{m_windowSize, m_sinks, m_position}) w->setEnabled(win);
-  m_protect->setEnabled(m_quant->isEnabled() && m_quant->currentIndex() != 0);
+  for (QWidget* w : std::initializer_list<QWidget*>{m_windowSize, m_position}) w->setEnabled(win);
+  const bool quant = m_quant->isEnabled() && m_quant->currentIndex() != 0;
+  m_protect->setEnabled(quant);
+  // S acts on a window, and on a quantized cache that protects sinks (full cache too).
+  ControlState s = m_state;
+  s.slidingWindow = win;
+  s.kvQuant = KvQuantChoice(m_quant->currentIndex());
+  s.protectSinks = m_protect->isChecked();
+  m_sinks->setEnabled(s.sinksInEffect());
+  const QString note = QString::fromStdString(s.sinksNote());
+  m_sinksNote->setText(note);
+  m_sinksNote->setVisible(!note.isEmpty());
+  m_sinks->setToolTip(win ? tr("The first S tokens are never evicted from the window")
+                          : s.sinksInEffect() ? tr("The first S tokens stay 16-bit in the quantized cache")
+                                              : note);
 }
 
 void ControlsPanel::commit() {

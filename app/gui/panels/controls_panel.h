@@ -10,6 +10,7 @@
 #include "app/gui/models/control_state.h"
 
 class QCheckBox;
+class QLabel;
 class QComboBox;
 class QDoubleSpinBox;
 class QFormLayout;
@@ -49,6 +50,7 @@ class ControlsPanel : public QWidget {
   QComboBox* m_position;
   QComboBox* m_quant;
   QCheckBox* m_protect;
+  QLabel* m_sinksNote;
   QCheckBox* m_compare;
 };
 

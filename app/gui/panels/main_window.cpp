@@ -2,6 +2,8 @@
 #include "app/gui/panels/main_window.h"
 
 #include <QApplication>
+
+#include <algorithm>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDir>
@@ -19,6 +21,9 @@
 #include <QSettings>
 #include <QSpinBox>
 #include <QTimer>
+#include <QScrollArea>
+#include <QStatusBar>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include "app/gui/panels/attention_map_panel.h"
@@ -41,22 +46,42 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
   buildDocks();
   buildMenus();
   m_controls->setState(m_wb->controls());
+  m_defaultState = saveState();  // View > Reset layout
 
   connect(m_wb, &Workbench::modelLoaded, this, [this](const QString& path, const QString& backend, const QString& info) {
     m_backend->setText(tr("Backend: <b>%1</b>").arg(backend == QLatin1String("cpu") ? tr("CPU") : backend));
     m_backend->setToolTip(info);
+    m_goodModel = path;
     m_recentModels.add(path);
     refreshRecentMenus();
+    selectModelItem(path);
     setStatus(tr("Loaded %1 -- %2").arg(QFileInfo(path).fileName(), info));
-    const auto n = info.split(QLatin1Char(' '));
   });
   connect(m_wb, &Workbench::modelFailed, this, [this](const QString& path, const QString& msg) {
-    m_backend->setText(tr("Backend: <i>no model</i>"));
-    showError(tr("Could not load the model"), tr("%1\n\n%2").arg(path, msg));
+    // The previous model stays loaded and usable; the bad file leaves the model list.
+    const int bad = m_model->findData(path);
+    if (bad >= 0 && path != m_goodModel && !m_model->itemText(bad).endsWith(tr(" (default)")))
+      m_model->removeItem(bad);
+    QString kept;
+    if (m_wb->modelReady()) {
+      selectModelItem(m_goodModel);
+      m_backend->setText(tr("Backend: <b>%1</b>").arg(m_wb->backendName() == QLatin1String("cpu") ? tr("CPU") : m_wb->backendName()));
+      kept = tr("\n\nStill using %1.").arg(QFileInfo(m_goodModel).fileName());
+    } else {
+      m_backend->setText(tr("Backend: <i>no model</i>"));
+      kept = tr("\n\nNo model is loaded: open a GGUF file (File > Open model).");
+    }
+    showError(tr("Could not load the model"), tr("%1\n\n%2%3").arg(path, msg, kept));
   });
+  connect(m_wb, &Workbench::runRefused, this, [this](const QString& msg) {
+    m_progress->setFormat(tr("not run"));
+    setStatus(msg, true);
+  });
+  connect(m_wb, &Workbench::staleChanged, this, [this](bool, const QString&) { updateBanner(); });
   connect(m_wb, &Workbench::runningChanged, this, [this](bool on) {
     m_cancel->setEnabled(on);
     if (!on) m_progress->setValue(m_progress->maximum());
+    updateBanner();
   });
   connect(m_wb, &Workbench::runStarted, this, [this] {
     m_progress->setValue(0);
@@ -72,6 +97,7 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
     m_progress->setFormat(tr("done"));
     m_mapPanel->setHeadRange(r->nLayer, r->nHead);
     m_mapPanel->setSelection(r->map.layer, r->map.head);
+    updatePromptInfo();
     setStatus(tr("%1 prompt tokens, %2 generated (%3) on %4: prefill %5 ms, decode %6 ms, map %7 ms, "
                  "total %8 ms")
                   .arg(r->promptTokens.size()).arg(r->tokens.size())
@@ -90,68 +116,126 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
   connect(m_wb, &Workbench::controlsChanged, this, [this] { m_controls->setState(m_wb->controls()); });
 }
 
+void MainWindow::selectModelItem(const QString& path) {
+  if (path.isEmpty()) return;
+  if (m_model->findData(path) < 0) m_model->addItem(QFileInfo(path).fileName(), path);
+  m_model->setCurrentIndex(m_model->findData(path));
+}
+
+// The banner and the view titles say when the views show an earlier run, and why.
+void MainWindow::updateBanner() {
+  const bool stale = m_wb->viewsStale();
+  const bool running = m_wb->running();
+  m_banner->setVisible(stale);
+  m_banner->setText(m_wb->staleReason());
+  m_banner->setStyleSheet(running ? QStringLiteral("QLabel { background: palette(alternate-base); padding: 3px; }")
+                                  : QStringLiteral("QLabel { background: #fff3c4; color: #5c4400; border: 1px solid #e0c060; padding: 3px; }"));
+  for (QDockWidget* d : m_views) {
+    const QString base = d->property("baseTitle").toString();
+    d->setWindowTitle(stale && !running ? base + tr(" (out of date)") : base);
+  }
+  if (QWidget* c = centralWidget()) c->setMaximumHeight(c->sizeHint().height());
+}
+
 QWidget* MainWindow::buildCentral() {
   auto* w = new QWidget(this);
+  w->setObjectName(QStringLiteral("controlsBar"));
+  // Row 1: model and run.
   auto* modelRow = new QHBoxLayout;
   m_model = new QComboBox(w);
+  m_model->setObjectName(QStringLiteral("modelPicker"));
   m_model->setEditable(false);
-  m_model->setMinimumContentsLength(40);
+  m_model->setMinimumContentsLength(12);
   m_model->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-  auto* browse = new QPushButton(tr("Open model..."), w);
+  auto* browse = new QToolButton(w);
+  browse->setText(tr("Open..."));
+  browse->setToolTip(tr("Open a GGUF model (Ctrl+O)"));
   m_backend = new QLabel(tr("Backend: <i>loading</i>"), w);
-  modelRow->addWidget(new QLabel(tr("Model"), w));
-  modelRow->addWidget(m_model, 1);
-  modelRow->addWidget(browse);
-  modelRow->addWidget(m_backend);
-
-  m_prompt = new QPlainTextEdit(w);
-  m_prompt->setPlaceholderText(tr("Type or paste a prompt, or pick a sample"));
-  auto* promptRow = new QHBoxLayout;
-  m_samples = new QComboBox(w);
-  m_samples->addItem(tr("Sample prompts..."));
-  for (const QFileInfo& f : QDir(QStringLiteral(":/prompts")).entryInfoList({QStringLiteral("*.txt")}))
-    m_samples->addItem(f.baseName(), f.filePath());
-  auto* loadPrompt = new QPushButton(tr("Load file..."), w);
-  promptRow->addWidget(new QLabel(tr("Prompt"), w));
-  promptRow->addStretch(1);
-  promptRow->addWidget(m_samples);
-  promptRow->addWidget(loadPrompt);
-
-  auto* runRow = new QHBoxLayout;
   m_run = new QPushButton(tr("Run"), w);
+  m_run->setObjectName(QStringLiteral("run"));
   m_run->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Return));
+  m_run->setToolTip(tr("Run the prompt with the current settings (Ctrl+Return)"));
   m_cancel = new QPushButton(tr("Cancel"), w);
+  m_cancel->setObjectName(QStringLiteral("cancel"));
   m_cancel->setEnabled(false);
+  m_cancel->setShortcut(QKeySequence(Qt::Key_Escape));
   m_genLength = new QSpinBox(w);
   m_genLength->setRange(1, 1024);
   m_genLength->setValue(m_wb->controls().maxTokens);
-  m_genLength->setPrefix(tr("generate "));
-  m_genLength->setSuffix(tr(" tokens"));
+  m_genLength->setPrefix(tr("gen "));
+  m_genLength->setToolTip(tr("Tokens to generate greedily after the prompt"));
   m_progress = new QProgressBar(w);
   m_progress->setRange(0, 1000);
   m_progress->setValue(0);
   m_progress->setTextVisible(true);
   m_progress->setFormat(tr("idle"));
-  runRow->addWidget(m_run);
-  runRow->addWidget(m_cancel);
-  runRow->addWidget(m_genLength);
-  runRow->addWidget(m_progress, 1);
-  m_status = new QLabel(w);
-  m_status->setWordWrap(true);
+  m_progress->setMinimumWidth(90);
+  modelRow->addWidget(new QLabel(tr("Model"), w));
+  modelRow->addWidget(m_model, 2);
+  modelRow->addWidget(browse);
+  modelRow->addWidget(m_backend);
+  modelRow->addSpacing(12);
+  modelRow->addWidget(m_run);
+  modelRow->addWidget(m_cancel);
+  modelRow->addWidget(m_genLength);
+  modelRow->addWidget(m_progress, 3);
+
+  // Row 2: the prompt, one line until expanded.
+  m_prompt = new QPlainTextEdit(w);
+  m_prompt->setObjectName(QStringLiteral("prompt"));
+  m_prompt->setPlaceholderText(tr("Type or paste a prompt, or pick a sample document"));
+  m_prompt->setLineWrapMode(QPlainTextEdit::WidgetWidth);
+  m_expand = new QToolButton(w);
+  m_expand->setObjectName(QStringLiteral("expandPrompt"));
+  m_expand->setCheckable(true);
+  m_expand->setText(tr("Expand"));
+  m_expand->setToolTip(tr("Show more of the prompt for editing"));
+  m_promptInfo = new QLabel(w);
+  m_samples = new QComboBox(w);
+  m_samples->addItem(tr("Sample prompts..."));
+  for (const QFileInfo& f : QDir(QStringLiteral(":/prompts")).entryInfoList({QStringLiteral("*.txt")}))
+    m_samples->addItem(f.baseName(), f.filePath());
+  auto* loadPrompt = new QPushButton(tr("Load file..."), w);
+  auto* promptRow = new QHBoxLayout;
+  promptRow->addWidget(new QLabel(tr("Prompt"), w), 0, Qt::AlignTop);
+  promptRow->addWidget(m_prompt, 1);
+  auto* promptSide = new QVBoxLayout;
+  auto* sideTop = new QHBoxLayout;
+  sideTop->addWidget(m_expand);
+  sideTop->addWidget(m_samples);
+  sideTop->addWidget(loadPrompt);
+  promptSide->addLayout(sideTop);
+  promptSide->addWidget(m_promptInfo);
+  promptSide->addStretch(1);
+  promptRow->addLayout(promptSide);
+
+  // The banner that says the views are out of date, and why.
+  m_banner = new QLabel(w);
+  m_banner->setObjectName(QStringLiteral("staleBanner"));
+  m_banner->setWordWrap(true);
+  m_banner->setVisible(false);
+
+  m_status = new QLabel(this);
+  m_status->setObjectName(QStringLiteral("status"));
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  statusBar()->addWidget(m_status, 1);
 
   auto* lay = new QVBoxLayout(w);
+  lay->setContentsMargins(6, 4, 6, 2);
+  lay->setSpacing(3);
   lay->addLayout(modelRow);
   lay->addLayout(promptRow);
-  lay->addWidget(m_prompt, 1);
-  lay->addLayout(runRow);
-  lay->addWidget(m_status);
+  lay->addWidget(m_banner);
+  setPromptExpanded(false);
 
   m_promptTimer = new QTimer(this);
   m_promptTimer->setSingleShot(true);
   m_promptTimer->setInterval(600);  // typing: wait a little longer than for a slider
   connect(m_prompt, &QPlainTextEdit::textChanged, m_promptTimer, qOverload<>(&QTimer::start));
+  connect(m_prompt, &QPlainTextEdit::textChanged, this, &MainWindow::updatePromptInfo);
   connect(m_promptTimer, &QTimer::timeout, this, [this] { m_wb->setPrompt(m_prompt->toPlainText()); });
+  connect(m_expand, &QToolButton::toggled, this, &MainWindow::setPromptExpanded);
   connect(m_run, &QPushButton::clicked, this, [this] {
     m_wb->setPrompt(m_prompt->toPlainText());
     m_wb->runNow();
@@ -162,7 +246,7 @@ QWidget* MainWindow::buildCentral() {
     s.maxTokens = v;
     m_wb->setControls(s);
   });
-  connect(browse, &QPushButton::clicked, this, &MainWindow::chooseModel);
+  connect(browse, &QToolButton::clicked, this, &MainWindow::chooseModel);
   connect(m_model, &QComboBox::activated, this, [this](int i) { loadModelPath(m_model->itemData(i).toString()); });
   connect(loadPrompt, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Load prompt"), QString(), tr("Text (*.txt *.md);;All files (*)"));
@@ -174,17 +258,43 @@ QWidget* MainWindow::buildCentral() {
   return w;
 }
 
+void MainWindow::setPromptExpanded(bool on) {
+  const QFontMetrics fm(m_prompt->font());
+  const int frame = 2 * m_prompt->frameWidth() + int(m_prompt->document()->documentMargin() * 2);
+  m_prompt->setFixedHeight(fm.lineSpacing() * (on ? 10 : 2) + frame);
+  m_prompt->setVerticalScrollBarPolicy(on ? Qt::ScrollBarAsNeeded : Qt::ScrollBarAlwaysOff);
+  m_expand->setText(on ? tr("Collapse") : tr("Expand"));
+  if (QWidget* c = centralWidget()) c->setMaximumHeight(c->sizeHint().height());
+}
+
+void MainWindow::updatePromptInfo() {
+  const QString t = m_prompt->toPlainText();
+  m_promptInfo->setText(t.isEmpty() ? tr("empty") : tr("%L1 characters").arg(t.size()));
+  if (const RunResultPtr r = m_wb->lastResult(); r && m_wb->prompt() == t)
+    m_promptInfo->setText(tr("%L1 characters, %L2 tokens").arg(t.size()).arg(r->promptTokens.size()));
+}
+
 void MainWindow::buildDocks() {
   setDockNestingEnabled(true);
+  setCorner(Qt::TopLeftCorner, Qt::LeftDockWidgetArea);
+  setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
   auto dock = [this](const QString& title, const QString& name, QWidget* w) {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(name);
     d->setWidget(w);
+    d->setProperty("baseTitle", title);
     return d;
   };
   m_controls = new ControlsPanel(this);
   m_controls->setQuantizationAvailable(true);  // engine/cache_settings.h: int8 / int4 KV
-  addDockWidget(Qt::LeftDockWidgetArea, dock(tr("Controls"), QStringLiteral("controls"), m_controls));
+  auto* controlsScroll = new QScrollArea(this);
+  controlsScroll->setWidget(m_controls);
+  controlsScroll->setWidgetResizable(true);
+  controlsScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  controlsScroll->setMinimumWidth(250);
+  controlsScroll->setFrameShape(QFrame::NoFrame);
+  auto* controlsDock = dock(tr("Controls"), QStringLiteral("controls"), controlsScroll);
+  addDockWidget(Qt::LeftDockWidgetArea, controlsDock);
   connect(m_controls, &ControlsPanel::edited, this, [this](const ControlState& s) {
     ControlState t = s;
     t.maxTokens = m_wb->controls().maxTokens;
@@ -194,38 +304,46 @@ void MainWindow::buildDocks() {
   });
 
   m_mapPanel = new AttentionMapPanel(m_wb->attentionMap(), this);
-  connect(m_mapPanel, &AttentionMapPanel::headChosen, this, [this](int l, int h) {
-    ControlState s = m_wb->controls();
-    s.layer = l;
-    s.head = h;
-    m_wb->setControls(s);
-  });
+  connect(m_mapPanel, &AttentionMapPanel::headChosen, this, &MainWindow::chooseHead);
   m_views = {dock(tr("Attention map"), QStringLiteral("map"), m_mapPanel),
              dock(tr("Sinks"), QStringLiteral("sinks"), new SinksPanel(m_wb->sinks(), this)),
              dock(tr("Sparsity"), QStringLiteral("sparsity"), new SparsityPanel(m_wb->sparsity(), m_wb->headStats(), this)),
              dock(tr("Timeline"), QStringLiteral("timeline"), new TimelinePanel(m_wb->timeline(), this)),
              dock(tr("Compare"), QStringLiteral("compare"), new ComparePanel(m_wb->compare(), this))};
-  addDockWidget(Qt::RightDockWidgetArea, m_views[0]);
-  for (int i = 1; i < m_views.size(); ++i) tabifyDockWidget(m_views[0], m_views[i]);
-  m_views[0]->raise();
+  // The views own the space below the prompt bar: tabbed in the bottom area, which the
+  // fixed-height central bar leaves to them.
+  addDockWidget(Qt::BottomDockWidgetArea, m_views[0]);
 
-  auto* strip = new TokenStrip(this);
-  strip->setModel(m_wb->tokens());
-  connect(strip, &TokenStrip::tokenChosen, m_mapPanel, &AttentionMapPanel::highlightToken);
-  auto* stripDock = dock(tr("Tokens"), QStringLiteral("tokens"), strip);
+  m_strip = new TokenStrip(this);
+  m_strip->setModel(m_wb->tokens());
+  connect(m_strip, &TokenStrip::tokenChosen, m_mapPanel, &AttentionMapPanel::highlightToken);
+  connect(m_mapPanel, &AttentionMapPanel::positionChosen, this, [this](int q) {
+    m_strip->showPosition(q);
+    m_mapPanel->highlightToken(q);
+  });
+  auto* stripDock = dock(tr("Tokens"), QStringLiteral("tokens"), m_strip);
   addDockWidget(Qt::BottomDockWidgetArea, stripDock);
-  resizeDocks({stripDock}, {110}, Qt::Vertical);
+  splitDockWidget(m_views[0], stripDock, Qt::Vertical);  // before tabifying: below the views
+  for (int i = 1; i < m_views.size(); ++i) tabifyDockWidget(m_views[0], m_views[i]);
 
   // Not one of the run views (viewDocks()): it shows a sweep file, so it stays hidden until one
   // is opened.
   m_sweepPanel = new SweepPanel(m_wb->sweep(), this);
   connect(m_sweepPanel, &SweepPanel::loadPoint, this, &MainWindow::loadSweepPoint);
   m_sweepDock = dock(tr("Sweep"), QStringLiteral("sweep"), m_sweepPanel);
-  addDockWidget(Qt::RightDockWidgetArea, m_sweepDock);
-  tabifyDockWidget(m_views[0], m_sweepDock);
+  addDockWidget(Qt::BottomDockWidgetArea, m_sweepDock);
+  tabifyDockWidget(m_views.back(), m_sweepDock);
   m_sweepDock->hide();
   m_views[0]->raise();
-  resizeDocks({m_views[0]}, {760}, Qt::Horizontal);
+  resizeDocks({controlsDock}, {std::max(250, m_controls->sizeHint().width() + 16)}, Qt::Horizontal);
+  resizeDocks({m_views[0], stripDock}, {600, 80}, Qt::Vertical);
+}
+
+void MainWindow::chooseHead(int layer, int head) {
+  ControlState s = m_wb->controls();
+  s.layer = layer;
+  s.head = head;
+  m_wb->setControls(s);
 }
 
 void MainWindow::buildMenus() {
@@ -249,6 +367,19 @@ void MainWindow::buildMenus() {
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
   QMenu* view = menuBar()->addMenu(tr("&View"));
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+  view->addSeparator();
+  view->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);
+  QMenu* map = menuBar()->addMenu(tr("&Map"));
+  auto step = [this, map](const QString& text, QKeySequence key, auto fn) {
+    QAction* a = map->addAction(text, this, fn);
+    a->setShortcut(key);
+    a->setShortcutContext(Qt::WindowShortcut);
+  };
+  step(tr("Previous layer"), QKeySequence(Qt::ALT | Qt::Key_Up), [this] { m_mapPanel->stepLayer(-1); });
+  step(tr("Next layer"), QKeySequence(Qt::ALT | Qt::Key_Down), [this] { m_mapPanel->stepLayer(1); });
+  step(tr("Previous head"), QKeySequence(Qt::ALT | Qt::Key_Left), [this] { m_mapPanel->stepHead(-1); });
+  step(tr("Next head"), QKeySequence(Qt::ALT | Qt::Key_Right), [this] { m_mapPanel->stepHead(1); });
+  step(tr("Reset zoom"), QKeySequence(Qt::CTRL | Qt::Key_0), [this] { m_mapPanel->resetZoom(); });
   QMenu* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About SinkScope"), this, [this] {
     QMessageBox::about(this, tr("About SinkScope"),
@@ -262,6 +393,12 @@ void MainWindow::buildMenus() {
   m_model->addItem(QFileInfo(def).fileName() + tr(" (default)"), def);
   for (const QString& p : m_recentModels.list())
     if (p != def) m_model->addItem(QFileInfo(p).fileName(), p);
+}
+
+void MainWindow::resetLayout() {
+  restoreState(m_defaultState);
+  for (QDockWidget* d : m_views) d->show();
+  m_views[0]->raise();
 }
 
 void MainWindow::refreshRecentMenus() {
@@ -282,15 +419,11 @@ void MainWindow::refreshRecentMenus() {
 void MainWindow::chooseModel() {
   const QString f = QFileDialog::getOpenFileName(this, tr("Open model"), QString(), tr("GGUF models (*.gguf);;All files (*)"));
   if (f.isEmpty()) return;
-  if (m_model->findData(f) < 0) m_model->addItem(QFileInfo(f).fileName(), f);
-  m_model->setCurrentIndex(m_model->findData(f));
   loadModelPath(f);
 }
 
 void MainWindow::loadModelPath(const QString& path) {
-  const int i = m_model->findData(path);
-  if (i < 0) m_model->addItem(QFileInfo(path).fileName(), path);
-  m_model->setCurrentIndex(m_model->findData(path));
+  selectModelItem(path);
   m_backend->setText(tr("Backend: <i>loading</i>"));
   setStatus(tr("Loading %1 ...").arg(path));
   m_wb->loadModel(path);
@@ -373,7 +506,10 @@ void MainWindow::showError(const QString& title, const QString& message) {
 
 void MainWindow::setStatus(const QString& text, bool error) {
   m_status->setStyleSheet(error ? QStringLiteral("color: #b00020") : QString());
-  m_status->setText(text);
+  QString line = text;
+  line.replace(QLatin1Char('\n'), QLatin1Char(' '));
+  m_status->setText(line);
+  m_status->setToolTip(text);
 }
 
 void MainWindow::restoreSettings() {

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The main window: model picker and backend indicator, prompt editor with sample prompts, Run /
-// Cancel, generation length, progress with time remaining, status; the controls and the five
-// views as dock widgets plus the token strip and the sweep view (shown once a sweep is opened). All state lives in the Workbench.
+// The main window: a compact bar on top (model picker and backend, Run / Cancel, generation
+// length, progress; the prompt as one line that expands; a banner when the views are out of
+// date), the controls docked on the left, the five views tabbed below the bar with the token
+// strip, and the sweep view (shown once a sweep is opened); status in the status bar. All state
+// lives in the Workbench.
 #pragma once
 
 #include <QMainWindow>
@@ -18,12 +20,14 @@ class QProgressBar;
 class QPushButton;
 class QSpinBox;
 class QTimer;
+class QToolButton;
 
 namespace sinkscope::gui {
 
 class AttentionMapPanel;
 class ControlsPanel;
 class SweepPanel;
+class TokenStrip;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -38,6 +42,12 @@ class MainWindow : public QMainWindow {
 
  private:
   QWidget* buildCentral();
+  void setPromptExpanded(bool on);
+  void updatePromptInfo();
+  void updateBanner();
+  void selectModelItem(const QString& path);
+  void chooseHead(int layer, int head);
+  void resetLayout();
   void buildDocks();
   void buildMenus();
   void chooseModel();
@@ -58,6 +68,12 @@ class MainWindow : public QMainWindow {
   QComboBox* m_model = nullptr;
   QLabel* m_backend = nullptr;
   QPlainTextEdit* m_prompt = nullptr;
+  QToolButton* m_expand = nullptr;
+  QLabel* m_promptInfo = nullptr;
+  QLabel* m_banner = nullptr;
+  TokenStrip* m_strip = nullptr;
+  QByteArray m_defaultState;
+  QString m_goodModel;  // the model that loaded last (kept when another fails)
   QComboBox* m_samples = nullptr;
   QPushButton* m_run = nullptr;
   QPushButton* m_cancel = nullptr;

@@ -17,4 +17,16 @@ TokenStrip::TokenStrip(QWidget* parent) : QListView(parent) {
   });
 }
 
+void TokenStrip::showPosition(int position) {
+  if (!model()) return;
+  for (int r = 0; r < model()->rowCount(); ++r) {
+    const QModelIndex i = model()->index(r, 0);
+    if (i.data(TokenListModel::PositionRole).toInt() == position) {
+      setCurrentIndex(i);
+      scrollTo(i, QAbstractItemView::PositionAtCenter);
+      return;
+    }
+  }
+}
+
 }  // namespace sinkscope::gui

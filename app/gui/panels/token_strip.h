@@ -12,6 +12,7 @@ class TokenStrip : public QListView {
   Q_OBJECT
  public:
   explicit TokenStrip(QWidget* parent = nullptr);
+  void showPosition(int position);  // selects and scrolls to the token at a prompt position
  Q_SIGNALS:
   void tokenChosen(int position);
 };

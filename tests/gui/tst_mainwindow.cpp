@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: Apache-2.0
+// The main window at laptop sizes: it fits 1024x640 at the least, and at 1280x720 every dock,
+// tab, button and chart lies inside the window; a failed model load keeps the good model
+// selected and drops the bad file from the list; the banner marks stale views.
+#include <QComboBox>
+#include <QDockWidget>
+#include <QLabel>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTabBar>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "app/gui/models/workbench.h"
+#include "app/gui/panels/main_window.h"
+#include "tests/gui/test_model.h"
+
+using namespace sinkscope;
+using namespace sinkscope::gui;
+
+namespace {
+
+// Whether a dock is on screen: not tabbed, or the current tab of its group (Qt parks the
+// other tabs' docks outside the window).
+bool dockShown(QMainWindow* mw, QDockWidget* d) {
+  if (mw->tabifiedDockWidgets(d).isEmpty()) return true;
+  for (QTabBar* tabs : mw->findChildren<QTabBar*>())
+    if (tabs->isVisible() && tabs->currentIndex() >= 0 && tabs->tabText(tabs->currentIndex()) == d->windowTitle())
+      return true;
+  return false;
+}
+
+// Every visible widget below `root` whose rectangle leaves the window's.
+QStringList outside(QMainWindow* root) {
+  QStringList bad;
+  const QRect win(QPoint(0, 0), root->size());
+  for (QWidget* w : root->findChildren<QWidget*>()) {
+    if (!w->isVisible() || w->isWindow()) continue;
+    bool parked = false;
+    for (QWidget* p = w; p && p != root; p = p->parentWidget())
+      if (auto* d = qobject_cast<QDockWidget*>(p); d && !dockShown(root, d)) parked = true;
+    if (parked) continue;
+    if (w->width() <= 1 || w->height() <= 1) continue;
+    const QRect r(w->mapTo(root, QPoint(0, 0)), w->size());
+    // Children of scroll areas may extend past their viewport by design.
+    bool scrolled = false;
+    for (QWidget* p = w->parentWidget(); p && p != root; p = p->parentWidget())
+      if (p->objectName() == QLatin1String("qt_scrollarea_viewport")) scrolled = true;
+    if (!scrolled && !win.contains(r))
+      bad << QStringLiteral("%1 (%2) at %3,%4 %5x%6")
+                 .arg(QString::fromLatin1(w->metaObject()->className()), w->objectName())
+                 .arg(r.x()).arg(r.y()).arg(r.width()).arg(r.height());
+  }
+  return bad;
+}
+
+}  // namespace
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void fitsALaptopScreen_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("1024x640") << QSize(1024, 640);
+    QTest::newRow("1280x720") << QSize(1280, 720);
+    QTest::newRow("1920x1080") << QSize(1920, 1080);
+  }
+  void fitsALaptopScreen() {
+    QFETCH(QSize, size);
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    const QSize min = w.minimumSizeHint().expandedTo(w.minimumSize());
+    if (qEnvironmentVariableIsSet("SINKSCOPE_DEBUG_SIZES")) {
+      qInfo() << "central" << w.centralWidget()->minimumSizeHint();
+      for (QDockWidget* d : w.findChildren<QDockWidget*>()) qInfo() << d->objectName() << d->minimumSizeHint();
+      for (QWidget* c : w.centralWidget()->findChildren<QWidget*>()) qInfo() << c->metaObject()->className() << c->objectName() << c->minimumSizeHint();
+    }
+    QVERIFY2(min.width() <= 1024 && min.height() <= 640,
+             qPrintable(QStringLiteral("minimum %1x%2").arg(min.width()).arg(min.height())));
+    w.resize(size);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QCOMPARE(w.size(), size);
+    const QStringList bad = outside(&w);
+    QVERIFY2(bad.isEmpty(), qPrintable(bad.join(QLatin1Char('\n'))));
+    // The views own the space: the map dock gets most of the window.
+    QDockWidget* map = w.viewDocks().at(0);
+    QVERIFY(map->isVisible());
+    QVERIFY2(map->width() * map->height() > size.width() * size.height() / 3,
+             qPrintable(QStringLiteral("map %1x%2").arg(map->width()).arg(map->height())));
+    // Every view tab is on screen and reachable.
+    for (QTabBar* tabs : w.findChildren<QTabBar*>()) {
+      if (!tabs->isVisible()) continue;
+      for (int i = 0; i < tabs->count(); ++i) {
+        const QRect r(tabs->mapTo(&w, tabs->tabRect(i).topLeft()), tabs->tabRect(i).size());
+        QVERIFY2(QRect(QPoint(0, 0), w.size()).contains(r), qPrintable(tabs->tabText(i)));
+      }
+    }
+    auto* run = w.findChild<QPushButton*>(QStringLiteral("run"));
+    QVERIFY(run && run->isVisible());
+  }
+
+  void failedLoadKeepsTheGoodModelSelected() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    qApp->setProperty("sinkscopeNoDialogs", true);
+    MainWindow w(&wb);
+    auto* picker = w.findChild<QComboBox*>(QStringLiteral("modelPicker"));
+    QVERIFY(picker);
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    QSignalSpy failed(&wb, &Workbench::modelFailed);
+    wb.loadModel(test::randomModelPath());
+    QTRY_COMPARE(loaded.count(), 1);
+    QCOMPARE(picker->currentData().toString(), test::randomModelPath());
+    QTemporaryDir dir;
+    const QString junk = dir.filePath(QStringLiteral("truncated.gguf"));
+    QFile f(junk);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("GGUF\x03\0\0\0", 8);  // a header cut short
+    f.close();
+    w.findChild<QComboBox*>(QStringLiteral("modelPicker"));
+    QMetaObject::invokeMethod(&w, [&] { wb.loadModel(junk); });
+    QTRY_COMPARE(failed.count(), 1);
+    QVERIFY(wb.modelReady());
+    QCOMPARE(picker->findData(junk), -1);
+    QCOMPARE(picker->currentData().toString(), test::randomModelPath());
+    auto* status = w.findChild<QLabel*>(QStringLiteral("status"));
+    QVERIFY(status->toolTip().contains(QStringLiteral("Still using")));
+  }
+
+  void bannerMarksStaleViews() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    w.resize(1280, 720);
+    w.show();
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    w.setPromptText(test::longPrompt());
+    wb.setModel(test::randomModel());
+    QTRY_COMPARE(loaded.count(), 1);
+    wb.runNow();
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+    auto* banner = w.findChild<QLabel*>(QStringLiteral("staleBanner"));
+    QVERIFY(banner && !banner->isVisible());
+    ControlState s = wb.controls();
+    s.lambdaPrefill = 0.4;
+    wb.setControls(s);
+    QVERIFY(banner->isVisible());
+    QVERIFY(banner->text().contains(QStringLiteral("controls changed")));
+    QVERIFY(w.viewDocks().at(0)->windowTitle().contains(QStringLiteral("out of date")));
+    wb.runNow();
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
+    QVERIFY(!banner->isVisible());
+    QVERIFY(!w.viewDocks().at(0)->windowTitle().contains(QStringLiteral("out of date")));
+  }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_mainwindow.moc"

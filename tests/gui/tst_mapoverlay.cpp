@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: Apache-2.0
+// The attention map's overlay geometry: every outlined skipped tile lies where attention can
+// look (causal, inside window + sinks), for masks recorded by the CPU backend in chunks (a
+// sliding window, both position modes) and for masks shaped like the GPU's (cells by index).
+#include <QTest>
+
+#include "app/gui/models/control_state.h"
+#include "app/gui/models/map_overlay.h"
+#include "app/gui/models/run_executor.h"
+#include "tests/gui/test_model.h"
+
+using namespace sinkscope;
+using namespace sinkscope::gui;
+
+namespace {
+
+// A prompt of several hundred tokens (the window below is far shorter).
+std::string longText() {
+  QString s;
+  for (int i = 0; i < 5; ++i) s += test::longPrompt();
+  return s.toStdString();
+}
+
+// Every rectangle is causal and has a visible pair at each of its extreme rows and columns.
+void checkRects(const std::vector<MapRect>& rects, const Visibility& vis, int n) {
+  for (const MapRect& r : rects) {
+    QVERIFY(r.qFirst >= 0 && r.qLast < n && r.kFirst >= 0 && r.kLast < n);
+    QVERIFY(r.qFirst <= r.qLast && r.kFirst <= r.kLast);
+    QVERIFY2(r.kFirst <= r.qLast, "a tile wholly in the future of its queries");
+    QVERIFY2(r.kLast <= r.qLast, "a tile reaching past the last query");
+    bool firstKey = false, lastKey = false;
+    for (int q = r.qFirst; q <= r.qLast; ++q) {
+      firstKey = firstKey || vis.visible(q, r.kFirst);
+      lastKey = lastKey || vis.visible(q, r.kLast);
+    }
+    QVERIFY2(firstKey && lastKey, "a tile edge no query of the tile can see");
+  }
+}
+
+}  // namespace
+
+class TestMapOverlay : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void visibilityRule() {
+    const Visibility full;
+    QVERIFY(full.visible(5, 5));
+    QVERIFY(!full.visible(5, 6));
+    const Visibility win{2, 4};  // S = 2, W = 4
+    QVERIFY(win.visible(10, 0) && win.visible(10, 1));
+    QVERIFY(!win.visible(10, 2) && !win.visible(10, 6));
+    QVERIFY(win.visible(10, 7) && win.visible(10, 10));
+    QVERIFY(win.anyVisible(8, 12, 0, 2));
+    QVERIFY(!win.anyVisible(20, 24, 3, 10));   // evicted for every query
+    QVERIFY(!win.anyVisible(0, 4, 5, 9));      // future
+    QVERIFY(!win.anyVisible(20, 24, 3, 17));   // key 16 is just out of query 20's window
+    QVERIFY(win.anyVisible(20, 24, 3, 18));    // key 17 is in it
+  }
+
+  void gpuShapedMaskDropsImpossibleTiles() {
+    // Cells by index (query tile r = 64 r.., KV tile t = 64 t..): a skipped cell above the
+    // diagonal and one outside the window are not drawn; the visible ones are clipped.
+    SkipMask m;
+    m.rows = 4;
+    m.cols = 4;
+    m.cells.assign(16, 1);
+    m.cells[0 * 4 + 2] = 2;  // queries 0-63, keys 128-191: future
+    m.cells[3 * 4 + 0] = 2;  // queries 192-255, keys 0-63: sinks only
+    m.cells[3 * 4 + 1] = 2;  // keys 64-127: evicted with W = 64
+    m.cells[2 * 4 + 2] = 2;  // the diagonal tile
+    const Visibility vis{4, 64};
+    int total = 0;
+    const auto rects = skippedMapRects(m, 64, 256, vis, &total);
+    QCOMPARE(total, 4);
+    QCOMPARE(int(rects.size()), 2);
+    checkRects(rects, vis, 256);
+    QCOMPARE(rects[0].kFirst, 128);  // diagonal: keys up to each row's own position
+    QCOMPARE(rects[0].kLast, 191);
+    QCOMPARE(rects[1].kFirst, 0);  // the sink page: only the 4 sinks are visible
+    QCOMPARE(rects[1].kLast, 3);
+  }
+
+  void cpuMasksAreCausalAndInsideTheWindow_data() {
+    QTest::addColumn<bool>("window");
+    QTest::addColumn<int>("positionMode");
+    QTest::newRow("full cache") << false << int(PositionMode::kCache);
+    QTest::newRow("window, cache positions") << true << int(PositionMode::kCache);
+    QTest::newRow("window, original positions") << true << int(PositionMode::kOriginal);
+  }
+  void cpuMasksAreCausalAndInsideTheWindow() {
+    QFETCH(bool, window);
+    QFETCH(int, positionMode);
+    // Random weights give near-uniform scores (nothing to skip): the real model is needed.
+    const QString path = test::defaultModelPath();
+    if (path.isEmpty()) {
+      if (qEnvironmentVariableIntValue("SINKSCOPE_REQUIRE_MODEL"))
+        QFAIL("the default model is missing (bash packaging/setup.sh fetches it)");
+      QSKIP("the default model is not present (bash packaging/setup.sh fetches it)");
+    }
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.loadModel(path.toStdString());
+    ControlState s;
+    s.lambdaPrefill = 0.05;
+    s.maxTokens = 2;
+    s.layer = 1;
+    s.head = 2;
+    s.compare = false;
+    s.slidingWindow = window;
+    s.windowSize = 192;
+    s.sinkCount = 4;
+    s.positionMode = PositionMode(positionMode);
+    RunResultPtr r;
+    try {
+      // The skip mask is recorded for the map's head: take the head that skips most.
+      r = ex.run(s.toRequest(longText()), 1);
+      int64_t most = -1;
+      for (int l = 0; l < r->nLayer; ++l)
+        for (int h = 0; h < r->nHead; ++h)
+          if (r->probesPrefill.prefill[size_t(l) * r->nHead + h].skipped > most) {
+            most = r->probesPrefill.prefill[size_t(l) * r->nHead + h].skipped;
+            s.layer = l;
+            s.head = h;
+          }
+      r = ex.run(s.toRequest(longText()), 2);
+    } catch (const std::exception& e) {
+      QFAIL(e.what());
+    }
+    const int n = int(r->promptTokens.size());
+    QVERIFY2(n > 3 * 192, "the prompt must be several windows long");
+    Visibility vis;
+    if (window) vis = {4, 192};
+    int total = 0;
+    const auto rects = skippedMapRects(r->probes.mask, 64, n, vis, &total);
+    // Every skipped tile of every chunk is placed: the head's skipped prefill tiles.
+    const TileCounts& c = r->probesPrefill.prefill[size_t(s.layer) * r->nHead + s.head];
+    QVERIFY(c.skipped > 0);
+    QCOMPARE(int64_t(total), c.skipped);
+    QCOMPARE(int64_t(rects.size()), c.skipped);  // recorded tiles are all visible somewhere
+    checkRects(rects, vis, n);
+    if (window) {
+      // The chunks reached the end of the prompt: the last query tile has outlined tiles.
+      bool late = false;
+      for (const MapRect& t : rects) late = late || t.qLast >= n - 64;
+      QVERIFY(late);
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestMapOverlay)
+#include "tst_mapoverlay.moc"
