@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -108,13 +109,20 @@ class Backend {
 
   void set_cancel_flag(const std::atomic<bool>* flag) { m_cancel = flag; }
   void set_span_recorder(prof::SpanRecorder* r) { m_spans = r; }
+  // Called on the forward's thread as a multi-token forward advances: the share of its work
+  // done, in [0, 1] (per layer of each chunk, where a backend reports it). Empty: none.
+  void set_progress_callback(std::function<void(double)> fn) { m_progress = std::move(fn); }
 
  protected:
   void check_cancel() const {
     if (m_cancel && m_cancel->load(std::memory_order_relaxed)) throw Cancelled();
   }
+  void report_progress(double fraction) const {
+    if (m_progress) m_progress(fraction);
+  }
   const std::atomic<bool>* m_cancel = nullptr;
   prof::SpanRecorder* m_spans = nullptr;
+  std::function<void(double)> m_progress;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model,

@@ -122,6 +122,7 @@ class CpuBackend final : public Backend {
   // Paged K/V of every layer (engine/kv_cache.h): pages of block_size positions, each
   // (position, kv_head, d), keys rotated at their original positions.
   std::unique_ptr<KvCache> m_cache;
+  int m_chunk_done = 0, m_chunk_total = 0;  // tokens of the forward before this chunk, in all
   // Scratch, reused across calls.
   std::vector<float> m_cos, m_sin, m_x, m_xn, m_q, m_kn, m_vn, m_att, m_tmp, m_gate, m_up;
   std::vector<float> m_qs, m_cos_c, m_sin_c;  // cache position mode: queries at cache indices
@@ -150,6 +151,8 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     const bool last = off + m == n;
     float* out = mode == LogitsMode::kAll ? logits.data() + size_t(off) * c.n_vocab
                                           : (last ? logits.data() : nullptr);
+    m_chunk_done = off;
+    m_chunk_total = n;
     forward_chunk(tokens.subspan(size_t(off), size_t(m)), mode == LogitsMode::kAll, out);
   }
 }
@@ -229,6 +232,8 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
 
   for (int l = 0; l < c.n_layer; ++l) {
     check_cancel();
+    if (n > 1 && l > 0 && m_chunk_total > 0)
+      report_progress((m_chunk_done + double(n) * l / c.n_layer) / m_chunk_total);
     prof::ScopedSpan span_layer(m_spans, "layer", l);
     const LayerWeights& L = w.layers[size_t(l)];
     {

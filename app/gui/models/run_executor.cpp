@@ -308,7 +308,8 @@ Backend& RunExecutor::denseBackend() {
 
 RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& prompt,
                                        int maxTokens, const std::function<void(int)>& onStep,
-                                       prof::SpanRecorder* spans, std::vector<float>* buffer) {
+                                       prof::SpanRecorder* spans, std::vector<float>* buffer,
+                                       const std::function<void(double)>& onPrefill) {
   const Tokenizer& tok = m_model->tokenizer();
   const int nv = m_model->config().n_vocab;
   Pass p;
@@ -318,6 +319,11 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   b.set_span_recorder(spans);
   b.reset();
   int64_t t0 = prof::now_ns();
+  if (onPrefill) b.set_progress_callback(onPrefill);
+  struct Unhook {
+    Backend& b;
+    ~Unhook() { b.set_progress_callback({}); }
+  } unhook{b};
   b.forward(prompt, LogitsMode::kAll, p.promptLogits);
   p.prefillMs = double(prof::now_ns() - t0) / 1e6;
   p.afterPrefill = b.probes();
@@ -559,9 +565,12 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       v = runPass(b, res->promptTokens, maxTokens,
                   [&](int step) {
                     done = step == 0 ? n : n + step;
-                    report(step == 0 ? "decode" : "decode");
+                    report("decode");
                   },
-                  profiler.spans(), &m_logitsBuffer);
+                  profiler.spans(), &m_logitsBuffer, [&](double f) {
+                    done = f * n;
+                    report("prefill");
+                  });
     } catch (...) {
       profiler.stop();
       b.set_span_recorder(nullptr);
@@ -707,7 +716,10 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
                         done = base + (step == 0 ? n : n + step);
                         report("dense baseline");
                       },
-                      dprof.spans());
+                      dprof.spans(), nullptr, [&](double f) {
+                        done = base + f * n;
+                        report("dense baseline prefill");
+                      });
         } catch (...) {
           dprof.stop();
           db.set_span_recorder(nullptr);

@@ -68,7 +68,8 @@ class RunExecutor {
   struct Pass;  // one generation with per-position logits
   Pass runPass(Backend& b, const std::vector<TokenId>& prompt, int maxTokens,
                const std::function<void(int)>& onStep, prof::SpanRecorder* spans,
-               std::vector<float>* buffer = nullptr);
+               std::vector<float>* buffer = nullptr,
+               const std::function<void(double)>& onPrefill = {});
   bool cancelled() const { return m_cancel && m_cancel->load(std::memory_order_relaxed); }
 
   BackendKind m_kind;

@@ -49,9 +49,9 @@ AttentionMapPanel::AttentionMapPanel(AttentionMapView* view, QWidget* parent)
   reset->setText(tr("Reset zoom"));
   reset->setToolTip(tr("Show the whole map (or double-click it)"));
   auto* legend = new QLabel(this);
-  legend->setText(tr("<span style='background:%1'>&nbsp;&nbsp;&nbsp;</span> not visible "
-                     "&nbsp;<span style='border:1px dashed %2'>&nbsp;&nbsp;&nbsp;</span> skipped "
-                     "tile &nbsp;<span style='color:%3'>&#9646;</span> sink")
+  legend->setText(tr("<span style='color:%1'>&#9632;</span> not visible &nbsp;"
+                     "<span style='color:%2'>&#9633;</span> skipped tile &nbsp;"
+                     "<span style='color:%3'>&#9650;</span> sink (ticks on the edges)")
                       .arg(palette::notVisible().name(), palette::skippedTile().name(),
                            palette::sinkMark().name()));
   top->addWidget(m_layer);
@@ -208,32 +208,33 @@ void AttentionMapPanel::rebuild() {
     auto* rect = new QCPItemRect(m_plot);
     rect->topLeft->setCoords(t.kFirst - 0.5, t.qFirst - 0.5);
     rect->bottomRight->setCoords(t.kLast + 0.5, t.qLast + 0.5);
-    rect->setPen(QPen(sk, 1.5, Qt::DashLine));
+    rect->setPen(QPen(sk, 1, Qt::DashLine));
     rect->setBrush(QColor(sk.red(), sk.green(), sk.blue(), 40));
     m_outlined.push_back(t);
   }
   const int drawn = int(m_outlined.size());
   const int hidden = total - int(rects.size());  // tiles with no visible pair: never drawn
 
-  // Sinks: the kept S as a band, this head's own sinks as lines (2 px, whatever the zoom).
+  // Sinks, drawn beside the data so the column's own colour stays readable: the kept S as a
+  // bracket along the top edge, each sink of this head as a tick at the top and bottom edges.
   const RunResultPtr& res = m_view->result();
   const int kept = res ? std::min(res->sinkKeep, n) : 0;
   const QColor sm = palette::sinkMark();
-  if (kept > 0) {
-    auto* band = new QCPItemRect(m_plot);
-    band->topLeft->setTypeY(QCPItemPosition::ptAxisRectRatio);
-    band->bottomRight->setTypeY(QCPItemPosition::ptAxisRectRatio);
-    band->topLeft->setCoords(-0.5, 0);
-    band->bottomRight->setCoords(kept - 0.5, 1);
-    band->setPen(QPen(sm, 1));
-    band->setBrush(QColor(sm.red(), sm.green(), sm.blue(), 30));
-  }
+  auto edgeMark = [&](double k0, double k1, double y0, double y1, double width) {
+    auto* r = new QCPItemRect(m_plot);
+    r->topLeft->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    r->bottomRight->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    r->topLeft->setCoords(k0, y0);
+    r->bottomRight->setCoords(k1, y1);
+    r->setPen(QPen(sm, width));
+    r->setBrush(sm);
+    r->setClipToAxisRect(false);
+  };
+  if (kept > 0) edgeMark(-0.5, kept - 0.5, -0.025, -0.012, 1);
   const QVector<int> sinks = m_view->sinkColumns();
   for (int k : sinks) {
-    auto* line = new QCPItemStraightLine(m_plot);
-    line->point1->setCoords(k, 0);
-    line->point2->setCoords(k, 1);
-    line->setPen(QPen(QColor(sm.red(), sm.green(), sm.blue(), 190), 2));
+    edgeMark(k - 0.5, k + 0.5, 0.0, 0.02, 2);
+    edgeMark(k - 0.5, k + 0.5, 0.98, 1.0, 2);
   }
   if (m_highlight >= 0 && m_highlight < n) {
     for (int i = 0; i < 2; ++i) {
