@@ -78,6 +78,19 @@ class TestMapOverlay : public QObject {
     QCOMPARE(rects[0].kLast, 191);
     QCOMPARE(rects[1].kFirst, 0);  // the sink page: only the 4 sinks are visible
     QCOMPARE(rects[1].kLast, 3);
+    // The diagonal tile's outline is the band between k = q - W + 1 and k = q.
+    const auto diag = visibleOutline(rects[0], vis);
+    QCOMPARE(int(diag.size()), 1);
+    for (const auto& [k, q] : diag[0]) {
+      QVERIFY2(k <= q + 1 + 1e-9, "an outline point in the future");  // cell edges: +-0.5
+      QVERIFY2(k >= q - 64 - 1e-9, "an outline point outside the window");
+    }
+    QVERIFY(diag[0].size() <= 10);  // straight edges, not a staircase
+    QCOMPARE(diag[0].front(), diag[0].back());
+    // The sink tile: one rectangle over keys 0-3.
+    const auto sink = visibleOutline(rects[1], vis);
+    QCOMPARE(int(sink.size()), 1);
+    for (const auto& [k, q] : sink[0]) QVERIFY(k >= -0.5 && k <= 3.5);
   }
 
   void cpuMasksAreCausalAndInsideTheWindow_data() {

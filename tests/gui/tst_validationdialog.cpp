@@ -119,6 +119,24 @@ class TestValidationDialog : public QObject {
                 .contains(QStringLiteral("subset")));
   }
 
+  void exportWithoutValidationClearsTheOldGates() {
+    ControlState dense;
+    dense.sparse = false;
+    auto wb = makeWorkbench(dense);
+    QVERIFY(wb);
+    QTemporaryDir dir;
+    ValidationDialog d(wb.get(), dir.filePath(QStringLiteral("validated.yaml")));
+    QSignalSpy written(&d, &ValidationDialog::written);
+    startValidation(d, true);
+    QTRY_COMPARE_WITH_TIMEOUT(written.count(), 1, 120000);
+    QVERIFY(child<QTableView>(&d, "gates")->model()->rowCount() > 0);
+    child<QLineEdit>(&d, "out")->setText(dir.filePath(QStringLiteral("plain.yaml")));
+    QTest::mouseClick(child<QPushButton>(&d, "unvalidated"), Qt::LeftButton);
+    QCOMPARE(written.count(), 2);
+    QCOMPARE(child<QTableView>(&d, "gates")->model()->rowCount(), 0);
+    QVERIFY(statusOf(d).contains(QStringLiteral("not validated")));
+  }
+
   void stopWritesNothing() {
     auto wb = makeWorkbench(ControlState{});
     QVERIFY(wb);
@@ -149,9 +167,10 @@ class TestValidationDialog : public QObject {
     QTest::mouseClick(child<QPushButton>(&d, "validate"), Qt::LeftButton);
     QVERIFY(!wb->validation()->running());  // nothing started
     QVERIFY(statusOf(d).contains(QStringLiteral("--eval-data")));
-    // Choosing a manifest clears the hint.
+    // Choosing a manifest clears the hint and the error in the status line.
     child<QLineEdit>(&d, "manifest")->setText(QString::fromStdString(data().manifest.string()));
     QVERIFY(hint->text().isEmpty());
+    QVERIFY2(!statusOf(d).contains(QStringLiteral("--eval-data")), qPrintable(statusOf(d)));
     qunsetenv("SINKSCOPE_DATASET");
   }
 

@@ -2,6 +2,7 @@
 #include "app/gui/models/map_overlay.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace sinkscope::gui {
 
@@ -69,6 +70,69 @@ std::vector<MapRect> skippedMapRects(const SkipMask& mask, int blockSize, int nT
           add(r * kQueryTileRows, (r + 1) * kQueryTileRows, t * blockSize, (t + 1) * blockSize);
   }
   if (totalSkipped) *totalSkipped = total;
+  return out;
+}
+
+namespace {
+
+// Drops the points that lie on the straight line through their neighbours.
+MapPolygon simplify(const MapPolygon& in) {
+  MapPolygon out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!out.empty() && i + 1 < in.size()) {
+      const auto& a = out.back();
+      const auto& b = in[i];
+      const auto& c = in[i + 1];
+      const double cross = (b.first - a.first) * (c.second - a.second) - (b.second - a.second) * (c.first - a.first);
+      if (std::abs(cross) < 1e-9) continue;
+    }
+    out.push_back(in[i]);
+  }
+  return out;
+}
+
+// One polygon around rows [q0, q1] with key intervals lo(q)..hi(q) (non-empty on every row).
+template <class Lo, class Hi>
+MapPolygon rowsPolygon(int q0, int q1, Lo lo, Hi hi) {
+  MapPolygon p;
+  p.emplace_back(lo(q0) - 0.5, q0 - 0.5);
+  p.emplace_back(hi(q0) + 0.5, q0 - 0.5);
+  for (int q = q0; q <= q1; ++q) p.emplace_back(hi(q) + 0.5, q);
+  p.emplace_back(hi(q1) + 0.5, q1 + 0.5);
+  p.emplace_back(lo(q1) - 0.5, q1 + 0.5);
+  for (int q = q1; q >= q0; --q) p.emplace_back(lo(q) - 0.5, q);
+  p.push_back(p.front());
+  return simplify(p);
+}
+
+}  // namespace
+
+std::vector<MapPolygon> visibleOutline(const MapRect& r, const Visibility& vis) {
+  std::vector<MapPolygon> out;
+  const bool win = vis.window > 0;
+  // Window (or causal) part: keys max(kFirst, S if windowed, q - W + 1) .. min(kLast, q).
+  auto lo = [&](int q) {
+    int v = r.kFirst;
+    if (win) v = std::max({v, vis.sinks, q - vis.window + 1});
+    return v;
+  };
+  auto hi = [&](int q) { return std::min(r.kLast, q); };
+  // Sink part (windowed only): keys kFirst .. min(kLast, S - 1, q).
+  auto slo = [&](int) { return r.kFirst; };
+  auto shi = [&](int q) { return std::min({r.kLast, vis.sinks - 1, q}); };
+  auto runs = [&](auto l, auto h) {
+    int start = -1;
+    for (int q = r.qFirst; q <= r.qLast + 1; ++q) {
+      const bool ok = q <= r.qLast && l(q) <= h(q);
+      if (ok && start < 0) start = q;
+      if (!ok && start >= 0) {
+        out.push_back(rowsPolygon(start, q - 1, l, h));
+        start = -1;
+      }
+    }
+  };
+  runs(lo, hi);
+  if (win && r.kFirst < vis.sinks) runs(slo, shi);
   return out;
 }
 

@@ -36,4 +36,11 @@ struct MapRect {
 std::vector<MapRect> skippedMapRects(const SkipMask& mask, int blockSize, int nTokens,
                                      const Visibility& vis, int* totalSkipped = nullptr);
 
+// The visible pairs of queries [qFirst, qLast] x keys [kFirst, kLast] as closed polygons in map
+// coordinates (x = key, y = query, cells centred on integers): one for the part inside the
+// window (or the causal triangle of a full cache) and one for the kept sinks, each with its
+// first point repeated at the end. Straight edges: a diagonal side follows k = q or k = q - W + 1.
+using MapPolygon = std::vector<std::pair<double, double>>;
+std::vector<MapPolygon> visibleOutline(const MapRect& r, const Visibility& vis);
+
 }  // namespace sinkscope::gui

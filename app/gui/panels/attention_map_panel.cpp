@@ -165,6 +165,8 @@ void AttentionMapPanel::clampRanges() {
 
 void AttentionMapPanel::rebuild() {
   m_plot->clearItems();
+  for (QCPCurve* c : m_outlines) m_plot->removePlottable(c);
+  m_outlines.clear();
   m_outlined.clear();
   if (!m_view->hasData()) {
     m_map->data()->clear();
@@ -205,11 +207,18 @@ void AttentionMapPanel::rebuild() {
   const QColor sk = palette::skippedTile();
   for (const MapRect& t : rects) {
     if (int(m_outlined.size()) >= kMaxSkipOutlines) break;
-    auto* rect = new QCPItemRect(m_plot);
-    rect->topLeft->setCoords(t.kFirst - 0.5, t.qFirst - 0.5);
-    rect->bottomRight->setCoords(t.kLast + 0.5, t.qLast + 0.5);
-    rect->setPen(QPen(sk, 1, Qt::DashLine));
-    rect->setBrush(QColor(sk.red(), sk.green(), sk.blue(), 40));
+    // The tile's visible part only (a window cuts tiles along its diagonal edges).
+    for (const MapPolygon& poly : visibleOutline(t, vis)) {
+      QVector<QCPCurveData> pts;
+      pts.reserve(int(poly.size()));
+      for (size_t i = 0; i < poly.size(); ++i) pts.append(QCPCurveData(double(i), poly[i].first, poly[i].second));
+      auto* curve = new QCPCurve(m_plot->xAxis, m_plot->yAxis);
+      curve->data()->set(pts, true);
+      curve->setPen(QPen(sk, 1, Qt::DashLine));
+      curve->setBrush(QColor(sk.red(), sk.green(), sk.blue(), 50));
+      curve->setSelectable(QCP::stNone);
+      m_outlines.push_back(curve);
+    }
     m_outlined.push_back(t);
   }
   const int drawn = int(m_outlined.size());

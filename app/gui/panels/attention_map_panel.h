@@ -14,6 +14,7 @@
 
 class QCustomPlot;
 class QCPColorMap;
+class QCPCurve;
 class QLabel;
 class QMouseEvent;
 class QSpinBox;
@@ -71,6 +72,7 @@ class AttentionMapPanel : public QWidget {
   bool m_clamping = false;
   QPoint m_pressAt;  // where the last left press began (a click vs a drag)
   std::vector<MapRect> m_outlined;
+  std::vector<QCPCurve*> m_outlines;  // one closed curve per visible part of a skipped tile
 };
 
 }  // namespace sinkscope::gui

@@ -191,6 +191,8 @@ void ValidationDialog::refreshDatasetHint() {
   const QString missing = ValidationController::missingDatasetMessage(chosenManifest());
   m_datasetHint->setText(missing);
   m_datasetHint->setVisible(!missing.isEmpty());
+  // A "dataset missing" error in the status line goes once another dataset is chosen.
+  if (m_statusIsDatasetError && missing.isEmpty()) setStatus(QString());
 }
 
 void ValidationDialog::setBusy(bool busy) {
@@ -204,6 +206,7 @@ void ValidationDialog::setBusy(bool busy) {
 void ValidationDialog::setStatus(const QString& text, bool error) {
   m_status->setStyleSheet(error ? QStringLiteral("color: #b00020") : QString());
   m_status->setText(text);
+  m_statusIsDatasetError = false;
 }
 
 void ValidationDialog::startValidation() {
@@ -214,6 +217,7 @@ void ValidationDialog::startValidation() {
   if (const QString missing = ValidationController::missingDatasetMessage(chosenManifest());
       !missing.isEmpty()) {
     setStatus(missing, true);
+    m_statusIsDatasetError = true;
     return;
   }
   if (!m_wb->modelReady()) {
@@ -287,6 +291,11 @@ void ValidationDialog::exportUnvalidated() {
     setStatus(tr("Could not export the config: %1").arg(err), true);
     return;
   }
+  // The gates and results shown belonged to an earlier validation, not to this file.
+  m_gates.clear();
+  m_results->clear();
+  m_progress->setValue(0);
+  m_progress->setFormat(tr("not validated"));
   setStatus(tr("Wrote %1 (not validated). %2").arg(path, note));
   Q_EMIT written(path, false);
 }

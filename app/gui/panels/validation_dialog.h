@@ -64,6 +64,7 @@ class ValidationDialog : public QDialog {
   QPushButton* m_cancel;
   QList<QWidget*> m_inputs;  // disabled while a validation runs
   Confirm m_confirm;
+  bool m_statusIsDatasetError = false;  // the status line holds the "dataset missing" error
 };
 
 }  // namespace sinkscope::gui
