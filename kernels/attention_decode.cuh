@@ -65,8 +65,8 @@ __device__ __forceinline__ uint16_t decode_normalise(float num, float den) {
 // bit): kCombineGroups<D> interleaved groups (split s in group s % groups), each summed in split
 // order from 0, then the groups' sums added in group order. The combine kernel runs the groups
 // on separate threads, so a head's partials are loaded in one or two rounds instead of one L2
-// round trip per 16-32 splits (that made the combine of 86 splits take 6 us on the H200, as long
-// as the d = 64 decode kernel itself: ncu, tests/gpu/NOTES.md).
+// round trip per 16-32 splits (which made the combine of 86 splits as long as the d = 64 decode
+// kernel itself).
 // Loads bypass L1 (__ldcg): in the fused tail the partials were written by other CTAs.
 constexpr int kCombineThreads = 256;
 template <int D>
@@ -213,8 +213,7 @@ struct DecodeCfg {
   static constexpr int ITEMS = K_ITEMS + V_ITEMS;
   // d = 64, dense / pass 1, block 64: 4, so that a split of 3 tiles (16K keys, 3 KV heads) has
   // all of them in flight before griddepcontrol.wait (the ring's first STAGES - 1 tiles go out
-  // early). (6 stages, so that 5 tiles of a split go out early, measured slower at every length:
-  // tests/gpu/NOTES.md, run q.)
+  // early). (6 stages, so that 5 tiles of a split go out early, is slower at every length.)
   static constexpr int STAGES = (D == 128 && BC == 128 && MODE == 0) ? 2
                                 : (D == 64 && BC == 64 && MODE != 2) ? 4
                                                                      : 3;
@@ -346,7 +345,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // (the length and the page table: host copies; the cache tiles before the newest row; see
   // AttentionParams::page_table): the page ids into shared memory, then the ring's first tiles
   // (below). Everything else, and every other variant, waits first. (An L2 prefetch of the first
-  // K/V tiles before the wait was measured too and dropped: 0-1 us slower, tests/gpu/NOTES.md.)
+  // K/V tiles before the wait gains nothing: docs/performance.md, "What we tried".)
   // The V pass (MODE 2) over a positional bf16 cache fetches only its page ids early: its
   // decisions and loads need pass 1's maxima.
   constexpr bool kEarly = MODE != 2 && !LIST && KVB == 0;

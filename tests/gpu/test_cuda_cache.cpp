@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // KV-cache policies on the CUDA backend against the CPU backend (engine/kv_page_plan.h,
-// tests/gpu/NOTES.md "KV cache policies on the GPU"). Plain executable: "PASS|FAIL <check>:
+// docs/architecture.md "Sink-retaining KV cache"). Plain executable: "PASS|FAIL <check>:
 // <numbers>" per check, "RESULT: ..." last, exit 1 on a failure; "SKIP: <reason>" and exit 0
 // without a GPU or without the model ($SINKSCOPE_MODEL, else the default path). An argument
 // runs only the sections whose name contains it (e.g. `test_cuda_cache window128`).
