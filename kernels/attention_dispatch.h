@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host-side kernel selection for the attention family: ONE pure function picks the variant, used
-// by attention_supported() and by the launcher alike (STYLE.md #6). Plain C++, no CUDA, so CI
-// tests it without a GPU (tests/unit/test_attention_dispatch.cpp).
+// Host-side kernel selection for the attention family: ONE pure function picks the variant, used by
+// attention_supported() and by the launcher alike (docs/architecture.md, design principle 6). Plain
+// C++, no CUDA, so CI tests it without a GPU (tests/unit/test_attention_dispatch.cpp).
 #pragma once
 
 #include <algorithm>

@@ -38,7 +38,8 @@ Status cudart_status(cudaError_t r, const char* expr, const char* file, int line
 // nodes no timestamps, so it is not offered.
 constexpr CUpti_ActivityKind kKernelKind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 
-// Checked calls (STYLE #14): a Status naming the call, file and line.
+// Checked calls (docs/architecture.md, design principle 14): a Status naming the call, file and
+// line.
 #define SS_CUPTI(call) cupti_status((call), #call, __FILE__, __LINE__)
 #define SS_CUDART(call) cudart_status((call), #call, __FILE__, __LINE__)
 #define SS_TRY(expr)                   \
