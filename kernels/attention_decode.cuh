@@ -112,8 +112,8 @@ __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const fl
 // head kvh: the outputs of the group's G query heads from the n actual splits' partials, with
 // exactly the arithmetic and order of attention_decode_combine_kernel (so the outputs are equal
 // bit for bit), but with the loads issued together instead of one dependent L2 round trip per
-// split (decode_combine_one, the serial form, which made the first fused combine slower than a
-// separate kernel): the (m, l) pairs of all G x n (head, split) into shared memory, then per
+// split (decode_combine_one, the serial form, whose round trips cost more than a separate
+// kernel): the (m, l) pairs of all G x n (head, split) into shared memory, then per
 // task (head, split group, 4 columns) one thread loads the group's partials as float4 in
 // batches of kMergeBatch. `sm` needs decode_merge_smem_bytes<D>(G, n) bytes (its last 8 floats
 // are the per-head maxima: G <= 8, as everywhere in this kernel, where lane / 4 is the head).
@@ -329,7 +329,7 @@ __device__ __forceinline__ uint4 decode_deq8(const uint8_t* w, int kk, int d0) {
 
 // LIST: the KV tiles are a live-page list with the sink/window rule (AttentionParams::tile_pos0,
 // a sliding-window cache). A compile-time switch, so the full-cache kernels carry none of its
-// checks, registers or loads (a run-time switch cost the 64K d=128 decode ~25 % on the H200).
+// checks, registers or loads (a run-time switch costs the long d = 128 decode about a quarter).
 // KVB: the KV page format, 0 = bf16 pages, 8 / 4 = quantized (AttentionParams::kv_bits), also
 // compile-time: the bf16 kernels are unchanged. Quantized tiles are dequantised in registers as
 // the mma fragments are read; a tile whose page-table entry is < 0 is a protected bf16 page
@@ -432,8 +432,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   auto slot_of = [&](int i) { return tile_of(i) - t0; };
   // Each warp instruction copies 512 contiguous bytes (whole 128-byte lines) into 512 contiguous
   // shared bytes: the warp's K (and V) rows, [key][d] with the 16-byte chunks XOR-swizzled by
-  // (row & 7). Scattering the chunks straight into per-lane fragment slots (v1/v2) made the copy
-  // engine split requests (ncu: ~1.2 sectors per L2 request, L2 82 % busy, DRAM 59 %).
+  // (row & 7). Scattering the chunks straight into per-lane fragment slots makes the copy engine
+  // split the requests (about 1.2 sectors per L2 request), far from DRAM speed.
   auto issue = [&](int i, int st) {
     const int t = tile_of(i);
     const int sl = slot_of(i);
