@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Picks the backend at run time (STYLE.md #5): CUDA when the build has it and a device is
-// present, the CPU reference otherwise. Works the same in builds without CUDA.
+// Picks the backend at run time (docs/architecture.md, design principle 5): CUDA when the build has
+// it and a device is present, the CPU reference otherwise. Works the same in builds without CUDA.
 #pragma once
 
 #include <cstdint>

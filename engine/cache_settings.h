@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // KV-cache settings of a backend: the config schema's `inference.cache` and
-// `inference.quantization` blocks (ARCHITECTURE.md, "Sink-retaining KV cache" and "KV
+// `inference.quantization` blocks (docs/architecture.md, "Sink-retaining KV cache" and "KV
 // quantization"), member names identical to the schema keys. The enums are the config's own
 // (engine/config.h), so a parsed config converts member by member.
 #pragma once

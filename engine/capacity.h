@@ -2,7 +2,7 @@
 // KV-cache capacity planner: the memory a config's cache policy needs for one request and for a
 // batch, and the largest batch a memory budget holds. Pure arithmetic, no model weights needed.
 //
-// Model of the storage (the cache contract in ARCHITECTURE.md):
+// Model of the storage (docs/architecture.md, "Sink-retaining KV cache"):
 //  - per token and layer, K and V each hold n_head_kv vectors of head_dim elements;
 //  - 16-bit (or float32) storage: head_dim * element bytes per vector;
 //  - int8 / int4: head_dim * bits / 8 bytes plus one 16-bit scale per group of group_size

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The exported config file (contract in ARCHITECTURE.md, "Exported config"): the settings a run
+// The exported config file (schema in docs/config.md): the settings a run
 // used and, once validated, the evidence that they hold up against the dense baseline.
 //
 //  - SinkScopeConfig mirrors the YAML schema key for key; every member's default is the value an

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Tiled online-softmax attention on the CPU with the dynamic-sparse skip rule (ARCHITECTURE.md,
-// "the skip rule"). It is the reference the CUDA kernels are checked against, so the tile
-// structure is explicit: query tiles of q_tile rows of one head, KV tiles of block_size keys,
-// visited in increasing position order.
+// Tiled online-softmax attention on the CPU with the dynamic-sparse skip rule
+// (docs/architecture.md, "Dynamic-sparse attention: the skip rule"). It is the reference the CUDA
+// kernels are checked against, so the tile structure is explicit: query tiles of q_tile rows of one
+// head, KV tiles of block_size keys, visited in increasing position order.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +31,7 @@ struct CpuAttentionArgs {
   int block_size = 64;      // keys per KV tile
   int q_tile = 64;          // query rows per query tile
   float log_lambda = -INFINITY;  // ln(lambda); -inf: dense
-  // Numeric switches (ARCHITECTURE.md config schema). A skipped tile never loads V and never
+  // Numeric switches (docs/config.md). A skipped tile never loads V and never
   // enters the PV product. skip_softmax_exp true (the contract): it also skips exp() and the
   // row-sum update. false: exp(s - m) of its keys, m the unchanged running max, is still added
   // to the row sum, so the denominator is the dense one. The CUDA kernels implement the same

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The paged, sink-retaining KV cache of one request (ARCHITECTURE.md, "Sink-retaining KV cache",
-// "KV quantization"). Backend-neutral host code: the CPU backend stores its K/V here and hands
-// attention a KvLayerView (engine/kv_layout.h) per layer; the CUDA backend can mirror the same
-// page table with device pages.
+// The paged, sink-retaining KV cache of one request (docs/architecture.md, "Sink-retaining KV
+// cache", "KV quantization"). Backend-neutral host code: the CPU backend stores its K/V here and
+// hands attention a KvLayerView (engine/kv_layout.h) per layer; the CUDA backend can mirror the
+// same page table with device pages.
 //
 // Policies. full: every position stays (up to the budgets). sliding_window: the first S
 // positions (sinks) are never evicted and the W most recent are kept, capacity S + W; S = 0 is a

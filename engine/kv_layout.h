@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// How attention sees a paged KV cache (ARCHITECTURE.md, "Sink-retaining KV cache"): a plain
+// How attention sees a paged KV cache (docs/architecture.md, "Sink-retaining KV cache"): a plain
 // parameter struct, so the CPU attention and the CUDA kernels read the same description.
 //
 // Pages hold block_size consecutive positions, aligned: page p covers positions
@@ -21,7 +21,7 @@
 
 namespace sinkscope {
 
-// Per-token KV quantization (ARCHITECTURE.md, "KV quantization"): each (token, kv head) vector
+// Per-token KV quantization (docs/architecture.md, "KV quantization"): each (token, kv head) vector
 // of d values is split into groups of `group` consecutive elements; each group has one fp16
 // scale s = amax / qmax rounded UP to fp16 (so no value clips) and codes c = round(x / s) in
 // [-qmax, qmax]: int8 qmax = 127 (one byte per element), int4 qmax = 7 (two elements per byte,

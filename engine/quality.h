@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Quality of a variant against the dense baseline (ARCHITECTURE.md, "Quality against the dense
+// Quality of a variant against the dense baseline (docs/architecture.md, "Quality against the dense
 // baseline"): mean next-token KL(dense || variant) in nats, top-1 agreement, and the perplexity
 // change, all from per-position logits of the same token sequence.
 #pragma once

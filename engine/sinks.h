@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// Sink detection (ARCHITECTURE.md, "Sink detection"): alpha_k = mean over queries i >= k of the
-// attention probability P[i, k], per (layer, head), from the attention's column-mass probe
-// (AttentionProbes::col_mass). Key k is a sink of a head when alpha_k > epsilon (0.3, after Gu
-// et al. 2024); per position we report the share of (layer, head) pairs where it is a sink and
+// Sink detection (docs/architecture.md, "Sink detection"): alpha_k = mean over queries i >= k of
+// the attention probability P[i, k], per (layer, head), from the attention's column-mass probe
+// (AttentionProbes::col_mass). Key k is a sink of a head when alpha_k > epsilon (0.3, after Gu et
+// al. 2024); per position we report the share of (layer, head) pairs where it is a sink and
 // recommend the smallest sink_keep_count covering every position flagged in >= 10 % of heads
 // (capped at 16).
 #pragma once

@@ -34,36 +34,28 @@ bool attention_uses_wgmma(const AttentionParams& p);
 // SINKSCOPE_PREFILL_WS != 0).
 bool attention_uses_warp_specialized(const AttentionParams& p);
 
-// Variants of the warp-specialised SPARSE prefill (attention_prefill_ws.cuh, kWsVar* bit flags:
-// 1 no ping-pong turns between the consumer warpgroups, 2 late V wait for skipped tiles, 4 three
-// consumer warpgroups (192-row CTAs, 512 threads; no ping-pong, so 4 and 5, 6 and 7 are the same
-// kernel; d = 64 only, d = 128 runs variant & 3); all give the same outputs, masks and counters
-// bit for bit). ws_sparse_variant(p): the override of set_ws_sparse_variant() (tests and
-// benchmarks; -1 returns to the environment), else SINKSCOPE_WS_SPARSE_VARIANT (read once; a whole
-// number in 0 .. kWsSparseVariants-1, or 9 / 13 / 25 / 29: bits 8 and 16 below), else by size: 13
-// (three consumers without the empty commit group at d = 64, 9 at d = 128) from
-// kWsThreeConsumerRowsSparse query rows (n_q_heads x n_q_tokens) on, 9 below (d = 64: 1).
-// H200, 2026-12-01 (`bench_attention OUT --consumers`, d = 64, 9 heads,
-// ~70 % skipped): three consumers 0.89-0.94x two at 512-2K tokens, 1.06 / 1.16 / 1.23 / 1.25 /
-// 1.31x at 4K..64K (fewer, larger CTAs leave SMs idle on short prompts); variant 1 over 0:
-// 1.01-1.06x (run k).
-// Bit 8 (kWsVarNoEmptyGroup: no empty P V commit group after a tile skipped whole, and one
-// wgmma sequence per decision; run r, ~70 % skipped: 1.02x / 1.01x variant 5 at d = 64 16K /
-// 32K, 1.02x / 1.00x variant 1 at d = 128; equal at ~90 %) exists only as 13 (= 5 | 8, d = 64)
-// and 9 (= 1 | 8, d = 128): the environment and set_ws_sparse_variant() accept those two and
-// 0 .. kWsSparseVariants-1 (ws_sparse_variant_valid(); any other value with bit 8 is ignored,
-// as any out-of-range value); d = 128 runs 13 as 9, d = 64 runs 9 as 1.
-// Bit 16 (kWsVarArriveVote, twelfth session): a warp that keeps both units of a tile (its own
-// rows decide that the query tile keeps them) posts its vote and arrives on the vote barrier
-// without waiting; only warps voting to skip a unit wait and read the four votes from shared
-// memory. It exists only on top of each head dim's default, as 29 (= 13 | 16, d = 64) and 25
-// (= 9 | 16, d = 128); d = 128 runs 29 as 25, d = 64 runs 25 as 1. H200, run y (same process,
-// `--ws-sparse-variants`): d = 64 29 over 13 1.00-1.02x with nothing skipped, 1.00-1.01x at
-// ~30-90 %; d = 128 25 over 9 0.97-1.03x and once 0.82x. Opt-in, not the default: a warp that
-// only arrives may go on to the vote of the next tile, and the barrier stays per-generation only
-// if no warp can arrive twice before every warp arrived once. That holds if a warpgroup's wgmma
-// (S of the next tile) completes only once all four warps issued it, which the runs show (every
-// case bit-identical, no hang) but the PTX ISA does not promise (kernels/attention_prefill_ws.cuh).
+// Variants of the warp-specialised SPARSE prefill (attention_prefill_ws.cuh, kWsVar* bit flags;
+// all give the same outputs, masks and counters bit for bit; docs/architecture.md, "The
+// warp-specialised prefill (sm_90)"):
+//   1  no ping-pong turns between the consumer warpgroups;
+//   2  late V wait for tiles skipped whole;
+//   4  three consumer warpgroups (192-row CTAs, 512 threads; no ping-pong, so 4 and 5, 6 and 7 are
+//      the same kernel; d = 64 only, d = 128 runs variant & 3): more warps per SM hide the vote
+//      chain on long prompts, while on short ones fewer, larger CTAs leave SMs idle;
+//   8  (kWsVarNoEmptyGroup) no empty P V commit group after a tile skipped whole, one wgmma
+//      sequence per decision; only as 13 (= 5 | 8, d = 64) and 9 (= 1 | 8, d = 128); d = 128 runs
+//      13 as 9, d = 64 runs 9 as 1;
+//   16 (kWsVarArriveVote) a warp that keeps both units of a tile (its own rows decide that the
+//      query tile keeps them) posts its vote and arrives on the vote barrier without waiting; only
+//      warps voting to skip a unit wait and read the four votes. Only as 29 (= 13 | 16, d = 64)
+//      and 25 (= 9 | 16, d = 128); d = 128 runs 29 as 25, d = 64 runs 25 as 1. Opt-in: a warp that
+//      only arrives may go on to the next tile's vote, and the barrier stays per-generation only
+//      if a warpgroup's wgmma (S of the next tile) completes once all four warps issued it, which
+//      the PTX ISA does not promise.
+// ws_sparse_variant(p): the override of set_ws_sparse_variant() (tests and benchmarks; -1 returns
+// to the environment), else SINKSCOPE_WS_SPARSE_VARIANT (read once; 0 .. kWsSparseVariants-1 or
+// 9 / 13 / 25 / 29, ws_sparse_variant_valid(); any other value is ignored), else by size: 13 from
+// kWsThreeConsumerRowsSparse query rows (n_q_heads x n_q_tokens) on, 9 below (d = 64 runs 9 as 1).
 inline constexpr int kWsSparseVariants = 8;
 inline constexpr int kWsSparseNoEmptyGroupD64 = 13, kWsSparseNoEmptyGroupD128 = 9;
 inline constexpr int kWsSparseArriveVoteD64 = 29, kWsSparseArriveVoteD128 = 25;
@@ -83,8 +75,8 @@ void set_ws_sparse_variant(int v);
 // or 3 (kWsVarThreeConsumers: 192-row CTAs, no ping-pong; the same float operations per row, so
 // the same outputs bit for bit). The override of set_ws_dense_consumers() (tests, benchmarks; -1
 // returns to the environment), else SINKSCOPE_WS_DENSE_CONSUMERS (read once; 2 or 3), else by
-// size: 3 from kWsThreeConsumerRowsDense query rows on (same benchmark: 0.76-0.93x two at 512-4K
-// tokens, 1.05 / 1.07 / 1.09 / 1.04x at 8K..64K). d = 128 always runs 2.
+// size: 3 from kWsThreeConsumerRowsDense query rows on (below it the fewer, larger CTAs leave SMs
+// idle; `bench_attention OUT --consumers` times both). d = 128 always runs 2.
 inline constexpr int64_t kWsThreeConsumerRowsDense = 9 * 8192;
 int ws_dense_consumers(const AttentionParams& p);
 void set_ws_dense_consumers(int n);

@@ -65,8 +65,8 @@ __device__ __forceinline__ uint16_t decode_normalise(float num, float den) {
 // bit): kCombineGroups<D> interleaved groups (split s in group s % groups), each summed in split
 // order from 0, then the groups' sums added in group order. The combine kernel runs the groups
 // on separate threads, so a head's partials are loaded in one or two rounds instead of one L2
-// round trip per 16-32 splits (that made the combine of 86 splits take 6 us on the H200, as long
-// as the d = 64 decode kernel itself: ncu, tests/gpu/NOTES.md).
+// round trip per 16-32 splits (which made the combine of 86 splits as long as the d = 64 decode
+// kernel itself).
 // Loads bypass L1 (__ldcg): in the fused tail the partials were written by other CTAs.
 constexpr int kCombineThreads = 256;
 template <int D>
@@ -112,8 +112,8 @@ __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const fl
 // head kvh: the outputs of the group's G query heads from the n actual splits' partials, with
 // exactly the arithmetic and order of attention_decode_combine_kernel (so the outputs are equal
 // bit for bit), but with the loads issued together instead of one dependent L2 round trip per
-// split (decode_combine_one, the serial form, which made the first fused combine slower than a
-// separate kernel): the (m, l) pairs of all G x n (head, split) into shared memory, then per
+// split (decode_combine_one, the serial form, whose round trips cost more than a separate
+// kernel): the (m, l) pairs of all G x n (head, split) into shared memory, then per
 // task (head, split group, 4 columns) one thread loads the group's partials as float4 in
 // batches of kMergeBatch. `sm` needs decode_merge_smem_bytes<D>(G, n) bytes (its last 8 floats
 // are the per-head maxima: G <= 8, as everywhere in this kernel, where lane / 4 is the head).
@@ -213,8 +213,7 @@ struct DecodeCfg {
   static constexpr int ITEMS = K_ITEMS + V_ITEMS;
   // d = 64, dense / pass 1, block 64: 4, so that a split of 3 tiles (16K keys, 3 KV heads) has
   // all of them in flight before griddepcontrol.wait (the ring's first STAGES - 1 tiles go out
-  // early). (6 stages, so that 5 tiles of a split go out early, measured slower at every length:
-  // tests/gpu/NOTES.md, run q.)
+  // early). (6 stages, so that 5 tiles of a split go out early, is slower at every length.)
   static constexpr int STAGES = (D == 128 && BC == 128 && MODE == 0) ? 2
                                 : (D == 64 && BC == 64 && MODE != 2) ? 4
                                                                      : 3;
@@ -330,7 +329,7 @@ __device__ __forceinline__ uint4 decode_deq8(const uint8_t* w, int kk, int d0) {
 
 // LIST: the KV tiles are a live-page list with the sink/window rule (AttentionParams::tile_pos0,
 // a sliding-window cache). A compile-time switch, so the full-cache kernels carry none of its
-// checks, registers or loads (a run-time switch cost the 64K d=128 decode ~25 % on the H200).
+// checks, registers or loads (a run-time switch costs the long d = 128 decode about a quarter).
 // KVB: the KV page format, 0 = bf16 pages, 8 / 4 = quantized (AttentionParams::kv_bits), also
 // compile-time: the bf16 kernels are unchanged. Quantized tiles are dequantised in registers as
 // the mma fragments are read; a tile whose page-table entry is < 0 is a protected bf16 page
@@ -346,7 +345,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   // (the length and the page table: host copies; the cache tiles before the newest row; see
   // AttentionParams::page_table): the page ids into shared memory, then the ring's first tiles
   // (below). Everything else, and every other variant, waits first. (An L2 prefetch of the first
-  // K/V tiles before the wait was measured too and dropped: 0-1 us slower, tests/gpu/NOTES.md.)
+  // K/V tiles before the wait gains nothing: docs/performance.md, "What we tried".)
   // The V pass (MODE 2) over a positional bf16 cache fetches only its page ids early: its
   // decisions and loads need pass 1's maxima.
   constexpr bool kEarly = MODE != 2 && !LIST && KVB == 0;
@@ -433,8 +432,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   auto slot_of = [&](int i) { return tile_of(i) - t0; };
   // Each warp instruction copies 512 contiguous bytes (whole 128-byte lines) into 512 contiguous
   // shared bytes: the warp's K (and V) rows, [key][d] with the 16-byte chunks XOR-swizzled by
-  // (row & 7). Scattering the chunks straight into per-lane fragment slots (v1/v2) made the copy
-  // engine split requests (ncu: ~1.2 sectors per L2 request, L2 82 % busy, DRAM 59 %).
+  // (row & 7). Scattering the chunks straight into per-lane fragment slots makes the copy engine
+  // split the requests (about 1.2 sectors per L2 request), far from DRAM speed.
   auto issue = [&](int i, int st) {
     const int t = tile_of(i);
     const int sl = slot_of(i);

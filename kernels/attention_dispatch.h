@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Host-side kernel selection for the attention family: ONE pure function picks the variant, used
-// by attention_supported() and by the launcher alike (STYLE.md #6). Plain C++, no CUDA, so CI
-// tests it without a GPU (tests/unit/test_attention_dispatch.cpp).
+// Host-side kernel selection for the attention family: ONE pure function picks the variant, used by
+// attention_supported() and by the launcher alike (docs/architecture.md, design principle 6). Plain
+// C++, no CUDA, so CI tests it without a GPU (tests/unit/test_attention_dispatch.cpp).
 #pragma once
 
 #include <algorithm>
@@ -90,11 +90,9 @@ struct AttentionChoice {
 // Head dims at which sparse prefill runs the warp-specialised sparse kernel (where it is allowed:
 // positional bf16 tiles, wgmma, prefer_ws, prefer_ws_sparse). With 64-row query tiles each
 // consumer warpgroup decides alone right after its row maxima and skips exp(), the P conversion
-// and P V of a skipped unit at once, so it should beat the wgmma lazy-V kernel at both head dims
-// (with 128-row tiles the decision came two tiles late, and at d = 64 the lazy-V kernel was
-// faster: tests/gpu/NOTES.md, 2026-12-01). Confirmed on the H200 (run j, bench_attention rows
-// ours_ws_sparse vs ours_sparse_lazyV: 431-605 vs 345-473 TFLOP/s-equivalent at d = 64, 45-90 %
-// skipped); the lazy-V kernel stays reachable through prefer_ws_sparse = false.
+// and P V of a skipped unit at once, so it beats the wgmma lazy-V kernel at both head dims
+// (bench_attention rows ours_ws_sparse vs ours_sparse_lazyV; docs/performance.md). The lazy-V
+// kernel stays reachable through prefer_ws_sparse = false.
 inline constexpr bool ws_sparse_prefill_head_dim(int head_dim) {
   return head_dim == 64 || head_dim == 128;
 }
@@ -170,9 +168,8 @@ inline constexpr PrefillTileConfig prefill_tile_config(int /*head_dim*/, int blo
 // from the base target toward target_hi (max_ctas_per_sm per SM) as long as each split keeps at
 // least min_tiles tiles. A split spends a fixed cost (page ids, the first DRAM round trip, its
 // partial, one more partial for the combine), so few-tile splits stay at the base target, and a
-// long sequence gets the extra CTAs that keep more loads in flight (H200, d = 64, 3 KV heads,
-// `bench_attention --decode-split`: 64K keys 16.8 -> 16.2 us dense, 19.2 -> 18.2 sparse; up to
-// 32K the plan is unchanged; tests/gpu/NOTES.md).
+// long sequence gets the extra CTAs that keep more loads in flight (`bench_attention
+// --decode-split` compares the policies; up to 32K keys at d = 64 the plan is the base one).
 struct DecodeSplitPlan {
   int n_tiles = 0;          // visible KV tiles of the query (of the bound: workspace row stride)
   int n_splits = 0;         // CTAs per KV head (of the bound: grid and workspace split stride)

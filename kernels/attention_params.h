@@ -3,11 +3,11 @@
 // prefill + decode, paged KV). Plain C++: includers need no CUDA headers. Device pointers are
 // typed as raw storage (bf16 is carried as uint16_t bit patterns).
 //
-// Skip rule (ARCHITECTURE.md, contract): KV tiles (= KV pages, block_size keys) are visited in
-// position order; with m_r the running row max before tile t and m~_r the row's max inside t,
-// t is skipped for a query tile iff for every row (m~_r - m_r) * scale * log2(e) < log2(lambda).
-// A row with no causally visible key in t has m~_r = -inf and agrees to the skip. The first
-// visited tile is never skipped; lambda = 0 (log2_lambda = -inf) is dense. lambda must be < 1
+// Skip rule (docs/architecture.md, "the skip rule"): KV tiles (= KV pages, block_size keys) are
+// visited in position order; with m_r the running row max before tile t and m~_r the row's max
+// inside t, t is skipped for a query tile iff for every row (m~_r - m_r) * scale * log2(e) <
+// log2(lambda). A row with no causally visible key in t has m~_r = -inf and agrees to the skip. The
+// first visited tile is never skipped; lambda = 0 (log2_lambda = -inf) is dense. lambda must be < 1
 // (then a skipped tile can never raise the running max). A skipped tile never enters the P V
 // product; skip_softmax_exp says whether its exp() still goes into the row sums (see below).
 //

@@ -1,65 +1,34 @@
 // SPDX-License-Identifier: Apache-2.0
 // Causal prefill attention over a paged bf16 KV cache for Hopper (sm_90a), FlashAttention-3 style
-// (https://arxiv.org/abs/2407.08608): warp-specialised, asynchronous, ping-ponged. Dense, or
-// (SPARSE) with the block-sparse skip rule of attention_params.h.
+// (https://arxiv.org/abs/2407.08608): warp-specialised, asynchronous. Dense, or (SPARSE) with the
+// block-sparse skip rule of attention_params.h. Design: docs/architecture.md, "The
+// warp-specialised prefill (sm_90)".
 //
-// One CTA = 128 query rows of one query head (kPrefillCtaRows, as attention_prefill.cuh), 384
-// threads in three warpgroups (with kWsVarThreeConsumers, the d = 64 default: 192 rows, 512
-// threads, a third consumer WG3, see NC = 3 below):
-//   WG0      producer: one thread issues TMA copies (cp.async.bulk.tensor, 128-byte swizzle) of
-//            Q and of the K / V tiles (128 keys each) into a STAGES-deep shared ring; they
-//            complete the tile's "full" mbarrier by their byte count, so the producer never waits
-//            for its own copies, only for a free slot ("empty" mbarrier, released by the
-//            consumers). Only a tile that holds the cache end (keys past kv_len) is copied with
-//            cp.async and zero-filled by producer warp 0: TMA would bring the page's stale slots,
-//            and 0 * NaN in P V would poison the row. Warps 1-3 of the producer exit at once.
-//   WG1, WG2 (NC = 3: and WG3) consumers: 64 query rows each (one query tile each). S = Q K^T by
-//            wgmma SS, O += P V by wgmma RS (P from the S registers, V MN-major), online softmax
-//            in the exp2 domain as the mma.sync / wgmma kernel.
-// Registers move to the consumers with setmaxnreg (producer 40, consumers 232 of the 168 per
-// thread that 384 threads x 1 CTA/SM leave); no variant spills (ptxas: 0 bytes stack frame).
-// NC = 3 (kWsVarThreeConsumers, d = 64 only: the sparse default variant, and the dense kernel
-// by default from a size, ws_dense_consumers(p)): three consumer warpgroups, 64 query rows
-// each (consumer c: rows 64c .. 64c+63, one query tile, mask row 3 qt + c), so an SM holds 16
-// warps instead of 12 to hide the S wait and the max / vote chain. 512 threads x 1 CTA leave 128
-// registers: producer 32, consumers 160 (32 + 3 x 160 = 4 x 128); the loop below (S(t) with
-// P(t-1) V(t-1) in flight) fits without spills (s, P, O: 128 of them). No ping-pong. The K / V
-// slots are released by all 12 consumer warps (empty count 4 NC). Windowed device passes are
-// multiples of 128 rows, so the last CTA of a pass may hold 64 or 128 padding rows: a consumer
-// without rows runs every tile all-masked (as consumer 1 of a short NC = 2 CTA), releasing its
-// slots and arriving on its vote barrier, and counts nothing (its query tile has no units).
-// wgmma descriptors are one add each off a warp-uniform base (ws_desc_lo), and ring slots and
-// mbarrier parities are carried from tile to tile, so the tile loops do no index division.
-// Intra-warpgroup overlap: iteration t issues S(t) = Q K(t)^T and O += P(t-1) V(t-1) back to back,
-// waits for S(t) only (wait_group 1), runs the softmax of t while P V is still on the tensor
-// cores, then waits for P V and rescales O by t's alpha (the sparse kernel: see
-// kWsVarNoEmptyGroup for what ptxas makes of its branched P V).
-// Ping-pong (the dense kernel, and sparse variant 0): the two consumers take turns issuing their
-// GEMM pairs (named barriers 1 and 2, 256 threads: one consumer syncs, the other arrives), so one
-// warpgroup's softmax runs while the other's GEMMs occupy the tensor cores. The sparse kernel's
-// default (variant 5 = kWsVarThreeConsumers | kWsVarNoPingPong below) drops the turns: a warpgroup
-// whose tile is skipped does not wait for the other's GEMM turn; at d = 64 it runs three
-// consumers.
-//
-// KV tiles are 128 keys whatever the page size: with block_size 64 a tile is two pages, each
-// looked up in the page table (the second only when it holds keys < kv_len). Key slots past
-// kv_len are zero-filled (never read from the page) and masked.
-// Probes (tiles_visited, skip_mask) count in block_size tiles exactly as the dense !LIST path of
-// attention_prefill_kernel: visited tiles 0 .. last_key / block_size, mask entries 0.
-//
-// SPARSE: each consumer warpgroup IS one query tile (kPrefillQueryTile = 64 rows) and decides
-// alone. The skip unit is block_size keys: one unit per 128-key tile at block_size 128, two 64-key
-// units (its halves) at 64. Right after the row maxima of S(t), each warp ANDs its rows' votes
-// (__all_sync) and the warpgroup combines its four warps' votes in one bar.red.popc on its own
-// named barrier (128 threads); a skipped unit then skips exp(), the row-sum update, the P
-// conversion and its P V k16 steps (issued at iteration t + 1, with S(t + 1), as in the dense
-// loop); a tile whose units are all skipped leaves the running max, the row sums and O untouched
-// (no rescale). skip_softmax_exp = false: the exp() of a skipped unit still enters the row sums,
-// only its P V is left out. V is still loaded by the producer (it runs ahead of every vote).
-// A unit that no row of the warpgroup sees (the causal diagonal of the upper query tile, rows
-// past n_q_tokens) has every row at -inf, so it is skipped, but it is not visited: not counted,
-// not in the mask. lambda = 0: only such units are skipped, and skipping them equals computing
-// them (P = 0, alpha = 1), so the kernel equals the dense one bit for bit.
+// Structure of one CTA (128 query rows of one query head, 384 threads; with three consumers,
+// d = 64 only: 192 rows, 512 threads):
+//   WG0       producer: one thread issues TMA copies of Q and of 128-key K / V tiles (one or two
+//             pages) into a STAGES-deep shared ring; each copy completes its slot's "full"
+//             mbarrier by byte count, and the producer waits only for "empty" slots. The tile
+//             holding the cache end goes through cp.async with zero fill instead (TMA would bring
+//             the page's stale slots, and 0 * NaN in P V would poison the row). Warps 1-3 exit.
+//   WG1..NC   consumers, one 64-row query tile each (consumer c: rows 64c .. 64c+63, mask row
+//             NC qt + c): iteration t issues S(t) = Q K(t)^T (wgmma SS) and O += P(t-1) V(t-1)
+//             (wgmma RS, V MN-major) back to back, waits for S(t), runs the online softmax of t in
+//             the exp2 domain while P V runs, then waits for P V and rescales O.
+// Registers move to the consumers with setmaxnreg (two consumers: 40 / 232; three: 32 / 160).
+// Ping-pong (dense kernel and sparse variant 0, two consumers): the consumers take turns issuing
+// their GEMMs on named barriers 1 and 2. Ring slots, mbarrier parities and wgmma descriptors are
+// carried from tile to tile, so the loops do no index division.
+// Key slots past kv_len are zero-filled and masked. Probes (tiles_visited, skip_mask) count in
+// block_size tiles exactly as the dense !LIST path of attention_prefill_kernel.
+// SPARSE: right after the row maxima of S(t) each warp ANDs its rows' votes (__all_sync) and the
+// warpgroup combines its four warps with one bar.red.popc on its own named barrier; a skipped
+// block_size unit skips exp(), the row-sum update, the P conversion and its P V steps (issued at
+// t + 1); a tile skipped whole leaves the running max, the row sums and O untouched.
+// skip_softmax_exp = false keeps the skipped unit's exp() in the row sums. V is still loaded (the
+// producer runs ahead of the votes). A unit no row of the warpgroup sees is skipped but neither
+// visited nor counted, so lambda = 0 equals the dense kernel bit for bit. A consumer without rows
+// (the padding of a windowed pass's last CTA) runs every tile all-masked and counts nothing.
 #pragma once
 
 #include <type_traits>
@@ -99,14 +68,13 @@ inline constexpr int kWsKeys = 128;  // keys per KV tile (one or two pages)
 //     the max / vote chain. No ping-pong (the turn barriers are defined for two consumers:
 //     bit 1 is implied); bit 2 as above. d = 128 runs variant var & 3 (registers: at 512
 //     threads a consumer gets 160, the d = 128 O and S alone take 128).
-//   kWsVarNoEmptyGroup (8; the defaults 13 / 9 since run r): no empty commit group, and each P V
+//   kWsVarNoEmptyGroup (8; in the defaults 13 / 9): no empty commit group, and each P V
 //     commit group is one straight sequence of wgmma. The other variants issue the P V of t-1
 //     as one branch per unit and commit after both (an empty group when t-1 was skipped whole):
 //     ptxas 13.0 closes that group with a dummy HGMMA.64x8x16 that runs on every iteration,
-//     kept or skipped (~3 % of the consumers' ncu stall samples at d = 64), and ends each
-//     unit's branch in a scoreboard group of its own (gsb0), so the WARPGROUP.DEPBAR.LE gsb0, 1
-//     of the wait_group 1 lets only the dummy run on: as the SASS reads, the softmax of t
-//     starts after the kept P V of t-1, not beside it. Here the decision of t-1 picks one of
+//     kept or skipped, and ends each unit's branch in a scoreboard group of its own (gsb0), so
+//     the WARPGROUP.DEPBAR.LE gsb0, 1 of the wait_group 1 lets only the dummy run on: as the
+//     SASS reads, the softmax of t starts after the kept P V of t-1, not beside it. Here the decision of t-1 picks one of
 //     three straight sequences (both units, the first, the second; block_size 128: both), each
 //     closed by its own commit and wait_group 1 (no dummy; S(t) and P V are the only two gsb0
 //     groups, so the wait is for S(t) alone); t-1 skipped whole commits nothing and waits with
@@ -132,9 +100,8 @@ inline constexpr int kWsVarNoEmptyGroup = 8;
 //     landed, and if a warpgroup's wgmma completes only once all four warps issued it (the waiting
 //     warps issue S(t + 1) after reading the votes of t), no warp arrives twice in one
 //     generation. The PTX ISA promises .sync per warp and .aligned per warpgroup, not that
-//     completion, so the variant is opt-in (every case bit-identical and no hang on the H200,
-//     runs y / z / z3, is evidence, not a guarantee); a stress test that delays one warp, or a
-//     protocol that does not rely on it, would make it a default candidate.
+//     completion, so the variant is opt-in; a stress test that delays one warp, or a protocol
+//     that does not rely on it, would make it a default candidate.
 static_assert(kWsVarCount == kWsSparseVariants, "attention.h's variant count and the kernel's");
 static_assert(kWsVarNoEmptyGroup == kWsVarCount, "bit 8 lies past the variants 0 .. kWsVarCount-1");
 static_assert(kWsSparseNoEmptyGroupD64 ==
@@ -158,9 +125,9 @@ template <int D, int NC = 2>
 constexpr int ws_stages() {
   // The producer can refill a slot only once all consumers' GEMMs on it completed, so each
   // stage hides about one iteration of latency. d = 128: as deep as the 227 KB allow at one CTA
-  // per SM; d = 64, two consumers: 4 (measured on the H200 against 3); d = 64, three consumers:
-  // 6 (217 KB), since their skipped tiles go by faster than the ring refills (ncu, sparse at
-  // ~70 %: ~8 % of the consumers' samples waited on a K / V full barrier with 4).
+  // per SM; d = 64, two consumers: 4 (faster than 3); d = 64, three consumers: 6 (217 KB), since
+  // their skipped tiles go by faster than a 4-deep ring refills (the consumers then wait on K / V
+  // full barriers).
   return D == 128 ? 3 : (NC == 3 ? 6 : 4);
 }
 // Byte offset of the SPARSE probe slots behind the mbarriers (16-byte aligned): per consumer,

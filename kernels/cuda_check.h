@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Checked CUDA calls (STYLE.md #14). SINKSCOPE_CUDA_TRY returns an AttentionStatus-like error
-// from the enclosing function; SINKSCOPE_CUDA_CHECK is for test and benchmark programs, where
-// printing and exiting is the right reaction.
+// Checked CUDA calls (docs/architecture.md, design principle 14). SINKSCOPE_CUDA_TRY returns an
+// AttentionStatus-like error from the enclosing function; SINKSCOPE_CUDA_CHECK is for test and
+// benchmark programs, where printing and exiting is the right reaction.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -44,7 +44,8 @@ enum class Mode : int {
   kResidual,  // bf16 vector -> projection -> x += result
 };
 
-// Everything any mode reads: one parameter struct for the one kernel template (STYLE.md #7).
+// Everything any mode reads: one parameter struct for the one kernel template
+// (docs/architecture.md, design principle 7).
 struct GemvArgs {
   const uint16_t* w = nullptr;  // weight rows, k bf16 each
   int k = 0;                    // row length (multiple of 8)

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Host-side plan of the fused batch-1 decode kernels (kernels/decode_fused.h): which model shapes
 // they support (and why not), and the per-lane chunk count a launch is compiled for. Pure,
-// header-only and CUDA-free, so the CPU tests check it (tests/unit/test_decode_fused_plan.cpp)
-// and the backend's choice and the launchers' checks are the same function (STYLE.md #6).
+// header-only and CUDA-free, so the CPU tests check it (tests/unit/test_decode_fused_plan.cpp) and
+// the backend's choice and the launchers' checks are the same function (docs/architecture.md,
+// design principle 6).
 #pragma once
 
 #include <string>

@@ -15,6 +15,7 @@
 #              data, engine side, for a 2K-token prompt
 # Usage: bash packaging/gpu.sh [attention|backend|kv|latency|all]   (default all)
 #   BUILD_ONLY=1   build every GPU target and stop      LOGS=<file.tgz>  also pack every log
+#   GPU_OUT=<dir>  where the logs and CSV go (default build/gpu-results/<part>/; never the source tree)
 #   Options of the two scripts pass through (QUICK, SKIP_*, REPS, SOAK_RUNS, TRACE_PRESETS, MODEL).
 # The model: MODEL=<gguf>, or .model/<name> (or its split parts .model/<name>.part-*), or the
 # set-up script's cache.
@@ -22,7 +23,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PART=${1:-all}
 export BUILD=${BUILD:-$ROOT/build-gpu}
-BASE_OUT=${GPU_OUT:-$BUILD/out-all}
+BASE_OUT=${GPU_OUT:-$ROOT/build/gpu-results}
 mkdir -p "$BASE_OUT"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 

@@ -34,11 +34,12 @@ Status cudart_status(cudaError_t r, const char* expr, const char* file, int line
                        cudaGetErrorString(r));
 }
 
-// The kernel record kind. CUPTI_ACTIVITY_KIND_KERNEL (serialised kernels) gave replayed graph
-// nodes no timestamps on the H200 (tests/gpu/NOTES.md, run g), so it is not offered.
+// The kernel record kind. CUPTI_ACTIVITY_KIND_KERNEL (serialised kernels) gives replayed graph
+// nodes no timestamps, so it is not offered.
 constexpr CUpti_ActivityKind kKernelKind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
 
-// Checked calls (STYLE #14): a Status naming the call, file and line.
+// Checked calls (docs/architecture.md, design principle 14): a Status naming the call, file and
+// line.
 #define SS_CUPTI(call) cupti_status((call), #call, __FILE__, __LINE__)
 #define SS_CUDART(call) cudart_status((call), #call, __FILE__, __LINE__)
 #define SS_TRY(expr)                   \

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Result of a profiler operation. The profiler never exits or throws on a tool failure (a CUPTI
-// error, an unwritable trace file): it returns the message, and the caller shows it (STYLE #14).
+// error, an unwritable trace file): it returns the message, and the caller shows it
+// (docs/architecture.md, design principle 14).
 #pragma once
 
 #include <string>

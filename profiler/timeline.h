@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The timeline model (STYLE #4): flat, time-sorted arrays of events, one array per lane.
+// The timeline model (docs/architecture.md, design principle 4): flat, time-sorted arrays of
+// events, one array per lane.
 //   lanes:  a CPU thread (spans), an NVTX domain on one thread, a CUDA stream;
 //   events: ranges (CPU span / NVTX range: name, depth, optional int arg such as the layer
 //           index), kernels, memcpy, memset, synchronisation.

@@ -58,8 +58,8 @@ using gpu::PinnedBuffer;
 constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 constexpr int kPositionAlign = 128;  // cache positions rounded up: pages of 64 or 128
 static_assert(kQueryTileRows == kernels::kPrefillQueryTile, "the CPU and GPU query tiles");
-// Device passes are whole prefill CTAs (kPrefillCtaRows = two query tiles), as before the query
-// tile became 64 rows: a pass is then also a whole number of query tiles. (The warp-specialised
+// Device passes are whole prefill CTAs (kPrefillCtaRows = two query tiles), so a pass is also a
+// whole number of query tiles. (The warp-specialised
 // sparse kernel's three-consumer variants have 192-row CTAs: a pass's last CTA may then hold 64
 // or 128 padding rows, which that kernel masks and does not count.)
 static_assert(kernels::kPrefillCtaRows % kQueryTileRows == 0, "a CTA holds whole query tiles");
@@ -359,7 +359,7 @@ class CudaBackendImpl final : public CudaBackend {
   PinnedBuffer m_h_logits, m_h_probe, m_h_step;
   // All-position logits (LogitsMode::kAll) leave the device through two pinned row blocks: the
   // GPU fills one while a few host threads copy the other into the caller's rows (a pageable
-  // copy of a 2K-token prompt's 400 MB ran at ~8 GB/s, most of the prefill's time).
+  // copy of a 2K-token prompt's 400 MB runs at ~8 GB/s and would dominate the prefill).
   PinnedBuffer m_h_rows[2];
   Event m_rows_ev[2];
   std::unique_ptr<ThreadPool> m_copy_pool;
@@ -1112,8 +1112,8 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
   } catch (const Cancelled&) {
     m_row_stats_n = -1;
     // A cancel is raised on the host between launches: what was enqueued is valid work, so the
-    // captured decode graphs stay (dropping them made every cancelled run re-capture, and the
-    // churn of graph instantiations grew the process's memory in the soak benchmark).
+    // captured decode graphs stay (dropping them would make every cancelled run re-capture, and
+    // the churn of graph instantiations grows the process's memory over many runs).
     recover_after_failed_forward();
     throw;
   } catch (...) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Checked CUDA / cuBLAS / kernel-launcher calls for the CUDA backend (STYLE.md #14): every
-// failure becomes a BackendError naming the call, file and line. Never exits.
+// Checked CUDA / cuBLAS / kernel-launcher calls for the CUDA backend (docs/architecture.md, design
+// principle 14): every failure becomes a BackendError naming the call, file and line. Never exits.
 #pragma once
 
 #include <cublas_v2.h>

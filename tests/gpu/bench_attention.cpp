@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Benchmark of the attention kernel family (STYLE.md #12: one program per kernel family; the
-// check mode is test_attention_gpu). `bench_attention OUT.csv --kvq` times only the bf16 / int8 /
-// int4 KV decode table, `--decode` only the decode rows, `--decode-ctas` the dense decode with the
-// split plan aimed at 1..4 CTAs per SM (kernels::set_decode_ctas_per_sm), `--decode-split` the
-// split policies (kernels::DecodeSplitPolicy) alternating, dense and sparse, 4K..64K. Decode rows come twice: host launches
-// back to back (variant ours_*) and the same launches replayed as one CUDA graph (ours_*_graph:
-// device time, as the engine's graph-replayed decode steps see it). Prints rows of CSV to stdout (and to argv[1] when given):
+// Benchmark of the attention kernel family (docs/architecture.md, design principle 12: one program
+// per kernel family; the check mode is test_attention_gpu). `bench_attention OUT.csv --kvq` times
+// only the bf16 / int8 / int4 KV decode table, `--decode` only the decode rows, `--decode-ctas` the
+// dense decode with the split plan aimed at 1..4 CTAs per SM (kernels::set_decode_ctas_per_sm),
+// `--decode-split` the split policies (kernels::DecodeSplitPolicy) alternating, dense and sparse,
+// 4K..64K. Decode rows come twice: host launches back to back (variant ours_*) and the same
+// launches replayed as one CUDA graph (ours_*_graph: device time, as the engine's graph-replayed
+// decode steps see it). Prints rows of CSV to stdout (and to argv[1] when given):
 //   kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet
 // kind: prefill (causal FLOPs 4*L^2*d*Hq/2), decode (K+V bytes read = 2*L*Hkv*d*2),
 // prefill_sparse / decode_sparse (+ measured skip fraction, same-input dense time for the ratio),

@@ -7,7 +7,7 @@
 # scripts share one build folder and the attention kernels compile once.
 #   MODEL=<file.gguf>  (or SINKSCOPE_MODEL) the model; else $ROOT/.model/<file> or its split
 #                      parts $ROOT/.model/<file>.part-*; else the set-up script's cache path
-#   BUILD=<dir> (default build-gpu)   OUT=<dir> (default $BUILD/out-backend)
+#   BUILD=<dir> (default build-gpu)   OUT=<dir> (default build/gpu-results/backend)
 #   SKIP_TESTS=1 / SKIP_BENCH=1 / SKIP_HF=1 / SKIP_ABLATE=1 (bench with PDL / fused combine /
 #   fused decode off)     REPS=<n> benchmark repetitions (default 5)
 #   SKIP_TRACE=1 skips the profiler checks: test_cupti (CUPTI collector, kernel attribution with
@@ -26,7 +26,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
-OUT=${OUT:-$BUILD/out-backend}
+OUT=${OUT:-$ROOT/build/gpu-results/backend}
 REPS=${REPS:-5}
 mkdir -p "$OUT"
 rm -f "$OUT/unfused.csv"  # the "fused decode off" rows of the summary come from this run only
@@ -100,7 +100,7 @@ if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
     --reps "$REPS" >"$OUT/bench.log" 2>&1 || echo "bench_e2e failed (rc=$?)"
   cat "$OUT/bench.log"
   if [[ "${SKIP_ABLATE:-0}" != 1 ]]; then
-    # Decode-step switches (tests/gpu/NOTES.md, backend v3/v4): PDL off, fused combine off, both,
+    # Decode-step switches (docs/environment.md): PDL off, fused combine off, both,
     # fused decode kernels off (the cuBLAS + element-wise path).
     for sw in "SINKSCOPE_PDL=0" "SINKSCOPE_FUSED_COMBINE=0" "SINKSCOPE_PDL=0 SINKSCOPE_FUSED_COMBINE=0" \
       "SINKSCOPE_FUSED_DECODE=0"; do

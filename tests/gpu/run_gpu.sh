@@ -4,12 +4,12 @@
 # torch SDPA on the same shapes), and prints the summary table last. Needs no GoogleTest,
 # OpenBLAS or yaml-cpp: it configures with SINKSCOPE_TESTS=OFF and SINKSCOPE_GPU_TESTS=ON
 # (kernels/CMakeLists.txt), which builds only tests/gpu.
-#   BUILD=<dir>  build folder (default build-gpu)      OUT=<dir>  logs and CSV (default $BUILD/out)
+#   BUILD=<dir>  build folder (default build-gpu)      OUT=<dir>  logs and CSV (default build/gpu-results/attention)
 #   QUICK=1      fewer test cases and lengths          SKIP_TESTS=1 / SKIP_BENCH=1
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
-OUT=${OUT:-$BUILD/out}
+OUT=${OUT:-$ROOT/build/gpu-results/attention}
 mkdir -p "$OUT"
 quick_arg=()
 [[ "${QUICK:-0}" == 1 ]] && quick_arg=(--quick)

@@ -11,7 +11,7 @@
 #   3. passkey retrieval vs window and sink count.
 # Then prints the tables (packaging/kv_eval_table.py) and writes the plot.
 #   BUILD=<dir> (default build-gpu, built by run_backend_gpu.sh or packaging/gpu.sh BUILD_ONLY=1)
-#   OUT=<dir>   KV_TEXT=<file> (default .model/kjv.txt, else the set-up script's copy)
+#   OUT=<dir> (default build/gpu-results/kv)   KV_TEXT=<file> (default .model/kjv.txt, else the set-up script's copy)
 #   KV_TOKENS (default 102400)  KV_STRIDE (default 4)  KV_SEGMENT (default 8192)
 #   KV_BACKEND (default cuda)   KV_QUANT_TOKENS (default 8192)   KV_RUNS (below)
 #   SKIP_QUANT=1   SKIP_PASSKEY=1
@@ -19,7 +19,7 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
-OUT=${OUT:-$BUILD/out-kv}
+OUT=${OUT:-$ROOT/build/gpu-results/kv}
 mkdir -p "$OUT"
 CLI="$BUILD/app/cli/sinkscope-cli"
 [[ -x "$CLI" ]] || { echo "SKIP: $CLI not built (run packaging/gpu.sh BUILD_ONLY=1 first)"; exit 0; }

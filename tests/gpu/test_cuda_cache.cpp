@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // KV-cache policies on the CUDA backend against the CPU backend (engine/kv_page_plan.h,
-// tests/gpu/NOTES.md "KV cache policies on the GPU"). Plain executable: "PASS|FAIL <check>:
+// docs/architecture.md "Sink-retaining KV cache"). Plain executable: "PASS|FAIL <check>:
 // <numbers>" per check, "RESULT: ..." last, exit 1 on a failure; "SKIP: <reason>" and exit 0
 // without a GPU or without the model ($SINKSCOPE_MODEL, else the default path). An argument
 // runs only the sections whose name contains it (e.g. `test_cuda_cache window128`).
@@ -153,8 +153,8 @@ int main(int argc, char** argv) {
           (rs_got ? rs.str() : std::string("none returned")) +
               " (gates: every row of the chunked call, |dlse| <= 1e-9, no argmax mismatch)");
     // Both backends chunk alike and leave out the tiles that left the window, so they visit the
-    // same tiles; which of them are skipped may differ near the threshold (bf16 scores: 0 and 3
-    // of ~17,800 tiles in the fixed-λ run h3). A chunk run with another λ than the CPU's moves
+    // same tiles; which of them are skipped may differ near the threshold (bf16 scores: a few of
+    // ~17,800 tiles at a fixed λ). A chunk run with another λ than the CPU's moves
     // the share by more.
     for (bool dec : {false, true}) {
       const TileCounts tc = cpu->probes().total(dec), tg = gpu->probes().total(dec);
@@ -330,8 +330,8 @@ int main(int argc, char** argv) {
             } else {
               // int4's step is a / 7: where the GPU's bf16-GEMM inputs land on the other side of
               // a rounding boundary the two backends draw different quantization noise of the
-              // full int4 size, so GPU-vs-CPU int4 is not a small difference (H200, 2026-11-30:
-              // KL 0.09-0.17 against q = 0.16-0.42; the former gate 0.25 q failed on that). The
+              // full int4 size, so GPU-vs-CPU int4 is not a small difference (on SmolLM2 KL
+              // 0.09-0.17 against an int4 effect q of 0.16-0.42, so a gate of 0.25 q fails). The
               // gate compares the effect instead: the GPU's int4 moves the model away from the
               // unquantized CPU run about as far as the CPU's int4 does (0.5 q .. 2 q). Ignoring
               // the scales or misreading the nibbles lands far above; not quantizing, far below.

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // GPU test of the fused batch-1 decode kernels (kernels/decode_fused.h) against a float64 CPU
-// reference, plus a timing section (STYLE.md #12: check mode and timing mode in one program).
-// Plain executable: "SKIP: ..." and exit 0 without a GPU; exit 1 on any failure.
+// reference, plus a timing section (docs/architecture.md, design principle 12: check mode and
+// timing mode in one program). Plain executable: "SKIP: ..." and exit 0 without a GPU; exit 1 on
+// any failure.
 //
 // Every case draws fresh random inputs (seed printed), poisons every output with bf16 NaN
 // (0xffff) and checks, per output element, |gpu - ref| <= tol with

@@ -379,7 +379,7 @@ TEST(CpuAttention, KeepingExpInDenominatorOnlyDropsPv) {
   EXPECT_LT(rel_err(b.out, dense), 0.2);
 }
 
-// skip_softmax_exp, by hand (ARCHITECTURE.md schema; engine/cpu_attention.h): scale 1, q = e0,
+// skip_softmax_exp, by hand (docs/config.md; engine/cpu_attention.h): scale 1, q = e0,
 // k_j = s_j e0, so the scores are the chosen s_j exactly. KV tiles of 2 keys, scores
 //   tile 0 {3, 1} (first: never skipped), tile 1 {-2, -4}: max -2 - 3 = -5 < ln 0.01 -> skipped,
 //   tile 2 {0.5, -3}: 0.5 - 3 = -2.5 > ln 0.01 -> computed.
