@@ -26,7 +26,7 @@ function(check name want_rc want_regex)
   message(STATUS "${name}: exit ${rc}, output as expected")
 endfunction()
 
-check("--help" 0 "Usage: [^\n]*sinkscope \\[options\\].*--prompt-file <FILE>.*--fresh.*-v, --version" --help)
+check("--help" 0 "Usage: [^\n]*sinkscope \\[options\\].*-v, --version.*--prompt-file <FILE>.*--fresh" --help)
 check("-h" 0 "Usage: [^\n]*sinkscope \\[options\\]" -h)
 check("--version" 0 "^sinkscope 0\\.[0-9]+" --version)
 check("--version with other options" 0 "^sinkscope 0\\.[0-9]+" --fresh --backend cpu --version)
