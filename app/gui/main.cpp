@@ -3,7 +3,9 @@
 //   sinkscope [--model FILE] [--prompt TEXT | --prompt-file FILE] [--backend auto|cpu|cuda]
 //             [--screenshot FILE [--views DIR]] [--layer L --head H] [--fresh]
 // --screenshot renders the main window after the first run and exits (docs, tests); --views also
-// saves each view dock as DIR/<name>.png.
+// saves each view dock as DIR/<name>.png. --help and --version work without a display; any
+// other start without one (no DISPLAY, WAYLAND_DISPLAY, QT_QPA_PLATFORM or -platform) says so
+// and exits 2. A fresh start (no saved settings) opens the first long sample document.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -16,7 +18,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
+#include "app/gui/models/sample_prompts.h"
 #include "app/gui/models/workbench.h"
 #include "app/gui/panels/main_window.h"
 #include "engine/backend_factory.h"
@@ -51,14 +56,31 @@ void screenshotAndQuit(MainWindow* w, const QString& file, const QString& viewsD
   QApplication::exit(ok && runOk ? 0 : 1);
 }
 
+// Whether QApplication can find a display. On X11/Wayland systems Qt aborts in the QApplication
+// constructor when it finds none ("could not connect to display"); this catches the common case
+// (no DISPLAY, no WAYLAND_DISPLAY and no explicit platform) first, to say what to set instead.
+bool displayAvailable(int argc, char** argv) {
+#if defined(Q_OS_UNIX) && !defined(Q_OS_DARWIN)
+  for (const char* var : {"QT_QPA_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"})
+    if (const char* v = std::getenv(var); v && *v) return true;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "-platform") == 0 || std::strcmp(argv[i], "--platform") == 0) return true;
+  return false;
+#else
+  (void)argc;
+  (void)argv;
+  return true;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  QApplication app(argc, argv);
-  QApplication::setOrganizationName(QStringLiteral("SinkScope"));
-  QApplication::setApplicationName(QStringLiteral("sinkscope"));
-  QApplication::setApplicationVersion(QStringLiteral("0.1"));
-  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/sinkscope.svg")));
+  // Name and version are static: set before any application object, so that --version and
+  // --help work without one (below).
+  QCoreApplication::setOrganizationName(QStringLiteral("SinkScope"));
+  QCoreApplication::setApplicationName(QStringLiteral("sinkscope"));
+  QCoreApplication::setApplicationVersion(QStringLiteral("0.1"));
 
   QCommandLineParser cli;
   cli.setApplicationDescription(QStringLiteral("SinkScope workbench: attention sinks, KV cache and sparse attention"));
@@ -75,6 +97,31 @@ int main(int argc, char** argv) {
   QCommandLineOption config(QStringLiteral("config"), QStringLiteral("import a config file at start"), QStringLiteral("FILE"));
   QCommandLineOption fresh(QStringLiteral("fresh"), QStringLiteral("ignore the saved settings and layout"));
   cli.addOptions({model, prompt, promptFile, backend, shot, views, layer, head, config, fresh});
+
+  // --help and --version need no display: QApplication aborts without one (no platform plugin),
+  // so they are answered from a QCoreApplication, with the text QCommandLineParser::process()
+  // prints, before any QApplication exists. They win over a parse error here, because Qt's own
+  // options (-platform, -style) are unknown to this parser until QApplication removes them;
+  // without --help / --version, errors are reported by process() below as before.
+  {
+    QStringList args;
+    for (int i = 0; i < argc; ++i) args << QString::fromLocal8Bit(argv[i]);
+    (void)cli.parse(args);
+    if (cli.isSet(QStringLiteral("version")) || cli.isSet(QStringLiteral("help")) ||
+        cli.isSet(QStringLiteral("help-all"))) {
+      QCoreApplication core(argc, argv);
+      if (cli.isSet(QStringLiteral("version"))) cli.showVersion();  // exits 0
+      if (cli.isSet(QStringLiteral("help"))) cli.showHelp(0);       // exits 0
+      cli.process(core);  // --help-all: also Qt's options; exits 0
+    }
+  }
+  if (!displayAvailable(argc, argv)) {
+    std::fprintf(stderr, "sinkscope: no display: set DISPLAY or QT_QPA_PLATFORM=offscreen\n");
+    return 2;
+  }
+
+  QApplication app(argc, argv);
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/sinkscope.svg")));
   cli.process(app);
 
   const auto kind = parse_backend_kind(cli.value(backend).toStdString());
@@ -97,10 +144,12 @@ int main(int argc, char** argv) {
   }
   QSettings settings;
   ControlState controls;
-  QString text = QStringLiteral("The attention sink phenomenon: language models put a large share of "
-                                "attention on the first token, whatever it says.");
-  QFile sample(QStringLiteral(":/prompts/attention-sinks.txt"));
-  if (sample.open(QIODevice::ReadOnly)) text = QString::fromUtf8(sample.readAll()).trimmed();
+  // A fresh start opens with a long sample document (app/gui/models/sample_prompts.h), so that
+  // the first run already shows sinks, a window's worth of keys and skipped tiles.
+  QString text = readSamplePrompt(defaultSamplePrompt());
+  if (text.isEmpty())
+    text = QStringLiteral("The attention sink phenomenon: language models put a large share of "
+                          "attention on the first token, whatever it says.");
   if (useSettings) {
     const auto saved = parse_config(settings.value(QStringLiteral("session/config")).toString().toStdString());
     if (saved.ok() && settings.contains(QStringLiteral("session/config")))

@@ -26,9 +26,11 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "app/gui/models/sample_prompts.h"
 #include "app/gui/panels/attention_map_panel.h"
 #include "app/gui/panels/compare_panel.h"
 #include "app/gui/panels/controls_panel.h"
+#include "app/gui/panels/help_dialog.h"
 #include "app/gui/panels/sinks_panel.h"
 #include "app/gui/panels/sparsity_panel.h"
 #include "app/gui/panels/sweep_panel.h"
@@ -193,8 +195,15 @@ QWidget* MainWindow::buildCentral() {
   m_promptInfo = new QLabel(w);
   m_samples = new QComboBox(w);
   m_samples->addItem(tr("Sample prompts..."));
-  for (const QFileInfo& f : QDir(QStringLiteral(":/prompts")).entryInfoList({QStringLiteral("*.txt")}))
-    m_samples->addItem(f.baseName(), f.filePath());
+  // The names are long ("GNU GPL v3 (legal, ~7.6K tokens)"): the popup widens to show them,
+  // the closed box stays narrow.
+  m_samples->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_samples->setMinimumContentsLength(16);
+  // Long documents first (app/gui/models/sample_prompts.h); the tooltip names source and licence.
+  for (const SamplePrompt& p : samplePrompts()) {
+    m_samples->addItem(p.displayName(), p.resource);
+    m_samples->setItemData(m_samples->count() - 1, p.source, Qt::ToolTipRole);
+  }
   auto* loadPrompt = new QPushButton(tr("Load file..."), w);
   auto* promptRow = new QHBoxLayout;
   promptRow->addWidget(new QLabel(tr("Prompt"), w), 0, Qt::AlignTop);
@@ -381,6 +390,19 @@ void MainWindow::buildMenus() {
   step(tr("Next head"), QKeySequence(Qt::ALT | Qt::Key_Right), [this] { m_mapPanel->stepHead(1); });
   step(tr("Reset zoom"), QKeySequence(Qt::CTRL | Qt::Key_0), [this] { m_mapPanel->resetZoom(); });
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  // One "what am I looking at" page per view; F1 opens the page of the view in front.
+  for (const HelpDialog::Page& p : HelpDialog::pages())
+    help->addAction(tr("What am I looking at: %1").arg(p.title), this, [this, id = p.id] { HelpDialog::open(this, id); });
+  help->addAction(tr("Help on the current view"), QKeySequence::HelpContents, this, [this] {
+    // The view holding the keyboard focus, else the first one on screen (not a hidden tab).
+    QString focused, shown;
+    for (QDockWidget* d : m_views) {
+      if (d->isAncestorOf(QApplication::focusWidget())) focused = HelpDialog::pageForView(d->objectName());
+      if (shown.isEmpty() && d->isVisible() && !d->visibleRegion().isEmpty()) shown = HelpDialog::pageForView(d->objectName());
+    }
+    HelpDialog::open(this, focused.isEmpty() ? shown : focused);
+  });
+  help->addSeparator();
   help->addAction(tr("&About SinkScope"), this, [this] {
     QMessageBox::about(this, tr("About SinkScope"),
                        tr("SinkScope: attention sinks, KV-cache retention and dynamic sparse attention, "
