@@ -99,6 +99,17 @@ class Backend {
     return false;
   }
 
+  // Goes back to the state after the first n_past positions: drops every later position from
+  // the KV cache and sets the probes to `probes` (a copy of probes() taken at that point), so
+  // a forward from there runs as if the later positions had never been. False, with nothing
+  // changed, where the backend or its cache cannot (a windowed cache has evicted; a backend
+  // without it): then reset() and run the positions again.
+  virtual bool rewind(int n_past, const AttentionProbes& probes) {
+    (void)n_past;
+    (void)probes;
+    return false;
+  }
+
   // The KV cache's token and memory accounting (engine/kv_cache.h); zeros where unsupported.
   virtual KvCacheStats cache_stats() const { return {}; }
   // Records the column-mass probe (AttentionProbes::col_mass, engine/sinks.h) for key positions

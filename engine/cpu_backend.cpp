@@ -53,6 +53,16 @@ class CpuBackend final : public Backend {
     if (m_n_past == 0 && m_cache->block_size() != s.block_size) make_cache();
   }
   KvCacheStats cache_stats() const override { return m_cache->stats(); }
+  bool rewind(int n_past, const AttentionProbes& probes) override {
+    const ModelConfig& c = m_model->config();
+    if (n_past < 0 || n_past > m_n_past || probes.n_layer != c.n_layer ||
+        probes.n_head != c.n_head || probes.col_n != m_probes.col_n)
+      return false;
+    if (!m_cache->truncate(n_past)) return false;
+    m_n_past = n_past;
+    m_probes = probes;
+    return true;
+  }
   void request_column_mass(int n) override {
     if (n < 0 || n > 4096)
       throw BackendError("column-mass probe: positions must be in [0, 4096], got " +

@@ -277,6 +277,29 @@ void KvCache::rollback() {
   update_bytes();
 }
 
+bool KvCache::truncate(int64_t n) {
+  if (m_settings.windowed() || m_reserved || n < 0 || n > m_stats.n_past) return false;
+  while (!m_page_pos0.empty() && m_page_pos0.back() >= n) {
+    m_page_pos0.pop_back();
+    m_page_rows.pop_back();
+    for (Layer& L : m_layer) {
+      L.free_ids.push_back(L.table.back());
+      L.table.pop_back();
+    }
+  }
+  for (size_t i = 0; i < m_page_pos0.size(); ++i)
+    m_page_rows[i] = int(std::clamp<int64_t>(n - m_page_pos0[i], 0, m_block));
+  m_prot_pos.erase(std::lower_bound(m_prot_pos.begin(), m_prot_pos.end(), int(n)), m_prot_pos.end());
+  for (Layer& L : m_layer) {
+    L.prot_k.resize(m_prot_pos.size() * size_t(m_row_floats));
+    L.prot_v.resize(m_prot_pos.size() * size_t(m_row_floats));
+    refresh_pointers(L);
+  }
+  m_stats.n_past = m_stats.n_cached = n;
+  update_bytes();
+  return true;
+}
+
 void KvCache::commit(int m) {
   if (m != m_reserved) throw BackendError("KV cache: commit without a matching reserve");
   m_reserved = m_reserved_pages = m_reserved_prot = 0;

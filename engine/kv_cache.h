@@ -86,6 +86,11 @@ class KvCache {
   void commit(int m);
   // Undoes reserve() (a failed or cancelled forward).
   void rollback();
+  // Keeps positions [0, n) only (full caches: a window has evicted what it would need); rows
+  // are stored and quantized one position at a time, so what is kept is exactly what a forward
+  // of those n positions wrote. False (nothing changed) for a windowed cache, n > n_past or a
+  // forward in flight.
+  bool truncate(int64_t n);
 
   KvLayerView view(int layer) const;
   const KvCacheStats& stats() const { return m_stats; }

@@ -11,6 +11,7 @@
 #include "app/gui/models/head_attention.h"
 #include "engine/thread_pool.h"
 #include "app/gui/models/run_executor.h"
+#include "app/gui/models/view_models.h"
 #include "tests/gui/test_model.h"
 
 using namespace sinkscope;
@@ -186,6 +187,88 @@ class TestRunExecutor : public QObject {
     QCOMPARE(off->probes.total(false).visited, ref->probes.total(false).visited);
     QCOMPARE(off->probes.total(false).skipped, int64_t(0));
     QVERIFY(off->timeline && off->timeline->event_count() > 0);
+  }
+  // A change of the decode's lambda (or the generation length) leaves the prefill as it was:
+  // the backend is rewound to it and only the decode runs, with the data a fresh run gives.
+  void decodeOnlyChangeResumesThePrefill() {
+    ControlState s;
+    s.maxTokens = 6;
+    s.layer = 1;
+    s.head = 2;
+    s.lambdaPrefill = 0.3;
+    s.lambdaDecode = 0.3;
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.setModel(test::randomModel());
+    (void)ex.run(s.toRequest(test::longPrompt().toStdString()), 1);
+    s.lambdaDecode = 0.01;
+    s.maxTokens = 8;
+    s.layer = 0;  // the map's head too: its mask comes from the all-heads masks
+    s.head = 3;
+    const RunResultPtr b = ex.run(s.toRequest(test::longPrompt().toStdString()), 2);
+    auto hasStage = [](const RunResultPtr& r, const char* name) {
+      return std::any_of(r->stagesMs.begin(), r->stagesMs.end(),
+                         [name](const auto& st) { return st.first == name; });
+    };
+    QVERIFY(hasStage(b, "variant prefill (resumed)"));
+    RunExecutor fresh(BackendKind::kCpu, 2);
+    fresh.setModel(test::randomModel());
+    const RunResultPtr c = fresh.run(s.toRequest(test::longPrompt().toStdString()), 3);
+    QVERIFY(hasStage(c, "variant prefill"));
+    QCOMPARE(b->tokens, c->tokens);
+    QCOMPARE(b->promptPerplexity, c->promptPerplexity);
+    QCOMPARE(b->compare.klPerToken, c->compare.klPerToken);
+    QCOMPARE(b->compare.rougeL, c->compare.rougeL);
+    QCOMPARE(b->sinkAlpha, c->sinkAlpha);
+    QCOMPARE(b->probes.mask.layer, 0);
+    QCOMPARE(b->probes.mask.head, 3);
+    QCOMPARE(b->probes.mask.cells, c->probes.mask.cells);
+    QCOMPARE(b->probes.total(true).visited, c->probes.total(true).visited);
+    QCOMPARE(b->probes.total(true).skipped, c->probes.total(true).skipped);
+    QCOMPARE(b->probesPrefill.total(false).skipped, c->probesPrefill.total(false).skipped);
+    // A prefill change runs the prefill again.
+    s.lambdaPrefill = 0.2;
+    const RunResultPtr d = ex.run(s.toRequest(test::longPrompt().toStdString()), 4);
+    QVERIFY(hasStage(d, "variant prefill"));
+  }
+  // Partial results stream during the variant's prefill: probes of the layers done so far, in
+  // order, and the final result carries everything.
+  void partialResultsStreamDuringThePrefill() {
+    ControlState s;
+    s.maxTokens = 2;
+    s.lambdaPrefill = 0.3;
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.setModel(test::randomModel());
+    std::vector<RunResultPtr> parts;
+    const RunResultPtr r = ex.run(s.toRequest(test::longPrompt().toStdString()), 7, {},
+                                  [&](const RunResultPtr& p) { parts.push_back(p); });
+    QVERIFY(!r->partial);
+    QVERIFY(!parts.empty());  // the test model has 2 layers: one report before the second
+    const RunResultPtr& p = parts.front();
+    QVERIFY(p->partial);
+    QCOMPARE(p->id, uint64_t(7));
+    QVERIFY(p->partialFraction > 0 && p->partialFraction < 1);
+    QVERIFY(p->tokens.empty());
+    const int H = p->probes.n_head;
+    QCOMPARE(p->probes.n_layer, 2);
+    int64_t layer0 = 0, layer1 = 0;
+    for (int h = 0; h < H; ++h) {
+      layer0 += p->probesPrefill.prefill[size_t(h)].visited;
+      layer1 += p->probesPrefill.prefill[size_t(H + h)].visited;
+      QCOMPARE(p->probesPrefill.prefill[size_t(h)].visited, r->probesPrefill.prefill[size_t(h)].visited);
+    }
+    QVERIFY(layer0 > 0);
+    QCOMPARE(layer1, int64_t(0));  // not reached when the report came
+    SparsityView view;
+    view.setResult(p);
+    QVERIFY(view.isPartial());
+    QCOMPARE(view.layersReached(), 1);
+    QVERIFY(!std::isnan(view.layerPrefill()[0]));
+    QVERIFY(std::isnan(view.layerPrefill()[1]));
+    QVERIFY(std::isnan(view.prefill().at(1, 0)));
+    QVERIFY(view.summary().startsWith(QStringLiteral("Updating")));
+    view.setResult(r);
+    QVERIFY(!view.isPartial());
+    QVERIFY(!std::isnan(view.layerPrefill()[1]));
   }
   void binEdgesCoverEverything() {
     const auto e = binEdges(1000, 256);

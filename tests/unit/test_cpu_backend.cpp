@@ -299,6 +299,71 @@ TEST(CpuBackend, SparseSettingsReachTheAttentionAndCountTiles) {
   EXPECT_THROW(be->set_attention(s), BackendError);
 }
 
+// rewind() (the workbench resumes a prefill when only decode settings change): decoding after
+// a rewind gives exactly the logits and tile counts of a fresh prefill + decode, on the float
+// and the quantized full cache; a windowed cache refuses and keeps its state.
+TEST(CpuBackend, RewindToThePrefillEqualsAFreshRun) {
+  auto model = write_and_load(shape_cases()[0].shape, 17, "rewind");
+  const int V = model->config().n_vocab;
+  auto ids = random_ids(150, V, 8);
+  const TokenId steps[] = {3, 9, 27, 81, 5};
+  for (bool quantized : {false, true}) {
+    BackendOptions opt;
+    opt.n_threads = 2;
+    opt.cache.quantization.enabled = quantized;
+    opt.cache.quantization.group_size = 16;  // the test model's head_dim
+    AttentionSettings s;
+    s.type = AttentionType::kDynamicSparse;
+    s.threshold_prefill = 0.5;
+    s.threshold_decode = 0.9;
+    opt.attention = s;
+    auto be = make_cpu_backend(model, opt);
+    be->request_column_mass(32);
+    be->reset();
+    std::vector<float> logits, resumed, fresh;
+    be->forward(ids, LogitsMode::kAll, logits);
+    const AttentionProbes afterPrefill = be->probes();
+    for (TokenId t : steps) be->forward(std::span<const TokenId>(&t, 1), LogitsMode::kLast, logits);
+    ASSERT_TRUE(be->rewind(150, afterPrefill));
+    EXPECT_EQ(be->n_past(), 150);
+    s.threshold_decode = 0.2;  // another decode lambda, as the workbench's control change
+    be->set_attention(s);
+    for (TokenId t : steps) {
+      be->forward(std::span<const TokenId>(&t, 1), LogitsMode::kLast, logits);
+      resumed.insert(resumed.end(), logits.begin(), logits.end());
+    }
+    const AttentionProbes resumedProbes = be->probes();
+
+    opt.attention = s;
+    auto ref = make_cpu_backend(model, opt);
+    ref->request_column_mass(32);
+    ref->reset();
+    ref->forward(ids, LogitsMode::kAll, logits);
+    for (TokenId t : steps) {
+      ref->forward(std::span<const TokenId>(&t, 1), LogitsMode::kLast, logits);
+      fresh.insert(fresh.end(), logits.begin(), logits.end());
+    }
+    EXPECT_EQ(resumed, fresh) << (quantized ? "int8 cache" : "float cache");
+    const TileCounts a = resumedProbes.total(true), b = ref->probes().total(true);
+    EXPECT_EQ(a.visited, b.visited);
+    EXPECT_EQ(a.skipped, b.skipped);
+    EXPECT_EQ(resumedProbes.col_mass, ref->probes().col_mass);
+    EXPECT_EQ(resumedProbes.col_queries, ref->probes().col_queries);
+    EXPECT_EQ(be->cache_stats().n_past, 155);
+    EXPECT_FALSE(be->rewind(200, afterPrefill));  // beyond what was run
+  }
+  BackendOptions win;
+  win.cache.strategy = CacheStrategy::kSlidingWindow;
+  win.cache.window_size = 64;
+  win.cache.sink_keep_count = 4;
+  auto w = make_cpu_backend(model, win);
+  std::vector<float> logits;
+  w->forward(ids, LogitsMode::kLast, logits);
+  const AttentionProbes p = w->probes();
+  EXPECT_FALSE(w->rewind(100, p));
+  EXPECT_EQ(w->n_past(), 150);
+}
+
 // The all-heads probe (the workbench asks for it on full-cache runs): every (layer, head)'s mask,
 // equal to the single-head probe's cells; the 4-byte-per-cell statistic only when asked for.
 TEST(CpuBackend, AllHeadsMasksWithAndWithoutTheStatistic) {

@@ -85,6 +85,36 @@ TEST(KvCache, PlainWindowAndFullCache) {
   EXPECT_EQ(f.stats().evicted, 0);
 }
 
+TEST(KvCache, TruncateKeepsTheFirstPositionsAndAcceptsNewOnes) {
+  KvCache c(1, kHeads, kDim, 64, 1 << 20, CacheSettings{});
+  feed(c, 150);  // pages of 64: 0, 64, 128 (22 rows)
+  const int64_t bytes150 = c.stats().bytes_allocated;
+  ASSERT_TRUE(c.truncate(70));
+  EXPECT_EQ(c.n_past(), 70);
+  EXPECT_EQ(c.stats().n_cached, 70);
+  EXPECT_EQ(c.stats().pages, 2);  // the page at 128 is given back
+  EXPECT_LT(c.stats().bytes_allocated, bytes150);
+  std::vector<int> want(70);
+  for (int i = 0; i < 70; ++i) want[size_t(i)] = i;
+  EXPECT_EQ(retained(c), want);
+  // Written again from 70 on, the rows are the new ones (feed writes the position's value).
+  feed(c, 100);
+  want.resize(170);
+  for (int i = 0; i < 170; ++i) want[size_t(i)] = i;
+  EXPECT_EQ(retained(c), want);
+  EXPECT_FALSE(c.truncate(171));  // beyond what is cached
+  EXPECT_EQ(c.n_past(), 170);
+  ASSERT_TRUE(c.truncate(0));
+  EXPECT_TRUE(retained(c).empty());
+}
+
+TEST(KvCache, TruncateRefusesAWindowedCache) {
+  KvCache c(1, kHeads, kDim, 64, 1 << 20, window(100, 4));
+  feed(c, 150);
+  EXPECT_FALSE(c.truncate(120));  // positions 4..49 are evicted: nothing to go back to
+  EXPECT_EQ(c.n_past(), 150);
+}
+
 TEST(KvCache, BudgetsNameTheLimitAndChangeNothing) {
   CacheSettings s;
   s.per_request_limit_tokens = 100;

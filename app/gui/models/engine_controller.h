@@ -60,6 +60,8 @@ class EngineController : public QObject {
   void started(quint64 id);
   void progress(quint64 id, double fraction, double etaSeconds, const QString& phase);
   void finished(sinkscope::gui::RunResultPtr result);
+  // A partial result of a run still going (RunResult::partial): the prefill's layers so far.
+  void partial(sinkscope::gui::RunResultPtr result);
   void failed(quint64 id, const QString& message);
   void cancelled(quint64 id);
   void idle();  // the queue is empty and nothing runs

@@ -86,7 +86,10 @@ void EngineWorker::doRun(uint64_t id, const RunRequest& request) {
                   phase = QString::fromStdString(p.phase)] { Q_EMIT c->progress(id, f, eta, phase); });
   };
   try {
-    RunResultPtr r = m_executor.run(request, id, onProgress);
+    auto onPartial = [&](const RunResultPtr& p) {
+      toController([c = m_controller, p] { Q_EMIT c->partial(p); });
+    };
+    RunResultPtr r = m_executor.run(request, id, onProgress, onPartial);
     toController([c = m_controller, r] { Q_EMIT c->finished(r); });
   } catch (const Cancelled&) {
     toController([c = m_controller, id] { Q_EMIT c->cancelled(id); });

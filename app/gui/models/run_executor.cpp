@@ -143,6 +143,14 @@ std::string variantRunKey(const RunRequest& r, int maxTokens, int colN) {
   return o.str();
 }
 
+// What the variant's prefill depends on: its run key without what only the decode uses (the
+// decode's lambda, the generation length).
+std::string prefillRunKey(const RunRequest& r, int colN) {
+  RunRequest p = r;
+  p.attention.threshold_decode = 0;
+  return variantRunKey(p, 0, colN);
+}
+
 // The skip mask of (layer, head) out of the all-heads probe; hasHeadMask() says whether it
 // is there.
 bool hasHeadMask(const AttentionProbes& p, int layer, int head) {
@@ -200,6 +208,7 @@ struct RunExecutor::Pass : Generated {
   // with the logits (Backend::last_row_stats; empty otherwise).
   std::vector<double> promptLse;
   std::vector<int> promptTop1;
+  bool prefillReused = false;  // the backend was rewound to the last run's prefill
 };
 
 namespace {
@@ -258,6 +267,7 @@ void RunExecutor::loadModel(const std::string& path) {
 }
 
 void RunExecutor::setModel(std::shared_ptr<const Model> model) {
+  m_prefillKey.clear();
   m_variant.reset();
   m_dense.reset();
   m_denseCache.reset();
@@ -269,6 +279,7 @@ void RunExecutor::setModel(std::shared_ptr<const Model> model) {
 }
 
 void RunExecutor::dropViewCaches() {
+  m_prefillKey.clear();
   m_lastRun.reset();
   m_lastRunKey.clear();
   m_mapCache.reset();
@@ -284,6 +295,7 @@ Backend& RunExecutor::variantBackend(const RunRequest& r) {
   const std::string key = m_variant ? cacheKey(r.cache) : std::string();
   if (!m_variant || key != m_variantKey) {
     m_variant.reset();  // free the old cache first
+    m_prefillKey.clear();
     BackendOptions o;
     o.n_threads = m_threads;
     o.attention = r.attention;
@@ -309,7 +321,8 @@ Backend& RunExecutor::denseBackend() {
 RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& prompt,
                                        int maxTokens, const std::function<void(int)>& onStep,
                                        prof::SpanRecorder* spans, std::vector<float>* buffer,
-                                       const std::function<void(double)>& onPrefill) {
+                                       const std::function<void(double)>& onPrefill,
+                                       const AttentionProbes* resume) {
   const Tokenizer& tok = m_model->tokenizer();
   const int nv = m_model->config().n_vocab;
   Pass p;
@@ -317,17 +330,26 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   // fault per 4 KiB (tens of ms of kernel page clearing) on every run.
   if (buffer) p.promptLogits.swap(*buffer);
   b.set_span_recorder(spans);
-  b.reset();
   int64_t t0 = prof::now_ns();
-  if (onPrefill) b.set_progress_callback(onPrefill);
-  struct Unhook {
-    Backend& b;
-    ~Unhook() { b.set_progress_callback({}); }
-  } unhook{b};
-  b.forward(prompt, LogitsMode::kAll, p.promptLogits);
+  // Resuming: the buffer holds this prompt's logits from the last run on this backend, and the
+  // backend goes back to the end of that run's prefill.
+  p.prefillReused = resume && buffer && p.promptLogits.size() == prompt.size() * size_t(nv) &&
+                    b.rewind(int(prompt.size()), *resume);
+  if (p.prefillReused) {
+    p.afterPrefill = *resume;
+  } else {
+    b.reset();
+    if (onPrefill) b.set_progress_callback(onPrefill);
+    struct Unhook {
+      Backend& b;
+      ~Unhook() { b.set_progress_callback({}); }
+    } unhook{b};
+    b.forward(prompt, LogitsMode::kAll, p.promptLogits);
+    p.afterPrefill = b.probes();
+  }
   p.prefillMs = double(prof::now_ns() - t0) / 1e6;
-  p.afterPrefill = b.probes();
-  if (!b.last_row_stats(&p.promptLse, &p.promptTop1) || p.promptLse.size() != prompt.size()) {
+  if (p.prefillReused || !b.last_row_stats(&p.promptLse, &p.promptTop1) ||
+      p.promptLse.size() != prompt.size()) {
     p.promptLse.clear();
     p.promptTop1.clear();
   }
@@ -407,7 +429,8 @@ AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const H
                        m_pool.get());
 }
 
-RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const ProgressFn& progress) {
+RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const ProgressFn& progress,
+                              const PartialFn& partial) {
   if (!m_model) throw BackendError("no model is loaded");
   const int64_t tStart = prof::now_ns();
   const ModelConfig& c = m_model->config();
@@ -479,6 +502,7 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
                          m_denseCache->colN == colN && m_denseCache->timeline &&
                          hasHeadMask(m_denseCache->probes, req.layer, req.head);
   Pass v;
+  std::string nextPrefillKey;  // set when this run's variant prefill can be resumed later
   std::vector<double> lseV;
   std::vector<int> top1V;
   const float* vLogits = nullptr;  // the variant's (n, n_vocab) prompt logits
@@ -533,6 +557,12 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     } else {
     Backend& b = variantBackend(req);
     res->backendName = b.name();
+    // The last prefill on this backend is resumed when only decode settings changed; until this
+    // run's prefill is done there is none to resume (a failure leaves the backend anywhere).
+    const std::string prefillKey = prefillRunKey(req, colN);
+    const bool resume = !m_prefillKey.empty() && m_prefillKey == prefillKey &&
+                        m_prefillPrompt == res->promptTokens;
+    m_prefillKey.clear();
     b.set_attention(req.attention);
     // A backend may not record a mask for some settings (the CUDA backend with a sliding
     // window); the run goes on without the overlay and the map view says why.
@@ -559,6 +589,33 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     po.device = b.name();
     prof::Profiler profiler(po);
     profiler.start();
+    // Partial results while the prefill runs: the tile counts and skip mask of the layers done
+    // so far, throttled.
+    int64_t lastPartial = 0;
+    auto publishPartial = [&](double f) {
+      const int64_t now = prof::now_ns();
+      if (lastPartial != 0 && now - lastPartial < int64_t(kPartialIntervalMs) * 1000000) return;
+      lastPartial = now;
+      auto p = std::make_shared<RunResult>();
+      p->id = id;
+      p->request = req;
+      p->partial = true;
+      p->partialFraction = f;
+      p->nLayer = c.n_layer;
+      p->nHead = c.n_head;
+      p->promptTokens = res->promptTokens;
+      p->promptPieces = res->promptPieces;
+      p->backendName = res->backendName;
+      const AttentionProbes& now_probes = b.probes();
+      p->probes.n_layer = now_probes.n_layer;
+      p->probes.n_head = now_probes.n_head;
+      p->probes.prefill = now_probes.prefill;
+      p->probes.decode = now_probes.decode;
+      p->probes.mask = now_probes.mask;
+      p->probesPrefill = p->probes;
+      p->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
+      partial(p);
+    };
     report("prefill");
     stage("setup (tokenize, backend, probes)");
     try {
@@ -570,19 +627,27 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
                   profiler.spans(), &m_logitsBuffer, [&](double f) {
                     done = f * n;
                     report("prefill");
-                  });
+                    if (partial) publishPartial(f);
+                  },
+                  resume ? &m_prefillProbes : nullptr);
     } catch (...) {
       profiler.stop();
       b.set_span_recorder(nullptr);
       throw;
     }
     profiler.stop();
-    res->stagesMs.emplace_back("variant prefill", v.prefillMs);
+    if (!v.prefillReused) m_prefillProbes = v.afterPrefill;
+    if (!req.cache.windowed()) nextPrefillKey = prefillKey;
+    res->stagesMs.emplace_back(v.prefillReused ? "variant prefill (resumed)" : "variant prefill",
+                               v.prefillMs);
     res->stagesMs.emplace_back("variant decode", v.decodeMs);
     tStage = prof::now_ns();
     res->timeline = profiler.timeline();
     res->probesPrefill = v.afterPrefill;
     res->probes = b.probes();
+    // A resumed prefill's probes hold the mask of the (layer, head) it was recorded for.
+    if (v.prefillReused && hasHeadMask(res->probes, req.layer, req.head))
+      res->probes.mask = res->probesPrefill.mask = headMask(res->probes, req.layer, req.head);
     }
     if (mapAhead.valid()) {  // before the pool serves the rows below
       mapAheadResult = mapAhead.get();
@@ -799,8 +864,13 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
   report("done");
   res->totalMs = double(prof::now_ns() - tStart) / 1e6;
   // Kept for the next run unless it is very large (long prompts: then freed, as before).
-  if (!reuseVariant && !fromDense && v.promptLogits.capacity() * sizeof(float) <= (size_t(512) << 20))
+  if (!reuseVariant && !fromDense && v.promptLogits.capacity() * sizeof(float) <= (size_t(512) << 20)) {
     m_logitsBuffer.swap(v.promptLogits);
+    if (!nextPrefillKey.empty()) {  // the buffer and the backend hold this prefill
+      m_prefillKey = nextPrefillKey;
+      m_prefillPrompt = res->promptTokens;
+    }
+  }
   m_lastRun = res;
   m_lastRunKey = runKey;
   return res;

@@ -34,6 +34,10 @@ struct RunProgress {
 class RunExecutor {
  public:
   using ProgressFn = std::function<void(const RunProgress&)>;
+  // Receives partial results (RunResult::partial) during the variant's prefill, at most one per
+  // kPartialIntervalMs after the first layer, so views can fill in layer by layer.
+  using PartialFn = std::function<void(const RunResultPtr&)>;
+  static constexpr int kPartialIntervalMs = 100;
 
   explicit RunExecutor(BackendKind kind = BackendKind::kAuto, int threads = 0);
   ~RunExecutor();
@@ -58,7 +62,8 @@ class RunExecutor {
   void dropViewCaches();
 
   // Throws BackendError / std::invalid_argument for bad requests, Cancelled when cancelled.
-  RunResultPtr run(const RunRequest& request, uint64_t id, const ProgressFn& progress = {});
+  RunResultPtr run(const RunRequest& request, uint64_t id, const ProgressFn& progress = {},
+                   const PartialFn& partial = {});
 
  private:
   Backend& variantBackend(const RunRequest& r);
@@ -69,7 +74,8 @@ class RunExecutor {
   Pass runPass(Backend& b, const std::vector<TokenId>& prompt, int maxTokens,
                const std::function<void(int)>& onStep, prof::SpanRecorder* spans,
                std::vector<float>* buffer = nullptr,
-               const std::function<void(double)>& onPrefill = {});
+               const std::function<void(double)>& onPrefill = {},
+               const AttentionProbes* resume = nullptr);
   bool cancelled() const { return m_cancel && m_cancel->load(std::memory_order_relaxed); }
 
   BackendKind m_kind;
@@ -88,6 +94,12 @@ class RunExecutor {
   RunResultPtr m_lastRun;    // the last finished run and the key of its variant settings
   std::string m_lastRunKey;  // (variantRunKey in the .cpp)
   std::vector<float> m_logitsBuffer;  // the variant's prompt logits, reused run to run
+  // What the variant backend's last prefill was (prefillRunKey in the .cpp) and the probes right
+  // after it: a change that leaves the prefill as it was (lambda decode, generation length)
+  // rewinds the backend there and runs the decode only. Empty key: nothing to resume.
+  std::string m_prefillKey;
+  std::vector<TokenId> m_prefillPrompt;
+  AttentionProbes m_prefillProbes;
 };
 
 }  // namespace sinkscope::gui

@@ -90,6 +90,11 @@ struct RunResult {
   std::vector<std::pair<std::string, double>> stagesMs;
   int nLayer = 0, nHead = 0;
   RunRequest request;
+  // A partial result streams in while the variant's prefill runs (RunExecutor::run's partial
+  // callback): the skip probes of the layers done so far (the others count no tiles); everything
+  // else is empty until the final result.
+  bool partial = false;
+  double partialFraction = 1.0;  // share of the prefill done, [0, 1]
 };
 
 using RunResultPtr = std::shared_ptr<const RunResult>;

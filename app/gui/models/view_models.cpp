@@ -2,6 +2,7 @@
 #include "app/gui/models/view_models.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "app/gui/models/token_list_model.h"
 #include "profiler/chrome_trace.h"
@@ -68,6 +69,8 @@ void SinksView::setResult(const RunResultPtr& r) {
 
 // --- sparsity ------------------------------------------------------------------------------------
 void SparsityView::setResult(const RunResultPtr& r) {
+  m_partial = r && r->partial;
+  m_layersReached = 0;
   m_prefill = m_decode = {};
   m_layerPrefill.clear();
   m_layerDecode.clear();
@@ -76,19 +79,27 @@ void SparsityView::setResult(const RunResultPtr& r) {
     const int L = r->probes.n_layer, H = r->probes.n_head;
     m_prefill.layers = m_decode.layers = L;
     m_prefill.heads = m_decode.heads = H;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    int reached = 0;  // layers with tile counts (a partial result: the prefill's layers so far)
     for (int l = 0; l < L; ++l) {
       TileCounts lp, ld;
       for (int h = 0; h < H; ++h) {
+        lp.add(r->probesPrefill.prefill[size_t(l) * H + h]);
+        ld.add(r->probes.decode[size_t(l) * H + h]);
+      }
+      // Layers a partial result has not reached yet are "no data" (NaN: drawn grey), not 0 %.
+      const bool pending = r->partial && lp.visited == 0;
+      reached += !pending;
+      for (int h = 0; h < H; ++h) {
         const TileCounts& p = r->probesPrefill.prefill[size_t(l) * H + h];
         const TileCounts& d = r->probes.decode[size_t(l) * H + h];
-        m_prefill.values.push_back(p.sparsity());
-        m_decode.values.push_back(d.sparsity());
-        lp.add(p);
-        ld.add(d);
+        m_prefill.values.push_back(pending ? nan : p.sparsity());
+        m_decode.values.push_back(pending ? nan : d.sparsity());
       }
-      m_layerPrefill.push_back(lp.sparsity());
-      m_layerDecode.push_back(ld.sparsity());
+      m_layerPrefill.push_back(pending ? nan : lp.sparsity());
+      m_layerDecode.push_back(pending ? nan : ld.sparsity());
     }
+    m_layersReached = reached;
     const TileCounts tp = r->probesPrefill.total(false), td = r->probes.total(true);
     m_summary = tr("Skipped tiles: prefill %1% of %2 visible, decode %3% of %4 (lambda %5 / %6, "
                    "block %7)")
@@ -99,6 +110,9 @@ void SparsityView::setResult(const RunResultPtr& r) {
                     .arg(r->request.attention.block_size);
     if (r->request.attention.type != AttentionType::kDynamicSparse)
       m_summary += tr(" -- sparse attention is off, so nothing is skipped");
+    if (r->partial)
+      m_summary = tr("Updating: prefill at %1% (%2 of %3 layers in; the rest grey). %4")
+                      .arg(int(r->partialFraction * 100)).arg(reached).arg(L).arg(m_summary);
   }
   Q_EMIT changed();
 }

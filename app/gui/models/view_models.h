@@ -74,9 +74,14 @@ class SparsityView : public QObject {
   const std::vector<double>& layerPrefill() const { return m_layerPrefill; }
   const std::vector<double>& layerDecode() const { return m_layerDecode; }
   const QString& summary() const { return m_summary; }
+  // A partial result (the run still going): layers not reached yet hold NaN.
+  bool isPartial() const { return m_partial; }
+  int layersReached() const { return m_layersReached; }
  Q_SIGNALS:
   void changed();
  private:
+  bool m_partial = false;
+  int m_layersReached = 0;
   HeadGrid m_prefill, m_decode;
   std::vector<double> m_layerPrefill, m_layerDecode;
   QString m_summary;

@@ -10,7 +10,7 @@ namespace sinkscope::gui {
 Workbench::Workbench(BackendKind kind, int threads, QObject* parent)
     : QObject(parent), m_engine(kind, threads), m_threads(threads) {
   m_debounce.setSingleShot(true);
-  m_debounce.setInterval(300);
+  m_debounce.setInterval(kDefaultDebounceMs);
   connect(&m_debounce, &QTimer::timeout, this, &Workbench::runNow);
   connect(&m_engine, &EngineController::modelLoaded, this,
           [this](quint64 id, const QString& path, const QString& backend, const QString& info,
@@ -41,15 +41,24 @@ Workbench::Workbench(BackendKind kind, int threads, QObject* parent)
             if (id == m_lastRunId) Q_EMIT runProgress(f, eta, phase);
           });
   connect(&m_engine, &EngineController::finished, this, &Workbench::onFinished);
+  // The prefill's layers stream into the Sparsity view while the run goes on; the other views
+  // wait for the final result.
+  connect(&m_engine, &EngineController::partial, this, [this](const RunResultPtr& r) {
+    if (!r || r->id != m_lastRunId || !m_running) return;
+    m_sparsity.setResult(r);
+    Q_EMIT partialResult(r);
+  });
   connect(&m_engine, &EngineController::failed, this, [this](quint64 id, const QString& msg) {
     if (id != m_lastRunId) return;
     setRunning(false);
+    m_sparsity.setResult(m_last);  // back from any partial result to what the others show
     updateStale(tr("the last run failed (%1)").arg(msg));
     Q_EMIT runFailed(msg);
   });
   connect(&m_engine, &EngineController::cancelled, this, [this](quint64 id) {
     if (id != m_lastRunId) return;  // superseded by a newer run, which keeps the bar going
     setRunning(false);
+    m_sparsity.setResult(m_last);
     updateStale(tr("the last run was cancelled"));
     Q_EMIT runCancelled();
   });

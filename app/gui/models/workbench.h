@@ -39,6 +39,10 @@ class Workbench : public QObject {
   const QString& staleReason() const { return m_staleReason; }
 
   // A change schedules a run after debounceMs (restarted by every change: the newest wins).
+  // Short, so the first view updates within ~200 ms of a change: a run still going when a newer
+  // one is posted is cancelled between layers (EngineController::post), so a slider drag costs
+  // no queue of stale runs.
+  static constexpr int kDefaultDebounceMs = 60;
   void setControls(const ControlState& c);
   void setPrompt(const QString& text);
   void setDebounceMs(int ms) { m_debounce.setInterval(ms); }
@@ -86,6 +90,9 @@ class Workbench : public QObject {
   void runStarted();
   void runProgress(double fraction, double etaSeconds, const QString& phase);
   void resultReady(sinkscope::gui::RunResultPtr result);
+  // A partial result of the run going on (RunResult::partial), already given to the Sparsity
+  // view; resultReady follows with the whole run.
+  void partialResult(sinkscope::gui::RunResultPtr result);
   void runFailed(const QString& message);
   void runCancelled();
   void runningChanged(bool running);
