@@ -38,6 +38,45 @@ class TestRunExecutor : public QObject {
     QCOMPARE(r->compare.klPerToken.size(), r->promptTokens.size());
     QVERIFY(r->compare.rougeL >= 0 && r->compare.rougeL <= 1);
   }
+  // The comparison's KL per position against a direct double-precision computation from the
+  // two backends' logits (an independent path: no cached probabilities, no dot-product
+  // rearrangement); 1e-9 nats absolute is far below any KL the view shows.
+  void klMatchesADirectComputation() {
+    ControlState s;
+    s.maxTokens = 2;
+    s.lambdaPrefill = 0.3;
+    s.kvQuant = KvQuantChoice::kInt4;  // a variant whose logits surely differ from dense
+    s.protectSinks = false;
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.setModel(test::randomModel());
+    RunRequest req = s.toRequest(test::longPrompt().toStdString());
+    req.cache.quantization.group_size = 16;  // the test model's head_dim
+    const RunResultPtr r = ex.run(req, 1);
+    auto model = test::randomModel();
+    BackendOptions dense, sparse;
+    dense.n_threads = sparse.n_threads = 2;  // as the executor's
+    sparse.attention = req.attention;
+    sparse.cache = req.cache;
+    std::vector<float> zd, zv;
+    make_backend(model, dense, BackendKind::kCpu)->forward(r->promptTokens, LogitsMode::kAll, zd);
+    make_backend(model, sparse, BackendKind::kCpu)->forward(r->promptTokens, LogitsMode::kAll, zv);
+    const int n = int(r->promptTokens.size()), nv = model->config().n_vocab;
+    double worst = 0, total = 0;
+    for (int i = 0; i < n; ++i) {
+      const float* a = zd.data() + size_t(i) * nv;
+      const float* b = zv.data() + size_t(i) * nv;
+      double ma = -1e300, mb = -1e300, sa = 0, sb = 0;
+      for (int t = 0; t < nv; ++t) ma = std::max(ma, double(a[t])), mb = std::max(mb, double(b[t]));
+      for (int t = 0; t < nv; ++t) sa += std::exp(a[t] - ma), sb += std::exp(b[t] - mb);
+      const double la = ma + std::log(sa), lb = mb + std::log(sb);
+      double kl = 0;
+      for (int t = 0; t < nv; ++t) kl += std::exp(a[t] - la) * ((a[t] - la) - (b[t] - lb));
+      total += kl;
+      worst = std::max(worst, std::abs(kl - r->compare.klPerToken[size_t(i)]));
+    }
+    QVERIFY2(total > 1e-6, "the test needs a variant that differs from dense");
+    QVERIFY2(worst < 1e-9, qPrintable(QStringLiteral("KL off by %1").arg(worst)));
+  }
   void denseVariantMatchesBaseline() {
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());

@@ -107,6 +107,27 @@ void rowProbabilities(const float* row, int n, double lse, float* out) {
   for (; v < n; ++v) out[v] = float(std::exp(double(row[v]) - lse));
 }
 
+// sum_v p[v] * x[v] in double, for float p and x (the KL's inner product).
+double dotDouble(const float* p, const float* x, int n) {
+  int v = 0;
+  double s = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  for (; v + 8 <= n; v += 8) {
+    const __m256 pp = _mm256_loadu_ps(p + v), xx = _mm256_loadu_ps(x + v);
+    a0 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(pp)),
+                         _mm256_cvtps_pd(_mm256_castps256_ps128(xx)), a0);
+    a1 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(pp, 1)),
+                         _mm256_cvtps_pd(_mm256_extractf128_ps(xx, 1)), a1);
+  }
+  double buf[4];
+  _mm256_storeu_pd(buf, _mm256_add_pd(a0, a1));
+  s = (buf[0] + buf[1]) + (buf[2] + buf[3]);
+#endif
+  for (; v < n; ++v) s += double(p[v]) * double(x[v]);
+  return s;
+}
+
 // fn(i) for every i in [0, n), on the pool when there is one.
 void forRows(ThreadPool* pool, int n, const std::function<void(int64_t)>& fn) {
   if (pool && n > 1) {
@@ -233,6 +254,9 @@ struct RunExecutor::DenseCache {
   std::vector<double> lse;
   std::vector<int> top1;
   std::vector<float> prob;  // (n, n_vocab); empty when too large (then exp() on the fly)
+  // With prob, per row: sum_v p[v] * logit[v] and sum_v p[v], so that KL(dense || variant) =
+  // (dot - dot(p, variant logits)) - (lse - variant lse) * psum reads two floats per entry.
+  std::vector<double> dot, psum;
   static constexpr size_t kMaxProbBytes = size_t(512) << 20;
   // The baseline run traced and probed like a variant run, so that a variant with the
   // baseline's settings (sparse off, full cache) is served from it instead of re-run.
@@ -807,6 +831,17 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       if (keepProb) dc->prob.resize(size_t(n) * size_t(nv));
       rowStats(m_pool.get(), dc->pass.promptLogits.data(), n, nv, dc->lse, dc->top1,
                keepProb ? dc->prob.data() : nullptr);
+      if (keepProb) {
+        dc->dot.resize(size_t(n));
+        dc->psum.resize(size_t(n));
+        forRows(m_pool.get(), n, [&](int64_t i) {
+          const float* pr = dc->prob.data() + size_t(i) * nv;
+          dc->dot[size_t(i)] = dotDouble(pr, dc->pass.promptLogits.data() + size_t(i) * nv, nv);
+          double ps = 0;
+          for (int t = 0; t < nv; ++t) ps += double(pr[t]);
+          dc->psum[size_t(i)] = ps;
+        });
+      }
       m_denseCache = std::move(dc);
     }
     stage(haveDense ? "dense baseline (cached)" : "dense baseline");
@@ -816,13 +851,21 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     cmp.available = true;
     cmp.baselineReused = haveDense;
     // KL(dense || variant) per position, sum_t p_d (log p_d - log p_v), accumulated in double;
-    // the dense probabilities come from the cache (or exp() when it kept none).
+    // the dense probabilities come from the cache (or exp() when it kept none). With the cache,
+    // sum_t p_d (z_d - lse_d - z_v + lse_v) = (dot_d - sum_t p_d z_v) - (lse_d - lse_v) psum:
+    // one product per entry, and exactly 0 for identical logits.
     cmp.klPerToken.assign(size_t(n), 0.0);
     forRows(m_pool.get(), n, [&](int64_t i) {
       const float* rd = d.promptLogits.data() + size_t(i) * nv;
       const float* rv = vLogits + size_t(i) * nv;
       const double lzd = dc.lse[size_t(i)], lzv = lseV[size_t(i)];
       const float* pd = dc.prob.empty() ? nullptr : dc.prob.data() + size_t(i) * nv;
+      if (pd && dc.dot.size() == size_t(n)) {
+        const double kl = (dc.dot[size_t(i)] - dotDouble(pd, rv, nv)) -
+                          (lzd - lzv) * dc.psum[size_t(i)];
+        cmp.klPerToken[size_t(i)] = std::max(0.0, kl);
+        return;
+      }
       double kl = 0;
       for (int t = 0; t < nv; ++t) {
         const double lpd = double(rd[t]) - lzd;
