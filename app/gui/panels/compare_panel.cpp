@@ -3,7 +3,6 @@
 
 #include <QGroupBox>
 #include <QLabel>
-#include <QScrollArea>
 #include <QSplitter>
 #include <QTextBrowser>
 #include <QVBoxLayout>
@@ -77,19 +76,12 @@ ComparePanel::ComparePanel(CompareView* view, QWidget* parent) : QWidget(parent)
   split->addWidget(m_plot);
   split->addWidget(gens);
   split->setSizes({600, 400});  // scaled to the width the splitter gets
-  auto* content = new QWidget;
-  auto* inner = new QVBoxLayout(content);
-  inner->setContentsMargins(0, 0, 0, 0);
-  inner->addWidget(m_metrics);
-  inner->addWidget(split, 1);
-  // Below the plot's minimum size (a small dock) the view scrolls rather than squashing it.
-  auto* scroll = new QScrollArea;
-  scroll->setWidget(content);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
+  // Below the plot's minimum size (a small dock) the plot scrolls rather than squashes; the
+  // metrics stay outside the scroll area, wrapped to the view's width.
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(4, 4, 4, 4);
-  lay->addWidget(scroll);
+  lay->addWidget(m_metrics);
+  lay->addWidget(viewScrollArea(split), 1);
   connect(m_view, &CompareView::changed, this, &ComparePanel::rebuild);
 }
 

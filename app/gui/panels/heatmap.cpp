@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "app/gui/panels/heatmap.h"
 
+#include <QScrollArea>
 #include <QToolTip>
 
 #include <cmath>
@@ -49,6 +50,15 @@ QSharedPointer<QCPAxisTickerFixed> integerTicker(int count, int maxTicks) {
   t->setTickStep(integerTickStep(count, maxTicks));
   t->setScaleStrategy(QCPAxisTickerFixed::ssNone);
   return t;
+}
+
+QScrollArea* viewScrollArea(QWidget* content) {
+  auto* scroll = new QScrollArea;
+  scroll->setObjectName(QStringLiteral("viewScroll"));
+  scroll->setWidget(content);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  return scroll;
 }
 
 HeadCell headCellAt(double x, double y, int layers, int heads) {

@@ -23,6 +23,10 @@ int integerTickStep(int count, int maxTicks);
 // A ticker of whole numbers with that step, for axes of layers, heads or positions.
 QSharedPointer<QCPAxisTickerFixed> integerTicker(int count, int maxTicks);
 
+// A frameless scroll area (object name "viewScroll") that stretches `content` to the view and
+// scrolls only below the content's minimum size, so a small dock never squashes the charts.
+QScrollArea* viewScrollArea(QWidget* content);
+
 // A cell of a layers x heads grid; layer < 0: none.
 struct HeadCell {
   int layer = -1, head = -1;

@@ -6,7 +6,6 @@
 #include <QLabel>
 #include <QLineSeries>
 #include <QScatterSeries>
-#include <QScrollArea>
 #include <QSplitter>
 #include <QValueAxis>
 #include <QVBoxLayout>
@@ -15,6 +14,10 @@
 #include "app/gui/panels/palette.h"
 
 namespace sinkscope::gui {
+
+namespace {
+constexpr int kAlphaKeys = 64;  // the keys the alpha chart opens on (the detector's default)
+}  // namespace
 
 SinksPanel::SinksPanel(SinksView* view, QWidget* parent) : QWidget(parent), m_view(view) {
   auto* chart = new QChart;
@@ -71,19 +74,12 @@ SinksPanel::SinksPanel(SinksView* view, QWidget* parent) : QWidget(parent), m_vi
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 1);
   split->setSizes({550, 450});  // scaled to the width the splitter gets
-  auto* content = new QWidget;
-  auto* inner = new QVBoxLayout(content);
-  inner->setContentsMargins(0, 0, 0, 0);
-  inner->addWidget(split, 1);
-  inner->addWidget(m_text);
-  // Below the charts' minimum sizes (a small dock) the view scrolls rather than squashing them.
-  auto* scroll = new QScrollArea;
-  scroll->setWidget(content);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
+  // Below the charts' minimum sizes (a small dock) the charts scroll rather than squash; the text
+  // stays outside the scroll area, wrapped to the view's width.
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(4, 4, 4, 4);
-  lay->addWidget(scroll);
+  lay->addWidget(viewScrollArea(split), 1);
+  lay->addWidget(m_text);
   connect(m_view, &SinksView::changed, this, &SinksPanel::rebuild);
 }
 
@@ -96,10 +92,17 @@ void SinksPanel::rebuild() {
   m_alpha->replace(pts);
   m_sinks->replace(sinks);
   m_chartView->chart()->setTitle(tr("alpha_k of layer %1 head %2").arg(m_view->layer()).arg(m_view->head()));
-  const double n = std::max<double>(1, double(a.size()) - 1);
+  // Sinks sit among the first keys: the chart opens on the first 64 (or up to this head's last
+  // sink), where a long prompt's near-zero tail would squeeze them into the axis.
+  const int total = int(a.size());
+  const int lastSink = m_view->headSinks().isEmpty() ? 0 : m_view->headSinks().back();
+  const int shown = std::min(total, std::max(kAlphaKeys, lastSink + 8));
+  const double n = std::max<double>(1, double(shown) - 1);
   m_eps->replace(QList<QPointF>{{0, SinksView::kEpsilon}, {n, SinksView::kEpsilon}});
   m_x->setRange(0, n);
-  m_x->setTickInterval(integerTickStep(int(n) + 1, 8));
+  m_x->setTickInterval(integerTickStep(shown, 8));
+  m_x->setTitleText(shown < total ? tr("key position k (first %1 of %2)").arg(shown).arg(total)
+                                  : tr("key position k"));
   const HeadGrid& g = m_view->firstMass();
   m_heatmap->setScaleLabel(tr("mass on first %1 keys").arg(m_view->firstMassKeys()));
   m_heatmap->setGrid(g);

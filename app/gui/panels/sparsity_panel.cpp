@@ -3,7 +3,6 @@
 
 #include <QHeaderView>
 #include <QLabel>
-#include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTabWidget>
@@ -88,19 +87,12 @@ SparsityPanel::SparsityPanel(SparsityView* view, QAbstractItemModel* headStats, 
   split->addWidget(m_tabs);
   split->addWidget(m_table);
   split->setSizes({500, 400});  // scaled to the width the splitter gets
-  auto* content = new QWidget;
-  auto* inner = new QVBoxLayout(content);
-  inner->setContentsMargins(0, 0, 0, 0);
-  inner->addWidget(m_summary);
-  inner->addWidget(split, 1);
-  // Below the charts' minimum sizes (a small dock) the view scrolls rather than squashing them.
-  auto* scroll = new QScrollArea;
-  scroll->setWidget(content);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
+  // Below the charts' minimum sizes (a small dock) the charts scroll rather than squash; the
+  // summary stays outside the scroll area, wrapped to the view's width.
   auto* lay = new QVBoxLayout(this);
   lay->setContentsMargins(4, 4, 4, 4);
-  lay->addWidget(scroll);
+  lay->addWidget(m_summary);
+  lay->addWidget(viewScrollArea(split), 1);
   connect(m_view, &SparsityView::changed, this, &SparsityPanel::rebuild);
 }
 
