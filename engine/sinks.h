@@ -4,10 +4,11 @@
 // (AttentionProbes::col_mass). Key k is a sink of a head when alpha_k > epsilon (0.3, after Gu et
 // al. 2024); per position we report the share of (layer, head) pairs where it is a sink and
 // recommend the smallest sink_keep_count covering every position flagged in >= 10 % of heads
-// (capped at 16).
+// (capped at 16). The helpers below read a report per head and say what a given S keeps.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/backend.h"
@@ -38,8 +39,40 @@ struct SinkReport {
 SinkReport analyze_sinks(int n_layer, int n_head, int n_pos, const std::vector<double>& col_mass,
                          const std::vector<int64_t>& col_queries, const SinkCriteria& c = {});
 
+// The same analysis from alpha (layer, head, position) already divided by the query counts;
+// n_queries stays 0. Throws BackendError when the sizes disagree.
+SinkReport analyze_alpha(int n_layer, int n_head, int n_pos, std::vector<double> alpha,
+                         const SinkCriteria& c = {});
+
 // The smallest count covering every flagged position, capped (the contract's recommendation).
 int recommend_sink_keep(const std::vector<int>& flagged, int cap);
+
+// The sinks of one (layer, head): positions with alpha_k > epsilon, ascending. Empty for a
+// (layer, head) outside the report.
+std::vector<int> head_sinks(const SinkReport& r, int layer, int head);
+
+// What keeping the first `keep` keys does to the flagged positions. A flagged position at or
+// beyond `keep` is evicted by a sliding window once the sequence moves past it; keeping it would
+// need a larger S, which the cap may forbid.
+struct SinkCoverage {
+  int keep = 0;                // the S considered
+  std::vector<int> kept;       // flagged positions < keep
+  std::vector<int> not_kept;   // flagged positions >= keep
+  bool beyond_cap = false;     // some not-kept position needs S > criteria.max_keep
+};
+SinkCoverage sink_coverage(const SinkReport& r, int keep);
+
+// The model-level verdict: each flagged position with its share of (layer, head) pairs, most
+// shared first, e.g. "position 0 in 87 % of heads; 42 in 12 %"; "no position ..." when none is
+// flagged.
+std::string sink_verdict(const SinkReport& r);
+
+// What S = keep does in words: which flagged positions it keeps, which it does not and why (a
+// position beyond the first S keys, which a larger S would keep, or beyond the cap, which only a
+// larger window protects).
+std::string describe_sink_keep(const SinkReport& r, int keep);
+// The same for the recommended S, prefixed "recommended sink_keep_count = S: ".
+std::string sink_recommendation(const SinkReport& r);
 
 // Runs tokens once through a fresh cache with the column-mass probe over the first n_pos
 // positions and analyses it. The backend is reset before and left holding the tokens.

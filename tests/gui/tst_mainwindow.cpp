@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The main window at laptop sizes: it fits 1024x640 at the least, and at 1280x720 every dock,
 // tab, button and chart lies inside the window; a failed model load keeps the good model
-// selected and drops the bad file from the list; the banner marks stale views.
+// selected and drops the bad file from the list; a head picked in the Sinks or Sparsity heatmap
+// becomes the chosen head; the banner marks stale views.
 #include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
@@ -13,6 +14,8 @@
 
 #include "app/gui/models/workbench.h"
 #include "app/gui/panels/main_window.h"
+#include "app/gui/panels/sinks_panel.h"
+#include "app/gui/panels/sparsity_panel.h"
 #include "tests/gui/test_model.h"
 
 using namespace sinkscope;
@@ -89,9 +92,13 @@ class TestMainWindow : public QObject {
     QVERIFY(map->isVisible());
     QVERIFY2(map->width() * map->height() > size.width() * size.height() / 3,
              qPrintable(QStringLiteral("map %1x%2").arg(map->width()).arg(map->height())));
-    // Every view tab is on screen and reachable.
+    // Every view tab is on screen and reachable; a tab bar inside a view counts while that view
+    // is the dock tab shown.
     for (QTabBar* tabs : w.findChildren<QTabBar*>()) {
       if (!tabs->isVisible()) continue;
+      QWidget* dock = tabs->parentWidget();
+      while (dock && !qobject_cast<QDockWidget*>(dock)) dock = dock->parentWidget();
+      if (dock && !dockShown(&w, static_cast<QDockWidget*>(dock))) continue;
       for (int i = 0; i < tabs->count(); ++i) {
         const QRect r(tabs->mapTo(&w, tabs->tabRect(i).topLeft()), tabs->tabRect(i).size());
         QVERIFY2(QRect(QPoint(0, 0), w.size()).contains(r), qPrintable(tabs->tabText(i)));
@@ -127,6 +134,21 @@ class TestMainWindow : public QObject {
     QCOMPARE(picker->currentData().toString(), test::randomModelPath());
     auto* status = w.findChild<QLabel*>(QStringLiteral("status"));
     QVERIFY(status->toolTip().contains(QStringLiteral("Still using")));
+  }
+
+  void heatmapClicksChooseTheHead() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    SinksPanel* sinks = w.findChild<SinksPanel*>();
+    SparsityPanel* sparsity = w.findChild<SparsityPanel*>();
+    QVERIFY(sinks && sparsity);
+    Q_EMIT sinks->headChosen(3, 5);
+    QCOMPARE(wb.controls().layer, 3);
+    QCOMPARE(wb.controls().head, 5);
+    Q_EMIT sparsity->headChosen(7, 1);
+    QCOMPARE(wb.controls().layer, 7);
+    QCOMPARE(wb.controls().head, 1);
   }
 
   void bannerMarksStaleViews() {

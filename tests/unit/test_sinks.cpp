@@ -91,6 +91,88 @@ TEST(Sinks, AnalysisFlagsPositionsAndRecommendsTheCoveringCount) {
   EXPECT_THROW(analyze_sinks(L, H, N + 1, mass, queries), BackendError);
 }
 
+// A report of 10 heads x 50 positions: position 0 a sink of every head, 5 of two heads and 42
+// of one (layer 1, head 3); 7 a sink of no head.
+SinkReport synthetic_report() {
+  const int L = 2, H = 5, N = 50;
+  std::vector<double> alpha(size_t(L) * H * N, 0.01);
+  auto at = [&](int l, int h, int k) -> double& { return alpha[(size_t(l) * H + h) * N + k]; };
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) at(l, h, 0) = 0.8;
+  at(0, 2, 5) = 0.4;
+  at(1, 4, 5) = 0.35;
+  at(1, 3, 42) = 0.5;
+  at(0, 0, 7) = 0.3;  // not > epsilon
+  return analyze_alpha(L, H, N, alpha);
+}
+
+TEST(Sinks, AnalyzeAlphaMatchesAnalyzeSinks) {
+  const int L = 1, H = 2, N = 3;
+  const std::vector<double> mass = {5, 1, 0.5, 0.2, 3, 0.1};
+  const std::vector<int64_t> queries = {10, 9, 8};
+  const SinkReport a = analyze_sinks(L, H, N, mass, queries);
+  std::vector<double> alpha = mass;
+  for (int lh = 0; lh < L * H; ++lh)
+    for (int k = 0; k < N; ++k) alpha[size_t(lh) * N + k] /= double(queries[size_t(k)]);
+  const SinkReport b = analyze_alpha(L, H, N, alpha);
+  EXPECT_EQ(a.flagged, b.flagged);
+  EXPECT_EQ(a.sink_heads, b.sink_heads);
+  EXPECT_EQ(a.recommended_sink_keep, b.recommended_sink_keep);
+  EXPECT_EQ(a.n_queries, 10);
+  EXPECT_THROW(analyze_alpha(L, H, N + 1, alpha), BackendError);
+}
+
+TEST(Sinks, HeadSinksArePerHead) {
+  const SinkReport r = synthetic_report();
+  EXPECT_EQ(r.flagged, (std::vector<int>{0, 5, 42}));
+  EXPECT_EQ(head_sinks(r, 1, 3), (std::vector<int>{0, 42}));
+  EXPECT_EQ(head_sinks(r, 0, 2), (std::vector<int>{0, 5}));
+  EXPECT_EQ(head_sinks(r, 0, 0), (std::vector<int>{0}));  // 7 sits at epsilon, not above
+  EXPECT_TRUE(head_sinks(r, 2, 0).empty());
+  EXPECT_TRUE(head_sinks(r, 0, -1).empty());
+}
+
+TEST(Sinks, CoverageSplitsFlaggedPositionsAtS) {
+  const SinkReport r = synthetic_report();
+  EXPECT_EQ(r.recommended_sink_keep, 16);  // 43 needed, capped
+  const SinkCoverage rec = sink_coverage(r, r.recommended_sink_keep);
+  EXPECT_EQ(rec.kept, (std::vector<int>{0, 5}));
+  EXPECT_EQ(rec.not_kept, (std::vector<int>{42}));
+  EXPECT_TRUE(rec.beyond_cap);
+  const SinkCoverage four = sink_coverage(r, 4);
+  EXPECT_EQ(four.kept, (std::vector<int>{0}));
+  EXPECT_EQ(four.not_kept, (std::vector<int>{5, 42}));
+  const SinkCoverage none = sink_coverage(r, 0);
+  EXPECT_TRUE(none.kept.empty());
+  EXPECT_EQ(none.not_kept.size(), 3u);
+  SinkReport near = synthetic_report();
+  near.flagged = {0, 5};
+  EXPECT_FALSE(sink_coverage(near, 4).beyond_cap);
+}
+
+TEST(Sinks, VerdictGivesEachFlaggedPositionItsHeadShare) {
+  const SinkReport r = synthetic_report();
+  EXPECT_EQ(sink_verdict(r), "position 0 in 100 % of heads; 5 in 20 %; 42 in 10 %");
+  SinkReport none = analyze_alpha(1, 1, 2, {0.1, 0.1});
+  EXPECT_EQ(sink_verdict(none), "no position is a sink in 10 % of heads or more");
+}
+
+TEST(Sinks, RecommendationSaysWhatItKeepsAndWhy) {
+  const SinkReport r = synthetic_report();
+  const std::string rec = sink_recommendation(r);
+  EXPECT_NE(rec.find("recommended sink_keep_count = 16"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("keeps position(s) 0, 5"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("does not keep 42"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("cap of 16"), std::string::npos) << rec;
+  const std::string four = describe_sink_keep(r, 4);
+  EXPECT_NE(four.find("S = 4 keeps position(s) 0;"), std::string::npos) << four;
+  EXPECT_NE(four.find("does not keep 5, 42"), std::string::npos) << four;
+  EXPECT_NE(four.find("5 lie(s) beyond the first 4 keys: S = 6"), std::string::npos) << four;
+  EXPECT_NE(describe_sink_keep(r, 43).find("every flagged position"), std::string::npos);
+  SinkReport none = analyze_alpha(1, 1, 2, {0.1, 0.1});
+  EXPECT_NE(sink_recommendation(none).find("nothing to keep"), std::string::npos);
+}
+
 TEST(Sinks, DetectionOnARandomModelIsConsistent) {
   namespace fs = std::filesystem;
   fs::path p = fs::temp_directory_path() / "sinkscope_test_models" / "sinks_random.gguf";

@@ -13,6 +13,8 @@ class HeadStatsModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum Column { Layer, Head, SparsityPrefill, SparsityDecode, FirstMass, MassBound, ColumnCount };
+  // Each cell's number (int or double) for sorting; DisplayRole holds the formatted text.
+  static constexpr int SortRole = Qt::UserRole;
   using QAbstractTableModel::QAbstractTableModel;
   void setResult(const RunResultPtr& r);
 

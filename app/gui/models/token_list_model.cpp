@@ -4,6 +4,9 @@
 #include <QColor>
 
 #include <algorithm>
+#include <cmath>
+
+#include "app/gui/models/view_models.h"
 
 namespace sinkscope::gui {
 
@@ -18,7 +21,22 @@ QString TokenListModel::visiblePiece(const std::string& piece) {
 void TokenListModel::setResult(const RunResultPtr& r) {
   beginResetModel();
   m_result = r;
+  m_share.clear();
+  m_flagged.clear();
+  if (r) {
+    SinkReport rep = sinkReportOf(*r);
+    m_share = std::move(rep.head_share);
+    m_flagged = std::move(rep.flagged);
+  }
   endResetModel();
+}
+
+bool TokenListModel::flagged(int position) const {
+  return std::binary_search(m_flagged.begin(), m_flagged.end(), position);
+}
+
+bool TokenListModel::kept(int position) const {
+  return m_result && m_result->request.cache.windowed() && position < m_result->sinkKeep;
 }
 
 int TokenListModel::rowCount(const QModelIndex& parent) const {
@@ -42,10 +60,18 @@ QVariant TokenListModel::data(const QModelIndex& index, int role) const {
         t += QStringLiteral("\nKL(dense||variant) of the next token: %1 nats").arg(r.compare.klPerToken[size_t(row)], 0, 'g', 3);
       if (gen && size_t(g) < r.compare.densePieces.size())
         t += QStringLiteral("\ndense baseline: %1").arg(visiblePiece(r.compare.densePieces[size_t(g)]));
+      if (!gen && size_t(row) < m_share.size() && m_share[size_t(row)] > 0) {
+        const double pct = m_share[size_t(row)] * 100;
+        t += QStringLiteral("\nsink in %1 % of heads%2")
+                 .arg(pct < 1 ? QStringLiteral("<1") : QString::number(std::lround(pct)))
+                 .arg(flagged(row) ? QStringLiteral(" (flagged by the detector)") : QString());
+      }
+      if (!gen && kept(row))
+        t += QStringLiteral("\nkept by the cache (one of the first S = %1 keys)").arg(r.sinkKeep);
       return t;
     }
     case Qt::BackgroundRole: {
-      const bool sink = !gen && (row < r.sinkKeep || std::find(r.flaggedSinks.begin(), r.flaggedSinks.end(), row) != r.flaggedSinks.end());
+      const bool sink = !gen && flagged(row);
       if (data(index, DivergedRole).toBool()) return QColor(255, 190, 190);
       if (sink) return QColor(255, 230, 150);
       if (gen) return QColor(200, 225, 255);
@@ -63,8 +89,11 @@ QVariant TokenListModel::data(const QModelIndex& index, int role) const {
     case DenseTextRole:
       return gen && size_t(g) < r.compare.densePieces.size() ? visiblePiece(r.compare.densePieces[size_t(g)]) : QString();
     case SinkRole:
-      return !gen && (row < r.sinkKeep ||
-                      std::find(r.flaggedSinks.begin(), r.flaggedSinks.end(), row) != r.flaggedSinks.end());
+      return !gen && flagged(row);
+    case SinkShareRole:
+      return !gen && size_t(row) < m_share.size() ? m_share[size_t(row)] : 0.0;
+    case KeptRole:
+      return !gen && kept(row);
     default:
       return {};
   }
@@ -78,6 +107,8 @@ QHash<int, QByteArray> TokenListModel::roleNames() const {
   n.insert(DivergedRole, "diverged");
   n.insert(DenseTextRole, "denseText");
   n.insert(SinkRole, "sink");
+  n.insert(SinkShareRole, "sinkShare");
+  n.insert(KeptRole, "kept");
   return n;
 }
 

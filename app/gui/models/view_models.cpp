@@ -9,18 +9,50 @@
 
 namespace sinkscope::gui {
 
+SinkReport sinkReportOf(const RunResult& r) {
+  if (r.sinkPositions <= 0 || r.nLayer <= 0 || r.nHead <= 0 ||
+      r.sinkAlpha.size() != size_t(r.nLayer) * r.nHead * size_t(r.sinkPositions))
+    return {};
+  return analyze_alpha(r.nLayer, r.nHead, r.sinkPositions, r.sinkAlpha);
+}
+
+namespace {
+
+QString positions(const QVector<int>& v, int max = 12) {
+  QStringList s;
+  for (int i = 0; i < std::min<int>(max, int(v.size())); ++i) s << QString::number(v[i]);
+  if (v.size() > max) s << QStringLiteral("...");
+  return s.join(QStringLiteral(", "));
+}
+
+}  // namespace
+
 // --- attention map ---------------------------------------------------------------------------
 void AttentionMapView::setResult(const RunResultPtr& r) {
   m_result = r;
   Q_EMIT changed();
 }
 
-QVector<int> AttentionMapView::sinkColumns() const {
+QVector<int> AttentionMapView::headSinkColumns(int layer, int head) const {
   QVector<int> cols;
   if (!m_result) return cols;
-  for (int k = 0; k < std::min(m_result->sinkKeep, m_result->map.nTokens); ++k) cols.push_back(k);
-  for (int k : m_result->flaggedSinks)
-    if (k < m_result->map.nTokens && !cols.contains(k)) cols.push_back(k);
+  const AttentionMap& m = m_result->map;
+  if (layer == m.layer && head == m.head && !m.alpha.empty()) {
+    for (size_t k = 0; k < m.alpha.size() && int(k) < m.nTokens; ++k)
+      if (m.alpha[k] > SinksView::kEpsilon) cols.push_back(int(k));
+    return cols;
+  }
+  for (int k : head_sinks(sinkReportOf(*m_result), layer, head))
+    if (m.nTokens <= 0 || k < m.nTokens) cols.push_back(k);
+  return cols;
+}
+
+QVector<int> AttentionMapView::keptSinkColumns() const {
+  QVector<int> cols;
+  if (!m_result || !m_result->request.cache.windowed()) return cols;
+  const int n = m_result->map.nTokens > 0 ? std::min(m_result->sinkKeep, m_result->map.nTokens)
+                                          : m_result->sinkKeep;
+  for (int k = 0; k < n; ++k) cols.push_back(k);
   return cols;
 }
 
@@ -33,8 +65,11 @@ QString AttentionMapView::tokenLabel(int position) const {
 // --- sinks ---------------------------------------------------------------------------------------
 void SinksView::setResult(const RunResultPtr& r) {
   m_alpha.clear();
+  m_headSinks.clear();
   m_firstMass = {};
-  m_text.clear();
+  m_headText.clear();
+  m_verdict.clear();
+  m_recommendation.clear();
   if (r) {
     m_alpha = r->map.alpha;
     m_layer = r->map.layer;
@@ -45,23 +80,26 @@ void SinksView::setResult(const RunResultPtr& r) {
       m_firstMass.values = r->firstMass;
     }
     m_firstKeys = std::max(1, r->sinkKeep > 0 ? r->sinkKeep : 4);
-    QStringList sinksHere;
     for (size_t k = 0; k < m_alpha.size(); ++k)
-      if (m_alpha[k] > kEpsilon) sinksHere << QString::number(k);
-    m_text = tr("Head L%1 H%2: %3 key position(s) with alpha > %4%5.")
-                 .arg(m_layer).arg(m_head).arg(sinksHere.size()).arg(kEpsilon)
-                 .arg(sinksHere.isEmpty() ? QString() : QStringLiteral(" (") + sinksHere.mid(0, 8).join(QStringLiteral(", ")) + QStringLiteral(")"));
+      if (m_alpha[k] > kEpsilon) m_headSinks.push_back(int(k));
+    m_headText = m_headSinks.isEmpty()
+                     ? tr("Head L%1 H%2: no sink (no key with alpha_k > %3).").arg(m_layer).arg(m_head).arg(kEpsilon)
+                     : tr("Head L%1 H%2: sinks (alpha_k > %3) at %4.")
+                           .arg(m_layer).arg(m_head).arg(kEpsilon).arg(positions(m_headSinks));
     if (!r->sinkNote.empty()) {
-      m_text += QLatin1Char('\n') + tr("Sink detection unavailable: %1").arg(QString::fromStdString(r->sinkNote));
-    } else {
-      QStringList flagged;
-      for (int k : r->flaggedSinks) flagged << QString::number(k);
-      m_text += QLatin1Char('\n') +
-                tr("Detector over %1 positions x %2 heads: flagged %3 -> recommended sink_keep_count = %4 "
-                   "(current S = %5).")
-                    .arg(r->sinkPositions).arg(r->nLayer * r->nHead)
-                    .arg(flagged.isEmpty() ? tr("none") : flagged.join(QStringLiteral(", ")))
-                    .arg(r->recommendedSinkKeep).arg(r->sinkKeep);
+      m_verdict = tr("Sink detection unavailable: %1").arg(QString::fromStdString(r->sinkNote));
+    } else if (const SinkReport rep = sinkReportOf(*r); rep.n_pos > 0) {
+      m_verdict = tr("Model (%1 heads, first %2 keys): %3.")
+                      .arg(rep.n_layer * rep.n_head).arg(rep.n_pos)
+                      .arg(QString::fromStdString(sink_verdict(rep)));
+      m_recommendation = QString::fromStdString(sink_recommendation(rep));
+      m_recommendation[0] = m_recommendation[0].toUpper();
+      if (r->request.cache.windowed())
+        m_recommendation += QLatin1Char('\n') + tr("Current: %1")
+                                                   .arg(QString::fromStdString(describe_sink_keep(rep, r->sinkKeep)));
+      else
+        m_recommendation += QLatin1Char('\n') + tr("The sliding window is off: the cache keeps every key, so S "
+                                                    "has no effect.");
     }
   }
   Q_EMIT changed();

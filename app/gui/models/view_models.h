@@ -10,8 +10,13 @@
 
 #include "app/gui/models/kernel_summary_model.h"
 #include "app/gui/models/run_types.h"
+#include "engine/sinks.h"
 
 namespace sinkscope::gui {
+
+// The sink detector's report of a run, rebuilt from its alpha (engine/sinks.h); empty (no
+// positions) when the run has no column mass or the sizes disagree.
+SinkReport sinkReportOf(const RunResult& r);
 
 // A layers x heads grid of values in [0, 1] for the heatmaps.
 struct HeadGrid {
@@ -30,8 +35,12 @@ class AttentionMapView : public QObject {
   const AttentionMap& map() const { return m_result->map; }
   const SkipMask& skipMask() const { return m_result->probes.mask; }
   int blockSize() const { return m_result->request.attention.block_size; }
-  // Key positions marked as sinks: the kept S and the detector's flagged positions.
-  QVector<int> sinkColumns() const;
+  // The sinks of one (layer, head): keys with alpha_k > epsilon (docs/architecture.md, "Sink
+  // detection"). The map's own head reads the map's full-resolution alpha (every prompt key);
+  // another head reads the detector's alpha over its first positions.
+  QVector<int> headSinkColumns(int layer, int head) const;
+  // The first S keys the cache keeps, only while a sliding window makes S matter; else empty.
+  QVector<int> keptSinkColumns() const;
   // "i 'piece'" for a token position of the prompt.
   QString tokenLabel(int position) const;
   const RunResultPtr& result() const { return m_result; }
@@ -48,19 +57,27 @@ class SinksView : public QObject {
   void setResult(const RunResultPtr& r);
   bool hasData() const { return !m_alpha.empty(); }
   const std::vector<double>& alpha() const { return m_alpha; }  // alpha_k of the map's head
+  const QVector<int>& headSinks() const { return m_headSinks; }  // its keys with alpha > epsilon
   const HeadGrid& firstMass() const { return m_firstMass; }      // mass on the first S keys
   int firstMassKeys() const { return m_firstKeys; }
   int layer() const { return m_layer; }
   int head() const { return m_head; }
-  const QString& recommendation() const { return m_text; }
-  static constexpr double kEpsilon = 0.3;  // the contract's sink threshold
+  // "Head L18 H8: sinks (alpha_k > 0.3) at 0, 5."
+  const QString& headText() const { return m_headText; }
+  // The model-level verdict: each flagged position with its share of heads.
+  const QString& verdict() const { return m_verdict; }
+  // The recommended S and, while a window is on, the current S: which flagged positions each
+  // keeps and which not, and why.
+  const QString& recommendation() const { return m_recommendation; }
+  static constexpr double kEpsilon = SinkCriteria{}.epsilon;  // the contract's sink threshold
  Q_SIGNALS:
   void changed();
  private:
   std::vector<double> m_alpha;
+  QVector<int> m_headSinks;
   HeadGrid m_firstMass;
   int m_firstKeys = 0, m_layer = 0, m_head = 0;
-  QString m_text;
+  QString m_headText, m_verdict, m_recommendation;
 };
 
 class SparsityView : public QObject {

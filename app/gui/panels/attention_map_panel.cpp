@@ -51,7 +51,7 @@ AttentionMapPanel::AttentionMapPanel(AttentionMapView* view, QWidget* parent)
   auto* legend = new QLabel(this);
   legend->setText(tr("<span style='color:%1'>&#9632;</span> not visible &nbsp;"
                      "<span style='color:%2'>&#9633;</span> skipped tile &nbsp;"
-                     "<span style='color:%3'>&#9650;</span> sink (ticks on the edges)")
+                     "<span style='color:%3'>&#9650;</span> sink of this head (edge ticks), kept S (bar on top)")
                       .arg(palette::notVisible().name(), palette::skippedTile().name(),
                            palette::sinkMark().name()));
   top->addWidget(m_layer);
@@ -68,9 +68,7 @@ AttentionMapPanel::AttentionMapPanel(AttentionMapView* view, QWidget* parent)
   m_plot = new QCustomPlot(this);
   m_plot->setMinimumSize(240, 200);
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-  m_map = makeColorMap(m_plot, tr("key position"), tr("query position"), tr("P (log)"),
-                       QCPColorGradient::gpGrayscale);
-  m_map->setGradient(palette::magnitude());
+  m_map = makeColorMap(m_plot, tr("key position"), tr("query position"), tr("P (log)"));
   m_map->setDataScaleType(QCPAxis::stLogarithmic);
   QCPColorScale* scale = m_map->colorScale();
   scale->setDataScaleType(QCPAxis::stLogarithmic);
@@ -226,8 +224,10 @@ void AttentionMapPanel::rebuild() {
 
   // Sinks, drawn beside the data so the column's own colour stays readable: the kept S as a
   // bracket along the top edge, each sink of this head as a tick at the top and bottom edges.
+  // The kept S shows only while a window makes it matter; the ticks are this head's own sinks
+  // (alpha_k > epsilon), never the detector's model-wide flags (docs/architecture.md).
   const RunResultPtr& res = m_view->result();
-  const int kept = res ? std::min(res->sinkKeep, n) : 0;
+  const int kept = int(m_view->keptSinkColumns().size());
   const QColor sm = palette::sinkMark();
   auto edgeMark = [&](double k0, double k1, double y0, double y1, double width) {
     auto* r = new QCPItemRect(m_plot);
@@ -240,7 +240,7 @@ void AttentionMapPanel::rebuild() {
     r->setClipToAxisRect(false);
   };
   if (kept > 0) edgeMark(-0.5, kept - 0.5, -0.025, -0.012, 1);
-  const QVector<int> sinks = m_view->sinkColumns();
+  const QVector<int> sinks = m_view->headSinkColumns(a.layer, a.head);
   for (int k : sinks) {
     edgeMark(k - 0.5, k + 0.5, 0.0, 0.02, 2);
     edgeMark(k - 0.5, k + 0.5, 0.98, 1.0, 2);
@@ -265,7 +265,7 @@ void AttentionMapPanel::rebuild() {
     info += res && res->request.attention.type == AttentionType::kDynamicSparse ? tr(" (no skip mask)")
                                                                                   : tr(" (sparse attention off)");
   info += QStringLiteral(". ");
-  if (kept > 0) info += tr("Kept sinks: positions 0-%1. ").arg(kept - 1);
+  if (kept > 0) info += tr("Kept by the cache (S = %1): positions 0-%2. ").arg(kept).arg(kept - 1);
   info += sinkText.isEmpty() ? tr("No key is a sink of this head (alpha_k > 0.3).")
                              : tr("Sinks of this head: %1.").arg(sinkText.mid(0, 8).join(QStringLiteral(", ")));
   if (vis.window > 0) info += tr(" Window W = %1: grey cells are not visible.").arg(vis.window);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // View 5: the dense baseline against the current settings: the metrics, per-token KL over the
-// prompt, and both greedy generations side by side with the first divergence highlighted.
+// prompt (titled, at least 220 px tall), and both greedy generations beside it with the first
+// divergence highlighted (docs/gui.md, "Views").
 #pragma once
 
 #include <QWidget>
@@ -8,6 +9,7 @@
 #include "app/gui/models/view_models.h"
 
 class QCustomPlot;
+class QCPTextElement;
 class QLabel;
 class QTextBrowser;
 
@@ -17,11 +19,15 @@ class ComparePanel : public QWidget {
   Q_OBJECT
  public:
   explicit ComparePanel(CompareView* view, QWidget* parent = nullptr);
+  // For tests.
+  QCustomPlot* klPlot() const { return m_plot; }
+  QCPTextElement* klTitle() const { return m_title; }
  private:
   void rebuild();
   CompareView* m_view;
   QLabel* m_metrics;
   QCustomPlot* m_plot;
+  QCPTextElement* m_title;
   QTextBrowser* m_dense;
   QTextBrowser* m_variant;
 };

@@ -314,9 +314,13 @@ void MainWindow::buildDocks() {
 
   m_mapPanel = new AttentionMapPanel(m_wb->attentionMap(), this);
   connect(m_mapPanel, &AttentionMapPanel::headChosen, this, &MainWindow::chooseHead);
+  auto* sinksPanel = new SinksPanel(m_wb->sinks(), this);
+  auto* sparsityPanel = new SparsityPanel(m_wb->sparsity(), m_wb->headStats(), this);
+  connect(sinksPanel, &SinksPanel::headChosen, this, &MainWindow::chooseHead);
+  connect(sparsityPanel, &SparsityPanel::headChosen, this, &MainWindow::chooseHead);
   m_views = {dock(tr("Attention map"), QStringLiteral("map"), m_mapPanel),
-             dock(tr("Sinks"), QStringLiteral("sinks"), new SinksPanel(m_wb->sinks(), this)),
-             dock(tr("Sparsity"), QStringLiteral("sparsity"), new SparsityPanel(m_wb->sparsity(), m_wb->headStats(), this)),
+             dock(tr("Sinks"), QStringLiteral("sinks"), sinksPanel),
+             dock(tr("Sparsity"), QStringLiteral("sparsity"), sparsityPanel),
              dock(tr("Timeline"), QStringLiteral("timeline"), new TimelinePanel(m_wb->timeline(), this)),
              dock(tr("Compare"), QStringLiteral("compare"), new ComparePanel(m_wb->compare(), this))};
   // The views own the space below the prompt bar: tabbed in the bottom area, which the

@@ -58,5 +58,10 @@ inline QColor sinkMark() { return QColor(60, 230, 60); }       // a sink column 
 inline QColor highlight() { return QColor(255, 255, 255); }    // crosshair, chosen token
 inline QColor dense() { return categorical(0); }               // the dense baseline in charts
 inline QColor variant() { return categorical(1); }             // the current settings
+inline QColor prefill() { return categorical(2); }             // the prefill phase in charts
+inline QColor decode() { return categorical(3); }              // the decode phase in charts
+inline QColor threshold() { return categorical(5); }           // a threshold line (epsilon)
+inline QColor divergence() { return QColor(255, 128, 128); }   // the first diverging token
+inline QColor afterDivergence() { return QColor(255, 208, 208); }  // tokens after it
 
 }  // namespace sinkscope::gui::palette

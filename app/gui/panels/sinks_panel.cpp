@@ -5,73 +5,111 @@
 #include <QChartView>
 #include <QLabel>
 #include <QLineSeries>
+#include <QScatterSeries>
 #include <QSplitter>
 #include <QValueAxis>
 #include <QVBoxLayout>
 
 #include "app/gui/panels/heatmap.h"
+#include "app/gui/panels/palette.h"
 
 namespace sinkscope::gui {
 
+namespace {
+constexpr int kAlphaKeys = 64;  // the keys the alpha chart opens on (the detector's default)
+}  // namespace
+
 SinksPanel::SinksPanel(SinksView* view, QWidget* parent) : QWidget(parent), m_view(view) {
   auto* chart = new QChart;
-  chart->setTitle(tr("alpha_k: mean attention on key k over queries i >= k"));
+  chart->setTitle(tr("alpha_k of the map's head"));
   chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->setMargins(QMargins(4, 4, 4, 4));
   m_alpha = new QLineSeries;
   m_alpha->setName(tr("alpha_k"));
+  m_alpha->setPen(QPen(palette::categorical(0), 2));
   m_eps = new QLineSeries;
-  m_eps->setName(tr("sink threshold epsilon = %1").arg(SinksView::kEpsilon));
-  m_eps->setPen(QPen(Qt::red, 1, Qt::DashLine));
+  m_eps->setName(tr("epsilon = %1").arg(SinksView::kEpsilon));
+  m_eps->setPen(QPen(palette::threshold(), 1.5, Qt::DashLine));
+  m_sinks = new QScatterSeries;
+  m_sinks->setName(tr("sinks of this head"));
+  m_sinks->setMarkerSize(9);
+  m_sinks->setColor(palette::sinkMark());
+  m_sinks->setBorderColor(palette::sinkMark().darker(150));
   chart->addSeries(m_alpha);
   chart->addSeries(m_eps);
+  chart->addSeries(m_sinks);
   m_x = new QValueAxis;
-  m_x->setTitleText(tr("key position"));
+  m_x->setTitleText(tr("key position k"));
   m_x->setLabelFormat(QStringLiteral("%d"));
+  m_x->setTickType(QValueAxis::TicksDynamic);
+  m_x->setTickAnchor(0);
   m_y = new QValueAxis;
   m_y->setRange(0, 1);
-  m_y->setTitleText(tr("alpha"));
+  m_y->setTickCount(6);
+  m_y->setLabelFormat(QStringLiteral("%.1f"));
+  m_y->setTitleText(tr("alpha_k"));
   chart->addAxis(m_x, Qt::AlignBottom);
   chart->addAxis(m_y, Qt::AlignLeft);
-  for (QLineSeries* s : {m_alpha, m_eps}) {
+  for (QXYSeries* s : std::initializer_list<QXYSeries*>{m_alpha, m_eps, m_sinks}) {
     s->attachAxis(m_x);
     s->attachAxis(m_y);
   }
-  m_chartView = new QChartView(chart, this);
+  m_chartView = new QChartView(chart);
+  m_chartView->setObjectName(QStringLiteral("alphaChart"));
   m_chartView->setRenderHint(QPainter::Antialiasing);
   m_chartView->setRubberBand(QChartView::HorizontalRubberBand);
-  m_plot = new QCustomPlot(this);
-  m_map = makeColorMap(m_plot, tr("head"), tr("layer"), tr("mass on first S keys"),
-                       QCPColorGradient::gpHot);
-  m_text = new QLabel(this);
+  m_chartView->setMinimumSize(360, 220);
+  m_chartView->setToolTip(tr("alpha_k: mean attention on key k over the queries i >= k that see "
+                             "it. Drag to zoom, right-click to zoom out."));
+  m_heatmap = new HeadHeatmap(tr("mass on first S keys"));
+  m_heatmap->setObjectName(QStringLiteral("firstMassMap"));
+  connect(m_heatmap, &HeadHeatmap::headChosen, this, &SinksPanel::headChosen);
+  m_text = new QLabel;
   m_text->setWordWrap(true);
   m_text->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  auto* split = new QSplitter(Qt::Horizontal, this);
+  auto* split = new QSplitter(Qt::Horizontal);
+  split->setChildrenCollapsible(false);
   split->addWidget(m_chartView);
-  split->addWidget(m_plot);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
+  split->addWidget(m_heatmap);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
+  split->setSizes({550, 450});  // scaled to the width the splitter gets
+  // Below the charts' minimum sizes (a small dock) the charts scroll rather than squash; the text
+  // stays outside the scroll area, wrapped to the view's width.
   auto* lay = new QVBoxLayout(this);
-  lay->addWidget(split, 1);
+  lay->setContentsMargins(4, 4, 4, 4);
+  lay->addWidget(viewScrollArea(split), 1);
   lay->addWidget(m_text);
   connect(m_view, &SinksView::changed, this, &SinksPanel::rebuild);
 }
 
 void SinksPanel::rebuild() {
-  QList<QPointF> pts;
+  QList<QPointF> pts, sinks;
   const auto& a = m_view->alpha();
   for (size_t k = 0; k < a.size(); ++k) pts.append(QPointF(double(k), a[k]));
+  for (int k : m_view->headSinks())
+    if (size_t(k) < a.size()) sinks.append(QPointF(double(k), a[size_t(k)]));
   m_alpha->replace(pts);
-  m_alpha->setName(tr("alpha_k, layer %1 head %2").arg(m_view->layer()).arg(m_view->head()));
-  const double n = std::max<double>(1, double(a.size()) - 1);
+  m_sinks->replace(sinks);
+  m_chartView->chart()->setTitle(tr("alpha_k of layer %1 head %2").arg(m_view->layer()).arg(m_view->head()));
+  // Sinks sit among the first keys: the chart opens on the first 64 (or up to this head's last
+  // sink), where a long prompt's near-zero tail would squeeze them into the axis.
+  const int total = int(a.size());
+  const int lastSink = m_view->headSinks().isEmpty() ? 0 : m_view->headSinks().back();
+  const int shown = std::min(total, std::max(kAlphaKeys, lastSink + 8));
+  const double n = std::max<double>(1, double(shown) - 1);
   m_eps->replace(QList<QPointF>{{0, SinksView::kEpsilon}, {n, SinksView::kEpsilon}});
   m_x->setRange(0, n);
+  m_x->setTickInterval(integerTickStep(shown, 8));
+  m_x->setTitleText(shown < total ? tr("key position k (first %1 of %2)").arg(shown).arg(total)
+                                  : tr("key position k"));
   const HeadGrid& g = m_view->firstMass();
-  if (!g.empty()) {
-    fillHeadGrid(m_map, g);
-    m_map->colorScale()->axis()->setLabel(tr("mass on first %1 keys").arg(m_view->firstMassKeys()));
-  }
-  m_plot->replot();
-  m_text->setText(m_view->recommendation());
+  m_heatmap->setScaleLabel(tr("mass on first %1 keys").arg(m_view->firstMassKeys()));
+  m_heatmap->setGrid(g);
+  QStringList lines;
+  for (const QString& s : {m_view->headText(), m_view->verdict(), m_view->recommendation()})
+    if (!s.isEmpty()) lines << s;
+  m_text->setText(lines.join(QLatin1Char('\n')));
 }
 
 }  // namespace sinkscope::gui
