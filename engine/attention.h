@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Attention settings shared by every backend, and the dynamic-sparse skip rule (contract in
-// ARCHITECTURE.md): KV tiles visited in position order; tile t is skipped for a query tile when,
+// docs/architecture.md): KV tiles visited in position order; tile t is skipped for a query tile when,
 // for every row r, m~_r - m_r < ln(lambda), m_r being the running max before t and m~_r the
 // row's max inside t. The first visited tile is never skipped; lambda = 0 is dense.
 #pragma once

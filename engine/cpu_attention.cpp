@@ -176,8 +176,8 @@ SINKSCOPE_AVX2 float exp_sum_avx2(float* s, int nk, float m) {
 }
 
 // acc[0..d) += sum_j p[j] v_j, v_j = v + j * stride; d % 8 == 0. 64 lanes of acc stay in
-// registers across the key loop (named accumulators, as in scores_avx2; the same FMA chain per
-// lane as before).
+// registers across the key loop (named accumulators, as in scores_avx2; one FMA chain per
+// lane, so the sum order is fixed).
 SINKSCOPE_AVX2 void pv_avx2(const float* p, const float* v, int64_t stride, int nk, int d,
                             float* acc) {
   int c0 = 0;

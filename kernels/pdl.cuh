@@ -37,7 +37,7 @@ __device__ __forceinline__ void pdl_trigger() {
 
 // Launches kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when `pdl` and
 // pdl_enabled(). Returns the launch's error (already cleared from the runtime's sticky slot only
-// on the fallback path; callers check cudaGetLastError as before).
+// on the fallback path; callers still check cudaGetLastError).
 template <typename... KParams, typename... Args>
 cudaError_t launch_pdl(bool pdl, void (*kernel)(KParams...), dim3 grid, dim3 block, size_t smem,
                        cudaStream_t stream, Args&&... args) {

@@ -33,8 +33,9 @@ using namespace sinkscope::gui;
 namespace {
 
 bool saveGrab(QWidget* w, const QString& path) {
-  // A 256-colour palette keeps the documentation images small.
-  const QImage img = w->grab().toImage().convertToFormat(QImage::Format_Indexed8, Qt::ThresholdDither);
+  // Full colour: a 256-colour palette would band the colour scales the screenshot is meant to
+  // show.
+  const QImage img = w->grab().toImage().convertToFormat(QImage::Format_RGB32);
   const bool ok = img.save(path);
   std::fprintf(ok ? stdout : stderr, "sinkscope: %s %s\n", ok ? "wrote" : "could not write",
                qPrintable(path));

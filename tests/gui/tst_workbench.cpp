@@ -31,6 +31,31 @@ void expectAllViewsFilled(Workbench& wb) {
 class TestWorkbench : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  // The prefill's partial results reach the Sparsity view before the run ends; the final result
+  // replaces them, and the other views only ever see final results.
+  void partialResultsFillTheSparsityViewFirst() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setDebounceMs(20);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    QSignalSpy partial(&wb, &Workbench::partialResult);
+    bool sparsityWasPartial = false, mapSawPartial = false;
+    connect(wb.sparsity(), &SparsityView::changed, this,
+            [&] { sparsityWasPartial = sparsityWasPartial || wb.sparsity()->isPartial(); });
+    connect(wb.attentionMap(), &AttentionMapView::changed, this, [&] {
+      mapSawPartial = mapSawPartial || (wb.attentionMap()->result() && wb.attentionMap()->result()->partial);
+    });
+    wb.setPrompt(test::longPrompt());
+    wb.setModel(test::randomModel());
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+    QVERIFY(partial.count() >= 1);
+    const auto first = partial.first().first().value<RunResultPtr>();
+    QVERIFY(first->partial);
+    QCOMPARE(first->id, wb.lastResult()->id);
+    QVERIFY(sparsityWasPartial);
+    QVERIFY(!mapSawPartial);
+    QVERIFY(!wb.sparsity()->isPartial());  // the final result replaced the partial one
+    QCOMPARE(wb.sparsity()->layersReached(), wb.lastResult()->nLayer);
+  }
   void controlChangeRerunsAndFillsEveryView() {
     Workbench wb(BackendKind::kCpu, 2);
     wb.setDebounceMs(50);

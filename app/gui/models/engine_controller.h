@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The GUI's handle on the engine thread (ARCHITECTURE.md, "Threading (GUI)"): one QThread whose
+// The GUI's handle on the engine thread (docs/architecture.md, "Threading (GUI)"): one QThread whose
 // worker owns the model and backends (RunExecutor). Requests are posted with a tag into a
 // RequestQueue; a newer request with the tag of a queued one replaces it, and one with the tag
 // of the running one also cancels that run (newest wins). Cancellation is an atomic flag the

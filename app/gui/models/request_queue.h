@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The engine thread's inbox (STYLE.md #2): jobs posted with a tag; posting a job whose tag is
+// The engine thread's inbox (docs/architecture.md, design principle 2): jobs posted with a tag; posting a job whose tag is
 // already queued replaces that job in place (slider drags do not pile up). Thread-safe.
 // It also owns the hand-over of the cancel flag: take() lowers it for the job it hands out and
 // cancelRunning() raises it only while a job runs, both under the queue's lock, so a cancel aimed

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // One workbench run as data: what the GUI asks for (RunRequest) and the immutable snapshot the
 // engine thread hands back (RunResult, shared as std::shared_ptr<const RunResult>). Plain C++,
-// no Qt, so the engine side stays testable on its own (STYLE.md #1, #3).
+// no Qt, so the engine side stays testable on its own (docs/architecture.md, design principles 1 and 3).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// One small view-model per dock (STYLE.md #3): each takes the run's immutable snapshot and
+// One small view-model per dock (docs/architecture.md, design principle 3): each takes the run's immutable snapshot and
 // derives exactly what its panel draws, so panels stay thin and the logic is testable without
 // widgets. Every view-model emits changed() after a new snapshot and says hasData().
 #pragma once

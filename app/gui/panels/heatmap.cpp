@@ -70,7 +70,10 @@ HeadCell headCellAt(double x, double y, int layers, int heads) {
 
 QString headCellTip(const HeadGrid& g, HeadCell c, const QString& what) {
   if (!c.valid() || c.layer >= g.layers || c.head >= g.heads || g.empty()) return {};
-  QString t = QStringLiteral("layer %1 head %2: %3").arg(c.layer).arg(c.head).arg(g.at(c.layer, c.head), 0, 'f', 2);
+  const double v = g.at(c.layer, c.head);
+  if (std::isnan(v))  // a layer a partial result has not reached yet
+    return QStringLiteral("layer %1 head %2: not computed yet").arg(c.layer).arg(c.head);
+  QString t = QStringLiteral("layer %1 head %2: %3").arg(c.layer).arg(c.head).arg(v, 0, 'f', 2);
   if (!what.isEmpty()) t += QStringLiteral(" (%1)").arg(what);
   return t;
 }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "app/gui/panels/sparsity_panel.h"
 
+#include <cmath>
+
 #include <QHeaderView>
 #include <QLabel>
 #include <QSortFilterProxyModel>
@@ -102,6 +104,7 @@ void SparsityPanel::rebuild() {
   QVector<double> xp, xd, p, d;
   const int layers = int(m_view->layerPrefill().size());
   for (int l = 0; l < layers; ++l) {
+    if (std::isnan(m_view->layerPrefill()[size_t(l)])) continue;  // not reached yet (partial)
     xp << l - 0.2;
     xd << l + 0.2;
     p << m_view->layerPrefill()[size_t(l)];
