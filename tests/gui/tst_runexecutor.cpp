@@ -77,6 +77,39 @@ class TestRunExecutor : public QObject {
     QVERIFY2(total > 1e-6, "the test needs a variant that differs from dense");
     QVERIFY2(worst < 1e-9, qPrintable(QStringLiteral("KL off by %1").arg(worst)));
   }
+  // The variant's statistics and KL computed during its decode (as on a GPU) equal the ones
+  // computed after it.
+  void overlappedStatisticsEqualSequentialOnes() {
+    ControlState s;
+    s.maxTokens = 6;
+    s.lambdaPrefill = 0.3;
+    RunResultPtr out[2];
+    for (int overlap = 0; overlap < 2; ++overlap) {
+      RunExecutor ex(BackendKind::kCpu, 2);
+      ex.setModel(test::randomModel());
+      ex.setOverlapOnCpu(overlap == 1);
+      s.kvQuant = KvQuantChoice::kOff;
+      (void)ex.run(s.toRequest(test::longPrompt().toStdString()), 1);  // caches the baseline
+      s.kvQuant = KvQuantChoice::kInt8;  // a variant that differs from dense
+      s.protectSinks = false;
+      RunRequest req = s.toRequest(test::longPrompt().toStdString());
+      req.cache.quantization.group_size = 16;  // the test model's head_dim
+      out[overlap] = ex.run(req, 2);
+    }
+    auto klAhead = [](const RunResultPtr& r) {
+      return std::any_of(r->stagesMs.begin(), r->stagesMs.end(), [](const auto& st) {
+        return st.first.find("KL during the decode") != std::string::npos;
+      });
+    };
+    QVERIFY(!klAhead(out[0]));
+    QVERIFY(klAhead(out[1]));
+    QVERIFY(out[0]->compare.klMean > 0);
+    QCOMPARE(out[1]->compare.klPerToken, out[0]->compare.klPerToken);
+    QCOMPARE(out[1]->compare.top1Agreement, out[0]->compare.top1Agreement);
+    QCOMPARE(out[1]->compare.pplVariant, out[0]->compare.pplVariant);
+    QCOMPARE(out[1]->promptPerplexity, out[0]->promptPerplexity);
+    QCOMPARE(out[1]->tokens, out[0]->tokens);
+  }
   void denseVariantMatchesBaseline() {
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());

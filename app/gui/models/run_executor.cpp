@@ -273,6 +273,36 @@ struct RunExecutor::MapCache {
   AttentionMap map;
 };
 
+namespace {
+// KL(dense || variant) per prompt position into out (n), sum_t p_d (log p_d - log p_v) in double;
+// the dense probabilities come from the cache (or exp() when it kept none). With the cache,
+// sum_t p_d (z_d - lse_d - z_v + lse_v) = (dot_d - sum_t p_d z_v) - (lse_d - lse_v) psum: one
+// product per entry, and exactly 0 for identical logits.
+template <typename Cache>
+void klPerPosition(ThreadPool* pool, const Cache& dc, const float* vLogits,
+                   const std::vector<double>& lseV, int n, int nv, std::vector<double>& out) {
+  out.assign(size_t(n), 0.0);
+  forRows(pool, n, [&](int64_t i) {
+    const float* rd = dc.pass.promptLogits.data() + size_t(i) * nv;
+    const float* rv = vLogits + size_t(i) * nv;
+    const double lzd = dc.lse[size_t(i)], lzv = lseV[size_t(i)];
+    const float* pd = dc.prob.empty() ? nullptr : dc.prob.data() + size_t(i) * nv;
+    if (pd && dc.dot.size() == size_t(n)) {
+      const double kl = (dc.dot[size_t(i)] - dotDouble(pd, rv, nv)) - (lzd - lzv) * dc.psum[size_t(i)];
+      out[size_t(i)] = std::max(0.0, kl);
+      return;
+    }
+    double kl = 0;
+    for (int t = 0; t < nv; ++t) {
+      const double lpd = double(rd[t]) - lzd;
+      const double p = pd ? double(pd[t]) : std::exp(lpd);
+      kl += p * (lpd - (double(rv[t]) - lzv));
+    }
+    out[size_t(i)] = std::max(0.0, kl);
+  });
+}
+}  // namespace
+
 RunExecutor::RunExecutor(BackendKind kind, int threads)
     : m_kind(kind), m_threads(threads), m_headMapCache(std::make_unique<HeadMapCache>()) {}
 RunExecutor::~RunExecutor() = default;
@@ -347,7 +377,7 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
                                        int maxTokens, const std::function<void(int)>& onStep,
                                        prof::SpanRecorder* spans, std::vector<float>* buffer,
                                        const std::function<void(double)>& onPrefill,
-                                       const AttentionProbes* resume) {
+                                       const AttentionProbes* resume, const AheadFn& ahead) {
   const Tokenizer& tok = m_model->tokenizer();
   const int nv = m_model->config().n_vocab;
   Pass p;
@@ -378,6 +408,10 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
     p.promptLse.clear();
     p.promptTop1.clear();
   }
+  // Work on the prompt's logits that runs while the decode does (joined below; declared after p
+  // so that an exception joins it before p goes).
+  std::future<void> aheadJob;
+  if (ahead) aheadJob = ahead(p);
   if (onStep) onStep(0);
   t0 = prof::now_ns();
   std::vector<float> logits;
@@ -401,6 +435,7 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   }
   p.decodeMs = double(prof::now_ns() - t0) / 1e6;
   b.set_span_recorder(nullptr);
+  if (aheadJob.valid()) aheadJob.get();
   return p;
 }
 
@@ -526,6 +561,9 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
   const bool fromDense = !reuseVariant && req.compare && haveDense && denseEquivalent(req) &&
                          m_denseCache->colN == colN && m_denseCache->timeline &&
                          hasHeadMask(m_denseCache->probes, req.layer, req.head);
+  // Filled while the variant decodes (see overlapAhead below), else empty.
+  std::vector<double> statsAheadLse, klAhead;
+  std::vector<int> statsAheadTop1;
   Pass v;
   std::string nextPrefillKey;  // set when this run's variant prefill can be resumed later
   std::vector<double> lseV;
@@ -641,6 +679,28 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       p->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
       partial(p);
     };
+    // With a GPU decoding, the host's cores are free: the variant's per-position log-sum-exp and
+    // argmax, and its KL against a cached baseline, are computed on the pool meanwhile (not
+    // while the pool serves the map alongside, nor on the CPU backend, whose decode uses the
+    // cores).
+    const bool overlapAhead =
+        !mapAhead.valid() && (b.name() != "cpu" || m_overlapOnCpu) && (!req.compare || haveDense);
+    AheadFn startAhead = [&](const Pass& pass) {
+      return std::async(std::launch::async, [&, logits = pass.promptLogits.data(),
+                                             haveStats = pass.promptLse.size() == size_t(n)] {
+        std::vector<double> lse;
+        std::vector<int> top1;
+        if (haveStats) {
+          lse = pass.promptLse;
+        } else {
+          rowStats(m_pool.get(), logits, n, nv, lse, top1);
+          statsAheadTop1 = std::move(top1);
+        }
+        if (req.compare && haveDense)
+          klPerPosition(m_pool.get(), *m_denseCache, logits, lse, n, nv, klAhead);
+        if (!haveStats) statsAheadLse = std::move(lse);
+      });
+    };
     report("prefill");
     stage("setup (tokenize, backend, probes)");
     try {
@@ -654,7 +714,7 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
                     report("prefill");
                     if (partial) publishPartial(f);
                   },
-                  resume ? &m_prefillProbes : nullptr);
+                  resume ? &m_prefillProbes : nullptr, overlapAhead ? startAhead : AheadFn());
     } catch (...) {
       profiler.stop();
       b.set_span_recorder(nullptr);
@@ -703,6 +763,10 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       vLogits = v.promptLogits.data();  // the backend computed them next to the logits
       lseV = std::move(v.promptLse);
       top1V = std::move(v.promptTop1);
+    } else if (statsAheadLse.size() == size_t(n)) {
+      vLogits = v.promptLogits.data();  // computed while the variant decoded
+      lseV = std::move(statsAheadLse);
+      top1V = std::move(statsAheadTop1);
     } else {
       vLogits = v.promptLogits.data();
       rowStats(m_pool.get(), vLogits, n, nv, lseV, top1V);
@@ -851,30 +915,12 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     Comparison& cmp = res->compare;
     cmp.available = true;
     cmp.baselineReused = haveDense;
-    // KL(dense || variant) per position, sum_t p_d (log p_d - log p_v), accumulated in double;
-    // the dense probabilities come from the cache (or exp() when it kept none). With the cache,
-    // sum_t p_d (z_d - lse_d - z_v + lse_v) = (dot_d - sum_t p_d z_v) - (lse_d - lse_v) psum:
-    // one product per entry, and exactly 0 for identical logits.
-    cmp.klPerToken.assign(size_t(n), 0.0);
-    forRows(m_pool.get(), n, [&](int64_t i) {
-      const float* rd = d.promptLogits.data() + size_t(i) * nv;
-      const float* rv = vLogits + size_t(i) * nv;
-      const double lzd = dc.lse[size_t(i)], lzv = lseV[size_t(i)];
-      const float* pd = dc.prob.empty() ? nullptr : dc.prob.data() + size_t(i) * nv;
-      if (pd && dc.dot.size() == size_t(n)) {
-        const double kl = (dc.dot[size_t(i)] - dotDouble(pd, rv, nv)) -
-                          (lzd - lzv) * dc.psum[size_t(i)];
-        cmp.klPerToken[size_t(i)] = std::max(0.0, kl);
-        return;
-      }
-      double kl = 0;
-      for (int t = 0; t < nv; ++t) {
-        const double lpd = double(rd[t]) - lzd;
-        const double p = pd ? double(pd[t]) : std::exp(lpd);
-        kl += p * (lpd - (double(rv[t]) - lzv));
-      }
-      cmp.klPerToken[size_t(i)] = std::max(0.0, kl);
-    });
+    const bool klWasAhead = klAhead.size() == size_t(n);
+    if (klWasAhead) {
+      cmp.klPerToken = std::move(klAhead);  // computed while the variant decoded
+    } else {
+      klPerPosition(m_pool.get(), dc, vLogits, lseV, n, nv, cmp.klPerToken);
+    }
     double nllD = 0, nllV = 0, klSum = 0;
     int agree = 0;
     for (int i = 0; i < n; ++i) {
@@ -902,7 +948,8 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
       }
     if (cmp.firstDivergence < 0 && d.tokens.size() != v.tokens.size())
       cmp.firstDivergence = int(common);
-    stage("compare (KL, top-1, ppl, ROUGE)");
+    stage(klWasAhead ? "compare (top-1, ppl, ROUGE; KL during the decode)"
+                     : "compare (KL, top-1, ppl, ROUGE)");
   }
   done = total;
   report("done");

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,11 @@ class RunExecutor {
   // afresh. For benchmarks (a first visit of a layer) and to free memory.
   void dropViewCaches();
 
+  // The variant's per-position statistics and KL are computed during its decode on GPU
+  // backends (the host's cores are idle then); on the CPU backend they follow the decode,
+  // unless this is set (tests: both orders must give the same result).
+  void setOverlapOnCpu(bool on) { m_overlapOnCpu = on; }
+
   // Throws BackendError / std::invalid_argument for bad requests, Cancelled when cancelled.
   RunResultPtr run(const RunRequest& request, uint64_t id, const ProgressFn& progress = {},
                    const PartialFn& partial = {});
@@ -71,11 +77,13 @@ class RunExecutor {
   AttentionMap gpuHeadMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                           std::string* source);
   struct Pass;  // one generation with per-position logits
+  // Started by runPass after the prefill, with its logits; joined after the decode.
+  using AheadFn = std::function<std::future<void>(const Pass&)>;
   Pass runPass(Backend& b, const std::vector<TokenId>& prompt, int maxTokens,
                const std::function<void(int)>& onStep, prof::SpanRecorder* spans,
                std::vector<float>* buffer = nullptr,
                const std::function<void(double)>& onPrefill = {},
-               const AttentionProbes* resume = nullptr);
+               const AttentionProbes* resume = nullptr, const AheadFn& ahead = {});
   bool cancelled() const { return m_cancel && m_cancel->load(std::memory_order_relaxed); }
 
   BackendKind m_kind;
@@ -93,6 +101,7 @@ class RunExecutor {
   std::unique_ptr<HeadMapCache> m_headMapCache;  // residual streams of the map's forward
   RunResultPtr m_lastRun;    // the last finished run and the key of its variant settings
   std::string m_lastRunKey;  // (variantRunKey in the .cpp)
+  bool m_overlapOnCpu = false;
   std::vector<float> m_logitsBuffer;  // the variant's prompt logits, reused run to run
   // What the variant backend's last prefill was (prefillRunKey in the .cpp) and the probes right
   // after it: a change that leaves the prefill as it was (lambda decode, generation length)
