@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "engine/logit_stats.h"
+
 namespace sinkscope {
 
 double LogitComparison::ppl_dense() const {
@@ -28,22 +30,6 @@ void LogitComparison::add(const LogitComparison& o) {
   scored += o.scored;
 }
 
-namespace {
-
-// log-sum-exp of a row, in double.
-double lse(const float* row, int n, int* arg) {
-  int best = 0;
-  for (int v = 1; v < n; ++v)
-    if (row[v] > row[best]) best = v;
-  double s = 0;
-  const double mx = row[best];
-  for (int v = 0; v < n; ++v) s += std::exp(double(row[v]) - mx);
-  *arg = best;
-  return mx + std::log(s);
-}
-
-}  // namespace
-
 LogitComparison compare_logits(std::span<const float> dense, std::span<const float> variant,
                                int vocab, std::span<const TokenId> next) {
   if (vocab <= 0 || dense.size() != variant.size() || dense.size() % size_t(vocab) != 0)
@@ -54,8 +40,8 @@ LogitComparison compare_logits(std::span<const float> dense, std::span<const flo
   for (size_t r = 0; r < rows; ++r) {
     const float* p = dense.data() + r * vocab;
     const float* q = variant.data() + r * vocab;
-    int ap = 0, aq = 0;
-    const double lp = lse(p, vocab, &ap), lq = lse(q, vocab, &aq);
+    const int ap = row_argmax(p, vocab), aq = row_argmax(q, vocab);
+    const double lp = log_sum_exp(p, vocab), lq = log_sum_exp(q, vocab);
     // KL(P || Q) = sum P (log P - log Q).
     double kl = 0;
     for (int v = 0; v < vocab; ++v) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/logit_stats.h"
 #include "profiler/spans.h"
 
 namespace sinkscope {
@@ -90,12 +91,7 @@ PerplexityResult perplexity(Backend& backend, const std::vector<TokenId>& tokens
     for (int64_t i = first_scored; i < len; ++i) {
       // logits row i-1 predicts token i.
       const float* row = logits.data() + (i - 1) * n_vocab;
-      float mx = row[0];
-      for (int v = 1; v < n_vocab; ++v) mx = std::max(mx, row[v]);
-      double se = 0.0;
-      for (int v = 0; v < n_vocab; ++v) se += std::exp(double(row[v]) - mx);
-      const double logp = double(row[chunk[size_t(i)]]) - mx - std::log(se);
-      nll -= logp;
+      nll += token_nll_of(row, n_vocab, chunk[size_t(i)]);
       ++count;
     }
     nll_total += nll;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/logit_stats.h"
 #include "profiler/spans.h"
 
 namespace sinkscope {
@@ -44,11 +45,7 @@ int64_t stream_length(const std::vector<TokenId>& tokens, const StreamOptions& o
 }  // namespace
 
 double token_nll(const float* row, int n_vocab, TokenId target) {
-  float mx = row[0];
-  for (int v = 1; v < n_vocab; ++v) mx = std::max(mx, row[v]);
-  double se = 0.0;
-  for (int v = 0; v < n_vocab; ++v) se += std::exp(double(row[v]) - mx);
-  return -(double(row[target]) - mx - std::log(se));
+  return token_nll_of(row, n_vocab, target);
 }
 
 StreamResult stream_perplexity(Backend& backend, const std::vector<TokenId>& tokens,

@@ -7,11 +7,8 @@
 #include <future>
 #include <sstream>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
-
 #include "app/gui/models/head_attention.h"
+#include "engine/logit_stats.h"
 #include "engine/rouge.h"
 #include "engine/sinks.h"
 #include "engine/thread_pool.h"
@@ -31,103 +28,6 @@ std::string cacheKey(const CacheSettings& s) {
   return o.str();
 }
 
-int argmax(const float* row, int n) { return int(std::max_element(row, row + n) - row); }
-
-#if defined(__AVX2__) && defined(__FMA__)
-// exp of 4 doubles, 2^k e^r with r = x - k ln2 (ln2 split in two) and the degree-13 Taylor
-// polynomial of e^r on |r| <= ln2 / 2 (truncation < 2e-16 relative): within ~2 ulp of glibc's
-// exp. Inputs below -708 give 0 (here they are logits 708 nats under the row's max: terms
-// under 1e-307 in a sum >= 1).
-inline __m256d exp4d(__m256d x) {
-  const __m256d lo = _mm256_set1_pd(-708.0);
-  const __m256d under = _mm256_cmp_pd(x, lo, _CMP_LT_OQ);
-  x = _mm256_max_pd(x, lo);
-  const __m256d k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(6.93147180369123816490e-01), x);
-  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(1.90821492927058770002e-10), r);
-  static constexpr double kInvFact[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0,
-                                        1.0 / 3628800.0,    1.0 / 362880.0,    1.0 / 40320.0,
-                                        1.0 / 5040.0,       1.0 / 720.0,       1.0 / 120.0,
-                                        1.0 / 24.0,         1.0 / 6.0,         0.5,
-                                        1.0,                1.0};
-  __m256d p = _mm256_set1_pd(kInvFact[0]);
-  for (int i = 1; i < 14; ++i) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(kInvFact[i]));
-  const __m128i ki = _mm256_cvtpd_epi32(k);
-  const __m256i e = _mm256_slli_epi64(
-      _mm256_add_epi64(_mm256_cvtepi32_epi64(ki), _mm256_set1_epi64x(1023)), 52);
-  return _mm256_andnot_pd(under, _mm256_mul_pd(p, _mm256_castsi256_pd(e)));
-}
-#endif
-
-// Largest value of one logits row.
-float rowMax(const float* row, int n) {
-  int v = 0;
-  float mx = -INFINITY;
-#if defined(__AVX2__) && defined(__FMA__)
-  __m256 m8 = _mm256_set1_ps(-INFINITY);
-  for (; v + 8 <= n; v += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(row + v));
-  float buf[8];
-  _mm256_storeu_ps(buf, m8);
-  for (float b : buf) mx = std::max(mx, b);
-#endif
-  for (; v < n; ++v) mx = std::max(mx, row[v]);
-  return mx;
-}
-
-// log-sum-exp of one logits row, in double: max + log(sum_v exp(row[v] - max)).
-double logSumExp(const float* row, int n) {
-  const float mx = rowMax(row, n);
-  double s = 0;
-  int v = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-  const __m256d m4 = _mm256_set1_pd(double(mx));
-  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-  for (; v + 8 <= n; v += 8) {
-    const __m256 x = _mm256_loadu_ps(row + v);
-    s0 = _mm256_add_pd(s0, exp4d(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), m4)));
-    s1 = _mm256_add_pd(s1, exp4d(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), m4)));
-  }
-  double buf[4];
-  _mm256_storeu_pd(buf, _mm256_add_pd(s0, s1));
-  s = (buf[0] + buf[1]) + (buf[2] + buf[3]);
-#endif
-  for (; v < n; ++v) s += std::exp(double(row[v]) - mx);
-  return double(mx) + std::log(s);
-}
-
-// out[v] = exp(row[v] - lse) as floats (the dense baseline's probabilities).
-void rowProbabilities(const float* row, int n, double lse, float* out) {
-  int v = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-  const __m256d l4 = _mm256_set1_pd(lse);
-  for (; v + 4 <= n; v += 4)
-    _mm_storeu_ps(out + v, _mm256_cvtpd_ps(exp4d(_mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(row + v)), l4))));
-#endif
-  for (; v < n; ++v) out[v] = float(std::exp(double(row[v]) - lse));
-}
-
-// sum_v p[v] * x[v] in double, for float p and x (the KL's inner product).
-double dotDouble(const float* p, const float* x, int n) {
-  int v = 0;
-  double s = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-  for (; v + 8 <= n; v += 8) {
-    const __m256 pp = _mm256_loadu_ps(p + v), xx = _mm256_loadu_ps(x + v);
-    a0 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(pp)),
-                         _mm256_cvtps_pd(_mm256_castps256_ps128(xx)), a0);
-    a1 = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(pp, 1)),
-                         _mm256_cvtps_pd(_mm256_extractf128_ps(xx, 1)), a1);
-  }
-  double buf[4];
-  _mm256_storeu_pd(buf, _mm256_add_pd(a0, a1));
-  s = (buf[0] + buf[1]) + (buf[2] + buf[3]);
-#endif
-  for (; v < n; ++v) s += double(p[v]) * double(x[v]);
-  return s;
-}
-
 // fn(i) for every i in [0, n), on the pool when there is one.
 void forRows(ThreadPool* pool, int n, const std::function<void(int64_t)>& fn) {
   if (pool && n > 1) {
@@ -145,9 +45,9 @@ void rowStats(ThreadPool* pool, const float* logits, int n, int nv, std::vector<
   top1.resize(size_t(n));
   forRows(pool, n, [&](int64_t i) {
     const float* row = logits + size_t(i) * nv;
-    lse[size_t(i)] = logSumExp(row, nv);
-    top1[size_t(i)] = argmax(row, nv);
-    if (prob) rowProbabilities(row, nv, lse[size_t(i)], prob + size_t(i) * nv);
+    lse[size_t(i)] = log_sum_exp(row, nv);
+    top1[size_t(i)] = row_argmax(row, nv);
+    if (prob) row_probabilities(row, nv, lse[size_t(i)], prob + size_t(i) * nv);
   });
 }
 
@@ -288,7 +188,7 @@ void klPerPosition(ThreadPool* pool, const Cache& dc, const float* vLogits,
     const double lzd = dc.lse[size_t(i)], lzv = lseV[size_t(i)];
     const float* pd = dc.prob.empty() ? nullptr : dc.prob.data() + size_t(i) * nv;
     if (pd && dc.dot.size() == size_t(n)) {
-      const double kl = (dc.dot[size_t(i)] - dotDouble(pd, rv, nv)) - (lzd - lzv) * dc.psum[size_t(i)];
+      const double kl = (dc.dot[size_t(i)] - dot_f64(pd, rv, nv)) - (lzd - lzv) * dc.psum[size_t(i)];
       out[size_t(i)] = std::max(0.0, kl);
       return;
     }
@@ -417,7 +317,7 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   std::vector<float> logits;
   const float* row = p.promptLogits.data() + (prompt.size() - 1) * size_t(nv);
   for (int i = 0; i < maxTokens; ++i) {
-    const TokenId next = argmax(row, nv);
+    const TokenId next = row_argmax(row, nv);
     p.tokens.push_back(next);
     if (tok.is_eog(next)) {
       p.stopReason = "eog";
@@ -489,13 +389,73 @@ AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const H
                        m_pool.get());
 }
 
-RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const ProgressFn& progress,
-                              const PartialFn& partial) {
-  if (!m_model) throw BackendError("no model is loaded");
+// One run's working state; run() calls its steps in order. A nested class, so the steps use the
+// executor's backends and caches directly (ex.m_...).
+struct RunExecutor::Run {
+  Run(RunExecutor& executor, const RunRequest& request, uint64_t runId, const ProgressFn& onProgress,
+      const PartialFn& onPartial)
+      : ex(executor), req(request), id(runId), progress(onProgress), partial(onPartial),
+        c(executor.m_model->config()), tok(executor.m_model->tokenizer()) {}
+
+  RunExecutor& ex;
+  const RunRequest& req;
+  const uint64_t id;
+  const ProgressFn& progress;
+  const PartialFn& partial;
+  const ModelConfig& c;
+  const Tokenizer& tok;
   const int64_t tStart = prof::now_ns();
-  const ModelConfig& c = m_model->config();
-  const Tokenizer& tok = m_model->tokenizer();
-  auto res = std::make_shared<RunResult>();
+  int64_t tStage = tStart;
+  std::shared_ptr<RunResult> res = std::make_shared<RunResult>();
+  int n = 0, maxTokens = 0, nv = 0, colN = 0;
+  double done = 0, total = 0, mapUnits = 0;  // progress, in token-forward units
+  HeadMapOptions ho;
+  std::string runKey;
+  bool haveDense = false, haveMap = false, reuseVariant = false, fromDense = false;
+  // The variant's generation and its per-position statistics (log-sum-exp, argmax) over the
+  // prompt logits vLogits (n, n_vocab).
+  Pass v;
+  std::vector<double> lseV;
+  std::vector<int> top1V;
+  const float* vLogits = nullptr;
+  std::string nextPrefillKey;  // set when this run's variant prefill can be resumed later
+  // Filled while a GPU variant decodes (runVariant's overlapAhead), else empty.
+  std::vector<double> statsAheadLse, klAhead;
+  std::vector<int> statsAheadTop1;
+  AttentionMap mapAheadResult;
+  bool mapAheadDone = false;
+  // A map the CPU computes alongside a GPU run; last, so that it is joined first on any exit.
+  std::future<AttentionMap> mapAhead;
+
+  void stage(const char* name) {  // closes the stage that began at tStage
+    const int64_t now = prof::now_ns();
+    res->stagesMs.emplace_back(name, double(now - tStage) / 1e6);
+    tStage = now;
+  }
+  void report(const char* phase) const {
+    if (!progress) return;
+    const double el = elapsedSince(tStart);
+    RunProgress pr;
+    pr.fraction = std::min(1.0, done / total);
+    pr.etaSeconds = done > 0 ? el / done * (total - done) : -1;
+    pr.phase = phase;
+    progress(pr);
+  }
+
+  void prepare();           // tokens, checks, and what the caches can serve
+  void startMapAhead();     // a windowed map on the CPU while the GPU runs the variant
+  void reuseLastRun();      // only the map's head changed: the last run is this one
+  void runVariant();        // the variant's generation: from the dense cache or a traced pass
+  void variantStatistics(); // tokens, log-sum-exp / argmax per position, prompt perplexity
+  void detectSinks();       // from the column-mass probe
+  void attentionMap();
+  void denseBaseline();     // cached per prompt and generation length
+  void compare();           // KL, top-1, perplexity, ROUGE-L, first divergence
+  void keepForNextRun();
+  std::shared_ptr<AttentionProbes> partialProbes(const Backend& b) const;
+};
+
+void RunExecutor::Run::prepare() {
   res->id = id;
   res->request = req;
   res->nLayer = c.n_layer;
@@ -504,9 +464,9 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
   res->promptTokens = req.chatTemplate
                           ? tok.encode(tok.apply_chat_template({{"user", req.prompt}}), /*parse_special=*/true)
                           : tok.encode(req.prompt);
-  const int n = int(res->promptTokens.size());
+  n = int(res->promptTokens.size());
   if (n < 2) throw std::invalid_argument("the prompt has fewer than 2 tokens; type some text");
-  const int maxTokens = std::clamp(req.maxTokens, 1, 4096);
+  maxTokens = std::clamp(req.maxTokens, 1, 4096);
   if (n + maxTokens > c.n_ctx_train)
     throw std::invalid_argument("the prompt has " + std::to_string(n) + " tokens; with " +
                                 std::to_string(maxTokens) + " generated tokens it exceeds the " +
@@ -514,12 +474,12 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
   if (req.layer < 0 || req.layer >= c.n_layer || req.head < 0 || req.head >= c.n_head)
     throw std::invalid_argument("layer/head outside the model");
   for (TokenId t : res->promptTokens) res->promptPieces.push_back(tok.token_to_piece(t));
+  nv = c.n_vocab;
 
-  const bool haveDense = req.compare && m_denseCache && m_denseCache->prompt == res->promptTokens &&
-                         m_denseCache->maxTokens == maxTokens;
+  haveDense = req.compare && ex.m_denseCache && ex.m_denseCache->prompt == res->promptTokens &&
+              ex.m_denseCache->maxTokens == maxTokens;
   // The attention map depends on the prompt, the (layer, head), the map size and the cache's
   // visibility rule only: a change of lambda or of the attention type reuses it.
-  HeadMapOptions ho;
   ho.layer = req.layer;
   ho.head = req.head;
   ho.maxCells = std::clamp(req.mapSize, 8, 1024);
@@ -527,445 +487,457 @@ RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const Progress
     ho.sinkCount = int(req.cache.sink_keep_count);
     ho.window = int(req.cache.window_size);
   }
-  const bool haveMap = m_mapCache && m_mapCache->prompt == res->promptTokens &&
-                       sameMapOptions(m_mapCache->options, ho);
+  haveMap = ex.m_mapCache && ex.m_mapCache->prompt == res->promptTokens &&
+            sameMapOptions(ex.m_mapCache->options, ho);
   // Progress in token-forward units: variant prefill + decode, the map, the dense run.
-  const double mapUnits = haveMap ? 0.0 : double(n) * (req.layer + 1) / c.n_layer;
-  const double total = n + maxTokens + mapUnits + (req.compare && !haveDense ? n + maxTokens : 0);
-  double done = 0;
-  int64_t tStage = prof::now_ns();
-  auto stage = [&](const char* name) {  // closes the stage that began at tStage
-    const int64_t now = prof::now_ns();
-    res->stagesMs.emplace_back(name, double(now - tStage) / 1e6);
-    tStage = now;
-  };
-  auto report = [&](const char* phase) {
-    if (!progress) return;
-    const double el = elapsedSince(tStart);
-    RunProgress pr;
-    pr.fraction = std::min(1.0, done / total);
-    pr.etaSeconds = done > 0 ? el / done * (total - done) : -1;
-    pr.phase = phase;
-    progress(pr);
-  };
+  mapUnits = haveMap ? 0.0 : double(n) * (req.layer + 1) / c.n_layer;
+  total = n + maxTokens + mapUnits + (req.compare && !haveDense ? n + maxTokens : 0);
 
-  const int colN = std::min({n, std::max(1, req.sinkPositions), 4096});
-  const std::string runKey = variantRunKey(req, maxTokens, colN);
+  colN = std::min({n, std::max(1, req.sinkPositions), 4096});
+  runKey = variantRunKey(req, maxTokens, colN);
   // A change of the map's (layer, head) or size alone leaves the variant's run as it was: its
   // tokens, logits-derived numbers, probes, timeline and comparison are reused, and the skip
   // mask of the new (layer, head) comes from the all-heads masks the run recorded.
-  const bool reuseVariant = m_lastRun && m_lastRunKey == runKey &&
-                            m_lastRun->promptTokens == res->promptTokens &&
-                            hasHeadMask(m_lastRun->probes, req.layer, req.head);
+  reuseVariant = ex.m_lastRun && ex.m_lastRunKey == runKey &&
+                 ex.m_lastRun->promptTokens == res->promptTokens &&
+                 hasHeadMask(ex.m_lastRun->probes, req.layer, req.head);
   // Sparse off (the baseline's own settings): the cached baseline run is the variant's run.
-  const bool fromDense = !reuseVariant && req.compare && haveDense && denseEquivalent(req) &&
-                         m_denseCache->colN == colN && m_denseCache->timeline &&
-                         hasHeadMask(m_denseCache->probes, req.layer, req.head);
-  // Filled while the variant decodes (see overlapAhead below), else empty.
-  std::vector<double> statsAheadLse, klAhead;
-  std::vector<int> statsAheadTop1;
-  Pass v;
-  std::string nextPrefillKey;  // set when this run's variant prefill can be resumed later
-  std::vector<double> lseV;
-  std::vector<int> top1V;
-  const float* vLogits = nullptr;  // the variant's (n, n_vocab) prompt logits
-  const int nv = c.n_vocab;
-  if (!m_pool) m_pool = std::make_unique<ThreadPool>(m_threads);
+  fromDense = !reuseVariant && req.compare && haveDense && denseEquivalent(req) &&
+              ex.m_denseCache->colN == colN && ex.m_denseCache->timeline &&
+              hasHeadMask(ex.m_denseCache->probes, req.layer, req.head);
+  if (!ex.m_pool) ex.m_pool = std::make_unique<ThreadPool>(ex.m_threads);
+}
+
+void RunExecutor::Run::startMapAhead() {
   // A map the CPU must compute (a sliding window: no GPU capture) while the variant runs on the
   // GPU is computed alongside that run, on the pool the GPU run leaves idle; joined before the
   // pool is used again (its future also joins on every exit, cancel included).
-  std::future<AttentionMap> mapAhead;
-  if (!haveMap && !reuseVariant && !fromDense && ho.window > 0 && m_kind != BackendKind::kCpu &&
-      variantBackend(req).name() != "cpu") {
-    m_mapCache.reset();
-    mapAhead = std::async(std::launch::async, [this, &res, ho] {
-      return computeHeadAttention(*m_model, res->promptTokens, ho, m_pool.get(), m_cancel,
-                                  m_headMapCache.get());
+  if (haveMap || reuseVariant || fromDense || ho.window == 0 || ex.m_kind == BackendKind::kCpu ||
+      ex.variantBackend(req).name() == "cpu")
+    return;
+  ex.m_mapCache.reset();
+  mapAhead = std::async(std::launch::async, [this] {
+    return computeHeadAttention(*ex.m_model, res->promptTokens, ho, ex.m_pool.get(), ex.m_cancel,
+                                ex.m_headMapCache.get());
+  });
+}
+
+void RunExecutor::Run::reuseLastRun() {
+  const RunResult& last = *ex.m_lastRun;
+  res->backendName = last.backendName;
+  res->tokens = last.tokens;
+  res->pieces = last.pieces;
+  res->text = last.text;
+  res->stopReason = last.stopReason;
+  res->prefillMs = last.prefillMs;
+  res->decodeMs = last.decodeMs;
+  takeProbes(*res, last.probesPrefill, last.probes, req.layer, req.head);
+  res->sinkKeep = last.sinkKeep;
+  res->promptPerplexity = last.promptPerplexity;
+  res->sinkPositions = last.sinkPositions;
+  res->sinkAlpha = last.sinkAlpha;
+  res->firstMass = last.firstMass;
+  res->flaggedSinks = last.flaggedSinks;
+  res->recommendedSinkKeep = last.recommendedSinkKeep;
+  res->sinkNote = last.sinkNote;
+  res->compare = last.compare;
+  res->compare.baselineReused = res->compare.available;  // nothing was re-run
+  res->timeline = last.timeline;
+  done = n + maxTokens;
+  stage("variant run + sinks (reused)");
+}
+
+// The tile counts and skip mask of the layers a prefill has done so far.
+std::shared_ptr<AttentionProbes> RunExecutor::Run::partialProbes(const Backend& b) const {
+  auto p = std::make_shared<AttentionProbes>();
+  const AttentionProbes& now = b.probes();
+  p->n_layer = now.n_layer;
+  p->n_head = now.n_head;
+  p->prefill = now.prefill;
+  p->decode = now.decode;
+  p->mask = now.mask;
+  return p;
+}
+
+void RunExecutor::Run::runVariant() {
+  if (fromDense) {
+    const DenseCache& dc = *ex.m_denseCache;
+    static_cast<Generated&>(v) = dc.pass;
+    res->backendName = dc.backendName;
+    res->timeline = dc.timeline;
+    takeProbes(*res, dc.probesPrefill, dc.probes, req.layer, req.head);
+    stage("variant = cached dense baseline");
+    return;
+  }
+  Backend& b = ex.variantBackend(req);
+  res->backendName = b.name();
+  // The last prefill on this backend is resumed when only decode settings changed; until this
+  // run's prefill is done there is none to resume (a failure leaves the backend anywhere).
+  const std::string prefillKey = prefillRunKey(req, colN);
+  const bool resume = !ex.m_prefillKey.empty() && ex.m_prefillKey == prefillKey &&
+                      ex.m_prefillPrompt == res->promptTokens;
+  ex.m_prefillKey.clear();
+  b.set_attention(req.attention);
+  // A backend may not record a mask for some settings (the CUDA backend with a sliding
+  // window); the run goes on without the overlay and the map view says why.
+  try {
+    b.request_skip_mask(req.layer, req.head);
+  } catch (const BackendError& e) {
+    res->maskNote = e.what();
+  }
+  // Every (layer, head)'s skip mask too (a few bytes per tile), so that picking another map
+  // head next time needs no re-run (full cache: where the backends record them).
+  if (!req.cache.windowed()) {
+    try {
+      b.request_all_skip_masks(true);
+    } catch (const BackendError&) {
+    }
+  }
+  try {
+    b.request_column_mass(colN);
+  } catch (const BackendError& e) {
+    res->sinkNote = e.what();
+  }
+  prof::ProfilerOptions po;
+  po.gpu = b.name() != "cpu";
+  po.device = b.name();
+  prof::Profiler profiler(po);
+  profiler.start();
+  // Partial results while the prefill runs, throttled.
+  int64_t lastPartial = 0;
+  auto publishPartial = [&](double f) {
+    const int64_t now = prof::now_ns();
+    if (lastPartial != 0 && now - lastPartial < int64_t(kPartialIntervalMs) * 1000000) return;
+    lastPartial = now;
+    auto p = std::make_shared<RunResult>();
+    p->id = id;
+    p->request = req;
+    p->partial = true;
+    p->partialFraction = f;
+    p->nLayer = c.n_layer;
+    p->nHead = c.n_head;
+    p->promptTokens = res->promptTokens;
+    p->promptPieces = res->promptPieces;
+    p->backendName = res->backendName;
+    p->probes = *partialProbes(b);
+    p->probesPrefill = p->probes;
+    p->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
+    partial(p);
+  };
+  // With a GPU decoding, the host's cores are free: the variant's per-position log-sum-exp and
+  // argmax, and its KL against a cached baseline, are computed on the pool meanwhile (not
+  // while the pool serves the map alongside, nor on the CPU backend, whose decode uses the
+  // cores).
+  const bool overlapAhead =
+      !mapAhead.valid() && (b.name() != "cpu" || ex.m_overlapOnCpu) && (!req.compare || haveDense);
+  AheadFn startAhead = [this](const Pass& pass) {
+    return std::async(std::launch::async, [this, &pass, logits = pass.promptLogits.data(),
+                                           haveStats = pass.promptLse.size() == size_t(n)] {
+      std::vector<double> lse;
+      std::vector<int> top1;
+      if (haveStats) {
+        lse = pass.promptLse;
+      } else {
+        rowStats(ex.m_pool.get(), logits, n, nv, lse, top1);
+        statsAheadTop1 = std::move(top1);
+      }
+      if (req.compare && haveDense)
+        klPerPosition(ex.m_pool.get(), *ex.m_denseCache, logits, lse, n, nv, klAhead);
+      if (!haveStats) statsAheadLse = std::move(lse);
     });
-  }
-  AttentionMap mapAheadResult;
-  bool mapAheadDone = false;
-  if (reuseVariant) {
-    const RunResult& last = *m_lastRun;
-    res->backendName = last.backendName;
-    res->tokens = last.tokens;
-    res->pieces = last.pieces;
-    res->text = last.text;
-    res->stopReason = last.stopReason;
-    res->prefillMs = last.prefillMs;
-    res->decodeMs = last.decodeMs;
-    takeProbes(*res, last.probesPrefill, last.probes, req.layer, req.head);
-    res->sinkKeep = last.sinkKeep;
-    res->promptPerplexity = last.promptPerplexity;
-    res->sinkPositions = last.sinkPositions;
-    res->sinkAlpha = last.sinkAlpha;
-    res->firstMass = last.firstMass;
-    res->flaggedSinks = last.flaggedSinks;
-    res->recommendedSinkKeep = last.recommendedSinkKeep;
-    res->sinkNote = last.sinkNote;
-    res->compare = last.compare;
-    res->compare.baselineReused = res->compare.available;  // nothing was re-run
-    res->timeline = last.timeline;
-    done = n + maxTokens;
-    stage("variant run + sinks (reused)");
-  } else {
-    // --- the variant (current settings), traced --------------------------------------------
-    if (fromDense) {
-      const DenseCache& dc = *m_denseCache;
-      static_cast<Generated&>(v) = dc.pass;
-      res->backendName = dc.backendName;
-      res->timeline = dc.timeline;
-      takeProbes(*res, dc.probesPrefill, dc.probes, req.layer, req.head);
-      stage("variant = cached dense baseline");
-    } else {
-    Backend& b = variantBackend(req);
-    res->backendName = b.name();
-    // The last prefill on this backend is resumed when only decode settings changed; until this
-    // run's prefill is done there is none to resume (a failure leaves the backend anywhere).
-    const std::string prefillKey = prefillRunKey(req, colN);
-    const bool resume = !m_prefillKey.empty() && m_prefillKey == prefillKey &&
-                        m_prefillPrompt == res->promptTokens;
-    m_prefillKey.clear();
-    b.set_attention(req.attention);
-    // A backend may not record a mask for some settings (the CUDA backend with a sliding
-    // window); the run goes on without the overlay and the map view says why.
-    try {
-      b.request_skip_mask(req.layer, req.head);
-    } catch (const BackendError& e) {
-      res->maskNote = e.what();
-    }
-    // Every (layer, head)'s skip mask too (a few bytes per tile), so that picking another map
-    // head next time needs no re-run (full cache: where the backends record them).
-    if (!req.cache.windowed()) {
-      try {
-        b.request_all_skip_masks(true);
-      } catch (const BackendError&) {
-      }
-    }
-    try {
-      b.request_column_mass(colN);
-    } catch (const BackendError& e) {
-      res->sinkNote = e.what();
-    }
-    prof::ProfilerOptions po;
-    po.gpu = b.name() != "cpu";
-    po.device = b.name();
-    prof::Profiler profiler(po);
-    profiler.start();
-    // Partial results while the prefill runs: the tile counts and skip mask of the layers done
-    // so far, throttled.
-    int64_t lastPartial = 0;
-    auto publishPartial = [&](double f) {
-      const int64_t now = prof::now_ns();
-      if (lastPartial != 0 && now - lastPartial < int64_t(kPartialIntervalMs) * 1000000) return;
-      lastPartial = now;
-      auto p = std::make_shared<RunResult>();
-      p->id = id;
-      p->request = req;
-      p->partial = true;
-      p->partialFraction = f;
-      p->nLayer = c.n_layer;
-      p->nHead = c.n_head;
-      p->promptTokens = res->promptTokens;
-      p->promptPieces = res->promptPieces;
-      p->backendName = res->backendName;
-      const AttentionProbes& now_probes = b.probes();
-      p->probes.n_layer = now_probes.n_layer;
-      p->probes.n_head = now_probes.n_head;
-      p->probes.prefill = now_probes.prefill;
-      p->probes.decode = now_probes.decode;
-      p->probes.mask = now_probes.mask;
-      p->probesPrefill = p->probes;
-      p->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
-      partial(p);
-    };
-    // With a GPU decoding, the host's cores are free: the variant's per-position log-sum-exp and
-    // argmax, and its KL against a cached baseline, are computed on the pool meanwhile (not
-    // while the pool serves the map alongside, nor on the CPU backend, whose decode uses the
-    // cores).
-    const bool overlapAhead =
-        !mapAhead.valid() && (b.name() != "cpu" || m_overlapOnCpu) && (!req.compare || haveDense);
-    AheadFn startAhead = [&](const Pass& pass) {
-      return std::async(std::launch::async, [&, logits = pass.promptLogits.data(),
-                                             haveStats = pass.promptLse.size() == size_t(n)] {
-        std::vector<double> lse;
-        std::vector<int> top1;
-        if (haveStats) {
-          lse = pass.promptLse;
-        } else {
-          rowStats(m_pool.get(), logits, n, nv, lse, top1);
-          statsAheadTop1 = std::move(top1);
-        }
-        if (req.compare && haveDense)
-          klPerPosition(m_pool.get(), *m_denseCache, logits, lse, n, nv, klAhead);
-        if (!haveStats) statsAheadLse = std::move(lse);
-      });
-    };
-    report("prefill");
-    stage("setup (tokenize, backend, probes)");
-    try {
-      v = runPass(b, res->promptTokens, maxTokens,
-                  [&](int step) {
-                    done = step == 0 ? n : n + step;
-                    report("decode");
-                  },
-                  profiler.spans(), &m_logitsBuffer, [&](double f) {
-                    done = f * n;
-                    report("prefill");
-                    if (partial) publishPartial(f);
-                  },
-                  resume ? &m_prefillProbes : nullptr, overlapAhead ? startAhead : AheadFn());
-    } catch (...) {
-      profiler.stop();
-      b.set_span_recorder(nullptr);
-      throw;
-    }
+  };
+  report("prefill");
+  stage("setup (tokenize, backend, probes)");
+  try {
+    v = ex.runPass(b, res->promptTokens, maxTokens,
+                   [&](int step) {
+                     done = step == 0 ? n : n + step;
+                     report("decode");
+                   },
+                   profiler.spans(), &ex.m_logitsBuffer,
+                   [&](double f) {
+                     done = f * n;
+                     report("prefill");
+                     if (partial) publishPartial(f);
+                   },
+                   resume ? &ex.m_prefillProbes : nullptr, overlapAhead ? startAhead : AheadFn());
+  } catch (...) {
     profiler.stop();
-    if (!v.prefillReused) m_prefillProbes = v.afterPrefill;
-    if (!req.cache.windowed()) nextPrefillKey = prefillKey;
-    res->stagesMs.emplace_back(v.prefillReused ? "variant prefill (resumed)" : "variant prefill",
-                               v.prefillMs);
-    res->stagesMs.emplace_back("variant decode", v.decodeMs);
-    tStage = prof::now_ns();
-    res->timeline = profiler.timeline();
-    res->probesPrefill = v.afterPrefill;
-    res->probes = b.probes();
-    // A resumed prefill's probes hold the mask of the (layer, head) it was recorded for.
-    if (v.prefillReused && hasHeadMask(res->probes, req.layer, req.head))
-      res->probes.mask = res->probesPrefill.mask = headMask(res->probes, req.layer, req.head);
-    }
-    if (mapAhead.valid()) {  // before the pool serves the rows below
-      mapAheadResult = mapAhead.get();
-      mapAheadDone = true;
-      stage("attention map (alongside the GPU run)");
-    }
-    res->tokens = v.tokens;
-    for (TokenId t : v.tokens) res->pieces.push_back(tok.token_to_piece(t));
-    res->text = tok.decode(v.tokens, /*skip_special=*/true);
-    res->stopReason = v.stopReason;
-    res->prefillMs = v.prefillMs;
-    res->decodeMs = v.decodeMs;
-    // The all-heads masks are kept once (in probes, for a later change of the map's head); the
-    // debug tile statistic is not needed here.
-    res->probesPrefill.all_masks.clear();
-    res->probesPrefill.all_stat.clear();
-    res->probes.all_stat.clear();
-    res->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
-    done = n + maxTokens;
-
-    // Per prompt position of the variant: log-sum-exp and argmax (one pass over its logits, both
-    // cores), shared by the prompt perplexity and the comparison.
-    if (fromDense) {
-      vLogits = m_denseCache->pass.promptLogits.data();
-      lseV = m_denseCache->lse;
-      top1V = m_denseCache->top1;
-    } else if (v.promptLse.size() == size_t(n) && v.promptTop1.size() == size_t(n)) {
-      vLogits = v.promptLogits.data();  // the backend computed them next to the logits
-      lseV = std::move(v.promptLse);
-      top1V = std::move(v.promptTop1);
-    } else if (statsAheadLse.size() == size_t(n)) {
-      vLogits = v.promptLogits.data();  // computed while the variant decoded
-      lseV = std::move(statsAheadLse);
-      top1V = std::move(statsAheadTop1);
-    } else {
-      vLogits = v.promptLogits.data();
-      rowStats(m_pool.get(), vLogits, n, nv, lseV, top1V);
-    }
-    {
-      double nll = 0;
-      for (int i = 1; i < n; ++i)
-        nll += lseV[size_t(i - 1)] - vLogits[size_t(i - 1) * nv + size_t(res->promptTokens[size_t(i)])];
-      res->promptPerplexity = std::exp(nll / double(n - 1));
-    }
-    stage("timeline, prompt lse + ppl");
-
-    // --- sinks from the column-mass probe -------------------------------------------------------
-    const AttentionProbes& pr = res->probes;
-    if (pr.col_n > 0 && !pr.col_mass.empty()) {
-      const SinkReport sr = analyze_sinks(pr.n_layer, pr.n_head, pr.col_n, pr.col_mass,
-                                          pr.col_queries);
-      res->sinkPositions = sr.n_pos;
-      res->sinkAlpha = sr.alpha;
-      res->flaggedSinks = sr.flagged;
-      res->recommendedSinkKeep = sr.recommended_sink_keep;
-      const int s = std::clamp(res->sinkKeep > 0 ? res->sinkKeep : 4, 1, pr.col_n);
-      const double queries = double(n + std::max<int>(0, int(v.tokens.size()) - 1));
-      res->firstMass.assign(size_t(pr.n_layer) * pr.n_head, 0.0);
-      for (size_t lh = 0; lh < res->firstMass.size(); ++lh) {
-        double m = 0;
-        for (int k = 0; k < s; ++k) m += pr.col_mass[lh * size_t(pr.col_n) + size_t(k)];
-        res->firstMass[lh] = m / queries;
-      }
-    } else if (res->sinkNote.empty()) {
-      res->sinkNote = "the backend recorded no column mass";
-    }
-    stage("sinks");
+    b.set_span_recorder(nullptr);
+    throw;
   }
+  profiler.stop();
+  if (!v.prefillReused) ex.m_prefillProbes = v.afterPrefill;
+  if (!req.cache.windowed()) nextPrefillKey = prefillKey;
+  res->stagesMs.emplace_back(v.prefillReused ? "variant prefill (resumed)" : "variant prefill",
+                             v.prefillMs);
+  res->stagesMs.emplace_back("variant decode", v.decodeMs);
+  tStage = prof::now_ns();
+  res->timeline = profiler.timeline();
+  res->probesPrefill = v.afterPrefill;
+  res->probes = b.probes();
+  // A resumed prefill's probes hold the mask of the (layer, head) it was recorded for.
+  if (v.prefillReused && hasHeadMask(res->probes, req.layer, req.head))
+    res->probes.mask = res->probesPrefill.mask = headMask(res->probes, req.layer, req.head);
+}
 
-  // --- the attention map of the selected head ----------------------------------------------------
+void RunExecutor::Run::variantStatistics() {
+  if (mapAhead.valid()) {  // before the pool serves the rows below
+    mapAheadResult = mapAhead.get();
+    mapAheadDone = true;
+    stage("attention map (alongside the GPU run)");
+  }
+  res->tokens = v.tokens;
+  for (TokenId t : v.tokens) res->pieces.push_back(tok.token_to_piece(t));
+  res->text = tok.decode(v.tokens, /*skip_special=*/true);
+  res->stopReason = v.stopReason;
+  res->prefillMs = v.prefillMs;
+  res->decodeMs = v.decodeMs;
+  // The all-heads masks are kept once (in probes, for a later change of the map's head); the
+  // debug tile statistic is not needed here.
+  res->probesPrefill.all_masks.clear();
+  res->probesPrefill.all_stat.clear();
+  res->probes.all_stat.clear();
+  res->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
+  done = n + maxTokens;
+
+  // Per prompt position of the variant: log-sum-exp and argmax (one pass over its logits, both
+  // cores), shared by the prompt perplexity and the comparison.
+  if (fromDense) {
+    vLogits = ex.m_denseCache->pass.promptLogits.data();
+    lseV = ex.m_denseCache->lse;
+    top1V = ex.m_denseCache->top1;
+  } else if (v.promptLse.size() == size_t(n) && v.promptTop1.size() == size_t(n)) {
+    vLogits = v.promptLogits.data();  // the backend computed them next to the logits
+    lseV = std::move(v.promptLse);
+    top1V = std::move(v.promptTop1);
+  } else if (statsAheadLse.size() == size_t(n)) {
+    vLogits = v.promptLogits.data();  // computed while the variant decoded
+    lseV = std::move(statsAheadLse);
+    top1V = std::move(statsAheadTop1);
+  } else {
+    vLogits = v.promptLogits.data();
+    rowStats(ex.m_pool.get(), vLogits, n, nv, lseV, top1V);
+  }
+  double nll = 0;
+  for (int i = 1; i < n; ++i)
+    nll += lseV[size_t(i - 1)] - vLogits[size_t(i - 1) * nv + size_t(res->promptTokens[size_t(i)])];
+  res->promptPerplexity = std::exp(nll / double(n - 1));
+  stage("timeline, prompt lse + ppl");
+}
+
+void RunExecutor::Run::detectSinks() {
+  const AttentionProbes& pr = res->probes;
+  if (pr.col_n > 0 && !pr.col_mass.empty()) {
+    const SinkReport sr =
+        analyze_sinks(pr.n_layer, pr.n_head, pr.col_n, pr.col_mass, pr.col_queries);
+    res->sinkPositions = sr.n_pos;
+    res->sinkAlpha = sr.alpha;
+    res->flaggedSinks = sr.flagged;
+    res->recommendedSinkKeep = sr.recommended_sink_keep;
+    const int s = std::clamp(res->sinkKeep > 0 ? res->sinkKeep : 4, 1, pr.col_n);
+    const double queries = double(n + std::max<int>(0, int(v.tokens.size()) - 1));
+    res->firstMass.assign(size_t(pr.n_layer) * pr.n_head, 0.0);
+    for (size_t lh = 0; lh < res->firstMass.size(); ++lh) {
+      double m = 0;
+      for (int k = 0; k < s; ++k) m += pr.col_mass[lh * size_t(pr.col_n) + size_t(k)];
+      res->firstMass[lh] = m / queries;
+    }
+  } else if (res->sinkNote.empty()) {
+    res->sinkNote = "the backend recorded no column mass";
+  }
+  stage("sinks");
+}
+
+void RunExecutor::Run::attentionMap() {
   report("attention map");
   const int64_t tMap = prof::now_ns();
   if (haveMap) {
-    res->map = m_mapCache->map;
+    res->map = ex.m_mapCache->map;
   } else {
-    m_mapCache.reset();
+    ex.m_mapCache.reset();
     if (mapAheadDone) {
       res->map = std::move(mapAheadResult);
       res->mapSource = "float32 reference forward (CPU), alongside the GPU run";
     } else {
-      res->map = gpuHeadMap(res->promptTokens, ho, &res->mapSource);
+      res->map = ex.gpuHeadMap(res->promptTokens, ho, &res->mapSource);
     }
     if (res->map.rows == 0) {
-      res->map = computeHeadAttention(*m_model, res->promptTokens, ho, m_pool.get(), m_cancel,
-                                      m_headMapCache.get());
+      res->map = computeHeadAttention(*ex.m_model, res->promptTokens, ho, ex.m_pool.get(),
+                                      ex.m_cancel, ex.m_headMapCache.get());
       res->mapSource = "float32 reference forward (CPU)";
     }
-    m_mapCache = std::make_unique<MapCache>();
-    m_mapCache->prompt = res->promptTokens;
-    m_mapCache->options = ho;
-    m_mapCache->map = res->map;
+    ex.m_mapCache = std::make_unique<MapCache>();
+    ex.m_mapCache->prompt = res->promptTokens;
+    ex.m_mapCache->options = ho;
+    ex.m_mapCache->map = res->map;
   }
   res->mapMs = double(prof::now_ns() - tMap) / 1e6;
   done += mapUnits;
   stage(haveMap ? "attention map (cached)" : "attention map");
+}
 
-  // --- the dense baseline ------------------------------------------------------------------------
-  if (req.compare && !reuseVariant) {
-    report("dense baseline");
-    const double base = done;
-    if (!haveDense) {
-      m_denseCache.reset();
-      auto dc = std::make_unique<DenseCache>();
-      Pass d;
-      if (denseEquivalent(req)) {
-        // The variant ran with the baseline's settings: it is the baseline.
-        d.promptLogits.assign(vLogits, vLogits + size_t(n) * nv);
-        static_cast<Generated&>(d) = v;
-        dc->backendName = res->backendName;
-        dc->probesPrefill = res->probesPrefill;
-        dc->probes = res->probes;
-        dc->timeline = res->timeline;
-        dc->colN = colN;
-      } else {
-        // Traced and probed like a variant run (the probes cost little next to the forward),
-        // so that switching sparse off later reuses it.
-        Backend& db = denseBackend();
-        db.request_skip_mask(req.layer, req.head);
-        try {
-          db.request_all_skip_masks(true);
-        } catch (const BackendError&) {
-        }
-        try {
-          db.request_column_mass(colN);
-        } catch (const BackendError&) {
-        }
-        prof::ProfilerOptions dpo;
-        dpo.gpu = db.name() != "cpu";
-        dpo.device = db.name();
-        prof::Profiler dprof(dpo);
-        dprof.start();
-        try {
-          d = runPass(db, res->promptTokens, maxTokens,
-                      [&](int step) {
-                        done = base + (step == 0 ? n : n + step);
-                        report("dense baseline");
-                      },
-                      dprof.spans(), nullptr, [&](double f) {
-                        done = base + f * n;
-                        report("dense baseline prefill");
-                      });
-        } catch (...) {
-          dprof.stop();
-          db.set_span_recorder(nullptr);
-          throw;
-        }
-        dprof.stop();
-        dc->backendName = db.name();
-        dc->timeline = dprof.timeline();
-        dc->probesPrefill = d.afterPrefill;
-        dc->probes = db.probes();
-        dc->probesPrefill.all_masks.clear();
-        dc->probesPrefill.all_stat.clear();
-        dc->probes.all_stat.clear();
-        dc->colN = colN;
-      }
-      dc->prompt = res->promptTokens;
-      dc->maxTokens = maxTokens;
-      dc->pass = std::move(d);
-      const bool keepProb = size_t(n) * size_t(nv) * sizeof(float) <= DenseCache::kMaxProbBytes;
-      if (keepProb) dc->prob.resize(size_t(n) * size_t(nv));
-      rowStats(m_pool.get(), dc->pass.promptLogits.data(), n, nv, dc->lse, dc->top1,
-               keepProb ? dc->prob.data() : nullptr);
-      if (keepProb) {
-        dc->dot.resize(size_t(n));
-        dc->psum.resize(size_t(n));
-        forRows(m_pool.get(), n, [&](int64_t i) {
-          const float* pr = dc->prob.data() + size_t(i) * nv;
-          dc->dot[size_t(i)] = dotDouble(pr, dc->pass.promptLogits.data() + size_t(i) * nv, nv);
-          double ps = 0;
-          for (int t = 0; t < nv; ++t) ps += double(pr[t]);
-          dc->psum[size_t(i)] = ps;
-        });
-      }
-      m_denseCache = std::move(dc);
-    }
-    stage(haveDense ? "dense baseline (cached)" : "dense baseline");
-    const DenseCache& dc = *m_denseCache;
-    const Pass& d = dc.pass;
-    Comparison& cmp = res->compare;
-    cmp.available = true;
-    cmp.baselineReused = haveDense;
-    const bool klWasAhead = klAhead.size() == size_t(n);
-    if (klWasAhead) {
-      cmp.klPerToken = std::move(klAhead);  // computed while the variant decoded
+void RunExecutor::Run::denseBaseline() {
+  report("dense baseline");
+  const double base = done;
+  if (!haveDense) {
+    ex.m_denseCache.reset();
+    auto dc = std::make_unique<DenseCache>();
+    Pass d;
+    if (denseEquivalent(req)) {
+      // The variant ran with the baseline's settings: it is the baseline.
+      d.promptLogits.assign(vLogits, vLogits + size_t(n) * nv);
+      static_cast<Generated&>(d) = v;
+      dc->backendName = res->backendName;
+      dc->probesPrefill = res->probesPrefill;
+      dc->probes = res->probes;
+      dc->timeline = res->timeline;
     } else {
-      klPerPosition(m_pool.get(), dc, vLogits, lseV, n, nv, cmp.klPerToken);
-    }
-    double nllD = 0, nllV = 0, klSum = 0;
-    int agree = 0;
-    for (int i = 0; i < n; ++i) {
-      klSum += cmp.klPerToken[size_t(i)];
-      agree += dc.top1[size_t(i)] == top1V[size_t(i)];
-      if (i + 1 < n) {
-        const size_t next = size_t(res->promptTokens[size_t(i) + 1]);
-        nllD += dc.lse[size_t(i)] - d.promptLogits[size_t(i) * nv + next];
-        nllV += lseV[size_t(i)] - vLogits[size_t(i) * nv + next];
+      // Traced and probed like a variant run (the probes cost little next to the forward), so
+      // that switching sparse off later reuses it.
+      Backend& db = ex.denseBackend();
+      db.request_skip_mask(req.layer, req.head);
+      try {
+        db.request_all_skip_masks(true);
+      } catch (const BackendError&) {
       }
-    }
-    cmp.klMean = klSum / n;
-    cmp.top1Agreement = double(agree) / n;
-    cmp.pplDense = std::exp(nllD / (n - 1));
-    cmp.pplVariant = std::exp(nllV / (n - 1));
-    cmp.pplDeltaPct = (cmp.pplVariant / cmp.pplDense - 1.0) * 100.0;
-    cmp.denseTokens = d.tokens;
-    for (TokenId t : d.tokens) cmp.densePieces.push_back(tok.token_to_piece(t));
-    cmp.rougeL = rougeLF1(d.tokens, v.tokens);
-    const size_t common = std::min(d.tokens.size(), v.tokens.size());
-    for (size_t i = 0; i < common; ++i)
-      if (d.tokens[i] != v.tokens[i]) {
-        cmp.firstDivergence = int(i);
-        break;
+      try {
+        db.request_column_mass(colN);
+      } catch (const BackendError&) {
       }
-    if (cmp.firstDivergence < 0 && d.tokens.size() != v.tokens.size())
-      cmp.firstDivergence = int(common);
-    stage(klWasAhead ? "compare (top-1, ppl, ROUGE; KL during the decode)"
-                     : "compare (KL, top-1, ppl, ROUGE)");
+      prof::ProfilerOptions dpo;
+      dpo.gpu = db.name() != "cpu";
+      dpo.device = db.name();
+      prof::Profiler dprof(dpo);
+      dprof.start();
+      try {
+        d = ex.runPass(db, res->promptTokens, maxTokens,
+                       [&](int step) {
+                         done = base + (step == 0 ? n : n + step);
+                         report("dense baseline");
+                       },
+                       dprof.spans(), nullptr, [&](double f) {
+                         done = base + f * n;
+                         report("dense baseline prefill");
+                       });
+      } catch (...) {
+        dprof.stop();
+        db.set_span_recorder(nullptr);
+        throw;
+      }
+      dprof.stop();
+      dc->backendName = db.name();
+      dc->timeline = dprof.timeline();
+      dc->probesPrefill = d.afterPrefill;
+      dc->probes = db.probes();
+      dc->probesPrefill.all_masks.clear();
+      dc->probesPrefill.all_stat.clear();
+      dc->probes.all_stat.clear();
+    }
+    dc->colN = colN;
+    dc->prompt = res->promptTokens;
+    dc->maxTokens = maxTokens;
+    dc->pass = std::move(d);
+    const bool keepProb = size_t(n) * size_t(nv) * sizeof(float) <= DenseCache::kMaxProbBytes;
+    if (keepProb) dc->prob.resize(size_t(n) * size_t(nv));
+    rowStats(ex.m_pool.get(), dc->pass.promptLogits.data(), n, nv, dc->lse, dc->top1,
+             keepProb ? dc->prob.data() : nullptr);
+    if (keepProb) {
+      dc->dot.resize(size_t(n));
+      dc->psum.resize(size_t(n));
+      forRows(ex.m_pool.get(), n, [&](int64_t i) {
+        const float* pr = dc->prob.data() + size_t(i) * nv;
+        dc->dot[size_t(i)] = dot_f64(pr, dc->pass.promptLogits.data() + size_t(i) * nv, nv);
+        double ps = 0;
+        for (int t = 0; t < nv; ++t) ps += double(pr[t]);
+        dc->psum[size_t(i)] = ps;
+      });
+    }
+    ex.m_denseCache = std::move(dc);
   }
-  done = total;
-  report("done");
-  res->totalMs = double(prof::now_ns() - tStart) / 1e6;
+  stage(haveDense ? "dense baseline (cached)" : "dense baseline");
+}
+
+void RunExecutor::Run::compare() {
+  const DenseCache& dc = *ex.m_denseCache;
+  const Pass& d = dc.pass;
+  Comparison& cmp = res->compare;
+  cmp.available = true;
+  cmp.baselineReused = haveDense;
+  const bool klWasAhead = klAhead.size() == size_t(n);
+  if (klWasAhead) {
+    cmp.klPerToken = std::move(klAhead);  // computed while the variant decoded
+  } else {
+    klPerPosition(ex.m_pool.get(), dc, vLogits, lseV, n, nv, cmp.klPerToken);
+  }
+  double nllD = 0, nllV = 0, klSum = 0;
+  int agree = 0;
+  for (int i = 0; i < n; ++i) {
+    klSum += cmp.klPerToken[size_t(i)];
+    agree += dc.top1[size_t(i)] == top1V[size_t(i)];
+    if (i + 1 < n) {
+      const size_t next = size_t(res->promptTokens[size_t(i) + 1]);
+      nllD += dc.lse[size_t(i)] - d.promptLogits[size_t(i) * nv + next];
+      nllV += lseV[size_t(i)] - vLogits[size_t(i) * nv + next];
+    }
+  }
+  cmp.klMean = klSum / n;
+  cmp.top1Agreement = double(agree) / n;
+  cmp.pplDense = std::exp(nllD / (n - 1));
+  cmp.pplVariant = std::exp(nllV / (n - 1));
+  cmp.pplDeltaPct = (cmp.pplVariant / cmp.pplDense - 1.0) * 100.0;
+  cmp.denseTokens = d.tokens;
+  for (TokenId t : d.tokens) cmp.densePieces.push_back(tok.token_to_piece(t));
+  cmp.rougeL = rougeLF1(d.tokens, v.tokens);
+  const size_t common = std::min(d.tokens.size(), v.tokens.size());
+  for (size_t i = 0; i < common; ++i)
+    if (d.tokens[i] != v.tokens[i]) {
+      cmp.firstDivergence = int(i);
+      break;
+    }
+  if (cmp.firstDivergence < 0 && d.tokens.size() != v.tokens.size())
+    cmp.firstDivergence = int(common);
+  stage(klWasAhead ? "compare (top-1, ppl, ROUGE; KL during the decode)"
+                   : "compare (KL, top-1, ppl, ROUGE)");
+}
+
+void RunExecutor::Run::keepForNextRun() {
   // The logits buffer is kept up to 2 GiB: a fresh one costs a page fault per 4 KiB on every
   // run (about 0.4 s for the 1.6 GB of an 8K-token prompt).
   if (!reuseVariant && !fromDense && v.promptLogits.capacity() * sizeof(float) <= (size_t(2) << 30)) {
-    m_logitsBuffer.swap(v.promptLogits);
+    ex.m_logitsBuffer.swap(v.promptLogits);
     if (!nextPrefillKey.empty()) {  // the buffer and the backend hold this prefill
-      m_prefillKey = nextPrefillKey;
-      m_prefillPrompt = res->promptTokens;
+      ex.m_prefillKey = nextPrefillKey;
+      ex.m_prefillPrompt = res->promptTokens;
     }
   }
-  m_lastRun = res;
-  m_lastRunKey = runKey;
-  return res;
+  ex.m_lastRun = res;
+  ex.m_lastRunKey = runKey;
+}
+
+RunResultPtr RunExecutor::run(const RunRequest& req, uint64_t id, const ProgressFn& progress,
+                              const PartialFn& partial) {
+  if (!m_model) throw BackendError("no model is loaded");
+  Run r(*this, req, id, progress, partial);
+  r.prepare();
+  r.startMapAhead();
+  if (r.reuseVariant) {
+    r.reuseLastRun();
+  } else {
+    r.runVariant();
+    r.variantStatistics();
+    r.detectSinks();
+  }
+  r.attentionMap();
+  if (req.compare && !r.reuseVariant) {
+    r.denseBaseline();
+    r.compare();
+  }
+  r.done = r.total;
+  r.report("done");
+  r.res->totalMs = double(prof::now_ns() - r.tStart) / 1e6;
+  r.keepForNextRun();
+  return r.res;
 }
 
 }  // namespace sinkscope::gui

@@ -76,6 +76,7 @@ class RunExecutor {
   Backend& denseBackend();
   AttentionMap gpuHeadMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                           std::string* source);
+  struct Run;   // one run's state and steps (run_executor.cpp)
   struct Pass;  // one generation with per-position logits
   // Started by runPass after the prefill, with its logits; joined after the decode.
   using AheadFn = std::function<std::future<void>(const Pass&)>;
