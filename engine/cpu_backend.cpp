@@ -151,6 +151,7 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     if (t < 0 || t >= c.n_vocab)
       throw BackendError("token id " + std::to_string(t) + " is outside the vocabulary (0.." +
                          std::to_string(c.n_vocab - 1) + ")");
+  m_pool.set_span_recorder(m_spans);  // the pool's workers get lanes of their own in a trace
   // A prefill starts a new skip mask; decode steps record none.
   if (n > 1 || m_n_past == 0) m_probes.mask.tiles.clear();
   // A windowed cache takes the tokens in pieces, evicting as it goes; the full cache in one.

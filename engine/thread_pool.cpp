@@ -2,6 +2,7 @@
 #include "engine/thread_pool.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 
 namespace sinkscope {
@@ -41,14 +42,27 @@ void ThreadPool::run_items() {
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
+    const char* label = nullptr;
+    int64_t arg = prof::kNoArg, layer = prof::kNoArg;
+    bool work = false;
     {
       std::unique_lock lock(m_mutex);
       m_wake.wait(lock, [&] { return m_stop || m_generation != seen; });
       if (m_stop) return;
       seen = m_generation;
       ++m_active;
+      label = m_label;
+      arg = m_labelArg;
+      layer = m_layer;
+      work = m_next < m_count;
     }
-    run_items();
+    {
+      prof::SpanRecorder* rec = work ? m_spans.load(std::memory_order_relaxed) : nullptr;
+      const bool inLayer = layer != prof::kNoArg && !(label && std::strcmp(label, "layer") == 0);
+      prof::ScopedSpan outer(inLayer ? rec : nullptr, "layer", layer);
+      prof::ScopedSpan span(rec, label ? label : "parallel work", arg);
+      run_items();
+    }
     {
       std::lock_guard lock(m_mutex);
       --m_active;
@@ -63,8 +77,17 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
+  int64_t labelArg = prof::kNoArg, layer = prof::kNoArg;
+  const char* label = nullptr;
+  if (m_spans.load(std::memory_order_relaxed)) {
+    label = prof::current_span(&labelArg);
+    layer = prof::current_span_arg("layer");
+  }
   {
     std::lock_guard lock(m_mutex);
+    m_label = label;
+    m_labelArg = labelArg;
+    m_layer = layer;
     m_fn = &fn;
     m_count = n;
     m_next = 0;

@@ -3,14 +3,16 @@
 // not steal cores from OpenBLAS's own threads between our parallel sections.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <string>
 #include <vector>
 
-#include <string>
+#include "profiler/spans.h"
 
 namespace sinkscope {
 
@@ -25,6 +27,10 @@ class ThreadPool {
   // Calls fn(i) for i in [0, n), spread over the pool (the caller works too). Items are handed
   // out dynamically, so uneven items balance. The first exception thrown is rethrown here.
   void parallel_for(int64_t n, const std::function<void(int64_t)>& fn);
+  // Workers record their share of each parallel_for as a span on `r` (null: none), named after
+  // the caller's innermost open span (e.g. "mlp") inside a "layer" span like the caller's, so a
+  // trace has a lane per thread with the layers marked.
+  void set_span_recorder(prof::SpanRecorder* r) { m_spans.store(r, std::memory_order_relaxed); }
 
  private:
   void worker_loop();
@@ -41,6 +47,9 @@ class ThreadPool {
   uint64_t m_generation = 0;
   bool m_stop = false;
   std::exception_ptr m_error;
+  std::atomic<prof::SpanRecorder*> m_spans{nullptr};
+  const char* m_label = nullptr;  // the caller's innermost open span at parallel_for
+  int64_t m_labelArg = 0, m_layer = 0;  // its arg; the arg of the caller's open "layer" span
 };
 
 // The CPU's model name from /proc/cpuinfo ("" when it cannot be read), for benchmark and

@@ -2,6 +2,7 @@
 #include "profiler/spans.h"
 
 #include <algorithm>
+#include <cstring>
 
 #if defined(__linux__)
 #include <sys/syscall.h>
@@ -35,6 +36,18 @@ uint32_t os_thread_id() {
 #else
   return thread_index();
 #endif
+}
+
+const char* current_span(int64_t* arg) {
+  if (t_open.empty()) return nullptr;
+  if (arg) *arg = t_open.back().arg;
+  return t_open.back().name;
+}
+
+int64_t current_span_arg(const char* name) {
+  for (auto it = t_open.rbegin(); it != t_open.rend(); ++it)
+    if (std::strcmp(it->name, name) == 0) return it->arg;
+  return kNoArg;
 }
 
 void SpanRecorder::set_capacity(size_t max_spans) {

@@ -33,6 +33,13 @@ uint32_t thread_index();
 // type, which links GPU work to the spans of the thread that launched it.
 uint32_t os_thread_id();
 
+// The name (and arg) of the calling thread's innermost open span; nullptr when none is open.
+// Lets work handed to other threads be recorded under the name of the op that handed it out.
+const char* current_span(int64_t* arg = nullptr);
+// The arg of the calling thread's innermost open span named `name` (e.g. "layer"); kNoArg when
+// none is open.
+int64_t current_span_arg(const char* name);
+
 struct Span {
   std::string name;
   int64_t start_ns = 0;

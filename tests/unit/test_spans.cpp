@@ -2,8 +2,11 @@
 // CPU span recorder: nesting, args, cap + dropped count, clear per run, threads, conversion.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <set>
 #include <thread>
 
+#include "engine/thread_pool.h"
 #include "profiler/nvtx.h"
 #include "profiler/span_timeline.h"
 #include "profiler/spans.h"
@@ -78,6 +81,45 @@ TEST(Spans, ThreadsGetTheirOwnLanes) {
     EXPECT_EQ(t->events(l)[1].depth, 1);
     EXPECT_TRUE(t->events(l)[1].parent.valid());
   }
+}
+
+// A pool's workers record their share of a parallel_for under the caller's op, inside a "layer"
+// span with the caller's layer, on lanes of their own.
+TEST(Spans, PoolWorkersRecordTheCallersOpAndLayer) {
+  SpanRecorder r;
+  r.set_enabled(true);
+  sinkscope::ThreadPool pool(3);
+  pool.set_span_recorder(&r);
+  std::atomic<int> busy{0};
+  {
+    ScopedSpan layer(&r, "layer", 7);
+    ScopedSpan op(&r, "mlp");
+    // Each item waits until every thread holds one, so all three take part.
+    pool.parallel_for(3, [&](int64_t) {
+      ++busy;
+      while (busy.load() < 3) std::this_thread::yield();
+    });
+  }
+  pool.set_span_recorder(nullptr);
+  pool.parallel_for(3, [](int64_t) {});  // not recorded
+  const auto spans = r.take();
+  const uint32_t caller = thread_index();
+  std::set<uint32_t> workerThreads;
+  for (const Span& s : spans) {
+    if (s.thread == caller) continue;
+    workerThreads.insert(s.thread);
+    if (s.name == "layer") {
+      EXPECT_EQ(s.arg, 7);
+      EXPECT_EQ(s.depth, 0);
+    } else {
+      EXPECT_EQ(s.name, "mlp");
+      EXPECT_EQ(s.depth, 1);
+    }
+  }
+  EXPECT_EQ(workerThreads.size(), 2u);
+  EXPECT_EQ(spans.size(), 2u + 2u * 2u);  // the caller's two, two per worker
+  const auto t = timeline_from_spans(spans);
+  ASSERT_EQ(t->lanes().size(), 3u);
 }
 
 TEST(Spans, TimelineFromSpansKeepsLayerArgs) {
