@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// View 4: the run's timeline (CUPTI kernels and NVTX ranges, or CPU spans), the summary table
-// and "export trace" (Chrome trace JSON, written atomically).
+// View 4: the run's timeline (CUPTI kernels and NVTX ranges, or CPU spans: a lane per thread
+// and per GPU stream), a search by event name, the kernel / range summary table (sortable) and
+// "export trace" (Chrome trace JSON, written atomically; the panel says where it went).
 #pragma once
 
 #include <QWidget>
@@ -8,6 +9,7 @@
 #include "app/gui/models/view_models.h"
 
 class QLabel;
+class QLineEdit;
 
 namespace sinkscope::gui {
 
@@ -18,11 +20,20 @@ class TimelinePanel : public QWidget {
  public:
   explicit TimelinePanel(TimelineView* view, QWidget* parent = nullptr);
   void exportTrace();  // asks for a file
+  // Writes the trace to path; "" or the error. Either way the panel's status line says so.
+  QString exportTraceTo(const QString& path);
+  TimelineCanvas* canvas() const { return m_canvas; }
+  QLineEdit* searchField() const { return m_search; }
+  QLabel* statusLabel() const { return m_status; }
  private:
   void rebuild();
+  void searchChanged(const QString& text);
   TimelineView* m_view;
   TimelineCanvas* m_canvas;
   QLabel* m_info;
+  QLabel* m_status;
+  QLabel* m_matches;
+  QLineEdit* m_search;
 };
 
 }  // namespace sinkscope::gui
