@@ -3,6 +3,7 @@
 // emitted ControlState, follow setState(), and are disabled with sparse attention off.
 #include <QCheckBox>
 #include <QComboBox>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTest>
@@ -15,6 +16,29 @@ using namespace sinkscope::gui;
 class TestControlsPanel : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  // The Sinks S box is enabled only where S acts, and the note under it says why when it is not.
+  void sinksBoxFollowsWhereSinksAct() {
+    ControlsPanel panel;
+    panel.show();
+    auto* note = panel.findChild<QLabel*>(QStringLiteral("sinksNote"));
+    QVERIFY(note);
+    ControlState s;
+    panel.setState(s);
+    auto* sinks = panel.findChild<QSpinBox*>(QStringLiteral("sinkCount"));
+    QVERIFY(sinks);
+    QVERIFY(!sinks->isEnabled());
+    QVERIFY(note->isVisible());
+    QVERIFY(note->text().contains(QStringLiteral("nothing to act on")));
+    s.kvQuant = KvQuantChoice::kInt8;
+    panel.setState(s);
+    QVERIFY(sinks->isEnabled());
+    QVERIFY(!note->isVisible());
+    s.kvQuant = KvQuantChoice::kOff;
+    s.slidingWindow = true;
+    panel.setState(s);
+    QVERIFY(sinks->isEnabled());
+    QVERIFY(!note->isVisible());
+  }
   void hybridAndThresholdModeAreEditable() {
     ControlsPanel panel;
     auto* minSeq = panel.findChild<QSpinBox*>(QStringLiteral("minSeqLength"));

@@ -38,6 +38,30 @@ class TestControlState : public QObject {
     QCOMPARE(r.cache.sink_keep_count, int64_t(8));
     QVERIFY(r.cache.quantization.enabled);
   }
+  // Sinks S acts on a sliding window and on a quantized cache that protects sinks (full cache
+  // included); elsewhere it has no effect, the request carries S = 0 and the note says why.
+  void sinksTakeEffectWhereTheyAct() {
+    ControlState s;
+    s.sinkCount = 6;
+    QVERIFY(!s.sinksInEffect());  // full float cache
+    QCOMPARE(s.toRequest("hi").cache.sink_keep_count, int64_t(0));
+    QVERIFY(QString::fromStdString(s.sinksNote()).contains(QStringLiteral("nothing to act on")));
+    s.kvQuant = KvQuantChoice::kInt4;  // full cache, quantized, protected: the first S stay 16-bit
+    QVERIFY(s.sinksInEffect());
+    QVERIFY(s.sinksNote().empty());
+    RunRequest r = s.toRequest("hi");
+    QCOMPARE(r.cache.sink_keep_count, int64_t(6));
+    QVERIFY(!r.cache.windowed());
+    QVERIFY(r.cache.quantization.protect_sink_positions);
+    s.protectSinks = false;  // quantized without protection: S has no effect
+    QVERIFY(!s.sinksInEffect());
+    QCOMPARE(s.toRequest("hi").cache.sink_keep_count, int64_t(0));
+    QVERIFY(QString::fromStdString(s.sinksNote()).contains(QStringLiteral("protect sink positions")));
+    s.slidingWindow = true;  // a window keeps S whatever the quantization
+    QVERIFY(s.sinksInEffect());
+    QVERIFY(s.sinksNote().empty());
+    QCOMPARE(s.toRequest("hi").cache.sink_keep_count, int64_t(6));
+  }
   void hybridModeReachesRequestAndConfig() {
     ControlState s;
     QCOMPARE(s.toRequest("hi").attention.min_sequence_length, 0);  // default: sparse at every length

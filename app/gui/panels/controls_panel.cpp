@@ -50,6 +50,7 @@ ControlsPanel::ControlsPanel(QWidget* parent) : QWidget(parent) {
   m_windowSize->setRange(1, 1 << 20);
   cf->addRow(tr("Window W"), m_windowSize);
   m_sinks = new QSpinBox(cache);
+  m_sinks->setObjectName(QStringLiteral("sinkCount"));
   m_sinks->setRange(0, 1024);
   cf->addRow(tr("Sinks S"), m_sinks);
   m_position = new QComboBox(cache);
