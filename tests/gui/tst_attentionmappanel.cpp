@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <QSignalSpy>
 #include <QTest>
 
+#include <qcustomplot.h>
+
 #include "app/gui/panels/attention_map_panel.h"
+#include "tests/gui/test_model.h"
 
 using namespace sinkscope::gui;
 
@@ -18,7 +22,61 @@ class TestAttentionMapPanel : public QObject {
              qPrintable(c));
     QVERIFY2(c.contains(QStringLiteral("the first %1").arg(kMaxSkipOutlines)), qPrintable(c));
   }
+  // Navigation on a real run's map (finding 9): zoom stays on the map and resets, the hover
+  // text names the tokens and what the cell is, a click picks the query token, the pickers step.
+  void navigationStaysOnTheMapAndResets() {
+    AttentionMapView view;
+    AttentionMapPanel panel(&view);
+    panel.resize(900, 640);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    const RunResultPtr r = test::sampleResult();
+    panel.setHeadRange(r->nLayer, r->nHead);
+    panel.setSelection(r->map.layer, r->map.head);
+    view.setResult(r);
+    const int n = r->map.nTokens;
+    QVERIFY(n > 64);
+    QCustomPlot* plot = panel.plot();
+    // Zoomed far out and panned off the map: brought back inside it.
+    plot->xAxis->setRange(-5000, 9000);
+    plot->yAxis->setRange(n + 100, n + 400);
+    QVERIFY(plot->xAxis->range().lower >= -0.5 - n * 0.01 - 1e-9);
+    QVERIFY(plot->xAxis->range().upper <= n - 0.5 + 1e-9);
+    QVERIFY(plot->yAxis->range().upper <= n - 0.5 + std::max(0.5, n * 0.01) + 1e-9);
+    // Zoomed in past 4 tokens: held at 4.
+    plot->xAxis->setRange(10, 10.5);
+    QVERIFY(plot->xAxis->range().size() >= 4 - 1e-9);
+    panel.resetZoom();
+    QVERIFY(plot->xAxis->range().lower < 0 && plot->xAxis->range().upper >= n - 0.5 - 1e-9);
+    // A double-click resets too.
+    plot->xAxis->setRange(20, 40);
+    QTest::mouseDClick(plot, Qt::LeftButton, {}, plot->axisRect()->center());
+    QVERIFY(plot->xAxis->range().size() > n - 1);
+    // Hover text: tokens, P or mass, and visibility.
+    const QString seen = panel.describePoint(0, n - 1);
+    QVERIFY2(seen.contains(QStringLiteral("query")) && seen.contains(QStringLiteral("key")), qPrintable(seen));
+    QVERIFY2(seen.contains(QStringLiteral("mass")) || seen.contains(QStringLiteral("P = ")), qPrintable(seen));
+    QVERIFY2(panel.describePoint(n - 1, 0).contains(QStringLiteral("future")),
+             qPrintable(panel.describePoint(n - 1, 0)));
+    QVERIFY(panel.describePoint(n + 3, 0).isEmpty());
+    // A click on the map picks the query token of that row.
+    QSignalSpy picked(&panel, &AttentionMapPanel::positionChosen);
+    const int q = n / 2;
+    const QPoint at(int(plot->xAxis->coordToPixel(1)), int(plot->yAxis->coordToPixel(q)));
+    QTest::mouseClick(plot, Qt::LeftButton, {}, at);
+    QCOMPARE(picked.count(), 1);
+    QVERIFY(std::abs(picked.first().first().toInt() - q) <= 1);
+    // Layer and head stepping, clamped at the ends.
+    QSignalSpy head(&panel, &AttentionMapPanel::headChosen);
+    panel.stepLayer(-1);
+    QCOMPARE(head.count(), 1);
+    QCOMPARE(head.last().at(0).toInt(), r->map.layer - 1);
+    panel.stepLayer(-5);
+    QCOMPARE(head.last().at(0).toInt(), 0);
+    panel.stepHead(+100);
+    QCOMPARE(head.last().at(1).toInt(), r->nHead - 1);
+  }
 };
 
-QTEST_GUILESS_MAIN(TestAttentionMapPanel)
+QTEST_MAIN(TestAttentionMapPanel)
 #include "tst_attentionmappanel.moc"
