@@ -105,26 +105,18 @@ void RunExecutor::Run::startMapAhead() {
 }
 
 void RunExecutor::Run::reuseLastRun() {
+  // The last run as it was, but for what belongs to this request: its id and settings (the
+  // same run key), the map's (layer, head) mask from the all-heads masks, and the stages; the
+  // map step replaces the map.
   const RunResult& last = *ex.m_lastRun;
-  res->backendName = last.backendName;
-  res->tokens = last.tokens;
-  res->pieces = last.pieces;
-  res->text = last.text;
-  res->stopReason = last.stopReason;
-  res->prefillMs = last.prefillMs;
-  res->decodeMs = last.decodeMs;
+  const uint64_t runId = res->id;
+  RunRequest request = std::move(res->request);
+  *res = last;
+  res->id = runId;
+  res->request = std::move(request);
+  res->stagesMs.clear();
   takeProbes(*res, last.probesPrefill, last.probes, req.layer, req.head);
-  res->sinkKeep = last.sinkKeep;
-  res->promptPerplexity = last.promptPerplexity;
-  res->sinkPositions = last.sinkPositions;
-  res->sinkAlpha = last.sinkAlpha;
-  res->firstMass = last.firstMass;
-  res->flaggedSinks = last.flaggedSinks;
-  res->recommendedSinkKeep = last.recommendedSinkKeep;
-  res->sinkNote = last.sinkNote;
-  res->compare = last.compare;
   res->compare.baselineReused = res->compare.available;  // nothing was re-run
-  res->timeline = last.timeline;
   done = n + maxTokens;
   stage("variant run + sinks (reused)");
 }
