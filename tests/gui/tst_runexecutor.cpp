@@ -342,6 +342,31 @@ class TestRunExecutor : public QObject {
     QVERIFY(!view.isPartial());
     QVERIFY(!std::isnan(view.layerPrefill()[1]));
   }
+  // Idle-time warming stores the map forward's residual streams up to the last layer; a later
+  // change of the map's layer then gives the map a fresh run gives, bit for bit.
+  void warmedMapCacheServesALaterLayer() {
+    ControlState s;
+    s.maxTokens = 2;
+    s.layer = 0;
+    s.head = 1;
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.setModel(test::randomModel());
+    std::atomic<bool> stop{true};
+    QVERIFY(!ex.warmViewCaches(&stop));  // nothing run yet
+    (void)ex.run(s.toRequest(test::longPrompt().toStdString()), 1);
+    QVERIFY(!ex.warmViewCaches(&stop));  // stopped at once
+    stop = false;
+    QVERIFY(ex.warmViewCaches(&stop));
+    s.layer = 1;
+    s.head = 3;
+    const RunResultPtr b = ex.run(s.toRequest(test::longPrompt().toStdString()), 2);
+    RunExecutor fresh(BackendKind::kCpu, 2);
+    fresh.setModel(test::randomModel());
+    const RunResultPtr c = fresh.run(s.toRequest(test::longPrompt().toStdString()), 3);
+    QCOMPARE(b->map.layer, 1);
+    QCOMPARE(b->map.cells, c->map.cells);
+    QCOMPARE(b->map.alpha, c->map.alpha);
+  }
   void binEdgesCoverEverything() {
     const auto e = binEdges(1000, 256);
     QCOMPARE(e.size(), size_t(257));

@@ -19,6 +19,7 @@ EngineController::EngineController(BackendKind kind, int threads, QObject* paren
 }
 
 EngineController::~EngineController() {
+  m_worker->interruptIdle() = true;  // idle-time work stops at its next layer
   m_queue.clear();
   m_queue.cancelRunning();  // a run in flight stops at its next poll
   m_thread.quit();
@@ -29,6 +30,9 @@ EngineController::~EngineController() {
 uint64_t EngineController::post(const QString& tag, std::function<void(uint64_t)> work) {
   m_queue.cancelRunning(tag);  // the newest request wins
   const uint64_t id = m_queue.post(tag, std::move(work));
+  // After the post: the worker resets this flag before it looks at the queue, so idle-time work
+  // either never starts or sees the flag and gives way.
+  m_worker->interruptIdle() = true;
   QMetaObject::invokeMethod(m_worker, &EngineWorker::drain, Qt::QueuedConnection);
   return id;
 }

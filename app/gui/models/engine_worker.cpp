@@ -25,7 +25,12 @@ void EngineWorker::drain() {
   job->work(job->id);
   m_queue->finish();
   *m_busy = false;
-  if (m_queue->size() == 0) toController([c = m_controller] { Q_EMIT c->idle(); });
+  if (m_queue->size() != 0) return;
+  toController([c = m_controller] { Q_EMIT c->idle(); });
+  // Nothing queued: prepare what the next control change is likely to need. A post raises
+  // m_interruptIdle, which stops this within a layer; the posted job's drain runs next.
+  m_interruptIdle = false;
+  if (m_queue->size() == 0) m_executor.warmViewCaches(&m_interruptIdle);
 }
 
 void EngineWorker::toController(std::function<void()> emit) {

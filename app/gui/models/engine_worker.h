@@ -23,6 +23,9 @@ class EngineWorker : public QObject {
                std::atomic<bool>* busy, BackendKind kind, int threads);
   RunExecutor& executor() { return m_executor; }
   void drain();  // runs the oldest queued job, if any (invoked once per post)
+  // Raised by EngineController::post: idle-time work (RunExecutor::warmViewCaches) stops at
+  // its next layer so the new job starts.
+  std::atomic<bool>& interruptIdle() { return m_interruptIdle; }
 
   void doLoad(uint64_t id, const QString& path);
   void doSetModel(uint64_t id, std::shared_ptr<const Model> model);
@@ -39,6 +42,7 @@ class EngineWorker : public QObject {
   std::atomic<bool>* m_cancel;
   std::atomic<bool>* m_busy;
   RunExecutor m_executor;
+  std::atomic<bool> m_interruptIdle{false};
 };
 
 }  // namespace sinkscope::gui

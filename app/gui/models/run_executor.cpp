@@ -159,6 +159,25 @@ void RunExecutor::dropViewCaches() {
   m_headMapCache->clear();
 }
 
+bool RunExecutor::warmViewCaches(const std::atomic<bool>* stop) {
+  if (!m_model || !m_mapCache || m_mapCache->prompt.empty()) return false;
+  // Only where the map is computed on the CPU: a GPU backend maps a full cache from captured
+  // Q/K instead (gpuHeadMap).
+  const bool gpu = m_kind != BackendKind::kCpu && m_variant && m_variant->name() != "cpu";
+  if (gpu && m_mapCache->options.window == 0) return false;
+  if (!m_pool) m_pool = std::make_unique<ThreadPool>(m_threads);
+  HeadMapOptions o = m_mapCache->options;
+  o.layer = m_model->config().n_layer - 1;
+  o.maxCells = 8;  // the map itself is thrown away; only the stored residual streams count
+  try {
+    (void)computeHeadAttention(*m_model, m_mapCache->prompt, o, m_pool.get(), stop,
+                               m_headMapCache.get());
+  } catch (const Cancelled&) {
+    return false;
+  }
+  return true;
+}
+
 std::string RunExecutor::backendName() {
   if (!m_model) return {};
   return variantBackend(RunRequest{}).name();

@@ -62,6 +62,13 @@ class RunExecutor {
   // afresh. For benchmarks (a first visit of a layer) and to free memory.
   void dropViewCaches();
 
+  // Idle-time work after a run: continues the attention map's reference forward of the last
+  // run's prompt to the last layer, storing the residual stream entering each layer, so that a
+  // later change of the map's layer costs that layer's Q/K only. Stops (keeping what it did)
+  // when *stop is raised, checked once per layer; false when stopped or when there is nothing to
+  // warm. Engine thread only, like run().
+  bool warmViewCaches(const std::atomic<bool>* stop);
+
   // The variant's per-position statistics and KL are computed during its decode on GPU
   // backends (the host's cores are idle then); on the CPU backend they follow the decode,
   // unless this is set (tests: both orders must give the same result).
