@@ -24,6 +24,7 @@ EngineController::~EngineController() {
   m_queue.cancelRunning();  // a run in flight stops at its next poll
   m_thread.quit();
   m_thread.wait();
+  (void)m_worker->idleDone().load(std::memory_order_acquire);  // see EngineWorker::idleDone
   delete m_worker;  // its thread has stopped
 }
 

@@ -31,6 +31,7 @@ void EngineWorker::drain() {
   // m_interruptIdle, which stops this within a layer; the posted job's drain runs next.
   m_interruptIdle = false;
   if (m_queue->size() == 0) m_executor.warmViewCaches(&m_interruptIdle);
+  m_idleDone.fetch_add(1, std::memory_order_release);
 }
 
 void EngineWorker::toController(std::function<void()> emit) {

@@ -26,6 +26,9 @@ class EngineWorker : public QObject {
   // Raised by EngineController::post: idle-time work (RunExecutor::warmViewCaches) stops at
   // its next layer so the new job starts.
   std::atomic<bool>& interruptIdle() { return m_interruptIdle; }
+  // Counts finished idle-time work; released after it, acquired by the controller's destructor
+  // after QThread::wait, so the order is visible to ThreadSanitizer (Qt is not instrumented).
+  const std::atomic<int>& idleDone() const { return m_idleDone; }
 
   void doLoad(uint64_t id, const QString& path);
   void doSetModel(uint64_t id, std::shared_ptr<const Model> model);
@@ -43,6 +46,7 @@ class EngineWorker : public QObject {
   std::atomic<bool>* m_busy;
   RunExecutor m_executor;
   std::atomic<bool> m_interruptIdle{false};
+  std::atomic<int> m_idleDone{0};
 };
 
 }  // namespace sinkscope::gui
