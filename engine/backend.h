@@ -12,21 +12,12 @@
 
 #include "engine/attention.h"
 #include "engine/cache_settings.h"
+#include "engine/errors.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "profiler/spans.h"
 
 namespace sinkscope {
-
-class BackendError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-class Cancelled : public std::runtime_error {
- public:
-  Cancelled() : std::runtime_error("cancelled") {}
-};
 
 enum class LogitsMode { kLast, kAll };
 

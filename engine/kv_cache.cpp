@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string>
 
-#include "engine/backend.h"
+#include "engine/errors.h"
 #include "engine/kv_quant.h"
 
 namespace sinkscope {

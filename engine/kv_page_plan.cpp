@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "engine/attention.h"
-#include "engine/backend.h"
+#include "engine/errors.h"
 
 namespace sinkscope {
 namespace {
