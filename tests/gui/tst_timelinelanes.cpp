@@ -30,8 +30,9 @@ class TestTimelineLanes : public QObject {
     const auto t = test::sampleTimeline();
     const LaneLayout l = layoutLanes(*t, 400);
     QCOMPARE(int(l.bands.size()), 4);
-    QCOMPARE(l.bands[0].label, QStringLiteral("CPU thread 0"));
-    QCOMPARE(l.bands[1].label, QStringLiteral("CPU thread 1"));
+    // Thread 0 runs the prefill (the engine thread), thread 1 only layers (a pool worker).
+    QCOMPARE(l.bands[0].label, QStringLiteral("CPU thread 0 (engine)"));
+    QCOMPARE(l.bands[1].label, QStringLiteral("CPU thread 1 (worker)"));
     QCOMPARE(l.bands[2].label, QStringLiteral("GPU 0 stream 7"));
     QCOMPARE(l.bands[3].label, QStringLiteral("GPU 0 stream 9"));
     QCOMPARE(l.bands[0].rows, 3);  // prefill > layer > op
@@ -44,6 +45,25 @@ class TestTimelineLanes : public QObject {
     QVERIFY(l.height <= 400);
     QCOMPARE(layoutLanes(*t, 100).rowHeight, 16);  // too little room: the minimum, scrolling
     QCOMPARE(layoutLanes(*t, 200).rowHeight, (200 - 18) / 7);
+  }
+  void theEngineThreadComesFirst() {
+    using namespace prof;
+    TimelineBuilder b;
+    const uint32_t worker = b.lane(LaneKind::kCpuThread, 0, 0, {}, "CPU thread 0", 5);
+    const uint32_t engine = b.lane(LaneKind::kCpuThread, 1, 0, {}, "CPU thread 1", 6);
+    auto range = [&](const char* name, int64_t s, int64_t e) {
+      Event ev;
+      ev.name = b.intern(name);
+      ev.start_ns = s;
+      ev.end_ns = e;
+      return ev;
+    };
+    b.add(worker, range("mlp", 10, 20));
+    b.add(engine, range("prefill", 0, 100));
+    const auto t = b.build();
+    const LaneLayout l = layoutLanes(*t, 200);
+    QCOMPARE(l.bands[0].label, QStringLiteral("CPU thread 1 (engine)"));
+    QCOMPARE(l.bands[1].label, QStringLiteral("CPU thread 0 (worker)"));
   }
   void rulerPicksAReadableStepAndUnit() {
     RulerTicks r = rulerTicks(0, 10 * 1000 * us, 1000);  // 10 ms over 1000 px

@@ -41,7 +41,7 @@ class TestTimelinePanel : public QObject {
   void lanesFillTheCanvas() {
     const LaneLayout& l = canvas()->layout();
     QCOMPARE(int(l.bands.size()), 4);
-    QCOMPARE(l.bands.front().label, QStringLiteral("CPU thread 0"));
+    QCOMPARE(l.bands.front().label, QStringLiteral("CPU thread 0 (engine)"));
     QCOMPARE(l.bands.back().label, QStringLiteral("GPU 0 stream 9"));
     // Most of the canvas is lanes, not empty space.
     QVERIFY2(TimelineCanvas::kRulerHeight + l.height >= canvas()->height() * 6 / 10,

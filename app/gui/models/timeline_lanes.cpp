@@ -26,21 +26,45 @@ QString durationText(int64_t ns) {
 }
 }  // namespace
 
+// A CPU lane that holds the engine's phases ("run", "prefill", "decode step") is the engine
+// thread; the other CPU lanes are its pool's workers.
+bool isEngineLane(const prof::Timeline& t, uint32_t lane) {
+  if (t.lanes()[lane].kind != prof::LaneKind::kCpuThread) return false;
+  for (const prof::Event& e : t.events(lane)) {
+    if (e.depth != 0) continue;
+    const std::string& n = t.name(e.name);
+    if (n == "run" || n == "prefill" || n == "decode step") return true;
+  }
+  return false;
+}
+
 LaneLayout layoutLanes(const prof::Timeline& t, int available, int minRow, int maxRow, int gap) {
   LaneLayout l;
   std::vector<uint32_t> order(t.lanes().size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<char> engine(t.lanes().size());
+  bool anyWorker = false;
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+    engine[i] = isEngineLane(t, i);
+  }
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
     const prof::Lane &la = t.lanes()[a], &lb = t.lanes()[b];
     if (laneOrder(la.kind) != laneOrder(lb.kind)) return laneOrder(la.kind) < laneOrder(lb.kind);
+    if (engine[a] != engine[b]) return engine[a] > engine[b];  // the engine thread first
     return la.id < lb.id;
   });
+  for (uint32_t i = 0; i < order.size(); ++i)
+    anyWorker = anyWorker || (t.lanes()[i].kind == prof::LaneKind::kCpuThread && !engine[i]);
   int rows = 0;
   for (uint32_t lane : order) {
     if (t.events(lane).empty()) continue;
     LaneBand b;
     b.lane = lane;
     b.label = QString::fromStdString(t.lanes()[lane].name);
+    if (engine[lane] && anyWorker) b.label += QStringLiteral(" (engine)");
+    else if (t.lanes()[lane].kind == prof::LaneKind::kCpuThread && !engine[lane] &&
+             std::any_of(engine.begin(), engine.end(), [](char e) { return e != 0; }))
+      b.label += QStringLiteral(" (worker)");
     b.rows = std::max(1, t.max_depth(lane) + 1);
     rows += b.rows;
     l.bands.push_back(b);

@@ -15,7 +15,8 @@
 
 namespace sinkscope::gui {
 
-// One drawn lane: CPU threads first (by thread index), then NVTX lanes, then GPU streams.
+// One drawn lane: CPU threads first (the engine thread, marked "(engine)", then its pool's
+// workers, "(worker)"), then NVTX lanes, then GPU streams.
 struct LaneBand {
   uint32_t lane = 0;  // index into Timeline::lanes()
   QString label;      // "CPU thread 0", "GPU 0 stream 7", ...

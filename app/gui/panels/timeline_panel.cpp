@@ -15,6 +15,8 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 #include "app/gui/panels/timeline_canvas.h"
 
 namespace sinkscope::gui {
@@ -59,7 +61,7 @@ TimelinePanel::TimelinePanel(TimelineView* view, QWidget* parent) : QWidget(pare
   top->addWidget(m_matches);
   top->addWidget(reset);
   top->addWidget(exportButton);
-  auto* split = new QSplitter(Qt::Vertical, this);
+  auto* split = m_split = new QSplitter(Qt::Vertical, this);
   split->addWidget(scroll);
   split->addWidget(table);
   split->setStretchFactor(0, 3);
@@ -80,6 +82,7 @@ TimelinePanel::TimelinePanel(TimelineView* view, QWidget* parent) : QWidget(pare
 void TimelinePanel::rebuild() {
   m_canvas->setTimeline(m_view->timeline());
   searchChanged(m_search->text());
+  fitLanes();
   if (const auto& t = m_view->timeline())
     m_info->setText(tr("%1 events in %2 lanes, %3 ms (%4)")
                         .arg(t->event_count()).arg(t->lanes().size())
@@ -87,6 +90,22 @@ void TimelinePanel::rebuild() {
                         .arg(QString::fromStdString(t->info().source)));
   else
     m_info->clear();
+}
+
+void TimelinePanel::fitLanes() {
+  // The lanes get the room they read well in (rows of ~28 px), the table the rest, so a run with
+  // few lanes leaves no empty band; many lanes keep at most 60 % and scroll.
+  const auto& t = m_view->timeline();
+  const int total = m_split->height();
+  if (!t || total <= 200) return;
+  const int lanes = TimelineCanvas::kRulerHeight + layoutLanes(*t, 0, 28, 28).height + 16;
+  const int top = std::clamp(lanes, 160, total * 6 / 10);
+  m_split->setSizes({top, total - top});
+}
+
+void TimelinePanel::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  fitLanes();  // the layout has given the splitter its new height by now
 }
 
 void TimelinePanel::searchChanged(const QString& text) {

@@ -10,6 +10,7 @@
 
 class QLabel;
 class QLineEdit;
+class QSplitter;
 
 namespace sinkscope::gui {
 
@@ -25,8 +26,11 @@ class TimelinePanel : public QWidget {
   TimelineCanvas* canvas() const { return m_canvas; }
   QLineEdit* searchField() const { return m_search; }
   QLabel* statusLabel() const { return m_status; }
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
  private:
   void rebuild();
+  void fitLanes();  // splitter: the lanes' room, the table the rest
   void searchChanged(const QString& text);
   TimelineView* m_view;
   TimelineCanvas* m_canvas;
@@ -34,6 +38,7 @@ class TimelinePanel : public QWidget {
   QLabel* m_status;
   QLabel* m_matches;
   QLineEdit* m_search;
+  QSplitter* m_split;
 };
 
 }  // namespace sinkscope::gui
