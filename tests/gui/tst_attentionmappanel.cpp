@@ -22,6 +22,38 @@ class TestAttentionMapPanel : public QObject {
              qPrintable(c));
     QVERIFY2(c.contains(QStringLiteral("the first %1").arg(kMaxSkipOutlines)), qPrintable(c));
   }
+  // What a cell shows (finding 2): NaN where no pair of the cell is visible (drawn grey, never
+  // as ~0); else P, or where binned the mass a query puts on the cell's keys, so each row's
+  // values add up to 1 (every query's probabilities do); the log colour range spans five
+  // decades.
+  void cellValuesAreMassOrNotVisible() {
+    AttentionMapView view;
+    AttentionMapPanel panel(&view);
+    const RunResultPtr r = test::sampleResult();
+    auto binned = std::make_shared<RunResult>(*r);
+    const AttentionMap& a = binned->map;
+    QVERIFY(a.cols > 1);
+    const Visibility full;
+    for (int row = 0; row < a.rows; ++row) {
+      double total = 0;
+      for (int c = 0; c < a.cols; ++c) {
+        const double v = mapCellValue(a, row, c, full);
+        const bool anyVisible = full.anyVisible(a.rowStart[size_t(row)], a.rowStart[size_t(row) + 1],
+                                                a.colStart[size_t(c)], a.colStart[size_t(c) + 1]);
+        QCOMPARE(std::isnan(v), !anyVisible);
+        if (!std::isnan(v)) {
+          QVERIFY(v >= 0);
+          total += v;
+        }
+      }
+      QVERIFY2(std::abs(total - 1.0) < 2e-3, qPrintable(QStringLiteral("row %1: %2").arg(row).arg(total)));
+    }
+    view.setResult(binned);
+    auto* map = qobject_cast<QCPColorMap*>(panel.plot()->plottable(0));
+    QVERIFY(map);
+    QCOMPARE(map->dataScaleType(), QCPAxis::stLogarithmic);
+    QVERIFY(std::abs(map->dataRange().upper / map->dataRange().lower - 1e5) < 1);
+  }
   // Navigation on a real run's map (finding 9): zoom stays on the map and resets, the hover
   // text names the tokens and what the cell is, a click picks the query token, the pickers step.
   void navigationStaysOnTheMapAndResets() {
