@@ -31,6 +31,19 @@ struct QkvCapture {
   std::vector<uint16_t> q, k, v;
 };
 
+// What a Q/K/V capture records and how its prefill runs (Backend::request_qkv_capture).
+struct QkvCaptureRequest {
+  int layer = -1;  // -1: no capture
+  // A sink-retaining window's visibility rule applied over a full cache, nothing evicted: key k
+  // is visible to the query at q iff k <= q and (k < sink_count or window == 0 or
+  // k > q - window), in every layer of the capture's prefill (the reference forward of a
+  // windowed attention map). window 0: causal attention.
+  int sink_count = 0, window = 0;
+  // The capture's prefill ends after `layer`: its logits are NaN and the cache holds layers
+  // 0..layer only (reset() before the next forward).
+  bool stop_after_layer = false;
+};
+
 struct BackendOptions {
   int n_threads = 0;    // 0: hardware concurrency
   int max_context = 0;  // KV capacity in tokens; 0: the model's trained context
@@ -71,9 +84,10 @@ class Backend {
     if (on) throw BackendError(name() + " backend: the all-heads skip-mask probe is not supported");
   }
   // Debug capture, off by default: the next prefill copies the post-RoPE queries of its tokens
-  // and the cached keys and values of `layer` (every position) into qkv_capture(); -1 stops it.
-  virtual void request_qkv_capture(int layer) {
-    if (layer >= 0) throw BackendError(name() + " backend: the Q/K/V capture is not supported");
+  // and the cached keys and values of r.layer (every position) into qkv_capture(); layer -1
+  // stops it.
+  virtual void request_qkv_capture(const QkvCaptureRequest& r) {
+    if (r.layer >= 0) throw BackendError(name() + " backend: the Q/K/V capture is not supported");
   }
   virtual const QkvCapture& qkv_capture() const {
     static const QkvCapture none;

@@ -29,6 +29,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -193,7 +194,7 @@ class CudaBackendImpl final : public CudaBackend {
   const AttentionProbes& probes() const override { return m_probes; }
   void request_skip_mask(int layer, int head) override;
   void request_all_skip_masks(bool on, bool with_stat) override;
-  void request_qkv_capture(int layer) override;
+  void request_qkv_capture(const QkvCaptureRequest& r) override;
   const QkvCapture& qkv_capture() const override { return m_capture; }
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
                std::vector<float>& logits) override;
@@ -354,6 +355,10 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceBuffer m_mask_all;
   bool m_all_masks = false;
   QkvCapture m_capture;
+  // The capture's prefill: visibility window and early end (QkvCaptureRequest); m_vis_pos0 the
+  // identity live-page list (tile t at position t * block_size) that carries the window rule.
+  QkvCaptureRequest m_cap;
+  DeviceBuffer m_vis_pos0;
   DeviceBuffer m_probe;  // u64 [phase: prefill, decode][visited, skipped][layer][head]
   DeviceBuffer m_step;   // int32 [kStepSlots]: the decode step record (StepSlot)
   PinnedBuffer m_h_logits, m_h_probe, m_h_step;
@@ -852,6 +857,15 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
     a.skip_mask = m_mask_all.as<uint8_t>() + size_t(l) * c.n_head * rows * cols;
     a.mask_head = -1;
   }
+  if (m_cap.window > 0 && !p.decode && p.kv_bound == 0 && !m_plan->windowed()) {
+    // A capture's reference prefill: every page of the full cache listed at its own position
+    // (identity page table) so that the kernels apply the sink/window rule; no eviction.
+    a.tile_pos0 = m_vis_pos0.as<int32_t>();
+    a.n_tiles = int((a.kv_len + a.block_size - 1) / a.block_size);
+    a.sink_count = m_cap.sink_count;
+    a.window = m_cap.window;
+    a.skip_mask = nullptr;
+  }
   if (m_plan->windowed()) {  // the live-page list with the sink/window rule
     a.page_table = m_tile_page.as<int32_t>();
     a.tile_pos0 = m_tile_pos0.as<int32_t>();
@@ -907,14 +921,22 @@ void CudaBackendImpl::request_all_skip_masks(bool on, bool /*with_stat*/) {
   m_all_masks = on;
 }
 
-void CudaBackendImpl::request_qkv_capture(int layer) {
+void CudaBackendImpl::request_qkv_capture(const QkvCaptureRequest& r) {
   const ModelConfig& c = m_model->config();
+  const int layer = r.layer;
   if (layer >= c.n_layer) throw BackendError("Q/K/V capture: layer " + std::to_string(layer) +
                                              " is outside the model");
   if (layer >= 0 && m_plan->windowed())
     throw BackendError("Q/K/V capture: full cache only");
+  if (layer >= 0 && (r.sink_count < 0 || r.window < 0))
+    throw BackendError("Q/K/V capture: sink_count and window must be >= 0");
+  if (layer >= 0 && r.window > 0 && m_kv_bits)
+    throw BackendError("Q/K/V capture: a visibility window needs a bf16 (unquantized) cache");
   m_capture = QkvCapture{};
   m_capture.layer = layer < 0 ? -1 : layer;
+  m_cap = layer < 0 ? QkvCaptureRequest{} : r;
+  if (m_cap.window > 0 && !m_vis_pos0)
+    m_vis_pos0 = alloc(size_t(m_alloc_pos / 64) * 4, "capture live-page positions");
 }
 
 void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) {
@@ -924,7 +946,12 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
   uint16_t* xn = m_xn.as<uint16_t>();
   const int32_t* tokens = p.kv_bound > 0 ? m_step.as<int32_t>() + kStepToken : m_tokens.as<int32_t>();
   SS_LAUNCH(kernels::launch_embed_gather(m_weights->embd, tokens, x, p.n, D, s));
-  for (int l = 0; l < c.n_layer; ++l) {
+  // A capture's prefill that ends after its layer (QkvCaptureRequest::stop_after_layer).
+  const int n_layers = m_capture.layer >= 0 && m_cap.stop_after_layer && !p.decode &&
+                               !p.capturing && p.kv_bound == 0
+                           ? m_capture.layer + 1
+                           : c.n_layer;
+  for (int l = 0; l < n_layers; ++l) {
     if (!p.capturing) check_cancel();
     // Layer ranges for the timeline (CPU span + NVTX); not while capturing a graph, whose
     // replays would not re-emit them.
@@ -1307,7 +1334,17 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
     m_capture.n_head_kv = c.n_head_kv;
     m_capture.head_dim = c.head_dim;
     m_capture.q.assign(size_t(n) * c.q_dim(), 0);
+    if (m_cap.window > 0) {  // the identity list for this block size (attention_params)
+      const int bs = m_attn.block_size;
+      std::vector<int32_t> pos0(size_t(m_alloc_pos / bs));
+      for (size_t t = 0; t < pos0.size(); ++t) pos0[t] = int32_t(t) * bs;
+      SS_CUDA(cudaMemcpyAsync(m_vis_pos0.get(), pos0.data(), pos0.size() * 4,
+                              cudaMemcpyHostToDevice, m_stream.s));
+      SS_CUDA(cudaStreamSynchronize(m_stream.s));  // pos0 dies here
+    }
   }
+  // No LM head after a capture that ends at its layer: the logits are NaN.
+  const bool no_head = m_capture.layer >= 0 && m_cap.stop_after_layer;
   if (m_all_masks && m_mask_all) {
     m_probes.all_rows = (n + kernels::kPrefillQueryTile - 1) / kernels::kPrefillQueryTile;
     m_probes.all_cols = (m_n_past + n + m_attn.block_size - 1) / m_attn.block_size;
@@ -1361,7 +1398,9 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
             m_probes.all_masks[(lh * R + size_t(start / qt) + r) * C + t] =
                 kConv[std::min<int>(h[(lh * rows + r) * cols + t], 2)];
     }
-    if (deferred) {
+    if (no_head) {
+      // nothing leaves the device but the capture (below)
+    } else if (deferred) {
       if (stage)
         SS_CUDA(cudaMemcpyAsync(stage + size_t(start) * c.n_embd, m_x.get(),
                                 size_t(nc) * c.n_embd * 4, cudaMemcpyDeviceToDevice, m_stream.s));
@@ -1376,7 +1415,9 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
   if (deferred && m_capture.layer < 0) return;  // the caller synchronises
   enqueue_probe_copy();
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
-  if (!deferred && mode != LogitsMode::kAll)
+  if (no_head && !deferred)
+    std::fill(logits.begin(), logits.end(), std::numeric_limits<float>::quiet_NaN());
+  else if (!deferred && mode != LogitsMode::kAll)
     std::memcpy(logits.data(), m_h_logits.as<float>(), V * 4);
   if (m_capture.layer >= 0) {  // debug capture: K/V of every cached position, pages -> (pos, kv, d)
     const int bs = m_attn.block_size, hk = c.n_head_kv, d = c.head_dim;

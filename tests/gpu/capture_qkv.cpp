@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     for (int L : lengths)
       for (int layer : layers) {
         gpu->reset();
-        gpu->request_qkv_capture(layer);
+        gpu->request_qkv_capture({layer});
         gpu->forward(std::span(ids.data(), size_t(L)), LogitsMode::kLast, logits);
         const QkvCapture& cap = gpu->qkv_capture();
         gpu_test::QkvFile f;
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
         std::printf("wrote %s (q %d x %d x %d, k/v %d x %d x %d)\n", file.c_str(), f.n_q, f.n_head,
                     f.head_dim, f.n_kv, f.n_head_kv, f.head_dim);
       }
-    gpu->request_qkv_capture(-1);
+    gpu->request_qkv_capture({});
   } catch (const std::exception& e) {
     std::printf("FAIL capture: %s\n", e.what());
     return 1;

@@ -161,10 +161,10 @@ void RunExecutor::dropViewCaches() {
 
 bool RunExecutor::warmViewCaches(const std::atomic<bool>* stop) {
   if (!m_model || !m_mapCache || m_mapCache->prompt.empty()) return false;
-  // Only where the map is computed on the CPU: a GPU backend maps a full cache from captured
-  // Q/K instead (gpuHeadMap).
+  // Only where the map is computed on the CPU: a GPU backend maps from captured Q/K instead
+  // (gpuHeadMap).
   const bool gpu = m_kind != BackendKind::kCpu && m_variant && m_variant->name() != "cpu";
-  if (gpu && m_mapCache->options.window == 0) return false;
+  if (gpu) return false;
   if (!m_pool) m_pool = std::make_unique<ThreadPool>(m_threads);
   HeadMapOptions o = m_mapCache->options;
   o.layer = m_model->config().n_layer - 1;
@@ -276,15 +276,15 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   return p;
 }
 
-// The map from a GPU backend: one dense prefill of the prompt on the dense backend with the
-// chosen layer's post-RoPE Q/K captured (bf16), then the same probabilities and pooling as the
-// CPU reference (headMapFromQK). Full cache only (the capture refuses windowed caches). Returns
-// an empty map (rows == 0) where this does not apply: a CPU backend, a window, no capture.
-AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
-                                     std::string* source) {
-  if (o.window > 0 || m_kind == BackendKind::kCpu) return {};
+// The map's inputs from a GPU backend: one prefill of the prompt on the dense backend (full
+// cache) with the map's visibility rule applied in every layer and the chosen layer's post-RoPE
+// Q/K captured (bf16), ending at that layer (QkvCaptureRequest). False where this does not
+// apply (a CPU backend, no capture); then the CPU's reference forward maps it.
+bool RunExecutor::gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
+                               std::vector<float>& q, std::vector<float>& k) {
+  if (m_kind == BackendKind::kCpu) return false;
   Backend& b = denseBackend();
-  if (b.name() == "cpu") return {};
+  if (b.name() == "cpu") return false;
   const ModelConfig& c = m_model->config();
   const int n = int(prompt.size()), d = c.head_dim;
   const int kvh = o.head / (c.n_head / c.n_head_kv);
@@ -294,14 +294,23 @@ AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const H
     std::memcpy(&f, &u, 4);
     return f;
   };
-  std::vector<float> q(size_t(n) * d), k(size_t(n) * d);
+  q.assign(size_t(n) * d, 0.0f);
+  k.assign(size_t(n) * d, 0.0f);
   bool ok = false;
   try {
     b.reset();
-    b.request_qkv_capture(o.layer);
+    // Not the baseline's probes (denseBaseline asks for them again before its run).
+    b.request_skip_mask(-1, -1);
+    b.request_all_skip_masks(false);
+    QkvCaptureRequest r;
+    r.layer = o.layer;
+    r.sink_count = o.window > 0 ? o.sinkCount : 0;
+    r.window = o.window;
+    r.stop_after_layer = true;
+    b.request_qkv_capture(r);
     std::vector<float> last;
     b.forward(prompt, LogitsMode::kLast, last);
-    // Read before stopping: request_qkv_capture(-1) clears the capture.
+    // Read before stopping: request_qkv_capture({}) clears the capture.
     const QkvCapture& cap = b.qkv_capture();
     ok = cap.layer == o.layer && cap.n_q == n && cap.q_start == 0 && cap.n_kv >= n &&
          cap.head_dim == d && cap.n_head == c.n_head && cap.n_head_kv == c.n_head_kv &&
@@ -312,18 +321,35 @@ AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const H
           q[size_t(i) * d + j] = bf16(cap.q[(size_t(i) * c.n_head + o.head) * d + j]);
           k[size_t(i) * d + j] = bf16(cap.k[(size_t(i) * c.n_head_kv + kvh) * d + j]);
         }
-    b.request_qkv_capture(-1);
+    b.request_qkv_capture({});
+    b.reset();  // the capture's prefill left layers past o.layer unfilled
+  } catch (const Cancelled&) {
+    b.request_qkv_capture({});
+    throw;
   } catch (const BackendError&) {
     try {
-      b.request_qkv_capture(-1);
+      b.request_qkv_capture({});
     } catch (const BackendError&) {
     }
-    return {};
+    return false;
   }
-  if (!ok) return {};
-  if (source) *source = "bf16 Q/K captured from the " + b.name() + " dense prefill";
-  return headMapFromQK(q.data(), k.data(), n, d, float(1.0 / std::sqrt(double(d))), o,
-                       m_pool.get());
+  return ok;
+}
+
+std::string RunExecutor::gpuMapSource() {
+  return "bf16 Q/K captured from the " + denseBackend().name() + " dense prefill";
+}
+
+// The map from a GPU backend (gpuCaptureQK), then the same probabilities and pooling as the CPU
+// reference (headMapFromQK). An empty map (rows == 0) where the capture does not apply.
+AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
+                                     std::string* source) {
+  std::vector<float> q, k;
+  if (!gpuCaptureQK(prompt, o, q, k)) return {};
+  if (source) *source = gpuMapSource();
+  const int d = m_model->config().head_dim;
+  return headMapFromQK(q.data(), k.data(), int(prompt.size()), d,
+                       float(1.0 / std::sqrt(double(d))), o, m_pool.get());
 }
 
 }  // namespace sinkscope::gui

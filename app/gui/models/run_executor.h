@@ -83,6 +83,9 @@ class RunExecutor {
   Backend& denseBackend();
   AttentionMap gpuHeadMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                           std::string* source);
+  bool gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
+                    std::vector<float>& q, std::vector<float>& k);
+  std::string gpuMapSource();
   struct Run;   // one run's state and steps (run_executor.cpp)
   struct Pass;  // one generation with per-position logits
   // Started by runPass after the prefill, with its logits; joined after the decode.

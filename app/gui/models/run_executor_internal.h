@@ -129,8 +129,12 @@ struct RunExecutor::Run {
   std::vector<int> statsAheadTop1;
   AttentionMap mapAheadResult;
   bool mapAheadDone = false;
-  // A map the CPU computes alongside a GPU run; last, so that it is joined first on any exit.
-  std::future<AttentionMap> mapAhead;
+  std::string mapAheadSource;
+  // The map's captured Q/K (gpuCaptureQK), read by mapAhead.
+  std::vector<float> aheadQ, aheadK;
+  // A map the CPU computes alongside a GPU run (shared: the statistics computed during the
+  // decode wait for it, runVariant); last, so that it is joined first on any exit.
+  std::shared_future<AttentionMap> mapAhead;
 
   void stage(const char* name) {  // closes the stage that began at tStage
     const int64_t now = prof::now_ns();

@@ -91,17 +91,30 @@ void RunExecutor::Run::prepare() {
 }
 
 void RunExecutor::Run::startMapAhead() {
-  // A map the CPU must compute (a sliding window: no GPU capture) while the variant runs on the
-  // GPU is computed alongside that run, on the pool the GPU run leaves idle; joined before the
-  // pool is used again (its future also joins on every exit, cancel included).
-  if (haveMap || reuseVariant || fromDense || ho.window == 0 || ex.m_kind == BackendKind::kCpu ||
+  // With a GPU variant, the map is made before the variant's run: its Q/K captured on the GPU
+  // (a prefill up to the map's layer), then its probabilities on the pool while the GPU runs the
+  // variant; without a capture, a windowed map's CPU reference forward runs alongside instead.
+  // Joined before the pool is used again (its future also joins on every exit, cancel included).
+  if (haveMap || reuseVariant || fromDense || ex.m_kind == BackendKind::kCpu ||
       ex.variantBackend(req).name() == "cpu")
     return;
   ex.m_mapCache.reset();
+  if (ex.gpuCaptureQK(res->promptTokens, ho, aheadQ, aheadK)) {
+    mapAheadSource = ex.gpuMapSource() + ", mapped alongside the variant's run";
+    stage("attention map: Q/K capture (GPU)");
+    mapAhead = std::async(std::launch::async, [this] {
+      const int d = c.head_dim;
+      return headMapFromQK(aheadQ.data(), aheadK.data(), n, d, float(1.0 / std::sqrt(double(d))),
+                           ho, ex.m_pool.get());
+    }).share();
+    return;
+  }
+  if (ho.window == 0) return;  // the map step maps it after the run
+  mapAheadSource = "float32 reference forward (CPU), alongside the GPU run";
   mapAhead = std::async(std::launch::async, [this] {
     return computeHeadAttention(*ex.m_model, res->promptTokens, ho, ex.m_pool.get(), ex.m_cancel,
                                 ex.m_headMapCache.get());
-  });
+  }).share();
 }
 
 void RunExecutor::Run::reuseLastRun() {
@@ -202,11 +215,14 @@ void RunExecutor::Run::runVariant() {
   // argmax, and its KL against a cached baseline, are computed on the pool meanwhile (not
   // while the pool serves the map alongside, nor on the CPU backend, whose decode uses the
   // cores).
+  // A map computed alongside on the pool comes first (the statistics wait for it).
   const bool overlapAhead =
-      !mapAhead.valid() && (b.name() != "cpu" || ex.m_overlapOnCpu) && (!req.compare || haveDense);
+      (b.name() != "cpu" || ex.m_overlapOnCpu) && (!req.compare || haveDense);
   AheadFn startAhead = [this](const Pass& pass) {
     return std::async(std::launch::async, [this, &pass, logits = pass.promptLogits.data(),
-                                           haveStats = pass.promptLse.size() == size_t(n)] {
+                                           haveStats = pass.promptLse.size() == size_t(n),
+                                           map = mapAhead] {
+      if (map.valid()) map.wait();
       std::vector<double> lse;
       std::vector<int> top1;
       if (haveStats) {
@@ -332,7 +348,7 @@ void RunExecutor::Run::attentionMap() {
     ex.m_mapCache.reset();
     if (mapAheadDone) {
       res->map = std::move(mapAheadResult);
-      res->mapSource = "float32 reference forward (CPU), alongside the GPU run";
+      res->mapSource = mapAheadSource;
     } else {
       res->map = ex.gpuHeadMap(res->promptTokens, ho, &res->mapSource);
     }

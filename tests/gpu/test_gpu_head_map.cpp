@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: Apache-2.0
+// The workbench's attention map on the CUDA backend (RunExecutor::gpuHeadMap): Q/K captured from
+// a full-cache prefill that applies the map's visibility rule (QkvCaptureRequest), then the
+// CPU's probabilities and pooling (headMapFromQK), against the float32 reference forward
+// (computeHeadAttention, app/gui/models/head_attention.h), causal and with a sliding window of
+// 256 + 4 sinks, 700 tokens of real text. Also the capture's prefill on its own: with the window
+// rule its logits equal the CPU backend's windowed cache (original positions: both are exact
+// masked attention), and stop_after_layer leaves the captured Q/K as a whole forward does.
+// "PASS|FAIL <check>: <numbers>" per check, "RESULT: ..." last, exit 1 on a failure; "SKIP:
+// <reason>" and exit 0 without a GPU or the model.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "app/gui/models/head_attention.h"
+#include "engine/backend.h"
+#include "engine/backend_factory.h"
+#include "engine/model.h"
+#include "engine/thread_pool.h"
+#include "gpu_agreement.h"
+#include "gpu_checks.h"
+#include "gpu_model.h"
+#include "sample_text.h"
+
+using namespace sinkscope;
+using gpu_test::check;
+using gpu_test::run;
+
+namespace {
+
+float bf16(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// One head's Q and K (n, d) as float from a capture.
+void headQK(const QkvCapture& cap, int head, int group, std::vector<float>& q,
+            std::vector<float>& k) {
+  const int n = cap.n_q, d = cap.head_dim;
+  q.resize(size_t(n) * d);
+  k.resize(size_t(n) * d);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < d; ++j) {
+      q[size_t(i) * d + j] = bf16(cap.q[(size_t(i) * cap.n_head + head) * d + j]);
+      k[size_t(i) * d + j] = bf16(cap.k[(size_t(i) * cap.n_head_kv + head / group) * d + j]);
+    }
+}
+
+// Mean over row bins of the L1 distance of the bins' pooled probability rows (0: equal maps,
+// 2: disjoint), and the largest |delta alpha_k|.
+struct MapDiff {
+  double l1 = 0, alpha = 0;
+};
+MapDiff diff(const gui::AttentionMap& a, const gui::AttentionMap& b) {
+  MapDiff d;
+  if (a.rows != b.rows || a.cols != b.cols || a.alpha.size() != b.alpha.size()) return {9, 9};
+  for (int r = 0; r < a.rows; ++r) {
+    double row = 0;
+    for (int c = 0; c < a.cols; ++c) {
+      const double w = a.colStart[size_t(c) + 1] - a.colStart[size_t(c)];
+      row += w * std::fabs(double(a.cells[size_t(r) * a.cols + c]) - b.cells[size_t(r) * a.cols + c]);
+    }
+    d.l1 += row / a.rows;
+  }
+  for (size_t k = 0; k < a.alpha.size(); ++k)
+    d.alpha = std::max(d.alpha, std::fabs(a.alpha[k] - b.alpha[k]));
+  return d;
+}
+
+std::string str(const MapDiff& d) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "mean row L1 %.4f, max |d alpha| %.4f", d.l1, d.alpha);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) gpu_test::g_filter = argv[1];
+  int rc = 0;
+  const std::shared_ptr<const Model> model = gpu_test::load_gpu_model(&rc);
+  if (!model) return rc;
+  const ModelConfig& c = model->config();
+  const std::vector<TokenId> text = model->tokenizer().encode(gpu_test::kText);
+  std::vector<TokenId> ids;
+  while (ids.size() < 700) ids.insert(ids.end(), text.begin(), text.end());
+  ids.resize(700);
+  const int n = int(ids.size()), d = c.head_dim, group = c.n_head / c.n_head_kv;
+  std::printf("device: %s\n", cuda_device_name().c_str());
+  ThreadPool pool(0);
+  std::unique_ptr<Backend> gpu = make_backend(model, BackendOptions{}, BackendKind::kCuda);
+  const float scale = float(1.0 / std::sqrt(double(d)));
+
+  // Q/K of (layer, head) captured under the rule of `cap` -> the map under the rule of `o`
+  // (gpuHeadMap: the same rule for both).
+  auto gpuMap = [&](const gui::HeadMapOptions& cap, const gui::HeadMapOptions& o, bool stop) {
+    gpu->reset();
+    QkvCaptureRequest r;
+    r.layer = cap.layer;
+    r.sink_count = cap.sinkCount;
+    r.window = cap.window;
+    r.stop_after_layer = stop;
+    gpu->request_qkv_capture(r);
+    std::vector<float> last;
+    gpu->forward(ids, LogitsMode::kLast, last);
+    std::vector<float> q, k;
+    headQK(gpu->qkv_capture(), o.head, group, q, k);
+    gpu->request_qkv_capture({});
+    return gui::headMapFromQK(q.data(), k.data(), n, d, scale, o, &pool);
+  };
+
+  // 1. Maps: GPU capture vs the CPU reference, causal and windowed, two (layer, head)s. The
+  //    windowed GPU map must be far closer to the windowed reference than the causal one is
+  //    (the rule took effect in the layers below the map's).
+  for (const auto& [layer, head] : {std::pair{10, 3}, std::pair{18, 8}}) {
+    gui::HeadMapOptions causal;
+    causal.layer = layer;
+    causal.head = head;
+    causal.maxCells = 128;
+    gui::HeadMapOptions win = causal;
+    win.sinkCount = 4;
+    win.window = 256;
+    const std::string tag = "_L" + std::to_string(layer) + "H" + std::to_string(head);
+    run("map_causal" + tag, [&] {
+      const MapDiff dd = diff(gui::computeHeadAttention(*model, ids, causal, &pool),
+                              gpuMap(causal, causal, true));
+      check(dd.l1 <= 0.05 && dd.alpha <= 0.05, "map_causal" + tag,
+            str(dd) + " (gates: L1 <= 0.05, |d alpha| <= 0.05)");
+    });
+    run("map_window256_S4" + tag, [&] {
+      const gui::AttentionMap ref = gui::computeHeadAttention(*model, ids, win, &pool);
+      const MapDiff dd = diff(ref, gpuMap(win, win, true));
+      // The causal forward's Q/K mapped under the window rule: what a capture without the rule
+      // in the layers below would give.
+      const MapDiff wrong = diff(ref, gpuMap(causal, win, true));
+      check(dd.l1 <= 0.05 && dd.alpha <= 0.05 && wrong.l1 > 4 * dd.l1, "map_window256_S4" + tag,
+            str(dd) + "; causal capture against it: " + str(wrong) +
+                " (gates: L1 <= 0.05, |d alpha| <= 0.05, causal L1 > 4x)");
+    });
+  }
+
+  // 2. The capture's prefill with the window rule, to the end: its last logits against the CPU
+  //    backend's sliding-window cache (original positions, dense).
+  run("logits_window256_S4", [&] {
+    gpu->reset();
+    QkvCaptureRequest r;
+    r.layer = 5;
+    r.sink_count = 4;
+    r.window = 256;
+    gpu->request_qkv_capture(r);
+    std::vector<float> got, want, causal;
+    gpu->forward(ids, LogitsMode::kLast, got);
+    gpu->request_qkv_capture({});
+    BackendOptions o;
+    o.cache.strategy = CacheStrategy::kSlidingWindow;
+    o.cache.window_size = 256;
+    o.cache.sink_keep_count = 4;
+    o.cache.position_mode = PositionMode::kOriginal;
+    std::unique_ptr<Backend> cpu = make_backend(model, o, BackendKind::kCpu);
+    cpu->forward(ids, LogitsMode::kLast, want);
+    gpu->reset();
+    gpu->forward(ids, LogitsMode::kLast, causal);
+    const gpu_test::Agreement a = gpu_test::compare(want, got, c.n_vocab);
+    const gpu_test::Agreement w = gpu_test::compare(want, causal, c.n_vocab);
+    check(a.finite && a.mean_kl <= 2e-3 && a.top1 >= 1.0 && w.mean_kl > 10 * a.mean_kl,
+          "logits_window256_S4",
+          a.str() + "; causal GPU run against it: " + w.str() +
+              " (gates: KL <= 2e-3, same top-1, causal KL > 10x)");
+  });
+
+  // 3. stop_after_layer: the same Q/K as a whole forward, no logits.
+  run("stop_after_layer", [&] {
+    for (int window : {0, 256}) {
+      QkvCaptureRequest r;
+      r.layer = 12;
+      r.sink_count = window ? 4 : 0;
+      r.window = window;
+      std::vector<float> whole, early;
+      gpu->reset();
+      gpu->request_qkv_capture(r);
+      gpu->forward(ids, LogitsMode::kLast, whole);
+      const QkvCapture a = gpu->qkv_capture();
+      r.stop_after_layer = true;
+      gpu->reset();
+      gpu->request_qkv_capture(r);
+      gpu->forward(ids, LogitsMode::kLast, early);
+      const QkvCapture b = gpu->qkv_capture();
+      gpu->request_qkv_capture({});
+      const bool nan = std::all_of(early.begin(), early.end(), [](float x) { return std::isnan(x); });
+      check(a.n_q == n && a.q == b.q && a.k == b.k && a.v == b.v && nan &&
+                std::all_of(whole.begin(), whole.end(), [](float x) { return std::isfinite(x); }),
+            "stop_after_layer_W" + std::to_string(window),
+            "Q/K/V " + std::string(a.q == b.q && a.k == b.k && a.v == b.v ? "equal" : "DIFFER") +
+                ", early logits " + (nan ? "NaN" : "NOT NaN"));
+    }
+  });
+
+  // 4. Bad requests name what is wrong.
+  run("bad_requests", [&] {
+    std::string msg;
+    try {
+      QkvCaptureRequest r;
+      r.layer = 3;
+      r.window = -1;
+      gpu->request_qkv_capture(r);
+    } catch (const BackendError& e) {
+      msg = e.what();
+    }
+    check(msg.find("window") != std::string::npos, "bad_request_window", msg);
+  });
+  return gpu_test::finish_checks();
+}
