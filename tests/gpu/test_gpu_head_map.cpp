@@ -75,7 +75,7 @@ MapDiff diff(const gui::AttentionMap& a, const gui::AttentionMap& b) {
 
 std::string str(const MapDiff& d) {
   char buf[96];
-  std::snprintf(buf, sizeof buf, "mean row L1 %.4f, max |d alpha| %.4f", d.l1, d.alpha);
+  std::snprintf(buf, sizeof buf, "mean row L1 %.2e, max |d alpha| %.2e", d.l1, d.alpha);
   return buf;
 }
 
@@ -139,9 +139,14 @@ int main(int argc, char** argv) {
       // The causal forward's Q/K mapped under the window rule: what a capture without the rule
       // in the layers below would give.
       const MapDiff wrong = diff(ref, gpuMap(causal, win, true));
-      check(dd.l1 <= 0.05 && dd.alpha <= 0.05 && wrong.l1 > 4 * dd.l1, "map_window256_S4" + tag,
+      // Layer 18 head 8 is a sink head (nearly all its mass on key 0, which the window keeps):
+      // its map hardly depends on the window, so only the spreading head 10/3 shows the rule.
+      const bool spreads = layer == 10;
+      check(dd.l1 <= 0.05 && dd.alpha <= 0.05 && (!spreads || wrong.l1 > 4 * dd.l1),
+            "map_window256_S4" + tag,
             str(dd) + "; causal capture against it: " + str(wrong) +
-                " (gates: L1 <= 0.05, |d alpha| <= 0.05, causal L1 > 4x)");
+                " (gates: L1 <= 0.05, |d alpha| <= 0.05" +
+                (spreads ? ", causal L1 > 4x)" : ")"));
     });
   }
 

@@ -142,6 +142,8 @@ void RunExecutor::loadModel(const std::string& path) {
 void RunExecutor::setModel(std::shared_ptr<const Model> model) {
   m_prefillKey.clear();
   m_variant.reset();
+  m_spare.reset();
+  m_spareKey.clear();
   m_dense.reset();
   m_denseCache.reset();
   m_mapCache.reset();
@@ -184,17 +186,42 @@ std::string RunExecutor::backendName() {
 }
 
 Backend& RunExecutor::variantBackend(const RunRequest& r) {
-  const std::string key = m_variant ? cacheKey(r.cache) : std::string();
+  m_variantCreated = false;
+  const std::string key = cacheKey(r.cache);
   if (!m_variant || key != m_variantKey) {
-    m_variant.reset();  // free the old cache first
     m_prefillKey.clear();
-    BackendOptions o;
-    o.n_threads = m_threads;
-    o.attention = r.attention;
-    o.cache = r.cache;
-    o.cache.block_size = 0;  // pages follow the attention tile
-    m_variant = make_backend(m_model, o, m_kind, &m_note);
-    m_variantKey = cacheKey(r.cache);
+    // A GPU backend costs tens of milliseconds to make (buffers, pinned memory, cuBLAS handles,
+    // a warm-up step): the previous one stays as the spare while its cache is small (a full
+    // cache of a long context is not held twice).
+    std::unique_ptr<Backend> prev = std::move(m_variant);
+    std::string prevKey = std::move(m_variantKey);
+    m_variantKey.clear();
+    if (prev) {
+      const KvCacheStats st = prev->cache_stats();
+      if (prev->name() == "cpu" || st.capacity_tokens * st.bytes_per_token > kMaxSpareCacheBytes)
+        prev.reset();
+    }
+    if (m_spare && m_spareKey == key) {
+      m_variant = std::move(m_spare);
+    } else {
+      m_spare.reset();  // free its cache first
+      BackendOptions o;
+      o.n_threads = m_threads;
+      o.attention = r.attention;
+      o.cache = r.cache;
+      o.cache.block_size = 0;  // pages follow the attention tile
+      try {
+        m_variant = make_backend(m_model, o, m_kind, &m_note);
+      } catch (const BackendError&) {
+        if (!prev) throw;
+        prev.reset();  // out of device memory, perhaps: try again without the spare
+        m_variant = make_backend(m_model, o, m_kind, &m_note);
+      }
+      m_variantCreated = true;
+    }
+    m_variantKey = key;
+    m_spare = std::move(prev);
+    m_spareKey = m_spare ? std::move(prevKey) : std::string();
   }
   m_variant->set_cancel_flag(m_cancel);
   return *m_variant;

@@ -39,6 +39,8 @@ class RunExecutor {
   // kPartialIntervalMs after the first layer, so views can fill in layer by layer.
   using PartialFn = std::function<void(const RunResultPtr&)>;
   static constexpr int kPartialIntervalMs = 100;
+  // The largest KV cache (capacity x bytes per token) a spare variant backend may hold.
+  static constexpr int64_t kMaxSpareCacheBytes = int64_t(1) << 30;
 
   explicit RunExecutor(BackendKind kind = BackendKind::kAuto, int threads = 0);
   ~RunExecutor();
@@ -102,6 +104,11 @@ class RunExecutor {
   std::shared_ptr<const Model> m_model;
   std::unique_ptr<Backend> m_variant, m_dense;
   std::string m_variantKey;  // the cache settings the variant backend was made with
+  // The variant backend of the cache settings before the last change (variantBackend), kept
+  // while its cache is small, so that switching back (a window on and off) finds it ready.
+  std::unique_ptr<Backend> m_spare;
+  std::string m_spareKey;
+  bool m_variantCreated = false;  // the last variantBackend() made a new backend
   std::string m_note;
   std::unique_ptr<ThreadPool> m_pool;
   const std::atomic<bool>* m_cancel = nullptr;

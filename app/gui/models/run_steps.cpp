@@ -95,9 +95,10 @@ void RunExecutor::Run::startMapAhead() {
   // (a prefill up to the map's layer), then its probabilities on the pool while the GPU runs the
   // variant; without a capture, a windowed map's CPU reference forward runs alongside instead.
   // Joined before the pool is used again (its future also joins on every exit, cancel included).
-  if (haveMap || reuseVariant || fromDense || ex.m_kind == BackendKind::kCpu ||
-      ex.variantBackend(req).name() == "cpu")
-    return;
+  if (haveMap || reuseVariant || fromDense || ex.m_kind == BackendKind::kCpu) return;
+  const Backend& vb = ex.variantBackend(req);
+  if (ex.m_variantCreated) stage("variant backend made (new cache settings)");
+  if (vb.name() == "cpu") return;
   ex.m_mapCache.reset();
   if (ex.gpuCaptureQK(res->promptTokens, ho, aheadQ, aheadK)) {
     mapAheadSource = ex.gpuMapSource() + ", mapped alongside the variant's run";
@@ -157,6 +158,7 @@ void RunExecutor::Run::runVariant() {
     return;
   }
   Backend& b = ex.variantBackend(req);
+  if (ex.m_variantCreated) stage("variant backend made (new cache settings)");
   res->backendName = b.name();
   // The last prefill on this backend is resumed when only decode settings changed; until this
   // run's prefill is done there is none to resume (a failure leaves the backend anywhere).
