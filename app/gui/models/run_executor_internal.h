@@ -152,7 +152,7 @@ struct RunExecutor::Run {
   }
 
   void prepare();           // tokens, checks, and what the caches can serve
-  void startMapAhead();     // a windowed map on the CPU while the GPU runs the variant
+  void startMapAhead();     // the map made alongside a GPU variant run (Q/K captured first)
   void reuseLastRun();      // only the map's head changed: the last run is this one
   void runVariant();        // the variant's generation: from the dense cache or a traced pass
   void variantStatistics(); // tokens, log-sum-exp / argmax per position, prompt perplexity
