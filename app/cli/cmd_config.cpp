@@ -13,6 +13,8 @@
 #include "engine/gguf.h"
 #include "engine/json.h"
 #include "engine/llama_cpp_export.h"
+#include "engine/serving_export.h"
+#include "engine/atomic_file.h"
 #include "engine/model.h"
 #include "engine/paths.h"
 
@@ -86,6 +88,30 @@ int run_export(const ConfigArgs& a, std::ostream& out, std::ostream& err) {
     w.field("notes", e.notes);
     w.end_object();
     out << w.str() << "\n";
+  } else {
+    out << e.format();
+  }
+  return 0;
+}
+
+int run_serving_export(const ConfigArgs& a, std::ostream& out, std::ostream& err) {
+  const auto c = load_or_report(a.file, err);
+  if (!c) return kInvalid;
+  const ServingExport e = export_serving(*parse_serving_engine(a.to), *c);
+  if (a.json) {
+    json::Writer w;
+    w.begin_object();
+    w.field("engine", a.to);
+    w.field("usage", e.usage);
+    w.field("format", e.yaml() ? "yaml" : "shell");
+    w.field("text", e.text);
+    w.field("notes", e.notes);
+    w.end_object();
+    out << w.str() << "\n";
+  } else if (a.out) {
+    write_file_atomic(*a.out, e.format());
+    err << "wrote " << *a.out << " (" << a.to << ", " << e.notes.size() << " note"
+        << (e.notes.size() == 1 ? "" : "s") << " on what it cannot express)\n";
   } else {
     out << e.format();
   }
@@ -224,6 +250,8 @@ int run_config(std::span<const std::string> args, std::ostream& out, std::ostrea
     }
     case ConfigAction::kExportLlamaCpp:
       return run_export(a, out, err);
+    case ConfigAction::kExport:
+      return run_serving_export(a, out, err);
     case ConfigAction::kCapacity:
       return run_capacity(a, out, err);
   }

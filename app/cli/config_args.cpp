@@ -6,6 +6,7 @@
 
 #include "app/cli/args.h"
 #include "engine/config.h"
+#include "engine/serving_export.h"
 
 namespace sinkscope::cli {
 
@@ -19,6 +20,9 @@ const char* const kConfigHelp =
     "Actions:\n"
     "  check FILE [--json]       report every problem (key path, line, column)\n"
     "  show FILE                 print the config normalised, with every default filled in\n"
+    "  export FILE --to ENGINE [--out PATH] [--json]\n"
+    "                            the serving engine's own config (trtllm, vllm, sglang,\n"
+    "                            llamacpp), with what it cannot express\n"
     "  export-llamacpp FILE [--json]\n"
     "                            the equivalent llama.cpp flags, and what has no equivalent\n"
     "  capacity FILE [--batch N] [--budget-mib M] [--model GGUF] [--json]\n"
@@ -36,6 +40,7 @@ struct ActionSpec {
 constexpr ActionSpec kActions[] = {{"check", ConfigAction::kCheck},
                                    {"show", ConfigAction::kShow},
                                    {"export-llamacpp", ConfigAction::kExportLlamaCpp},
+                                   {"export", ConfigAction::kExport},
                                    {"capacity", ConfigAction::kCapacity}};
 
 ArgParser make_parser(ConfigAction action, const std::string& name) {
@@ -67,6 +72,19 @@ ArgParser make_parser(ConfigAction action, const std::string& name) {
       p.epilog(exit_note);
       return p;
     }
+    case ConfigAction::kExport: {
+      ArgParser p(usage,
+                  "Writes the config as a serving engine's own configuration: a YAML file for "
+                  "trtllm-serve --config (TensorRT-LLM), vllm serve --config (vLLM) or "
+                  "sglang.launch_server --config (SGLang), or llama-server flags (llama.cpp). "
+                  "Every setting the engine cannot express is named in comment lines at the "
+                  "top; where it has no equivalent the dense baseline's behaviour is kept.");
+      p.option("--to", "ENGINE", "trtllm, vllm, sglang or llamacpp (required)")
+          .option("--out", "PATH", "write the file here, atomically (default: standard output)")
+          .flag("--json", "print one JSON object: engine, usage, text, notes[]");
+      p.epilog(exit_note);
+      return p;
+    }
     case ConfigAction::kCapacity: {
       ArgParser p(usage,
                   "Estimates the KV-cache memory of the config's cache policy (per "
@@ -90,7 +108,7 @@ ArgParser make_parser(ConfigAction action, const std::string& name) {
 ConfigArgs parse_config_args(std::span<const std::string> args) {
   ConfigArgs a;
   if (args.empty())
-    throw UsageError("an action is required (check, show, export-llamacpp, capacity)");
+    throw UsageError("an action is required (check, show, export, export-llamacpp, capacity)");
   const std::string& name = args[0];
   if (name == "--help" || name == "-h" || name == "help") {
     a.help = true;
@@ -102,12 +120,13 @@ ConfigArgs parse_config_args(std::span<const std::string> args) {
     if (name == s.name) spec = &s;
   if (!spec)
     throw UsageError("unknown action '" + name +
-                     "' (actions: check, show, export-llamacpp, capacity)");
+                     "' (actions: check, show, export, export-llamacpp, capacity)");
   a.action = spec->action;
   ArgParser p = make_parser(a.action, name);
 
   // The one positional argument (FILE) may stand anywhere among the options.
-  static const std::vector<std::string> kTakesValue = {"--batch", "--budget-mib", "--model"};
+  static const std::vector<std::string> kTakesValue = {"--batch", "--budget-mib", "--model",
+                                                       "--to", "--out"};
   std::vector<std::string> options, positional;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& t = args[i];
@@ -132,6 +151,15 @@ ConfigArgs parse_config_args(std::span<const std::string> args) {
     if (p.has("--budget-mib"))
       a.budget_mib = p.get_int("--budget-mib", 0, 1, sinkscope::kConfigMaxMib);
     a.model = p.get("--model");
+  }
+  if (a.action == ConfigAction::kExport) {
+    const auto to = p.get("--to");
+    if (!to) throw UsageError("export needs --to ENGINE (trtllm, vllm, sglang, llamacpp)");
+    if (!parse_serving_engine(*to))
+      throw UsageError("--to: unknown engine '" + *to + "' (trtllm, vllm, sglang, llamacpp)");
+    a.to = *to;
+    a.out = p.get("--out");
+    if (a.out && a.json) throw UsageError("--out and --json exclude each other");
   }
   return a;
 }

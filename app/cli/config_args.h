@@ -10,7 +10,7 @@
 
 namespace sinkscope::cli {
 
-enum class ConfigAction { kCheck, kShow, kExportLlamaCpp, kCapacity };
+enum class ConfigAction { kCheck, kShow, kExportLlamaCpp, kExport, kCapacity };
 
 struct ConfigArgs {
   bool help = false;
@@ -21,6 +21,8 @@ struct ConfigArgs {
   int64_t batch = 1;                  // capacity
   std::optional<int64_t> budget_mib;  // capacity; default: global_cache_limit_mib
   std::optional<std::string> model;   // capacity: where the model shape comes from
+  std::string to;                     // export: trtllm | vllm | sglang | llamacpp
+  std::optional<std::string> out;     // export: write the file here (atomically)
 };
 
 inline constexpr int64_t kMaxConfigBatch = int64_t(1) << 20;

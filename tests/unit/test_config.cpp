@@ -711,3 +711,37 @@ TEST(ConfigCli, ShowExportCapacity) {
   EXPECT_NE(r.out.find("\"max_batch\":166"), std::string::npos) << r.out;
   EXPECT_EQ(run_cli("config capacity " + guide + " --batch 0").status, 2);
 }
+
+TEST(ConfigCli, ExportToServingEngines) {
+  REQUIRE_CLI();
+  const std::string cfg = (configs_dir() / "int8-kv-protected-sinks.yaml").string();
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "sinkscope_export";
+  std::filesystem::create_directories(dir);
+  for (const char* engine : {"trtllm", "vllm", "sglang", "llamacpp"}) {
+    const std::filesystem::path out = dir / (std::string(engine) + ".txt");
+    std::filesystem::remove(out);
+    CliResult r = run_cli("config export " + cfg + " --to " + engine + " --out " + out.string());
+    EXPECT_EQ(r.status, 0) << engine << ": " << r.out;
+    EXPECT_NE(r.out.find("wrote " + out.string()), std::string::npos) << r.out;
+    std::ifstream f(out);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    // The int8 cache with 16-bit sinks is named in every engine's file.
+    EXPECT_NE(text.find(std::string(engine) == "llamacpp" ? "protect_sink_positions"
+                                                          : "KV quantization int8"),
+              std::string::npos)
+        << engine << ":\n" << text;
+    r = run_cli("config export " + cfg + " --to " + engine + " --json");
+    EXPECT_EQ(r.status, 0);
+    EXPECT_NE(r.out.find(std::string("\"engine\":\"") + engine + "\""), std::string::npos) << r.out;
+  }
+  std::filesystem::remove_all(dir);
+  // Usage errors: no engine, an unknown one, --out with --json; a bad config is exit 2 too.
+  EXPECT_EQ(run_cli("config export " + cfg).status, 2);
+  CliResult r = run_cli("config export " + cfg + " --to tensorrt");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.out.find("unknown engine 'tensorrt'"), std::string::npos) << r.out;
+  EXPECT_EQ(run_cli("config export " + cfg + " --to vllm --json --out x.yaml").status, 2);
+  EXPECT_EQ(run_cli("config export " + (fixtures_dir() / "invalid-every-class.yaml").string() +
+                    " --to vllm").status,
+            2);
+}
