@@ -162,6 +162,14 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
     prep.push_back(std::move(p));
   }
 
+  // Nothing of this dataset to run here (another process runs it, or a journal has it): the
+  // checks above still ran, so every process agrees on which configs are valid.
+  if (opt.run_sample) {
+    bool any = false;
+    for (size_t i = 0; i < prep.size() && !any; ++i) any = opt.run_sample(i);
+    if (!any) return summarize_validation(config, {}, "cpu", 0.0);
+  }
+
   BackendOptions dense_opts;
   dense_opts.n_threads = opt.threads;
   dense_opts.max_context = needed;
@@ -176,16 +184,19 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
   dense->set_cancel_flag(opt.cancel);
   variant->set_cancel_flag(opt.cancel);
 
-  ValidationRun run;
-  run.backend = variant->name();
-  Accumulators acc;
+  // Progress over the samples this call runs.
   double total_work = 0, done_work = 0;
-  for (const auto& p : prep) total_work += 2 * sample_work(*p.s, opt.gen_tokens);
+  int to_run = 0;
+  for (size_t i = 0; i < prep.size(); ++i)
+    if (!opt.run_sample || opt.run_sample(i)) {
+      total_work += 2 * sample_work(*prep[i].s, opt.gen_tokens);
+      ++to_run;
+    }
   auto report = [&](int finished, const std::string& current) {
     if (!progress) return;
     ValidationProgress pr;
     pr.sample = finished;
-    pr.samples = int(prep.size());
+    pr.samples = to_run;
     pr.current = current;
     pr.done = done_work;
     pr.total = total_work;
@@ -196,9 +207,13 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
 
   int finished = 0;
   std::vector<float> ld, lv;
-  for (const auto& p : prep) {
+  std::vector<SampleOutcome> outcomes;
+  for (size_t index = 0; index < prep.size(); ++index) {
+    const Prepared& p = prep[index];
     const DatasetSample& s = *p.s;
+    if (opt.run_sample && !opt.run_sample(index)) continue;
     check_cancel(opt);
+    Accumulators acc;  // this sample's times
     report(finished, s.id);
     const int64_t t0 = prof::now_ns();
     SampleOutcome o;
@@ -282,17 +297,41 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
     if (s.is_passkey()) o.prefill = variant->probes().total(false);
     o.peak_kv_bytes = variant->cache_stats().high_water_bytes;
     o.seconds = ms_since(t0) / 1e3;
-    acc.prefill.add(o.prefill);
-    acc.decode.add(o.decode);
-    acc.peak_kv = std::max(acc.peak_kv, o.peak_kv_bytes);
-    run.total.add(o.cmp);
-    add_to(summary_for(run.by_class, to_string(s.cls)), o);
-    add_to(summary_for(run.by_kind, s.kind), o);
-    run.samples.push_back(std::move(o));
+    o.ttft_ms_sum = acc.ttft_sum;
+    o.ttft_n = acc.ttft_n;
+    o.tpot_ms_sum = acc.tpot_sum;
+    o.tpot_n = acc.tpot_n;
+    if (opt.on_sample) opt.on_sample(index, o);
+    outcomes.push_back(std::move(o));
     done_work += 2 * sample_work(s, opt.gen_tokens);
     ++finished;
   }
   report(finished, "");
+  return summarize_validation(
+      config, std::move(outcomes), variant->name(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
+}
+
+ValidationRun summarize_validation(const SinkScopeConfig& config,
+                                   std::vector<SampleOutcome> samples, std::string backend,
+                                   double seconds) {
+  ValidationRun run;
+  run.backend = std::move(backend);
+  run.seconds = seconds;
+  Accumulators acc;
+  for (const SampleOutcome& o : samples) {
+    acc.prefill.add(o.prefill);
+    acc.decode.add(o.decode);
+    acc.peak_kv = std::max(acc.peak_kv, o.peak_kv_bytes);
+    acc.ttft_sum += o.ttft_ms_sum;
+    acc.ttft_n += o.ttft_n;
+    acc.tpot_sum += o.tpot_ms_sum;
+    acc.tpot_n += o.tpot_n;
+    run.total.add(o.cmp);
+    add_to(summary_for(run.by_class, to_string(o.cls)), o);
+    add_to(summary_for(run.by_kind, o.kind), o);
+  }
+  run.samples = std::move(samples);
 
   ValidationResults& r = run.results;
   double rouge_sum = 0;
@@ -325,7 +364,6 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
   r.peak_kv_mib = double(acc.peak_kv) / (1024.0 * 1024.0);
   const QualityGates gates = config.validation ? config.validation->gates : QualityGates{};
   run.gates = evaluate_gates(r, gates);
-  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   return run;
 }
 

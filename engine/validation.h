@@ -35,15 +35,6 @@ class ValidationError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct ValidationOptions {
-  int gen_tokens = 32;       // greedy tokens after each short / long sample (0: no ROUGE-L)
-  int stream_chunk = 512;    // tokens per forward for very long samples
-  int passkey_tokens = 10;   // greedy answer length
-  uint64_t seed = 0;         // added to every passkey task's seed
-  int threads = 0;           // CPU threads (0: all)
-  const std::atomic<bool>* cancel = nullptr;  // raised: Cancelled is thrown at the next check
-};
-
 struct ValidationProgress {
   int sample = 0, samples = 0;  // samples finished / total
   std::string current;          // id of the sample being run
@@ -62,6 +53,26 @@ struct SampleOutcome {
   TileCounts prefill, decode;     // the variant's tile counts
   int64_t peak_kv_bytes = 0;
   double seconds = 0;
+  // The variant's time to first token (passkey prompts) and per output token (greedy steps):
+  // sums and counts, added up over samples in dataset order.
+  double ttft_ms_sum = 0;
+  int ttft_n = 0;
+  double tpot_ms_sum = 0;
+  int64_t tpot_n = 0;
+};
+
+struct ValidationOptions {
+  int gen_tokens = 32;       // greedy tokens after each short / long sample (0: no ROUGE-L)
+  int stream_chunk = 512;    // tokens per forward for very long samples
+  int passkey_tokens = 10;   // greedy answer length
+  uint64_t seed = 0;         // added to every passkey task's seed
+  int threads = 0;           // CPU threads (0: all)
+  const std::atomic<bool>* cancel = nullptr;  // raised: Cancelled is thrown at the next check
+  // Distributed and resumed runs: only the samples (by dataset index) for which run_sample is
+  // true are run (empty: all); on_sample is called as each one finishes. Every sample is still
+  // tokenised and sized, so the backends, and the results, are the same whichever subset runs.
+  std::function<bool(size_t index)> run_sample;
+  std::function<void(size_t index, const SampleOutcome&)> on_sample;
 };
 
 struct ClassSummary {
@@ -116,6 +127,13 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
                              const Dataset& dataset, const ValidationOptions& options,
                              const ValidationProgressFn& progress = {},
                              BaselineStore* baseline = nullptr);
+
+// The run's figures (totals, classes, kinds, results, gates against `config`'s gates) from
+// sample outcomes, added up in the given order: outcomes in dataset order give the same numbers
+// however the samples were split among processes or resumed runs.
+ValidationRun summarize_validation(const SinkScopeConfig& config,
+                                   std::vector<SampleOutcome> samples, std::string backend,
+                                   double seconds);
 
 // `config` with its validation section filled from a run (dataset name/size/hash, results,
 // gates, passed) and provenance (engine version, git sha, device, now in UTC).

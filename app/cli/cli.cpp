@@ -6,6 +6,7 @@
 
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
+#include "app/cli/world.h"
 #include "engine/version.h"
 
 namespace sinkscope::cli {
@@ -82,12 +83,14 @@ int run_cli(std::span<const std::string> args, std::ostream& out, std::ostream& 
   } catch (const UsageError& e) {
     out.flush();
     const std::string who = command.empty() ? "sinkscope-cli" : "sinkscope-cli " + command;
-    err << who << ": error: " << e.what() << "\nTry '" << who << " --help'.\n";
+    err << who << world_label() << ": error: " << e.what() << "\nTry '" << who << " --help'.\n";
+    if (!world_label().empty()) world_abort(2);  // the other ranks may wait for this one
     return 2;
   } catch (const std::exception& e) {
     out.flush();
-    err << "sinkscope-cli" << (command.empty() ? "" : " " + command) << ": error: " << e.what()
-        << "\n";
+    err << "sinkscope-cli" << (command.empty() ? "" : " " + command) << world_label()
+        << ": error: " << e.what() << "\n";
+    if (!world_label().empty()) world_abort(1);
     return 1;
   } catch (...) {
     err << "sinkscope-cli: error: unknown exception\n";

@@ -2,7 +2,11 @@
 // sinkscope-cli validate: a config against the dense baseline on the validation dataset, writing
 // the validated config (results, gates, pass/fail, dataset hash, provenance) atomically.
 // sinkscope-cli sweep: a grid of settings, each point validated, with the Pareto front marked.
+#include <chrono>
 #include <cmath>
+#include <functional>
+#include <map>
+#include <thread>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -10,11 +14,14 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
+#include "app/cli/distributed_run.h"
 #include "app/cli/interrupt.h"
+#include "app/cli/world.h"
 #include "engine/atomic_file.h"
 #include "engine/capacity.h"
 #include "engine/json.h"
 #include "engine/paths.h"
+#include "engine/sha256.h"
 #include "engine/sweep.h"
 #include "engine/validation.h"
 
@@ -34,7 +41,13 @@ void add_run_options(ArgParser& p) {
       .option("--gen-tokens", "N", "greedy tokens after each short/long sample for ROUGE-L (default 32)")
       .option("--stream-chunk", "N", "tokens per forward for very long samples (default 512)")
       .option("--seed", "S", "added to every passkey task's seed (default 0)")
-      .option("--threads", "N", "CPU threads, 0 = all (default)");
+      .option("--threads", "N",
+              "CPU threads per process, 0 = all (default; under MPI: the host's cores shared "
+              "among its ranks)")
+      .option("--journal", "BASE",
+              "journal of finished samples, one file per process: BASE.rank-R (default: the "
+              "output file + .journal)")
+      .flag("--resume", "complete an interrupted run from its journal (same arguments)");
 }
 
 struct RunSetup {
@@ -74,6 +87,23 @@ RunSetup setup_run(const ArgParser& p) {
   return r;
 }
 
+// Under MPI with --threads 0, the ranks on one host share its cores.
+void share_threads(ValidationOptions& o, const World& w) {
+  if (o.threads == 0 && w.local_size > 1)
+    o.threads = std::max(1, int(std::thread::hardware_concurrency()) / w.local_size);
+}
+
+// What a run's results depend on (engine/work_journal.h): a journal is resumed only by the same.
+std::string run_fingerprint(const std::string& what, const RunSetup& s, const Model& m,
+                            const ArgParser& p) {
+  std::ostringstream f;
+  f << what << "\n" << s.dataset.name << " " << s.dataset.sha256 << "\n";
+  for (const auto& sample : s.dataset.samples) f << sample.id << ",";
+  f << "\n" << m.sha256() << "\n" << s.options.gen_tokens << " " << s.options.stream_chunk << " "
+    << s.options.passkey_tokens << " " << s.options.seed << " " << p.get("--threads").value_or("0");
+  return sha256_hex(f.str());
+}
+
 std::shared_ptr<const Model> load_for(const ArgParser& p, const SinkScopeConfig& c, bool quiet,
                                       std::ostream& err) {
   std::optional<std::string> path = p.get("--model");
@@ -85,13 +115,34 @@ std::shared_ptr<const Model> load_for(const ArgParser& p, const SinkScopeConfig&
   return model;
 }
 
-// Progress on stderr: one redrawn line on a terminal, a line every 30 s otherwise.
-ValidationProgressFn progress_printer(std::ostream& err, const std::string& prefix, bool& drew) {
+// Units finished by every process (including those a resumed run found done), all units, the
+// units done at the start, and the seconds since the start.
+struct Everywhere {
+  size_t done = 0, total = 0, at_start = 0;
+  double elapsed_s = 0;
+};
+
+// Progress on stderr: one redrawn line on a terminal, a line every 30 s otherwise. With several
+// processes (rank 0 prints), `everywhere` counts the units of all of them.
+ValidationProgressFn progress_printer(std::ostream& err, const std::string& prefix, bool& drew,
+                                      std::function<Everywhere()> everywhere = {}) {
   const bool tty = stderr_is_tty();
   auto throttle = std::make_shared<Throttle>(tty ? 0.5 : 30.0);
-  return [&err, prefix, tty, throttle, &drew](const ValidationProgress& p) {
+  return [&err, prefix, tty, throttle, &drew, everywhere](const ValidationProgress& p) {
     const bool last = p.sample >= p.samples;
     if (!throttle->ready(last)) return;
+    if (everywhere) {
+      const Everywhere e = everywhere();
+      err << (tty ? "\r" : "") << prefix << e.done << "/" << e.total << " units on all processes";
+      if (e.done > e.at_start && e.done < e.total)
+        err << ", about "
+            << format_duration(e.elapsed_s * double(e.total - e.done) / double(e.done - e.at_start))
+            << " left";
+      err << (tty ? "        " : "\n");
+      err.flush();
+      drew = true;
+      return;
+    }
     err << (tty ? "\r" : "") << prefix << p.sample << "/" << p.samples << " samples ("
         << std::fixed << std::setprecision(0) << (p.total > 0 ? 100.0 * p.done / p.total : 100.0)
         << " %)";
@@ -204,23 +255,61 @@ int run_validate(std::span<const std::string> args, std::ostream& out, std::ostr
   const bool json_out = p.has("--json");
   const SinkScopeConfig config = load_config_arg(*cfg_file);
   RunSetup setup = setup_run(p);
-  auto model = load_for(p, config, json_out, err);
+  const World& wld = world();
+  auto model = load_for(p, config, json_out || wld.rank != 0, err);
   for (const auto& pr : check_against_model(config, model->config().head_dim, model->config().n_ctx_train))
     if (pr.severity == Severity::kError) throw UsageError("--config: " + format_problem(pr, *cfg_file));
   setup.options.cancel = interrupt_flag();
-  err << "sinkscope-cli validate: " << setup.dataset.samples.size() << " samples of "
-      << setup.dataset.name << " against the dense baseline (Ctrl-C stops)\n";
+  share_threads(setup.options, wld);
+  const std::filesystem::path journal =
+      p.get("--journal") ? std::filesystem::path(*p.get("--journal"))
+                         : std::filesystem::path(*out_file + ".journal");
+  std::vector<uint64_t> units(setup.dataset.samples.size());
+  for (size_t i = 0; i < units.size(); ++i) units[i] = i;
+  DistributedRun d(wld, journal,
+                   run_fingerprint("validate\n" + format_config(config), setup, *model, p),
+                   p.has("--resume"), units);
+  if (wld.rank == 0) {
+    err << "sinkscope-cli validate: " << setup.dataset.samples.size() << " samples of "
+        << setup.dataset.name << " against the dense baseline";
+    if (wld.size > 1) err << " on " << wld.size << " processes";
+    if (d.resumed() > 0) err << ", " << d.resumed() << " done already (journal)";
+    err << " (Ctrl-C stops; finished samples are kept)\n";
+  }
+  setup.options.run_sample = [&d](size_t i) { return d.mine(i); };
+  setup.options.on_sample = [&d](size_t i, const SampleOutcome& o) { d.record(i, o); };
   bool drew = false;
-  ValidationRun run;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::function<Everywhere()> everywhere;
+  if (wld.size > 1)
+    everywhere = [&d, &t0, n = units.size()] {
+      return Everywhere{d.finished_everywhere(), n, d.resumed(),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+    };
   try {
-    run = run_validation(model, config, setup.dataset, setup.options,
-                         progress_printer(err, "validate: ", drew));
+    (void)run_validation(model, config, setup.dataset, setup.options,
+                         wld.rank == 0 ? progress_printer(err, "validate: ", drew, everywhere)
+                                     : ValidationProgressFn());
   } catch (const Cancelled&) {
     if (drew && stderr_is_tty()) err << "\n";
-    err << "sinkscope-cli validate: interrupted; nothing was written\n";
+    err << "sinkscope-cli validate: interrupted; the finished samples are kept in "
+        << journal.string() << ".rank-*: rerun with --resume to complete the run\n";
     return kExitInterrupted;
   }
   if (drew && stderr_is_tty()) err << "\n";
+  std::map<uint64_t, SampleOutcome> all = d.gather();
+  if (wld.rank != 0) return 0;
+  std::vector<SampleOutcome> outcomes;
+  for (uint64_t u : units) {
+    auto it = all.find(u);
+    if (it == all.end())
+      throw std::runtime_error("sample " + setup.dataset.samples[size_t(u)].id +
+                               " has no result (a process ended early?); rerun with --resume");
+    outcomes.push_back(std::move(it->second));
+  }
+  const ValidationRun run = summarize_validation(
+      config, std::move(outcomes), "cpu",
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   SinkScopeConfig validated =
       with_validation(config, run, setup.dataset, cpu_device_description(setup.options.threads));
   validated.model.sha256 = model->sha256();
@@ -240,6 +329,7 @@ int run_validate(std::span<const std::string> args, std::ostream& out, std::ostr
     }
     write_file_atomic(*csv, f.str());
   }
+  remove_journal(journal);  // every output is written
   if (json_out) {
     json::Writer w;
     w.begin_object();
@@ -315,8 +405,10 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
   const bool json_out = p.has("--json");
   const SinkScopeConfig base = p.get("--config") ? load_config_arg(*p.get("--config")) : SinkScopeConfig{};
   RunSetup setup = setup_run(p);
-  auto model = load_for(p, base, json_out, err);
+  const World& wld = world();
+  auto model = load_for(p, base, json_out || wld.rank != 0, err);
   setup.options.cancel = interrupt_flag();
+  share_threads(setup.options, wld);
   BaselineStore store(p.get_int("--baseline-mib", 4096, 0, int64_t(1) << 24) << 20);
   const std::string device = cpu_device_description(setup.options.threads);
 
@@ -338,37 +430,95 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
         if (pr.severity == Severity::kError && pt.invalid.empty()) pt.invalid = format_problem(pr);
     rows.push_back(std::move(pt));
   }
-  err << "sinkscope-cli sweep: " << rows.size() << " points x " << setup.dataset.samples.size()
-      << " samples of " << setup.dataset.name << " (Ctrl-C stops; nothing is written then)\n";
+  // Units: point i, sample s -> i * samples + s, for the valid points.
+  const size_t n_samples = setup.dataset.samples.size();
+  std::vector<uint64_t> units;
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].invalid.empty())
+      for (size_t k = 0; k < n_samples; ++k) units.push_back(i * n_samples + k);
+  std::filesystem::path journal;
+  if (auto j = p.get("--journal")) journal = *j;
+  else if (auto f = p.get("--csv")) journal = *f + ".journal";
+  else if (auto f2 = p.get("--json-out")) journal = *f2 + ".journal";
+  else if (auto dir = p.get("--configs-dir")) journal = std::filesystem::path(*dir) / "sweep.journal";
+  else journal = "sinkscope-sweep.journal";
+  DistributedRun d(wld, journal,
+                   run_fingerprint("sweep\n" + *grid_text + "\n" + format_config(base), setup,
+                                   *model, p),
+                   p.has("--resume"), units);
+  if (wld.rank == 0) {
+    err << "sinkscope-cli sweep: " << rows.size() << " points x " << n_samples << " samples of "
+        << setup.dataset.name;
+    if (wld.size > 1) err << " on " << wld.size << " processes";
+    if (d.resumed() > 0) err << ", " << d.resumed() << " of " << units.size() << " done already (journal)";
+    err << " (Ctrl-C stops; finished samples are kept)\n";
+  }
   const auto t0 = std::chrono::steady_clock::now();
   int done = 0;
   const int total = int(rows.size());
-  for (auto& pt : rows) {
+  std::function<Everywhere()> everywhere;
+  if (wld.size > 1)
+    everywhere = [&d, &t0, n = units.size()] {
+      return Everywhere{d.finished_everywhere(), n, d.resumed(),
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+    };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Point& pt = rows[i];
     ++done;
     if (!pt.invalid.empty()) {
-      err << "sweep: point " << done << "/" << total << " (" << describe(pt.grid) << ") invalid: " << pt.invalid << "\n";
+      if (wld.rank == 0)
+        err << "sweep: point " << done << "/" << total << " (" << describe(pt.grid) << ") invalid: " << pt.invalid << "\n";
       continue;
     }
     bool drew = false;
     const std::string prefix = "sweep: point " + std::to_string(done) + "/" + std::to_string(total) + " (" + describe(pt.grid) + "): ";
+    setup.options.run_sample = [&d, i, n_samples](size_t k) { return d.mine(i * n_samples + k); };
+    setup.options.on_sample = [&d, i, n_samples](size_t k, const SampleOutcome& o) {
+      d.record(i * n_samples + k, o);
+    };
     try {
-      pt.run = run_validation(model, pt.config, setup.dataset, setup.options,
-                              progress_printer(err, prefix, drew), &store);
+      (void)run_validation(model, pt.config, setup.dataset, setup.options,
+                           wld.rank == 0 ? progress_printer(err, prefix, drew, everywhere)
+                                       : ValidationProgressFn(),
+                           &store);
     } catch (const Cancelled&) {
       if (drew && stderr_is_tty()) err << "\n";
-      err << "sinkscope-cli sweep: interrupted; nothing was written\n";
+      err << "sinkscope-cli sweep: interrupted; the finished samples are kept in "
+          << journal.string() << ".rank-*: rerun with --resume to complete the sweep\n";
       return kExitInterrupted;
-    } catch (const ValidationError& e) {
+    } catch (const ValidationError& e) {  // every process finds the same
       pt.invalid = e.what();
-      err << "sweep: point " << done << "/" << total << " skipped: " << e.what() << "\n";
+      if (wld.rank == 0)
+        err << "sweep: point " << done << "/" << total << " skipped: " << e.what() << "\n";
       continue;
+    } catch (const std::exception& e) {  // name the point (the caller names the process)
+      throw std::runtime_error("point " + std::to_string(i) + " (" + describe(pt.grid) +
+                               "): " + e.what());
     }
     if (drew && stderr_is_tty()) err << "\n";
+    if (wld.rank == 0 && wld.size == 1) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      err << "sweep: " << done << "/" << total << " points done, about "
+          << format_duration(elapsed / done * (total - done)) << " left\n";
+    }
+  }
+  std::map<uint64_t, SampleOutcome> all = d.gather();
+  if (wld.rank != 0) return 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Point& pt = rows[i];
+    if (!pt.invalid.empty()) continue;
+    std::vector<SampleOutcome> outcomes;
+    for (size_t k = 0; k < n_samples; ++k) {
+      auto it = all.find(i * n_samples + k);
+      if (it == all.end())
+        throw std::runtime_error("point " + std::to_string(i) + " (" + describe(pt.grid) +
+                                 "), sample " + setup.dataset.samples[k].id +
+                                 " has no result (a process ended early?); rerun with --resume");
+      outcomes.push_back(std::move(it->second));
+    }
+    pt.run = summarize_validation(pt.config, std::move(outcomes), "cpu", 0.0);
     pt.config = with_validation(pt.config, pt.run, setup.dataset, device);
     pt.config.model.sha256 = model->sha256();
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    err << "sweep: " << done << "/" << total << " points done, about "
-        << format_duration(elapsed / done * (total - done)) << " left\n";
   }
 
   std::vector<double> sp, mem, kl;
@@ -450,6 +600,7 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
       save_config(std::filesystem::path(*dir) / name.str(), rows[i].config);
     }
   }
+  remove_journal(journal);  // every output is written
   if (json_out) {
     out << w.str() << "\n";
     return 0;

@@ -5,9 +5,12 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "app/cli/world.h"
 
 int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
   const std::vector<std::string> args(argv + 1, argv + argc);
-  return sinkscope::cli::run_cli(args, std::cout, std::cerr);
+  const int status = sinkscope::cli::run_cli(args, std::cout, std::cerr);
+  sinkscope::cli::world_finalize();
+  return status;
 }

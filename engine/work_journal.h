@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+// The journal of a long run's finished work units (a validation's samples, a sweep's point x
+// sample pairs): one JSON line per unit, appended and fsynced as the unit finishes, so that a
+// run that is killed keeps what finished and a later run with --resume completes it with the
+// same results.
+//
+// Each process (MPI rank) appends to its own file, BASE.rank-R; a resumed run reads every
+// BASE.rank-* file, whatever the number of processes was. The first line of a file is a header
+// holding the run's fingerprint (a hash of what the results depend on: command, configs, grid,
+// dataset, model, options); a file with another fingerprint is refused, naming what to do. A
+// torn last line (a process killed mid-write) is ignored and cut off before the next append.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/json.h"
+#include "engine/validation.h"
+
+namespace sinkscope {
+
+class JournalError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct JournalEntry {
+  uint64_t unit = 0;  // the run's numbering (a sweep: point * samples + sample)
+  int rank = 0;       // the process that ran it
+  std::string host;
+  SampleOutcome outcome;
+};
+
+std::filesystem::path journal_file(const std::filesystem::path& base, int rank);
+// The existing BASE.rank-* files, by rank.
+std::vector<std::filesystem::path> journal_files(const std::filesystem::path& base);
+
+// Every finished unit of every BASE.rank-* file (a unit recorded twice keeps its first entry).
+// Throws JournalError naming the file (and line) for another run's journal or a damaged line
+// other than a file's last.
+std::map<uint64_t, JournalEntry> read_journal(const std::filesystem::path& base,
+                                              const std::string& fingerprint);
+
+// Units recorded so far in every BASE.rank-* file (lines after the headers; for progress while
+// other processes append).
+size_t count_journal_units(const std::filesystem::path& base);
+
+// Removes every BASE.rank-* file (after the run's outputs are written).
+void remove_journal(const std::filesystem::path& base);
+
+class JournalWriter {
+ public:
+  // Opens BASE.rank-R for appending: a new file gets the header; an existing one must carry the
+  // same fingerprint (JournalError otherwise) and loses a torn last line.
+  JournalWriter(const std::filesystem::path& base, int rank, std::string host,
+                std::string fingerprint);
+  // One line, written whole and fsynced before returning. Throws std::system_error naming the
+  // file when it cannot be written.
+  void append(uint64_t unit, const SampleOutcome& o);
+  const std::filesystem::path& path() const { return m_path; }
+
+ private:
+  std::filesystem::path m_path;
+  int m_rank;
+  std::string m_host;
+};
+
+// A SampleOutcome as JSON and back; numbers round-trip exactly (NaN as null).
+void write_outcome(json::Writer& w, const SampleOutcome& o);
+SampleOutcome outcome_from_json(const json::Value& v);
+
+}  // namespace sinkscope
