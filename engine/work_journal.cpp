@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -20,11 +22,22 @@ namespace {
 constexpr int kJournalVersion = 1;
 const char* const kRankInfix = ".rank-";
 
-std::string header_line(const std::string& fingerprint) {
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string header_line(const std::string& fingerprint, const JournalInfo& info, int rank,
+                        const std::string& host) {
   json::Writer w;
   w.begin_object();
   w.field("sinkscope_journal", kJournalVersion);
   w.field("fingerprint", fingerprint);
+  w.field("command", info.command);
+  w.field("label", info.label);
+  w.field("units", static_cast<unsigned long long>(info.units));
+  w.field("rank", rank);
+  w.field("host", host);
+  w.field("started", unix_now());
   w.end_object();
   return w.str();
 }
@@ -127,6 +140,15 @@ SampleOutcome outcome_from_json(const json::Value& v) {
   return o;
 }
 
+fs::path journal_base(const fs::path& rank_file) {
+  const std::string name = rank_file.string();
+  const size_t at = name.rfind(kRankInfix);
+  if (at == std::string::npos) return {};
+  const std::string rank = name.substr(at + std::string(kRankInfix).size());
+  if (rank.empty() || !std::all_of(rank.begin(), rank.end(), ::isdigit)) return {};
+  return fs::path(name.substr(0, at));
+}
+
 fs::path journal_file(const fs::path& base, int rank) {
   return fs::path(base.string() + kRankInfix + std::to_string(rank));
 }
@@ -215,6 +237,77 @@ size_t count_journal_units(const fs::path& base) {
   return n;
 }
 
+JournalProgress journal_progress(const fs::path& base, double now) {
+  const std::vector<fs::path> files = journal_files(base);
+  if (files.empty())
+    throw JournalError("no journal files " + base.string() + ".rank-* (the run finished, or has "
+                       "not started)");
+  JournalProgress p;
+  double newest_start = 0;
+  for (const fs::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    std::string header;
+    if (!std::getline(in, header) || in.eof())  // a header line ends in a newline
+      continue;                                  // being written
+    json::Value h;
+    try {
+      h = json::parse(header);
+    } catch (const json::JsonError&) {
+      throw JournalError(file.string() + " is not a SinkScope journal");
+    }
+    if (!h.find("sinkscope_journal"))
+      throw JournalError(file.string() + " is not a SinkScope journal");
+    ++p.processes;
+    if (const json::Value* c = h.find("command"); c && p.info.command.empty()) {
+      p.info.command = c->as_string();
+      p.info.label = h["label"].as_string();
+      p.info.units = uint64_t(h["units"].as_int());
+    }
+    if (const json::Value* host = h.find("host"))
+      if (std::find(p.hosts.begin(), p.hosts.end(), host->as_string()) == p.hosts.end())
+        p.hosts.push_back(host->as_string());
+    if (const json::Value* st = h.find("started")) {
+      const double t = st->as_number();
+      if (p.started == 0 || t < p.started) p.started = t;
+      newest_start = std::max(newest_start, t);
+    }
+    // Entries: count whole lines; the last one's time is the newest in this file.
+    std::string line, last_line;
+    while (std::getline(in, line))
+      if (!in.eof()) {
+        ++p.done;
+        last_line = std::move(line);
+      }
+    if (!last_line.empty()) {
+      try {
+        const json::Value v = json::parse(last_line);
+        if (const json::Value* t = v.find("time")) p.last = std::max(p.last, t->as_number());
+      } catch (const json::JsonError&) {
+      }
+    }
+  }
+  // Units finished before the newest start belong to an earlier (resumed) run; the rate counts
+  // the ones since. Without per-unit start times, the units recorded before newest_start are
+  // estimated as those with a time before it (read again, the files are small).
+  for (const fs::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    std::string line;
+    std::getline(in, line);
+    while (std::getline(in, line)) {
+      if (in.eof()) break;
+      const size_t at = line.find("\"time\":");
+      if (at == std::string::npos) continue;
+      if (std::strtod(line.c_str() + at + 7, nullptr) < newest_start) ++p.done_at_start;
+    }
+  }
+  const uint64_t since = p.done - p.done_at_start;
+  if (since > 0 && p.info.units > p.done && now > newest_start)
+    p.eta_s = (now - newest_start) * double(p.info.units - p.done) / double(since);
+  else if (p.info.units > 0 && p.done >= p.info.units)
+    p.eta_s = 0;
+  return p;
+}
+
 void remove_journal(const fs::path& base) {
   for (const fs::path& f : journal_files(base)) {
     std::error_code ec;
@@ -223,7 +316,7 @@ void remove_journal(const fs::path& base) {
 }
 
 JournalWriter::JournalWriter(const fs::path& base, int rank, std::string host,
-                             std::string fingerprint)
+                             std::string fingerprint, const JournalInfo& info)
     : m_path(journal_file(base, rank)), m_rank(rank), m_host(std::move(host)) {
   std::error_code ec;
   std::string text;
@@ -256,7 +349,7 @@ JournalWriter::JournalWriter(const fs::path& base, int rank, std::string host,
     const int fd = ::open(m_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0) throw_errno("cannot create the journal", m_path);
     try {
-      append_all(fd, header_line(fingerprint) + "\n", m_path);
+      append_all(fd, header_line(fingerprint, info, m_rank, m_host) + "\n", m_path);
     } catch (...) {
       ::close(fd);
       throw;
@@ -271,6 +364,7 @@ void JournalWriter::append(uint64_t unit, const SampleOutcome& o) {
   w.field("unit", static_cast<unsigned long long>(unit));
   w.field("rank", m_rank);
   w.field("host", m_host);
+  w.field("time", unix_now());
   w.key("outcome");
   write_outcome(w, o);
   w.end_object();

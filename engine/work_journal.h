@@ -35,7 +35,16 @@ struct JournalEntry {
   SampleOutcome outcome;
 };
 
+// What a journal's header says about its run, for progress readers (the GUI's sweep view).
+struct JournalInfo {
+  std::string command;  // "sweep" | "validate"
+  std::string label;    // the grid, or the config file
+  uint64_t units = 0;   // all units of the run
+};
+
 std::filesystem::path journal_file(const std::filesystem::path& base, int rank);
+// BASE of a BASE.rank-R path; empty when the name does not end in .rank-<number>.
+std::filesystem::path journal_base(const std::filesystem::path& rank_file);
 // The existing BASE.rank-* files, by rank.
 std::vector<std::filesystem::path> journal_files(const std::filesystem::path& base);
 
@@ -49,6 +58,21 @@ std::map<uint64_t, JournalEntry> read_journal(const std::filesystem::path& base,
 // other processes append).
 size_t count_journal_units(const std::filesystem::path& base);
 
+// A run's progress from its journal files, while its processes append to them.
+struct JournalProgress {
+  JournalInfo info;          // from the first header
+  uint64_t done = 0;         // finished units (every file)
+  int processes = 0;         // journal files
+  std::vector<std::string> hosts;
+  double started = 0;        // unix seconds: the earliest header
+  double last = 0;           // unix seconds: the latest finished unit (0: none yet)
+  uint64_t done_at_start = 0;  // units the newest start found done (a resumed run)
+  // Seconds left at the rate since the newest start; NaN until a unit has finished there.
+  double eta_s = NAN;
+};
+// Throws JournalError when there is no BASE.rank-* file or a header is not a journal's.
+JournalProgress journal_progress(const std::filesystem::path& base, double now_unix_s);
+
 // Removes every BASE.rank-* file (after the run's outputs are written).
 void remove_journal(const std::filesystem::path& base);
 
@@ -57,7 +81,7 @@ class JournalWriter {
   // Opens BASE.rank-R for appending: a new file gets the header; an existing one must carry the
   // same fingerprint (JournalError otherwise) and loses a torn last line.
   JournalWriter(const std::filesystem::path& base, int rank, std::string host,
-                std::string fingerprint);
+                std::string fingerprint, const JournalInfo& info = {});
   // One line, written whole and fsynced before returning. Throws std::system_error naming the
   // file when it cannot be written.
   void append(uint64_t unit, const SampleOutcome& o);

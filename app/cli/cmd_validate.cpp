@@ -235,7 +235,9 @@ int run_validate(std::span<const std::string> args, std::ostream& out, std::ostr
               "Runs the dense baseline and the config's settings on the validation dataset\n"
               "(short, long, streamed very long texts and passkey tasks), applies the quality\n"
               "gates and writes the validated config (results, gates, pass/fail, dataset hash,\n"
-              "model sha256, provenance) atomically to --out. Ctrl-C stops it; nothing is written.");
+              "model sha256, provenance) atomically to --out. Finished samples are journaled, so\n"
+              "a run that is stopped (Ctrl-C) or killed is completed by --resume. Under mpirun /\n"
+              "srun the samples are split among the ranks (docs/distributed.md).");
   p.option("--config", "FILE", "the config to validate (YAML; see `sinkscope-cli config check`)")
       .option("--out", "FILE", "where the validated config goes (written atomically)")
       .option("--samples-csv", "FILE", "also write one row per sample (atomically)")
@@ -268,7 +270,7 @@ int run_validate(std::span<const std::string> args, std::ostream& out, std::ostr
   for (size_t i = 0; i < units.size(); ++i) units[i] = i;
   DistributedRun d(wld, journal,
                    run_fingerprint("validate\n" + format_config(config), setup, *model, p),
-                   p.has("--resume"), units);
+                   p.has("--resume"), units, JournalInfo{"validate", *cfg_file, 0});
   if (wld.rank == 0) {
     err << "sinkscope-cli validate: " << setup.dataset.samples.size() << " samples of "
         << setup.dataset.name << " against the dense baseline";
@@ -379,7 +381,9 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
               "the Pareto fronts: prefill sparsity vs mean KL, and KV memory vs mean KL.\n"
               "Grid keys: lambda lambda_prefill lambda_decode mode min_seq window sinks position\n"
               "block kv group protect (engine/sweep.h). Points that make an invalid config (sinks\n"
-              "> window, say) are listed as invalid and skipped.");
+              "> window, say) are listed as invalid and skipped. Finished samples are journaled\n"
+              "(--resume completes a stopped run); under mpirun / srun the points x samples are\n"
+              "split among the ranks (docs/distributed.md).");
   p.option("--grid", "TEXT", "e.g. \"lambda=0.001,0.01,0.05;window=512,2048;sinks=0,4\"")
       .option("--config", "FILE", "base config the grid modifies (default: the defaults)")
       .option("--csv", "FILE", "write the table as CSV (atomically)")
@@ -445,7 +449,7 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
   DistributedRun d(wld, journal,
                    run_fingerprint("sweep\n" + *grid_text + "\n" + format_config(base), setup,
                                    *model, p),
-                   p.has("--resume"), units);
+                   p.has("--resume"), units, JournalInfo{"sweep", *grid_text, 0});
   if (wld.rank == 0) {
     err << "sinkscope-cli sweep: " << rows.size() << " points x " << n_samples << " samples of "
         << setup.dataset.name;

@@ -13,7 +13,8 @@ namespace sinkscope::cli {
 namespace fs = std::filesystem;
 
 DistributedRun::DistributedRun(const World& world, fs::path journal, std::string fingerprint,
-                               bool resume, const std::vector<uint64_t>& units)
+                               bool resume, const std::vector<uint64_t>& units,
+                               JournalInfo info)
     : m_world(world), m_journal(std::move(journal)) {
   // Rank 0 decides what is done; a failure here is thrown on rank 0 only and the caller ends
   // every rank (world_abort).
@@ -36,8 +37,9 @@ DistributedRun::DistributedRun(const World& world, fs::path journal, std::string
   }
   m_remaining = k;
   // Every rank's journal file exists from the start (a header only until a unit finishes).
+  info.units = units.size();
   m_writer = std::make_unique<JournalWriter>(m_journal, world.rank, world.host,
-                                             std::move(fingerprint));
+                                             std::move(fingerprint), info);
 }
 
 void DistributedRun::record(uint64_t unit, const SampleOutcome& o) {

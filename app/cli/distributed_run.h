@@ -26,7 +26,7 @@ class DistributedRun {
  public:
   // Throws UsageError for a journal found without --resume, JournalError for another run's.
   DistributedRun(const World& world, std::filesystem::path journal, std::string fingerprint,
-                 bool resume, const std::vector<uint64_t>& units);
+                 bool resume, const std::vector<uint64_t>& units, JournalInfo info);
 
   bool mine(uint64_t unit) const { return m_mine.count(unit) > 0; }
   size_t resumed() const { return m_done.size(); }   // units the journal had (every rank)

@@ -373,6 +373,7 @@ void MainWindow::buildMenus() {
   m_recentConfigMenu = file->addMenu(tr("Recent configs"));
   file->addAction(tr("&Export config (validate)..."), QKeySequence::Save, this, &MainWindow::exportConfig);
   file->addAction(tr("Open s&weep results..."), this, &MainWindow::openSweep);
+  file->addAction(tr("Watch a running s&weep..."), this, &MainWindow::watchSweep);
   file->addAction(tr("Export &trace..."), this, [this] {
     static_cast<TimelinePanel*>(m_views[3]->widget())->exportTrace();
   });
@@ -512,6 +513,20 @@ void MainWindow::openSweep() {
   m_sweepDock->show();
   m_sweepDock->raise();
   setStatus(tr("Opened %1: %2 points").arg(f).arg(m_wb->sweep()->rowCount()));
+}
+
+void MainWindow::watchSweep() {
+  const QString f = QFileDialog::getOpenFileName(
+      this, tr("Watch a running sweep or validation"), QString(),
+      tr("Journal files (*.rank-*);;All files (*)"));
+  if (f.isEmpty()) return;
+  if (const QString err = m_sweepPanel->watchJournal(f); !err.isEmpty()) {
+    showError(tr("Could not watch the run"), err);
+    return;
+  }
+  m_sweepDock->show();
+  m_sweepDock->raise();
+  setStatus(tr("Watching %1").arg(f));
 }
 
 void MainWindow::loadSweepPoint(int row) {

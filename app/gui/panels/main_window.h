@@ -56,6 +56,7 @@ class MainWindow : public QMainWindow {
   void importConfig();
   void exportConfig();
   void openSweep();
+  void watchSweep();
   void loadSweepPoint(int row);
   void refreshRecentMenus();
   void showError(const QString& title, const QString& message);

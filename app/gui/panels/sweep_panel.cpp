@@ -2,6 +2,8 @@
 #include "app/gui/panels/sweep_panel.h"
 
 #include <QComboBox>
+#include <QGridLayout>
+#include <QProgressBar>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -88,6 +90,27 @@ SweepPanel::SweepPanel(SweepPointsModel* model, QWidget* parent) : QWidget(paren
   m_table->setSelectionMode(QAbstractItemView::SingleSelection);
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
 
+  // A running sweep's progress (File > Watch a running sweep...), hidden until one is watched.
+  m_running = new QWidget(this);
+  m_running->setObjectName(QStringLiteral("runningSweep"));
+  m_runBar = new QProgressBar(m_running);
+  m_runBar->setRange(0, 1000);
+  m_runBar->setTextVisible(false);
+  m_runBar->setMaximumHeight(12);
+  m_runText = new QLabel(m_running);
+  m_runText->setWordWrap(true);
+  m_runText->setObjectName(QStringLiteral("runningText"));
+  auto* stopWatch = new QPushButton(tr("Stop watching"), m_running);
+  auto* runLay = new QGridLayout(m_running);
+  runLay->setContentsMargins(0, 0, 0, 0);
+  runLay->addWidget(m_runText, 0, 0);
+  runLay->addWidget(stopWatch, 0, 1);
+  runLay->addWidget(m_runBar, 1, 0, 1, 2);
+  runLay->setColumnStretch(0, 1);
+  m_running->hide();
+  connect(stopWatch, &QPushButton::clicked, &m_watch, &JournalWatch::stop);
+  connect(&m_watch, &JournalWatch::changed, this, &SweepPanel::showWatch);
+
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(m_plot);
   split->addWidget(m_table);
@@ -95,6 +118,7 @@ SweepPanel::SweepPanel(SweepPointsModel* model, QWidget* parent) : QWidget(paren
   split->setStretchFactor(1, 2);
   auto* lay = new QVBoxLayout(this);
   lay->addWidget(m_source);
+  lay->addWidget(m_running);
   lay->addLayout(top);
   lay->addWidget(split, 1);
   lay->addWidget(m_info);
@@ -118,6 +142,15 @@ SweepPanel::SweepPanel(SweepPointsModel* model, QWidget* parent) : QWidget(paren
     if (m_selected >= 0) Q_EMIT loadPoint(m_selected);
   });
   rebuild();
+}
+
+QString SweepPanel::watchJournal(const QString& file) { return m_watch.watch(file); }
+
+void SweepPanel::showWatch() {
+  m_running->setVisible(m_watch.state() != JournalWatch::State::kIdle);
+  m_runBar->setValue(int(std::lround(1000 * m_watch.fraction())));
+  m_runBar->setVisible(m_watch.state() == JournalWatch::State::kRunning);
+  m_runText->setText(m_watch.text());
 }
 
 void SweepPanel::selectRow(int row) {

@@ -10,6 +10,7 @@
 
 #include <vector>
 
+#include "app/gui/models/journal_watch.h"
 #include "app/gui/models/sweep_model.h"
 
 class QComboBox;
@@ -17,6 +18,7 @@ class QCustomPlot;
 class QCPGraph;
 class QLabel;
 class QMouseEvent;
+class QProgressBar;
 class QPushButton;
 class QTableView;
 
@@ -28,6 +30,10 @@ class SweepPanel : public QWidget {
   explicit SweepPanel(SweepPointsModel* model, QWidget* parent = nullptr);
   int selectedRow() const { return m_selected; }
   void selectRow(int row);
+  // Shows the progress of a running sweep / validation from one of its journal files (a bar
+  // above the plot, re-read every 2 s). Returns "" or why not.
+  QString watchJournal(const QString& file);
+  JournalWatch* journalWatch() { return &m_watch; }
 
  Q_SIGNALS:
   void loadPoint(int row);
@@ -41,6 +47,7 @@ class SweepPanel : public QWidget {
   void replotSelection();
   int pointAt(const QPoint& pixel) const;  // row of the nearest plotted point, or -1
   void onHover(QMouseEvent* e);
+  void showWatch();
   QString describe(int row) const;
 
   SweepPointsModel* m_model;
@@ -54,6 +61,10 @@ class SweepPanel : public QWidget {
   QCPGraph* m_front;
   QCPGraph* m_selection;
   QTableView* m_table;
+  JournalWatch m_watch;
+  QWidget* m_running;
+  QProgressBar* m_runBar;
+  QLabel* m_runText;
   std::vector<Plotted> m_points;
   int m_selected = -1;
 };
