@@ -32,7 +32,7 @@ World make_world() {
   World w;
   w.host = host_name();
 #ifdef SINKSCOPE_HAVE_MPI
-  if (launcher_size() > 1 || std::getenv("SINKSCOPE_FORCE_MPI")) {
+  if (launcher_size() > 1) {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &w.rank);
