@@ -35,6 +35,16 @@ bool cuda_available(std::string* why) {
 #endif
 }
 
+int select_cuda_device(int ordinal, std::string* why) {
+#ifdef SINKSCOPE_HAVE_CUDA
+  return gpu::select_device(ordinal, why);
+#else
+  (void)ordinal;
+  if (why) *why = "built without CUDA";
+  return -1;
+#endif
+}
+
 std::string cuda_device_name() {
 #ifdef SINKSCOPE_HAVE_CUDA
   std::string name;

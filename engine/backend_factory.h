@@ -23,6 +23,10 @@ std::optional<BackendKind> parse_backend_kind(std::string_view text);  // the sa
 bool cuda_available(std::string* why = nullptr);
 // Name of the current CUDA device; "" without CUDA or without a device.
 std::string cuda_device_name();
+// Makes CUDA device (ordinal modulo the device count) current for this thread (a process per
+// device under MPI: its local rank). Returns the ordinal used, or -1 with *why without CUDA or a
+// device.
+int select_cuda_device(int ordinal, std::string* why = nullptr);
 // Free and total memory of the current CUDA device (device-wide); false, with why, without CUDA
 // or without a device.
 bool cuda_memory_info(uint64_t* free_bytes, uint64_t* total_bytes, std::string* why = nullptr);

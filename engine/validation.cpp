@@ -179,8 +179,26 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
   var_opts.attention = to_attention_settings(config);
   var_opts.cache = cache_settings_from(config.inference.cache, config.inference.quantization);
   var_opts.max_context = windowed ? needed : int(std::min<int64_t>(limit, needed));
-  auto dense = make_cpu_backend(model, dense_opts);
-  auto variant = make_cpu_backend(model, var_opts);
+  // Both models on one kind of backend, so that the comparison sees the config's settings and
+  // not two backends' rounding.
+  std::unique_ptr<Backend> dense, variant;
+  if (opt.backend != BackendKind::kCpu) {
+    try {
+      variant = make_backend(model, var_opts, BackendKind::kCuda);
+      dense = make_backend(model, dense_opts, BackendKind::kCuda);
+    } catch (const BackendError& e) {
+      if (opt.backend == BackendKind::kCuda)
+        throw ValidationError(std::string("validate on the CUDA backend: ") + e.what());
+      dense.reset();
+      variant.reset();
+    }
+  }
+  if (!variant) {
+    dense = make_cpu_backend(model, dense_opts);
+    variant = make_cpu_backend(model, var_opts);
+  }
+  // Cached baseline outputs belong to the backend that made them.
+  const std::string store_tag = "@" + dense->name();
   dense->set_cancel_flag(opt.cancel);
   variant->set_cancel_flag(opt.cancel);
 
@@ -222,7 +240,8 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
     o.cls = s.cls;
     o.tokens = int(p.tokens.size());
     variant->reset();
-    const BaselineStore::Entry* cached = store ? store->find(s.id) : nullptr;
+    const std::string store_key = s.id + store_tag;
+    const BaselineStore::Entry* cached = store ? store->find(store_key) : nullptr;
 
     if (s.is_passkey()) {
       GenerateOptions g;
@@ -234,7 +253,7 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
       } else {
         const GenerateResult gd = generate(*dense, p.tokens, g);
         dense_ok = passkey_correct(gd.text, p.task.passkey);
-        if (store) store->put(s.id, BaselineStore::Entry{{}, gd.tokens, dense_ok});
+        if (store) store->put(store_key, BaselineStore::Entry{{}, gd.tokens, dense_ok});
       }
       const GenerateResult gv = generate(*variant, p.tokens, g);
       o.passkey_dense = dense_ok;
@@ -288,9 +307,9 @@ ValidationRun run_validation(std::shared_ptr<const Model> model, const SinkScope
         }
         const std::vector<TokenId> gv = continue_greedy(*variant, last_v, opt.gen_tokens, &acc);
         o.rouge_l = rougeLF1(gd, gv);
-        if (keep) store->put(s.id, BaselineStore::Entry{std::move(dense_all), gd, false});
+        if (keep) store->put(store_key, BaselineStore::Entry{std::move(dense_all), gd, false});
       } else if (keep) {
-        store->put(s.id, BaselineStore::Entry{std::move(dense_all), {}, false});
+        store->put(store_key, BaselineStore::Entry{std::move(dense_all), {}, false});
       }
     }
     o.decode = variant->probes().total(true);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/backend_factory.h"
 #include "engine/config.h"
 #include "engine/quality.h"
 #include "engine/validation_dataset.h"
@@ -67,6 +68,10 @@ struct ValidationOptions {
   int passkey_tokens = 10;   // greedy answer length
   uint64_t seed = 0;         // added to every passkey task's seed
   int threads = 0;           // CPU threads (0: all)
+  // Where the baseline and the variant run: the CPU backend (the reference, every cache
+  // policy), the CUDA backend (both there; kCuda: a config it cannot run is a ValidationError),
+  // or kAuto: CUDA when the config runs there, else both on the CPU.
+  BackendKind backend = BackendKind::kCpu;
   const std::atomic<bool>* cancel = nullptr;  // raised: Cancelled is thrown at the next check
   // Distributed and resumed runs: only the samples (by dataset index) for which run_sample is
   // true are run (empty: all); on_sample is called as each one finishes. Every sample is still

@@ -18,6 +18,7 @@
 #include "app/cli/interrupt.h"
 #include "app/cli/world.h"
 #include "engine/atomic_file.h"
+#include "engine/backend_factory.h"
 #include "engine/capacity.h"
 #include "engine/json.h"
 #include "engine/paths.h"
@@ -44,6 +45,10 @@ void add_run_options(ArgParser& p) {
       .option("--threads", "N",
               "CPU threads per process, 0 = all (default; under MPI: the host's cores shared "
               "among its ranks)")
+      .option("--backend", "KIND",
+              "cpu (default: the reference, every cache policy), cuda (baseline and variant on "
+              "the GPU; under MPI each rank takes the GPU of its local rank) or auto (cuda "
+              "where the config runs there)")
       .option("--journal", "BASE",
               "journal of finished samples, one file per process: BASE.rank-R (default: the "
               "output file + .journal)")
@@ -84,13 +89,33 @@ RunSetup setup_run(const ArgParser& p) {
   r.options.stream_chunk = int(p.get_int("--stream-chunk", 512, 1, 1 << 20));
   r.options.seed = p.get_uint64("--seed", 0);
   r.options.threads = int(p.get_int("--threads", 0, 0, 1024));
+  if (auto b = p.get("--backend")) {
+    const auto kind = parse_backend_kind(*b);
+    if (!kind) throw UsageError("--backend: '" + *b + "' is not cpu, cuda or auto");
+    r.options.backend = *kind;
+  }
   return r;
 }
 
-// Under MPI with --threads 0, the ranks on one host share its cores.
+// Under MPI with --threads 0, the ranks on one host share its cores; with a GPU backend each
+// rank takes the GPU of its local rank (modulo the GPUs present).
 void share_threads(ValidationOptions& o, const World& w) {
   if (o.threads == 0 && w.local_size > 1)
     o.threads = std::max(1, int(std::thread::hardware_concurrency()) / w.local_size);
+  if (o.backend != BackendKind::kCpu) (void)select_cuda_device(w.local_rank);
+}
+
+// The device the results were measured on, for the validated configs' provenance.
+std::string run_device(const ValidationOptions& o, const World& w) {
+  std::string why;
+  if (o.backend != BackendKind::kCpu && cuda_available(&why)) {
+    std::string d = cuda_device_name();
+    if (w.size > 1) d += " (" + std::to_string(w.size) + " MPI ranks)";
+    return d;
+  }
+  std::string d = cpu_device_description(o.threads);
+  if (w.size > 1) d += " x " + std::to_string(w.size) + " MPI ranks";
+  return d;
 }
 
 // What a run's results depend on (engine/work_journal.h): a journal is resumed only by the same.
@@ -100,7 +125,8 @@ std::string run_fingerprint(const std::string& what, const RunSetup& s, const Mo
   f << what << "\n" << s.dataset.name << " " << s.dataset.sha256 << "\n";
   for (const auto& sample : s.dataset.samples) f << sample.id << ",";
   f << "\n" << m.sha256() << "\n" << s.options.gen_tokens << " " << s.options.stream_chunk << " "
-    << s.options.passkey_tokens << " " << s.options.seed << " " << p.get("--threads").value_or("0");
+    << s.options.passkey_tokens << " " << s.options.seed << " " << p.get("--threads").value_or("0")
+    << " " << p.get("--backend").value_or("cpu");
   return sha256_hex(f.str());
 }
 
@@ -309,11 +335,11 @@ int run_validate(std::span<const std::string> args, std::ostream& out, std::ostr
                                " has no result (a process ended early?); rerun with --resume");
     outcomes.push_back(std::move(it->second));
   }
+  const std::string device = run_device(setup.options, wld);
   const ValidationRun run = summarize_validation(
-      config, std::move(outcomes), "cpu",
+      config, std::move(outcomes), device,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  SinkScopeConfig validated =
-      with_validation(config, run, setup.dataset, cpu_device_description(setup.options.threads));
+  SinkScopeConfig validated = with_validation(config, run, setup.dataset, device);
   validated.model.sha256 = model->sha256();
   save_config(*out_file, validated);
   if (auto csv = p.get("--samples-csv")) {
@@ -414,7 +440,7 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
   setup.options.cancel = interrupt_flag();
   share_threads(setup.options, wld);
   BaselineStore store(p.get_int("--baseline-mib", 4096, 0, int64_t(1) << 24) << 20);
-  const std::string device = cpu_device_description(setup.options.threads);
+  const std::string device = run_device(setup.options, wld);
 
   struct Point {
     GridPoint grid;
@@ -520,7 +546,7 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
                                  " has no result (a process ended early?); rerun with --resume");
       outcomes.push_back(std::move(it->second));
     }
-    pt.run = summarize_validation(pt.config, std::move(outcomes), "cpu", 0.0);
+    pt.run = summarize_validation(pt.config, std::move(outcomes), device, 0.0);
     pt.config = with_validation(pt.config, pt.run, setup.dataset, device);
     pt.config.model.sha256 = model->sha256();
   }

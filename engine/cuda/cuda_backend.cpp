@@ -1595,6 +1595,23 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
 
 namespace gpu {
 
+int select_device(int ordinal, std::string* why) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    if (why) *why = "no CUDA device found";
+    return -1;
+  }
+  const int dev = ((ordinal % count) + count) % count;
+  const cudaError_t e = cudaSetDevice(dev);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (why) *why = std::string("cudaSetDevice failed: ") + cudaGetErrorString(e);
+    return -1;
+  }
+  return dev;
+}
+
 bool probe_device(std::string* why, std::string* name) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);

@@ -61,6 +61,9 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
 namespace gpu {
 // Whether a usable CUDA device exists; fills why (no) or name (yes, device 0) when given.
 bool probe_device(std::string* why, std::string* name);
+// Makes device (ordinal modulo the device count) current for this thread; returns the ordinal
+// used, or -1 with *why when there is no device.
+int select_device(int ordinal, std::string* why);
 // Free and total memory of the current device (cudaMemGetInfo: device-wide, every process);
 // false with the runtime's error in *why when it cannot be read.
 bool memory_info(uint64_t* free_bytes, uint64_t* total_bytes, std::string* why = nullptr);

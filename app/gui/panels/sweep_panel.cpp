@@ -100,7 +100,8 @@ SweepPanel::SweepPanel(SweepPointsModel* model, QWidget* parent) : QWidget(paren
   m_runText = new QLabel(m_running);
   m_runText->setWordWrap(true);
   m_runText->setObjectName(QStringLiteral("runningText"));
-  auto* stopWatch = new QPushButton(tr("Stop watching"), m_running);
+  m_stopWatch = new QPushButton(tr("Stop watching"), m_running);
+  auto* stopWatch = m_stopWatch;
   auto* runLay = new QGridLayout(m_running);
   runLay->setContentsMargins(0, 0, 0, 0);
   runLay->addWidget(m_runText, 0, 0);
@@ -151,6 +152,8 @@ void SweepPanel::showWatch() {
   m_runBar->setValue(int(std::lround(1000 * m_watch.fraction())));
   m_runBar->setVisible(m_watch.state() == JournalWatch::State::kRunning);
   m_runText->setText(m_watch.text());
+  m_stopWatch->setText(m_watch.state() == JournalWatch::State::kRunning ? tr("Stop watching")
+                                                                        : tr("Dismiss"));
 }
 
 void SweepPanel::selectRow(int row) {

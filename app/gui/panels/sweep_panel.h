@@ -65,6 +65,7 @@ class SweepPanel : public QWidget {
   QWidget* m_running;
   QProgressBar* m_runBar;
   QLabel* m_runText;
+  QPushButton* m_stopWatch;
   std::vector<Plotted> m_points;
   int m_selected = -1;
 };
