@@ -92,8 +92,16 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
   });
   connect(m_wb, &Workbench::runProgress, this, [this](double f, double eta, const QString& phase) {
     m_progress->setValue(int(f * 1000));
-    m_progress->setFormat(eta >= 0 ? tr("%1 -- %p% -- %2 s left").arg(phase).arg(eta, 0, 'f', eta < 10 ? 1 : 0)
-                                   : tr("%1 -- %p%").arg(phase));
+    // The phase goes first while the text fits the bar; the tooltip always has all of it.
+    const QString left = eta >= 0 ? tr("%1 s left").arg(eta, 0, 'f', eta < 10 ? 1 : 0) : QString();
+    const QString pct = QString::number(int(f * 100)) + QLatin1Char('%');
+    const QString full = left.isEmpty() ? tr("%1: %2").arg(phase, pct)
+                                        : tr("%1: %2, %3").arg(phase, pct, left);
+    const QString fmtFull = left.isEmpty() ? tr("%1: %p%").arg(phase) : tr("%1: %p%, %2").arg(phase, left);
+    const QString fmtShort = left.isEmpty() ? tr("%p%") : tr("%p%, %1").arg(left);
+    const bool fits = m_progress->fontMetrics().horizontalAdvance(full) + 16 <= m_progress->width();
+    m_progress->setFormat(fits ? fmtFull : fmtShort);
+    m_progress->setToolTip(full);
   });
   connect(m_wb, &Workbench::resultReady, this, [this](const RunResultPtr& r) {
     m_progress->setFormat(tr("done"));
