@@ -128,6 +128,121 @@ SINKSCOPE_AVX2 void rows_q8_0(const QuantMatrix& w, const float* x, float* y, in
   }
 }
 
+// ---- 8-bit activations ----------------------------------------------------------------------
+// The activation row is quantized once per product to blocks of 32 int8 values with a float
+// scale (d = max|x| / 127, q = round(x / d)) and the block's d * Σ q; the weight blocks are then
+// multiplied in integers (maddubs: u8 x s8 -> s16 pairs, madd -> s32), one float FMA per block.
+struct XQ8 {
+  std::vector<int8_t> q;
+  std::vector<float> d, s;
+};
+
+SINKSCOPE_AVX2 void quantize_x(const float* x, int64_t n, XQ8& out) {
+  const int64_t nb = n / 32;
+  out.q.resize(size_t(n));
+  out.d.resize(size_t(nb));
+  out.s.resize(size_t(nb));
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + b * 32;
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(xb + 8 * k);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float mx = _mm_cvtss_f32(m);
+    const float d = mx / 127.0f;
+    const __m256 id = _mm256_set1_ps(d > 0 ? 1.0f / d : 0.0f);
+    __m256i i32[4];
+    for (int k = 0; k < 4; ++k)
+      i32[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], id),
+                                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    // Σ q over the block, then pack 32-bit -> 8-bit in element order.
+    __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_hadd_epi32(s4, s4);
+    s4 = _mm_hadd_epi32(s4, s4);
+    const __m256i p01 = _mm256_packs_epi32(i32[0], i32[1]);  // lanes interleave: fixed below
+    const __m256i p23 = _mm256_packs_epi32(i32[2], i32[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q.data() + b * 32), p);
+    out.d[size_t(b)] = d;
+    out.s[size_t(b)] = d * float(_mm_cvtsi128_si32(s4));
+  }
+}
+
+// 32 nibbles of a Q4 block as bytes 0..15 (low nibbles: elements 0..15) and 16..31 (high
+// nibbles: elements 16..31), ggml's order.
+SINKSCOPE_AVX2 inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m256i both = _mm256_insertf128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// Σ a_j b_j as 8 int32 partial sums, a unsigned (0..255), b signed.
+SINKSCOPE_AVX2 inline __m256 dot_u8s8(__m256i a, __m256i b) {
+  const __m256i p16 = _mm256_maddubs_epi16(a, b);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+// Σ a_j b_j, both signed: |a| against b with a's sign.
+SINKSCOPE_AVX2 inline __m256 dot_s8s8(__m256i a, __m256i b) {
+  return dot_u8s8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a));
+}
+
+SINKSCOPE_AVX2 void rows_q4_1_q8(const QuantMatrix& w, const XQ8& x, float* y, int64_t r0,
+                                 int64_t r1) {
+  const int64_t nb = w.cols / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* p = w.data + uint64_t(r) * w.row_bytes;
+    __m256 acc = _mm256_setzero_ps();
+    float macc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b, p += 20) {
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + b * 32));
+      const __m256 qx = dot_u8s8(nibbles32(p + 4), xq);
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(p) * x.d[size_t(b)]), qx, acc);
+      macc += h2f(p + 2) * x.s[size_t(b)];
+    }
+    y[r] = hsum(acc) + macc;
+  }
+}
+
+SINKSCOPE_AVX2 void rows_q4_0_q8(const QuantMatrix& w, const XQ8& x, float* y, int64_t r0,
+                                 int64_t r1) {
+  const int64_t nb = w.cols / 32;
+  const __m256i eight = _mm256_set1_epi8(8);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* p = w.data + uint64_t(r) * w.row_bytes;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, p += 18) {
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + b * 32));
+      const __m256 qx = dot_s8s8(_mm256_sub_epi8(nibbles32(p + 2), eight), xq);
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(p) * x.d[size_t(b)]), qx, acc);
+    }
+    y[r] = hsum(acc);
+  }
+}
+
+SINKSCOPE_AVX2 void rows_q8_0_q8(const QuantMatrix& w, const XQ8& x, float* y, int64_t r0,
+                                 int64_t r1) {
+  const int64_t nb = w.cols / 32;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* p = w.data + uint64_t(r) * w.row_bytes;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, p += 34) {
+      const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q.data() + b * 32));
+      const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2));
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(p) * x.d[size_t(b)]), dot_s8s8(wq, xq), acc);
+    }
+    y[r] = hsum(acc);
+  }
+}
+
 SINKSCOPE_AVX2 void rows_f32(const QuantMatrix& w, const float* x, float* y, int64_t r0,
                              int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
@@ -159,11 +274,29 @@ void qgemv_reference(const QuantMatrix& w, const float* x, float* y) {
   rows_generic(w, x, y, 0, w.rows);
 }
 
-void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool) {
+void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool, QgemvMode mode) {
   std::vector<float> xsum;
+#ifdef SINKSCOPE_X86
+  const bool avx2 = cpu_has_avx2() && w.cols % 32 == 0;
+  const bool int8 = avx2 && mode == QgemvMode::kInt8Activations &&
+                    (w.type == GgmlType::kQ4_0 || w.type == GgmlType::kQ4_1 ||
+                     w.type == GgmlType::kQ8_0);
+  // The caller's buffer, reused across calls; the pool's workers read it through this reference
+  // (a thread_local named in the lambda would be each worker's own).
+  thread_local XQ8 xq_buffer;
+  XQ8& xq = xq_buffer;
+  if (int8) quantize_x(x, w.cols, xq);
+#endif
   auto run = [&](int64_t r0, int64_t r1) {
 #ifdef SINKSCOPE_X86
-    if (cpu_has_avx2() && w.cols % 32 == 0) {
+    if (int8) {
+      switch (w.type) {
+        case GgmlType::kQ4_1: return rows_q4_1_q8(w, xq, y, r0, r1);
+        case GgmlType::kQ4_0: return rows_q4_0_q8(w, xq, y, r0, r1);
+        default: return rows_q8_0_q8(w, xq, y, r0, r1);
+      }
+    }
+    if (avx2) {
       switch (w.type) {
         case GgmlType::kQ4_1: return rows_q4_1(w, x, xsum.data(), y, r0, r1);
         case GgmlType::kQ4_0: return rows_q4_0(w, x, y, r0, r1);

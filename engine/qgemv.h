@@ -22,9 +22,21 @@ struct QuantMatrix {
   bool empty() const { return data == nullptr; }
 };
 
-// y (rows) = W x. Fused AVX2 paths for Q4_0, Q4_1, Q8_0 and F32 (when the CPU has AVX2/FMA/F16C),
-// a dequantize-then-dot path for every other dequantizable type.
-void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool);
+enum class QgemvMode {
+  // Q4_0 / Q4_1 / Q8_0 with AVX2: x is quantized to 8-bit blocks (32 values, d = max|x| / 127)
+  // once per product and each weight block is multiplied in integers, as llama.cpp does. Per
+  // block of 32 the error is at most d_x / 2 * Σ|w_j| (x rounded to its step), plus float
+  // rounding.
+  kInt8Activations,
+  // Weights dequantized in registers and multiplied with float x (only float rounding).
+  kFloatActivations,
+};
+
+// y (rows) = W x. AVX2 paths for Q4_0, Q4_1, Q8_0 (as `mode` says) and F32 (when the CPU has
+// AVX2/FMA/F16C), a dequantize-then-dot path for every other dequantizable type. Each row's
+// result does not depend on the pool or its size.
+void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool,
+           QgemvMode mode = QgemvMode::kInt8Activations);
 
 // The portable path alone (for tests comparing the two).
 void qgemv_reference(const QuantMatrix& w, const float* x, float* y);

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: Apache-2.0
+// The single-token products straight from GGUF blocks (engine/qgemv.h) against the reference
+// (dequantize the row, float dot in double here): the float-activation paths within float
+// rounding, the 8-bit-activation paths (Q4_0, Q4_1, Q8_0) within their stated bound -- per block
+// of 32, d_x / 2 * Σ|w_j| with d_x = max|x| / 127 -- and every path independent of the thread
+// count. Random blocks with realistic scales, rows of the model's widths.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "engine/ggml_types.h"
+#include "engine/qgemv.h"
+#include "engine/thread_pool.h"
+
+namespace sinkscope {
+namespace {
+
+uint16_t f2h(float f) {
+  // Round-to-nearest float -> half for the small positive scales used here.
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000;
+  const int e = int((u >> 23) & 0xff) - 127 + 15;
+  uint32_t m = u & 0x7fffff;
+  if (e <= 0) return uint16_t(sign);
+  uint16_t h = uint16_t(sign | (uint32_t(e) << 10) | (m >> 13));
+  if (m & 0x1000) ++h;
+  return h;
+}
+
+std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const int bb = type == GgmlType::kQ4_0 ? 18 : type == GgmlType::kQ4_1 ? 20 : 34;
+  std::vector<uint8_t> m(size_t(rows * cols / 32 * bb));
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.02f), offset(-0.1f, 0.0f);
+  for (size_t b = 0; b < m.size(); b += size_t(bb)) {
+    for (int i = 0; i < bb; ++i) m[b + size_t(i)] = uint8_t(byte(rng));
+    const uint16_t d = f2h(scale(rng));
+    std::memcpy(&m[b], &d, 2);
+    if (type == GgmlType::kQ4_1) {
+      const uint16_t mn = f2h(offset(rng));
+      std::memcpy(&m[b + 2], &mn, 2);
+    }
+  }
+  return m;
+}
+
+// y against the reference, row by row: |y - ref| <= bound, bound = quantization term (int8
+// activations) + float rounding (1e-5 of Σ|w x| + 1e-6).
+void expect_within(const QuantMatrix& w, const std::vector<float>& x, const std::vector<float>& y,
+                   bool int8, const char* what) {
+  std::vector<float> row(size_t(w.cols));
+  std::vector<double> step(size_t(w.cols / 32));
+  for (size_t b = 0; b < step.size(); ++b) {
+    float mx = 0;
+    for (int j = 0; j < 32; ++j) mx = std::max(mx, std::fabs(x[b * 32 + size_t(j)]));
+    step[b] = double(mx) / 127.0;
+  }
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w.type, w.data + uint64_t(r) * w.row_bytes, row.data(), w.cols);
+    double ref = 0, mag = 0, quant = 0;
+    for (int64_t j = 0; j < w.cols; ++j) {
+      ref += double(row[size_t(j)]) * x[size_t(j)];
+      mag += std::fabs(double(row[size_t(j)]) * x[size_t(j)]);
+      quant += step[size_t(j / 32)] / 2 * std::fabs(row[size_t(j)]);
+    }
+    const double bound = (int8 ? quant * 1.001 : 0.0) + 1e-5 * mag + 1e-6;
+    ASSERT_LE(std::fabs(double(y[size_t(r)]) - ref), bound)
+        << what << " row " << r << ": got " << y[size_t(r)] << ", reference " << ref;
+  }
+}
+
+TEST(Qgemv, EveryPathWithinItsBoundOfTheReference) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> gauss(0.f, 1.f);
+  ThreadPool pool(2);
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{576, 576}, {1536, 576}, {576, 1536}}) {
+      const std::vector<uint8_t> data = random_matrix(type, rows, cols, rng);
+      QuantMatrix w;
+      w.type = type;
+      w.data = data.data();
+      w.rows = rows;
+      w.cols = cols;
+      w.row_bytes = uint64_t(data.size() / size_t(rows));
+      // Activations with outliers (as RMS-normed hidden states have).
+      std::vector<float> x(static_cast<size_t>(cols));
+      for (auto& v : x) v = gauss(rng);
+      x[3] = 40.f;
+      x[size_t(cols) - 5] = -25.f;
+      std::vector<float> y8(static_cast<size_t>(rows)), yf(y8), y8p(y8);
+      qgemv(w, x.data(), y8.data(), nullptr, QgemvMode::kInt8Activations);
+      qgemv(w, x.data(), yf.data(), nullptr, QgemvMode::kFloatActivations);
+      qgemv(w, x.data(), y8p.data(), &pool, QgemvMode::kInt8Activations);
+      const std::string name = std::string(ggml_type_name(type)) + " " + std::to_string(rows) +
+                               "x" + std::to_string(cols);
+      expect_within(w, x, y8, /*int8=*/true, (name + " int8").c_str());
+      expect_within(w, x, yf, /*int8=*/false, (name + " float").c_str());
+      EXPECT_EQ(y8, y8p) << name << ": the thread pool changed a result";
+    }
+  }
+}
+
+TEST(Qgemv, Int8ActivationsHandleZeroAndTinyBlocks) {
+  std::mt19937 rng(3);
+  const int64_t rows = 64, cols = 128;
+  const std::vector<uint8_t> data = random_matrix(GgmlType::kQ8_0, rows, cols, rng);
+  QuantMatrix w{GgmlType::kQ8_0, data.data(), rows, cols, uint64_t(data.size() / rows)};
+  std::vector<float> x(size_t(cols), 0.f);  // block 0 all zero
+  for (int64_t j = 32; j < 64; ++j) x[size_t(j)] = 1e-30f;  // block 1 tiny
+  for (int64_t j = 64; j < cols; ++j) x[size_t(j)] = float(j % 7) - 3.f;
+  std::vector<float> y(static_cast<size_t>(rows));
+  qgemv(w, x.data(), y.data(), nullptr);
+  for (float v : y) ASSERT_TRUE(std::isfinite(v));
+  expect_within(w, x, y, true, "zero and tiny blocks");
+}
+
+}  // namespace
+}  // namespace sinkscope
