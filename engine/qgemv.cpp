@@ -2,6 +2,7 @@
 #include "engine/qgemv.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -275,6 +276,15 @@ void qgemv_reference(const QuantMatrix& w, const float* x, float* y) {
 }
 
 void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool, QgemvMode mode) {
+  // SINKSCOPE_QGEMV=int8 / float: that path for every product (the backends' decode, the
+  // benchmarks' A/B runs); unset: as the caller asks.
+  static const int forced = [] {
+    const char* v = std::getenv("SINKSCOPE_QGEMV");
+    if (!v) return 0;
+    return std::strcmp(v, "int8") == 0 ? 1 : std::strcmp(v, "float") == 0 ? 2 : 0;
+  }();
+  if (forced == 1) mode = QgemvMode::kInt8Activations;
+  if (forced == 2) mode = QgemvMode::kFloatActivations;
   std::vector<float> xsum;
 #ifdef SINKSCOPE_X86
   const bool avx2 = cpu_has_avx2() && w.cols % 32 == 0;

@@ -23,20 +23,23 @@ struct QuantMatrix {
 };
 
 enum class QgemvMode {
-  // Q4_0 / Q4_1 / Q8_0 with AVX2: x is quantized to 8-bit blocks (32 values, d = max|x| / 127)
-  // once per product and each weight block is multiplied in integers, as llama.cpp does. Per
-  // block of 32 the error is at most d_x / 2 * Σ|w_j| (x rounded to its step), plus float
-  // rounding.
-  kInt8Activations,
-  // Weights dequantized in registers and multiplied with float x (only float rounding).
+  // Weights dequantized in registers and multiplied with float x (only float rounding): decode
+  // equals the prefill's products, and the model's logits stay within float rounding of HF
+  // transformers' (the default).
   kFloatActivations,
+  // Q4_0 / Q4_1 / Q8_0 with AVX2: x is quantized to 8-bit blocks (32 values, d = max|x| / 127)
+  // once per product and each weight block is multiplied in integers, as llama.cpp does: about
+  // 1.3-1.45x faster decode here, but per block of 32 an error of up to d_x / 2 * Σ|w_j| (x
+  // rounded to its step), which moves decode logits by up to ~0.3 on small models. Opt-in:
+  // SINKSCOPE_QGEMV=int8.
+  kInt8Activations,
 };
 
 // y (rows) = W x. AVX2 paths for Q4_0, Q4_1, Q8_0 (as `mode` says) and F32 (when the CPU has
 // AVX2/FMA/F16C), a dequantize-then-dot path for every other dequantizable type. Each row's
 // result does not depend on the pool or its size.
 void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool,
-           QgemvMode mode = QgemvMode::kInt8Activations);
+           QgemvMode mode = QgemvMode::kFloatActivations);
 
 // The portable path alone (for tests comparing the two).
 void qgemv_reference(const QuantMatrix& w, const float* x, float* y);

@@ -2,6 +2,7 @@
 #include "engine/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 
@@ -16,6 +17,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard lock(m_mutex);
     m_stop = true;
+    m_stop_seen.store(true, std::memory_order_release);
   }
   m_wake.notify_all();
   for (auto& t : m_threads) t.join();
@@ -23,21 +25,46 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::run_items() {
   for (;;) {
-    int64_t i;
-    {
-      std::lock_guard lock(m_mutex);
-      if (m_next >= m_count) return;
-      i = m_next++;
-    }
+    const int64_t i = m_next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= m_count) return;
     try {
       (*m_fn)(i);
     } catch (...) {
       std::lock_guard lock(m_mutex);
       if (!m_error) m_error = std::current_exception();
-      m_next = m_count;  // stop handing out work
+      m_next.store(m_count, std::memory_order_relaxed);  // stop handing out work
     }
   }
 }
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Spins until pred() or kSpinNs have passed; true when pred() held.
+template <typename Pred>
+bool spin_until(Pred pred, int64_t spin_ns) {
+  const int64_t deadline = steady_ns() + spin_ns;
+  for (int i = 0;; ++i) {
+    if (pred()) return true;
+    if ((i & 63) == 63 && steady_ns() > deadline) return false;
+    cpu_relax();
+  }
+}
+
+}  // namespace
 
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
@@ -45,16 +72,24 @@ void ThreadPool::worker_loop() {
     const char* label = nullptr;
     int64_t arg = prof::kNoArg, layer = prof::kNoArg;
     bool work = false;
+    // The next parallel_for usually follows within microseconds: spin a little before sleeping.
+    (void)spin_until(
+        [&] {
+          return m_stop_seen.load(std::memory_order_acquire) ||
+                 m_gen_seen.load(std::memory_order_acquire) != seen;
+        },
+        kSpinNs);
     {
       std::unique_lock lock(m_mutex);
       m_wake.wait(lock, [&] { return m_stop || m_generation != seen; });
       if (m_stop) return;
       seen = m_generation;
       ++m_active;
+      m_active_seen.store(m_active, std::memory_order_relaxed);
       label = m_label;
       arg = m_labelArg;
       layer = m_layer;
-      work = m_next < m_count;
+      work = m_next.load(std::memory_order_relaxed) < m_count;
     }
     {
       prof::SpanRecorder* rec = work ? m_spans.load(std::memory_order_relaxed) : nullptr;
@@ -66,6 +101,7 @@ void ThreadPool::worker_loop() {
     {
       std::lock_guard lock(m_mutex);
       --m_active;
+      m_active_seen.store(m_active, std::memory_order_release);
     }
     m_done.notify_all();
   }
@@ -90,16 +126,19 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
     m_layer = layer;
     m_fn = &fn;
     m_count = n;
-    m_next = 0;
+    m_next.store(0, std::memory_order_relaxed);
     m_error = nullptr;
     ++m_generation;
+    m_gen_seen.store(m_generation, std::memory_order_release);
   }
   m_wake.notify_all();
   run_items();
   std::exception_ptr err;
+  // The workers finish their last items within microseconds: spin before sleeping.
+  (void)spin_until([&] { return m_active_seen.load(std::memory_order_acquire) == 0; }, kSpinNs);
   {
     std::unique_lock lock(m_mutex);
-    m_done.wait(lock, [&] { return m_active == 0 && m_next >= m_count; });
+    m_done.wait(lock, [&] { return m_active == 0; });
     m_fn = nullptr;
     err = m_error;
   }

@@ -42,10 +42,18 @@ class ThreadPool {
   std::condition_variable m_wake, m_done;
   const std::function<void(int64_t)>* m_fn = nullptr;
   int64_t m_count = 0;
-  int64_t m_next = 0;
+  std::atomic<int64_t> m_next{0};  // the next item to hand out (>= m_count: none left)
   int m_active = 0;
+  std::atomic<int> m_active_seen{0};  // m_active, for the caller's spin
   uint64_t m_generation = 0;
   bool m_stop = false;
+  // Mirrors of m_generation / m_stop and of "a parallel_for is still running", written under
+  // m_mutex and read without it: a worker that just finished, and the caller waiting for the
+  // workers, spin on them for up to kSpinNs before sleeping on the condition variables, so
+  // back-to-back small parallel_fors (a decode step's products) do not pay a wake-up each.
+  std::atomic<uint64_t> m_gen_seen{0};
+  std::atomic<bool> m_stop_seen{false};
+  static constexpr int64_t kSpinNs = 200000;
   std::exception_ptr m_error;
   std::atomic<prof::SpanRecorder*> m_spans{nullptr};
   const char* m_label = nullptr;  // the caller's innermost open span at parallel_for
