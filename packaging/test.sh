@@ -72,8 +72,8 @@ fi
 # out: its worker threads synchronise in uninstrumented assembly (false reports); the built-in
 # gemm is instrumented instead. Qt is not instrumented either: tests/tsan/qt.supp names the few
 # Qt/GLib internals TSan cannot see through, and nothing of ours.
-TSAN_TARGETS=(tst_requestqueue tst_enginecontroller tst_runexecutor test_cpu_backend test_cpu_attention test_spans)
-TSAN_TESTS='^(gui_tst_(requestqueue|enginecontroller|runexecutor)$|(CpuBackend|CpuAttention|EffectiveLambda|Session|Spans)\.)'
+TSAN_TARGETS=(tst_requestqueue tst_enginecontroller tst_runexecutor test_cpu_backend test_cpu_attention test_spans test_thread_pool)
+TSAN_TESTS='^(gui_tst_(requestqueue|enginecontroller|runexecutor)$|(CpuBackend|CpuAttention|EffectiveLambda|Session|Spans|ThreadPool)\.)'
 if [[ "${SINKSCOPE_TEST_TSAN:-1}" != 0 ]]; then
   tsan="$ROOT/build-tsan"
   if [[ ! -f "$tsan/build.ninja" ]]; then
