@@ -120,7 +120,11 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t)>& fn)
     layer = prof::current_span_arg("layer");
   }
   {
-    std::lock_guard lock(m_mutex);
+    std::unique_lock lock(m_mutex);
+    // A worker that woke for the last parallel_for after it had ended may still be in
+    // run_items (finding nothing): it reads m_fn / m_count without the lock, so they change
+    // only once it is out.
+    m_done.wait(lock, [&] { return m_active == 0; });
     m_label = label;
     m_labelArg = labelArg;
     m_layer = layer;
