@@ -67,7 +67,9 @@ SweepPanel::SweepPanel(SweepPointsModel* model, QWidget* parent) : QWidget(paren
   m_plot->setObjectName(QStringLiteral("plot"));
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   m_plot->setMouseTracking(true);
-  m_plot->yAxis->setLabel(tr("mean KL(dense || variant), nats"));
+  // Short: the plot may be a hundred pixels tall on a 720-pixel screen (the tooltip and the
+  // table say which KL).
+  m_plot->yAxis->setLabel(tr("mean KL, nats"));
   m_passed = scatter(m_plot, tr("passes the gates"),
                      QCPScatterStyle(QCPScatterStyle::ssCircle, QColor(70, 130, 200), 7));
   m_failed = scatter(m_plot, tr("fails a gate"),
