@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SinkScope's CPU engine against llama.cpp on the same GGUF file and thread count, alternating
+# runs: prefill of 512 tokens and 128 decode steps after a 512-token context (llama-bench's pp512
+# and tg128 @ d512 against bench_cpu_e2e's prefill and decode), then a table with the ratios.
+# llama.cpp is built once, CPU only, from the llama-cpp-python sdist's vendor/llama.cpp (PyPI),
+# in build/llama-cpp.
+#   bash tests/bench/llama_cpp_compare.sh [--threads N] [--rounds N] [--model FILE]
+# Environment: SINKSCOPE_QGEMV=int8 compares SinkScope's 8-bit-activation decode.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+THREADS=2 ROUNDS=3
+MODEL="${SINKSCOPE_MODEL:-$HOME/.cache/sinkscope/SmolLM2-135M-Instruct.Q4_1.gguf}"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --threads) THREADS=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --model) MODEL=$2; shift ;;
+    -h | --help) sed -n 2,9p "$0"; exit 0 ;;
+    *) echo "llama_cpp_compare: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ -f "$MODEL" ]] || { echo "llama_cpp_compare: no model at $MODEL" >&2; exit 1; }
+OURS="$ROOT/build/tests/bench/bench_cpu_e2e"
+[[ -x "$OURS" ]] || { echo "llama_cpp_compare: build bench_cpu_e2e first (cmake --build build --target bench_cpu_e2e)" >&2; exit 1; }
+
+LC="$ROOT/build/llama-cpp"
+BENCH="$LC/src/build/bin/llama-bench"
+if [[ ! -x "$BENCH" ]]; then
+  mkdir -p "$LC"
+  if [[ ! -d "$LC/src" ]]; then
+    echo "llama_cpp_compare: fetching the llama-cpp-python sdist (llama.cpp's source) into $LC"
+    python3 -m pip download --no-deps --no-binary :all: llama-cpp-python -d "$LC" >"$LC/download.log" 2>&1
+    tar xzf "$LC"/llama_cpp_python-*.tar.gz -C "$LC"
+    mv "$LC"/llama_cpp_python-*/vendor/llama.cpp "$LC/src"
+  fi
+  echo "llama_cpp_compare: building llama-bench (CPU) in $LC/src/build, once"
+  cmake -S "$LC/src" -B "$LC/src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
+    >"$LC/configure.log" 2>&1
+  cmake --build "$LC/src/build" --target llama-bench -j "$(nproc)" >"$LC/build.log" 2>&1
+fi
+
+out="$ROOT/build/llama_cpp_compare"
+mkdir -p "$out"
+: >"$out/runs.txt"
+for r in $(seq 1 "$ROUNDS"); do
+  # llama-bench: pp512, and tg128 after a 512-token context (-d 512).
+  "$BENCH" -m "$MODEL" -t "$THREADS" -p 512 -n 0 -r 1 -o csv >"$out/lc_pp_$r.csv" 2>/dev/null
+  "$BENCH" -m "$MODEL" -t "$THREADS" -p 0 -n 128 -d 512 -r 1 -o csv >"$out/lc_tg_$r.csv" 2>/dev/null
+  "$OURS" --threads "$THREADS" --prefill 512 --decode 128 --reps 1 >"$out/ours_$r.txt" 2>&1
+  lc_pp=$(python3 -c "import csv,sys; r=list(csv.DictReader(open('$out/lc_pp_$r.csv'))); print(r[-1]['avg_ts'])")
+  lc_tg=$(python3 -c "import csv,sys; r=list(csv.DictReader(open('$out/lc_tg_$r.csv'))); print(r[-1]['avg_ts'])")
+  ours=$(grep -E "^\| +$THREADS \|" "$out/ours_$r.txt" | awk -F'|' '{gsub(/ /,""); print $3, $4}')
+  echo "$r $lc_pp $lc_tg $ours" >>"$out/runs.txt"
+done
+python3 - "$out/runs.txt" "$THREADS" "${SINKSCOPE_QGEMV:-float}" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1]) if l.strip()]
+med = lambda i: statistics.median(r[i] for r in rows)
+lc_pp, lc_tg, our_pp, our_tg = med(0), med(1), med(2), med(3)
+print(f"threads {sys.argv[2]}, {len(rows)} alternating rounds, medians (SinkScope qgemv: {sys.argv[3]})")
+print("| | llama.cpp | SinkScope | ratio |")
+print("|---|--:|--:|--:|")
+print(f"| prefill 512 tokens, tok/s | {lc_pp:.1f} | {our_pp:.1f} | {our_pp / lc_pp:.2f}x |")
+print(f"| decode 128 after 512, tok/s | {lc_tg:.1f} | {our_tg:.1f} | {our_tg / lc_tg:.2f}x |")
+PY
