@@ -105,16 +105,21 @@ void share_threads(ValidationOptions& o, const World& w) {
   if (o.backend != BackendKind::kCpu) (void)select_cuda_device(w.local_rank);
 }
 
-// The device the results were measured on, for the validated configs' provenance.
-std::string run_device(const ValidationOptions& o, const World& w) {
-  std::string why;
-  if (o.backend != BackendKind::kCpu && cuda_available(&why)) {
-    std::string d = cuda_device_name();
-    if (w.size > 1) d += " (" + std::to_string(w.size) + " MPI ranks)";
-    return d;
+// The device the results were measured on, for the validated configs' provenance; with
+// several ranks, their number and hosts.
+std::string run_device(const ValidationOptions& o, const World& w,
+                       const std::vector<std::string>& hosts = {}) {
+  std::string why, d;
+  const bool gpu = o.backend != BackendKind::kCpu && cuda_available(&why);
+  d = gpu ? cuda_device_name() : cpu_device_description(o.threads);
+  if (w.size > 1) {
+    d += (gpu ? " (" : " x ") + std::to_string(w.size) + " MPI ranks";
+    if (!hosts.empty()) {
+      d += " on ";
+      for (size_t i = 0; i < hosts.size(); ++i) d += (i ? ", " : "") + hosts[i];
+    }
+    if (gpu) d += ")";
   }
-  std::string d = cpu_device_description(o.threads);
-  if (w.size > 1) d += " x " + std::to_string(w.size) + " MPI ranks";
   return d;
 }
 
@@ -335,7 +340,7 @@ int run_validate(std::span<const std::string> args, std::ostream& out, std::ostr
                                " has no result (a process ended early?); rerun with --resume");
     outcomes.push_back(std::move(it->second));
   }
-  const std::string device = run_device(setup.options, wld);
+  const std::string device = run_device(setup.options, wld, d.hosts());
   const ValidationRun run = summarize_validation(
       config, std::move(outcomes), device,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -440,7 +445,7 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
   setup.options.cancel = interrupt_flag();
   share_threads(setup.options, wld);
   BaselineStore store(p.get_int("--baseline-mib", 4096, 0, int64_t(1) << 24) << 20);
-  const std::string device = run_device(setup.options, wld);
+  std::string device = run_device(setup.options, wld);
 
   struct Point {
     GridPoint grid;
@@ -534,6 +539,7 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
   }
   std::map<uint64_t, SampleOutcome> all = d.gather();
   if (wld.rank != 0) return 0;
+  device = run_device(setup.options, wld, d.hosts());
   for (size_t i = 0; i < rows.size(); ++i) {
     Point& pt = rows[i];
     if (!pt.invalid.empty()) continue;

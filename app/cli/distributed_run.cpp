@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "app/cli/distributed_run.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <sstream>
@@ -63,12 +64,15 @@ size_t DistributedRun::finished_everywhere() const {
 }
 
 std::map<uint64_t, SampleOutcome> DistributedRun::gather() {
-  const std::vector<std::string> all = world_gather(m_ran);
+  // Each rank's text: its host on the first line, then its outcomes.
+  const std::vector<std::string> all = world_gather(m_world.host + "\n" + m_ran);
   std::map<uint64_t, SampleOutcome> out;
   if (m_world.rank != 0) return out;
   for (auto& [unit, e] : m_resumed) out.emplace(unit, e.outcome);
   for (const std::string& text : all) {
-    size_t pos = 0;
+    size_t pos = text.find('\n') + 1;
+    const std::string host = text.substr(0, pos - 1);
+    if (std::find(m_hosts.begin(), m_hosts.end(), host) == m_hosts.end()) m_hosts.push_back(host);
     while (pos < text.size()) {
       const size_t nl = text.find('\n', pos);
       const size_t tab = text.find('\t', pos);

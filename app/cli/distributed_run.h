@@ -40,6 +40,8 @@ class DistributedRun {
   // ones included); the other ranks an empty map.
   std::map<uint64_t, SampleOutcome> gather();
   const std::filesystem::path& journal() const { return m_journal; }
+  // After gather(), on rank 0: the hosts of the ranks, each once, in rank order.
+  const std::vector<std::string>& hosts() const { return m_hosts; }
 
  private:
   const World& m_world;
@@ -50,6 +52,7 @@ class DistributedRun {
   std::unique_ptr<JournalWriter> m_writer;
   std::string m_ran;  // this rank's outcomes, one "unit<TAB>json" line each
   uint64_t m_recorded = 0;
+  std::vector<std::string> m_hosts;
 };
 
 }  // namespace sinkscope::cli

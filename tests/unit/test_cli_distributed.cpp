@@ -160,11 +160,17 @@ TEST(CliMpi, TwoAndThreeRanksGiveTheResultsOfOne) {
   if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";
   for (int np : {2, 3}) {
     const fs::path csv = fixture().dir / ("dist_np" + std::to_string(np) + ".csv");
+    const fs::path js = fixture().dir / ("dist_np" + std::to_string(np) + ".json");
     fs::remove(csv);
-    const auto r = run_binary(sweep_args(csv), mpirun(np));
+    auto args = sweep_args(csv);
+    args.insert(args.end(), {"--json-out", js.string()});
+    const auto r = run_binary(args, mpirun(np));
     ASSERT_EQ(r.status, 0) << "np " << np << ": " << r.err << r.out;
     EXPECT_NE(r.err.find("on " + std::to_string(np) + " processes"), std::string::npos) << r.err;
     EXPECT_EQ(without_times(slurp(csv)), reference_csv()) << "np " << np;
+    // The provenance names the ranks and their host.
+    const std::string json = slurp(js);
+    EXPECT_NE(json.find(std::to_string(np) + " MPI ranks on "), std::string::npos) << json.substr(0, 400);
   }
 }
 
