@@ -28,21 +28,9 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
-const char* model_dtype(AttentionDtype d) {
-  switch (d) {
-    case AttentionDtype::kBfloat16:
-      return "bfloat16";
-    case AttentionDtype::kFloat16:
-      return "float16";
-    case AttentionDtype::kFloat32:
-      return "float32";
-  }
-  return "bfloat16";
-}
-
 // Notes every engine here shares: settings with no equivalent in any of them.
 void common_notes(const SinkScopeConfig& c, const char* engine, bool sinks_and_window,
-                  bool sparse, std::vector<std::string>& n) {
+                  bool sparse, bool memory_limit, std::vector<std::string>& n) {
   const CacheSection& cache = c.inference.cache;
   const AttentionSection& att = c.inference.attention;
   const QuantizationSection& q = c.inference.quantization;
@@ -66,7 +54,7 @@ void common_notes(const SinkScopeConfig& c, const char* engine, bool sinks_and_w
                 " quantizes a KV cache with per-tensor scales (fp8 and the like) and keeps no "
                 "16-bit sink tokens, so this export keeps the 16-bit cache (KV cache dtype "
                 "auto); its fp8 cache is the nearest and was not validated");
-  if (cache.global_cache_limit_mib > 0 && std::string(engine) != "TensorRT-LLM")
+  if (cache.global_cache_limit_mib > 0 && !memory_limit)
     n.push_back(std::string("global_cache_limit_mib ") + num(cache.global_cache_limit_mib) +
                 " has no equivalent: " + engine +
                 " sizes its KV pool from the free GPU memory (a memory fraction); set it so the "
@@ -94,7 +82,7 @@ ServingExport trtllm(const SinkScopeConfig& c) {
   YAML::Emitter y;
   y << YAML::BeginMap;
   y << YAML::Key << "max_seq_len" << YAML::Value << request_token_limit(c);
-  y << YAML::Key << "dtype" << YAML::Value << model_dtype(att.dtype);
+  y << YAML::Key << "dtype" << YAML::Value << to_string(att.dtype);
   y << YAML::Key << "kv_cache_config" << YAML::Value << YAML::BeginMap;
   y << YAML::Key << "dtype" << YAML::Value << "auto";
   y << YAML::Key << "tokens_per_block" << YAML::Value << cache.block_size;
@@ -151,7 +139,8 @@ ServingExport trtllm(const SinkScopeConfig& c) {
             "of the softmax sum too (SinkScope's skip_softmax_exp true)");
     }
   }
-  common_notes(c, "TensorRT-LLM", /*sinks_and_window=*/true, /*sparse=*/true, n);
+  common_notes(c, "TensorRT-LLM", /*sinks_and_window=*/true, /*sparse=*/true,
+               /*memory_limit=*/true, n);
   return e;
 }
 
@@ -171,7 +160,7 @@ ServingExport vllm_or_sglang(ServingEngine engine, const SinkScopeConfig& c) {
   y << YAML::BeginMap;
   y << YAML::Key << (vllm ? "max-model-len" : "context-length") << YAML::Value
     << request_token_limit(c);
-  y << YAML::Key << "dtype" << YAML::Value << model_dtype(att.dtype);
+  y << YAML::Key << "dtype" << YAML::Value << to_string(att.dtype);
   y << YAML::Key << "kv-cache-dtype" << YAML::Value << "auto";
   y << YAML::Key << (vllm ? "block-size" : "page-size") << YAML::Value << cache.block_size;
   y << YAML::EndMap;
@@ -180,7 +169,7 @@ ServingExport vllm_or_sglang(ServingEngine engine, const SinkScopeConfig& c) {
                     num(cache.block_size) +
                     " is the KV page only (SinkScope's block_size is also the attention tile)");
   common_notes(c, vllm ? "vLLM" : "SGLang", /*sinks_and_window=*/false, /*sparse=*/false,
-               e.notes);
+               /*memory_limit=*/false, e.notes);
   return e;
 }
 

@@ -210,10 +210,9 @@ std::map<uint64_t, JournalEntry> read_journal(const fs::path& base,
         e.host = v["host"].as_string();
         e.outcome = outcome_from_json(v["outcome"]);
         done.emplace(e.unit, std::move(e));
-      } catch (const json::JsonError& e) {
-        throw JournalError(file.string() + ":" + std::to_string(line_no) +
-                           ": damaged journal line (" + e.what() + ")");
-      } catch (const std::invalid_argument& e) {
+      } catch (const JournalError&) {
+        throw;
+      } catch (const std::exception& e) {  // JsonError, or a class name that does not parse
         throw JournalError(file.string() + ":" + std::to_string(line_no) +
                            ": damaged journal line (" + e.what() + ")");
       }
@@ -244,6 +243,7 @@ JournalProgress journal_progress(const fs::path& base, double now) {
                        "not started)");
   JournalProgress p;
   double newest_start = 0;
+  std::vector<double> times;
   for (const fs::path& file : files) {
     std::ifstream in(file, std::ios::binary);
     std::string header;
@@ -271,34 +271,19 @@ JournalProgress journal_progress(const fs::path& base, double now) {
       if (p.started == 0 || t < p.started) p.started = t;
       newest_start = std::max(newest_start, t);
     }
-    // Entries: count whole lines; the last one's time is the newest in this file.
-    std::string line, last_line;
-    while (std::getline(in, line))
-      if (!in.eof()) {
-        ++p.done;
-        last_line = std::move(line);
-      }
-    if (!last_line.empty()) {
-      try {
-        const json::Value v = json::parse(last_line);
-        if (const json::Value* t = v.find("time")) p.last = std::max(p.last, t->as_number());
-      } catch (const json::JsonError&) {
-      }
+    // Entries: whole lines only; each one's finishing time (a cheap scan, not a parse).
+    std::string line;
+    while (std::getline(in, line) && !in.eof()) {
+      ++p.done;
+      const size_t at = line.find("\"time\":");
+      if (at != std::string::npos) times.push_back(std::strtod(line.c_str() + at + 7, nullptr));
     }
   }
   // Units finished before the newest start belong to an earlier (resumed) run; the rate counts
-  // the ones since. Without per-unit start times, the units recorded before newest_start are
-  // estimated as those with a time before it (read again, the files are small).
-  for (const fs::path& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    std::string line;
-    std::getline(in, line);
-    while (std::getline(in, line)) {
-      if (in.eof()) break;
-      const size_t at = line.find("\"time\":");
-      if (at == std::string::npos) continue;
-      if (std::strtod(line.c_str() + at + 7, nullptr) < newest_start) ++p.done_at_start;
-    }
+  // the ones since.
+  for (double t : times) {
+    p.last = std::max(p.last, t);
+    if (t < newest_start) ++p.done_at_start;
   }
   const uint64_t since = p.done - p.done_at_start;
   if (since > 0 && p.info.units > p.done && now > newest_start)
@@ -360,18 +345,26 @@ JournalWriter::JournalWriter(const fs::path& base, int rank, std::string host,
 
 void JournalWriter::append(uint64_t unit, const SampleOutcome& o) {
   json::Writer w;
+  write_outcome(w, o);
+  append_json(unit, w.str());
+}
+
+void JournalWriter::append_json(uint64_t unit, std::string_view outcome_json) {
+  json::Writer w;
   w.begin_object();
   w.field("unit", static_cast<unsigned long long>(unit));
   w.field("rank", m_rank);
   w.field("host", m_host);
   w.field("time", unix_now());
-  w.key("outcome");
-  write_outcome(w, o);
   w.end_object();
+  // The header fields, then the outcome as written by write_outcome().
+  std::string line = w.str();
+  line.pop_back();  // the closing brace
+  line.append(",\"outcome\":").append(outcome_json).append("}");
   const int fd = ::open(m_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) throw_errno("cannot open the journal", m_path);
   try {
-    append_all(fd, w.str() + "\n", m_path);
+    append_all(fd, line + "\n", m_path);
   } catch (...) {
     ::close(fd);
     throw;

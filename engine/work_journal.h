@@ -16,6 +16,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/json.h"
@@ -85,6 +86,8 @@ class JournalWriter {
   // One line, written whole and fsynced before returning. Throws std::system_error naming the
   // file when it cannot be written.
   void append(uint64_t unit, const SampleOutcome& o);
+  // The same with the outcome already serialised by write_outcome().
+  void append_json(uint64_t unit, std::string_view outcome_json);
   const std::filesystem::path& path() const { return m_path; }
 
  private:

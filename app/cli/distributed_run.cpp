@@ -44,9 +44,9 @@ DistributedRun::DistributedRun(const World& world, fs::path journal, std::string
 }
 
 void DistributedRun::record(uint64_t unit, const SampleOutcome& o) {
-  m_writer->append(unit, o);
   json::Writer w;
-  write_outcome(w, o);
+  write_outcome(w, o);  // once, for the journal and for the gather
+  m_writer->append_json(unit, w.str());
   m_ran += std::to_string(unit) + "\t" + w.str() + "\n";
   ++m_recorded;
   // Test hook (tests/unit/test_cli_distributed.cpp): SINKSCOPE_KILL_AFTER_UNITS=N kills this
