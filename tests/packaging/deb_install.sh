@@ -13,6 +13,10 @@ work="$BUILD/deb-test"
 rm -rf "$work"
 mkdir -p "$work"
 fail() { echo "deb_install: FAIL: $*"; exit 1; }
+# CPack's dependency scan (CPACK_DEBIAN_PACKAGE_SHLIBDEPS) runs both; packaging/setup.sh installs them.
+for tool in file dpkg-shlibdeps; do
+  command -v "$tool" >/dev/null 2>&1 || fail "$tool not found (install dpkg-dev and file)"
+done
 
 (cd "$BUILD" && cpack -G DEB -B "$work" >"$work/cpack.log" 2>&1) ||
   { tail -n 30 "$work/cpack.log"; fail "cpack -G DEB failed"; }

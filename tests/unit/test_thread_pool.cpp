@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
@@ -54,11 +55,18 @@ TEST(ThreadPool, AnItemsExceptionReachesTheCallerAndThePoolGoesOn) {
 TEST(ThreadPool, AnIdlePoolSleeps) {
   ThreadPool pool(4);
   pool.parallel_for(8, [](int64_t) {});
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin window
-  const double c0 = cpu_seconds();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  // Three spinning workers would burn ~0.9 s of CPU here.
-  EXPECT_LT(cpu_seconds() - c0, 0.05);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the spin window
+  // Three spinning workers would burn ~0.9 s of CPU in each 300 ms window, and even one spinner
+  // on a loaded 2-core machine well over 0.05 s. A sleeping pool burns next to nothing, but a busy
+  // CI machine can charge a stray few tens of ms (thread start-up, page faults) to one window, so
+  // the pool passes when any of three windows stays below the bound.
+  double best = 1e9;
+  for (int window = 0; window < 3 && best >= 0.05; ++window) {
+    const double c0 = cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    best = std::min(best, cpu_seconds() - c0);
+  }
+  EXPECT_LT(best, 0.05);
 }
 
 }  // namespace
