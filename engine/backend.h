@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -21,14 +22,32 @@ namespace sinkscope {
 
 enum class LogitsMode { kLast, kAll };
 
-// Post-RoPE attention inputs of one layer (Backend::request_qkv_capture), bf16 bit patterns:
-// q (n_q, n_head, head_dim) of the tokens at positions [q_start, q_start + n_q); k, v
-// (n_kv, n_head_kv, head_dim) of cache positions [0, n_kv).
+// Post-RoPE attention inputs of one layer (Backend::request_qkv_capture): q (n_q, n_head,
+// head_dim) of the tokens at positions [q_start, q_start + n_q); k, v (n_kv, n_head_kv, head_dim)
+// of cache positions [0, n_kv). The CUDA backend records bf16 bit patterns (q, k, v), the CPU
+// backend float32 (qf, kf, vf; vf of the request's `layer` only); q_at / k_at read either.
 struct QkvCapture {
   int layer = -1;
   int n_q = 0, q_start = 0, n_kv = 0;
   int n_head = 0, n_head_kv = 0, head_dim = 0;
   std::vector<uint16_t> q, k, v;
+  std::vector<float> qf, kf, vf;
+
+  // Element i of q / k in the layouts above.
+  float q_at(size_t i) const { return qf.empty() ? bf16_value(q[i]) : qf[i]; }
+  float k_at(size_t i) const { return kf.empty() ? bf16_value(k[i]) : kf[i]; }
+  // True when the capture holds q of every query and k of every key (either precision).
+  bool complete() const {
+    const size_t nq = size_t(n_q) * n_head * head_dim, nk = size_t(n_kv) * n_head_kv * head_dim;
+    return layer >= 0 && nq > 0 && (qf.size() >= nq || q.size() >= nq) &&
+           (kf.size() >= nk || k.size() >= nk);
+  }
+  static float bf16_value(uint16_t h) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+  }
 };
 
 // What a Q/K/V capture records and how its prefill runs (Backend::request_qkv_capture).
@@ -39,11 +58,16 @@ struct QkvCaptureRequest {
   // k > q - window), in every layer of the capture's prefill (the reference forward of a
   // windowed attention map). window 0: causal attention.
   int sink_count = 0, window = 0;
-  // The capture's prefill ends after `layer`: its logits are NaN and the cache holds layers
-  // 0..layer only (reset() before the next forward).
+  // The capture's prefill ends after the last captured layer: its logits are NaN and the cache
+  // holds no complete forward (reset() before the next one).
   bool stop_after_layer = false;
+  // CPU backend only: also capture Q/K (no V) of the layers in [more_first, more_last] besides
+  // `layer` while the capture's float32 bytes stay within max_bytes (0: no bound; `layer` itself
+  // always is), so that one prefill feeds the maps of many layers (Backend::qkv_capture_of).
+  // With stop_after_layer the prefill then ends after max(layer, more_last). -1: none.
+  int more_first = 0, more_last = -1;
+  size_t max_bytes = 0;
 };
-
 struct BackendOptions {
   int n_threads = 0;    // 0: hardware concurrency
   int max_context = 0;  // KV capacity in tokens; 0: the model's trained context
@@ -92,6 +116,12 @@ class Backend {
   virtual const QkvCapture& qkv_capture() const {
     static const QkvCapture none;
     return none;
+  }
+  // The capture of `layer` from the last capture prefill (a request's range of layers on the
+  // CPU backend), or nullptr where that layer was not captured.
+  virtual const QkvCapture* qkv_capture_of(int layer) const {
+    const QkvCapture& c = qkv_capture();
+    return layer >= 0 && c.layer == layer ? &c : nullptr;
   }
 
   // Per-row log-sum-exp (natural log, summed in double) and argmax (first index of the maximum)

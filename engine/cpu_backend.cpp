@@ -95,6 +95,37 @@ class CpuBackend final : public Backend {
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
                std::vector<float>& logits) override;
 
+  // Captures come from a prefill that starts at an empty cache (position 0), float32.
+  void request_qkv_capture(const QkvCaptureRequest& r) override {
+    const ModelConfig& c = m_model->config();
+    if (r.layer >= c.n_layer)
+      throw BackendError("Q/K/V capture: layer " + std::to_string(r.layer) +
+                         " is outside the model (" + std::to_string(c.n_layer) + " layers)");
+    if (r.layer >= 0) {
+      if (m_cache_settings.windowed())
+        throw BackendError("Q/K/V capture: full cache only (the window rule is the request's)");
+      if (r.sink_count < 0 || r.window < 0)
+        throw BackendError("Q/K/V capture: sink_count and window must be >= 0");
+      if (r.more_last >= c.n_layer || (r.more_last >= 0 && r.more_first < 0) ||
+          (r.more_last >= 0 && r.more_first > r.more_last))
+        throw BackendError("Q/K/V capture: the extra layers [" + std::to_string(r.more_first) +
+                           ", " + std::to_string(r.more_last) + "] are not a range inside [0, " +
+                           std::to_string(c.n_layer - 1) + "]");
+    }
+    m_cap = r.layer < 0 ? QkvCaptureRequest{} : r;
+    // The last captures stay readable until a capture prefill completes (or capture stops).
+    if (r.layer < 0) m_captures.clear();
+  }
+  const QkvCapture& qkv_capture() const override {
+    static const QkvCapture none;
+    return m_captures.empty() ? none : m_captures.front();
+  }
+  const QkvCapture* qkv_capture_of(int layer) const override {
+    for (const QkvCapture& cap : m_captures)
+      if (cap.layer == layer) return &cap;
+    return nullptr;
+  }
+
  private:
   // One piece of a forward that the cache takes at once; writes logits of every token (all)
   // or of the last one to out (nullptr: none).
@@ -132,6 +163,8 @@ class CpuBackend final : public Backend {
   // Paged K/V of every layer (engine/kv_cache.h): pages of block_size positions, each
   // (position, kv_head, d), keys rotated at their original positions.
   std::unique_ptr<KvCache> m_cache;
+  QkvCaptureRequest m_cap;             // layer -1: no capture
+  std::vector<QkvCapture> m_captures;  // of the last capture prefill, m_cap.layer first
   int m_chunk_done = 0, m_chunk_total = 0;  // tokens of the forward before this chunk, in all
   // Scratch, reused across calls.
   std::vector<float> m_cos, m_sin, m_x, m_xn, m_q, m_kn, m_vn, m_att, m_tmp, m_gate, m_up;
@@ -200,6 +233,22 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   int64_t n_kv = m_n_past + n;
   if (window > 0) n_kv = std::min<int64_t>(n_kv, cache_position(m_n_past + n - 1, n_sinks, window) + 1);
   const double lambda = effective_lambda(m_attn, decode, n_kv);
+  // A capture prefill (request_qkv_capture): the whole prompt from position 0 in one chunk, its
+  // attention under the request's visibility rule, its layers' Q/K copied after RoPE. One that
+  // stops after its last layer never completes a forward, so it runs on flat K/V buffers and
+  // leaves the cache untouched (no pages for a prompt only mapped).
+  const bool capturing = m_cap.layer >= 0 && !decode && m_n_past == 0 && m_chunk_total == n;
+  const bool flat_kv = capturing && m_cap.stop_after_layer;
+  const int cap_last = std::max(m_cap.layer, m_cap.more_last);
+  const int vis_sinks = capturing && m_cap.window > 0 ? m_cap.sink_count : n_sinks;
+  const int vis_window = capturing && m_cap.window > 0 ? m_cap.window : window;
+  // Built apart and swapped in at the end: a cancelled or failed capture keeps the last one.
+  std::vector<QkvCapture> fresh;
+  size_t captured_bytes = 0;
+  if (capturing) {
+    // The request's own layer first (qkv_capture()), with its V.
+    captured_bytes = sizeof(float) * size_t(n) * size_t(Q + 2 * KV);
+  }
   // Cache position mode: a second rotation of the queries at their cache indices, used against
   // the sink keys once eviction has begun (kv_cache.h).
   const bool sink_queries = m_cache->cache_positions() &&
@@ -232,14 +281,14 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   // Budgets are checked (and pages allocated) before anything changes. A failure or cancel
   // part-way leaves some layers with the new K/V written: roll the reservation back so the cache
   // stays consistent and the backend usable for the next run.
-  m_cache->reserve(n);
+  if (!flat_kv) m_cache->reserve(n);
   struct Rollback {
     KvCache* cache;
     bool armed = true;
     ~Rollback() {
       if (armed) cache->rollback();
     }
-  } rollback{m_cache.get()};
+  } rollback{m_cache.get(), !flat_kv};
 
   for (int l = 0; l < c.n_layer; ++l) {
     check_cancel();
@@ -287,16 +336,49 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
           m_rope.rotate(&m_kn[size_t(i * KV + h * c.head_dim)], cs, sn);
       });
     }
+    if (capturing) {
+      const bool own = l == m_cap.layer;
+      const bool more = !own && l >= m_cap.more_first && l <= m_cap.more_last;
+      const size_t bytes = sizeof(float) * size_t(n) * size_t(Q + KV);
+      if (own || (more && (m_cap.max_bytes == 0 || captured_bytes + bytes <= m_cap.max_bytes))) {
+        QkvCapture cap;
+        cap.layer = l;
+        cap.n_q = cap.n_kv = n;
+        cap.n_head = c.n_head;
+        cap.n_head_kv = c.n_head_kv;
+        cap.head_dim = c.head_dim;
+        cap.qf.assign(m_q.begin(), m_q.begin() + ptrdiff_t(n * Q));
+        cap.kf.assign(m_kn.begin(), m_kn.begin() + ptrdiff_t(n * KV));
+        if (own) {
+          cap.vf.assign(m_vn.begin(), m_vn.begin() + ptrdiff_t(n * KV));
+          fresh.insert(fresh.begin(), std::move(cap));
+        } else {
+          captured_bytes += bytes;
+          fresh.push_back(std::move(cap));
+        }
+      }
+      if (m_cap.stop_after_layer && l == cap_last) {
+        // Nothing after this layer runs (an empty cache: nothing was written).
+        m_captures.swap(fresh);
+        if (out) std::fill_n(out, size_t(all ? n : 1) * c.n_vocab, NAN);
+        return;
+      }
+    }
     // Store this batch's K/V in the cache (quantizing when enabled).
-    m_cache->write(l, n, m_kn.data(), m_vn.data());
+    if (!flat_kv) m_cache->write(l, n, m_kn.data(), m_vn.data());
     {
       prof::ScopedSpan s(m_spans, "attention");
-      const KvLayerView view = m_cache->view(l);
+      const KvLayerView view = flat_kv ? KvLayerView{} : m_cache->view(l);
       CpuAttentionArgs a;
       a.q = m_q.data();
-      a.kv = &view;
-      a.sink_count = n_sinks;
-      a.window = window;
+      if (flat_kv) {
+        a.k = m_kn.data();
+        a.v = m_vn.data();
+      } else {
+        a.kv = &view;
+      }
+      a.sink_count = vis_sinks;
+      a.window = vis_window;
       a.q_sink = sink_queries ? m_qs.data() : nullptr;
       a.out = m_att.data();
       a.n_q = n;
@@ -380,6 +462,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     }
   }
   rollback.armed = false;
+  if (capturing) m_captures.swap(fresh);
   // Queries i >= k that could see key k, for the column-mass probe's means.
   for (int k = 0; k < m_probes.col_n && size_t(k) < m_probes.col_queries.size(); ++k)
     for (int i = 0; i < n; ++i) {

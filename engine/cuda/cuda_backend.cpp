@@ -928,6 +928,8 @@ void CudaBackendImpl::request_qkv_capture(const QkvCaptureRequest& r) {
                                              " is outside the model");
   if (layer >= 0 && m_plan->windowed())
     throw BackendError("Q/K/V capture: full cache only");
+  if (layer >= 0 && r.more_last >= 0)
+    throw BackendError("Q/K/V capture: one layer at a time on the CUDA backend");
   if (layer >= 0 && (r.sink_count < 0 || r.window < 0))
     throw BackendError("Q/K/V capture: sink_count and window must be >= 0");
   if (layer >= 0 && r.window > 0 && m_kv_bits)

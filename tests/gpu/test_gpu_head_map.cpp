@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The workbench's attention map on the CUDA backend (RunExecutor::gpuHeadMap): Q/K captured from
+// The workbench's attention map on the CUDA backend (RunExecutor::headMap): Q/K captured from
 // a full-cache prefill that applies the map's visibility rule (QkvCaptureRequest), then the
-// CPU's probabilities and pooling (headMapFromQK), against the float32 reference forward
-// (computeHeadAttention, app/gui/models/head_attention.h), causal and with a sliding window of
+// CPU's probabilities and pooling (headMapFromQK), against the same map from the CPU backend's
+// float32 capture (the reference backend), causal and with a sliding window of
 // 256 + 4 sinks, 700 tokens of real text. Also the capture's prefill on its own: with the window
 // rule its logits equal the CPU backend's windowed cache (original positions: both are exact
 // masked attention), and stop_after_layer leaves the captured Q/K as a whole forward does.
@@ -32,13 +32,6 @@ using gpu_test::run;
 
 namespace {
 
-float bf16(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // One head's Q and K (n, d) as float from a capture.
 void headQK(const QkvCapture& cap, int head, int group, std::vector<float>& q,
             std::vector<float>& k) {
@@ -47,8 +40,8 @@ void headQK(const QkvCapture& cap, int head, int group, std::vector<float>& q,
   k.resize(size_t(n) * d);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < d; ++j) {
-      q[size_t(i) * d + j] = bf16(cap.q[(size_t(i) * cap.n_head + head) * d + j]);
-      k[size_t(i) * d + j] = bf16(cap.k[(size_t(i) * cap.n_head_kv + head / group) * d + j]);
+      q[size_t(i) * d + j] = cap.q_at((size_t(i) * cap.n_head + head) * d + j);
+      k[size_t(i) * d + j] = cap.k_at((size_t(i) * cap.n_head_kv + head / group) * d + j);
     }
 }
 
@@ -115,6 +108,24 @@ int main(int argc, char** argv) {
     return gui::headMapFromQK(q.data(), k.data(), n, d, scale, o, &pool);
   };
 
+  // The same map from the CPU backend's float32 capture (its capture prefill under the rule).
+  std::unique_ptr<Backend> cpu = make_cpu_backend(model, BackendOptions{});
+  auto cpuMap = [&](const gui::HeadMapOptions& o) {
+    QkvCaptureRequest r;
+    r.layer = o.layer;
+    r.sink_count = o.window > 0 ? o.sinkCount : 0;
+    r.window = o.window;
+    r.stop_after_layer = true;
+    cpu->reset();
+    cpu->request_qkv_capture(r);
+    std::vector<float> last;
+    cpu->forward(ids, LogitsMode::kLast, last);
+    std::vector<float> q, k;
+    headQK(cpu->qkv_capture(), o.head, group, q, k);
+    cpu->request_qkv_capture({});
+    return gui::headMapFromQK(q.data(), k.data(), n, d, scale, o, &pool);
+  };
+
   // 1. Maps: GPU capture vs the CPU reference, causal and windowed, two (layer, head)s. The
   //    windowed GPU map must be far closer to the windowed reference than the causal one is
   //    (the rule took effect in the layers below the map's).
@@ -128,13 +139,13 @@ int main(int argc, char** argv) {
     win.window = 256;
     const std::string tag = "_L" + std::to_string(layer) + "H" + std::to_string(head);
     run("map_causal" + tag, [&] {
-      const MapDiff dd = diff(gui::computeHeadAttention(*model, ids, causal, &pool),
+      const MapDiff dd = diff(cpuMap(causal),
                               gpuMap(causal, causal, true));
       check(dd.l1 <= 0.05 && dd.alpha <= 0.05, "map_causal" + tag,
             str(dd) + " (gates: L1 <= 0.05, |d alpha| <= 0.05)");
     });
     run("map_window256_S4" + tag, [&] {
-      const gui::AttentionMap ref = gui::computeHeadAttention(*model, ids, win, &pool);
+      const gui::AttentionMap ref = cpuMap(win);
       const MapDiff dd = diff(ref, gpuMap(win, win, true));
       // The causal forward's Q/K mapped under the window rule: what a capture without the rule
       // in the layers below would give.

@@ -133,14 +133,19 @@ class TestRunExecutor : public QObject {
     o.layer = 1;
     o.head = 3;
     o.maxCells = 1000;
-    const AttentionMap a = computeHeadAttention(*m, toks, o, nullptr);
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.setModel(m);
+    std::string source;
+    const AttentionMap a = ex.headMap(toks, o, &source);
+    QVERIFY(source.find("CPU") != std::string::npos);
     QCOMPARE(a.rows, int(toks.size()));
     for (int r = 0; r < a.rows; ++r) {
       const double s = std::accumulate(a.cells.begin() + r * a.cols, a.cells.begin() + (r + 1) * a.cols, 0.0);
       QVERIFY(std::abs(s - 1.0) < 1e-4);
     }
     QVERIFY(std::abs(a.alpha.back() - a.cells.back()) < 1e-6);  // only the last query sees the last key
-    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, computeHeadAttention(*m, toks, {.layer = 9}, nullptr));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ex.headMap(toks, {.layer = 9}));
+    QVERIFY_THROWS_EXCEPTION(std::invalid_argument, ex.headMap({}, o));
   }
   // The map from given Q/K (the GPU path feeds it captured bf16 Q/K): a hand-computed case, and
   // the same bits on one thread and on a pool.
@@ -178,27 +183,35 @@ class TestRunExecutor : public QObject {
     QCOMPARE(many.cells, one.cells);
     QCOMPARE(many.alpha, one.alpha);
   }
-  // The map's residual-stream cache: resuming from a stored layer gives the same bits as a
-  // forward from the embeddings, for the full cache and a sink-retaining window alike.
-  void headMapCacheResumesBitIdentical() {
+  // The map's captured Q/K are kept: a map of a layer below the one first mapped comes from the
+  // same capture prefill and equals what a fresh executor computes, for the full cache and a
+  // sink-retaining window alike; the window changes the map.
+  void headMapCapturesAreReusedBitIdentical() {
     const auto m = test::randomModel();
     const std::vector<TokenId> toks = m->tokenizer().encode(test::longPrompt().toStdString());
+    std::vector<float> causalCells;
     for (int window : {0, 24}) {
       HeadMapOptions o;
-      o.layer = 1;
+      o.layer = m->config().n_layer - 1;
       o.head = 2;
       o.window = window;
       o.sinkCount = window ? 2 : 0;
-      HeadMapCache cache;
-      const AttentionMap first = computeHeadAttention(*m, toks, o, nullptr, nullptr, &cache);
-      QVERIFY(cache.bytes() > 0);
-      o.layer = m->config().n_layer - 1;
+      RunExecutor ex(BackendKind::kCpu, 2);
+      ex.setModel(m);
+      const AttentionMap first = ex.headMap(toks, o);
+      o.layer = 0;
       o.head = 3;
-      const AttentionMap resumed = computeHeadAttention(*m, toks, o, nullptr, nullptr, &cache);
-      const AttentionMap fresh = computeHeadAttention(*m, toks, o, nullptr);
-      QCOMPARE(resumed.cells, fresh.cells);
-      QCOMPARE(resumed.alpha, fresh.alpha);
-      QVERIFY(first.cells != fresh.cells);
+      const AttentionMap reused = ex.headMap(toks, o);
+      RunExecutor fresh(BackendKind::kCpu, 2);
+      fresh.setModel(m);
+      const AttentionMap again = fresh.headMap(toks, o);
+      QCOMPARE(reused.cells, again.cells);
+      QCOMPARE(reused.alpha, again.alpha);
+      QVERIFY(first.cells != again.cells);
+      o.layer = m->config().n_layer - 1;
+      o.head = 2;
+      if (window == 0) causalCells = ex.headMap(toks, o).cells;
+      else QVERIFY(ex.headMap(toks, o).cells != causalCells);
     }
   }
   // A change of the map's (layer, head) alone reuses the variant's run; its skip mask must be the
@@ -342,8 +355,9 @@ class TestRunExecutor : public QObject {
     QVERIFY(!view.isPartial());
     QVERIFY(!std::isnan(view.layerPrefill()[1]));
   }
-  // Idle-time warming stores the map forward's residual streams up to the last layer; a later
-  // change of the map's layer then gives the map a fresh run gives, bit for bit.
+  // Idle-time warming captures the Q/K of every layer of the last run's prompt (once: a second
+  // warm finds nothing to do); a later change of the map's layer then gives the map a fresh run
+  // gives, bit for bit.
   void warmedMapCacheServesALaterLayer() {
     ControlState s;
     s.maxTokens = 2;
@@ -357,6 +371,7 @@ class TestRunExecutor : public QObject {
     QVERIFY(!ex.warmViewCaches(&stop));  // stopped at once
     stop = false;
     QVERIFY(ex.warmViewCaches(&stop));
+    QVERIFY(!ex.warmViewCaches(&stop));
     s.layer = 1;
     s.head = 3;
     const RunResultPtr b = ex.run(s.toRequest(test::longPrompt().toStdString()), 2);

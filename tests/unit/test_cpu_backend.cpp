@@ -29,9 +29,18 @@ std::shared_ptr<const Model> write_and_load(const TestModelShape& shape, uint64_
   return Model::load(p);
 }
 
+// Post-RoPE q (T, Q) and k (T, KV) of one layer of the reference forward.
+struct RefQK {
+  int layer = -1;
+  std::vector<std::vector<double>> q, k;
+};
+
 // Straight from the definitions, in double: no tiles, no caches, no shared code with the engine
-// beyond the dequantized weights.
-std::vector<double> reference_logits(const Model& m, const std::vector<TokenId>& ids) {
+// beyond the dequantized weights. With window > 0, key j is visible to query t iff j <= t and
+// (j < sinks or j > t - window) (the sink-retaining window's rule over a full cache); *qk gets
+// the post-RoPE q/k of qk->layer.
+std::vector<double> reference_logits(const Model& m, const std::vector<TokenId>& ids,
+                                     int sinks = 0, int window = 0, RefQK* qk = nullptr) {
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
   const int T = int(ids.size()), D = c.n_embd, H = c.n_head, HK = c.n_head_kv, hd = c.head_dim;
@@ -81,6 +90,10 @@ std::vector<double> reference_logits(const Model& m, const std::vector<TokenId>&
       for (int h = 0; h < H; ++h) rope(q[size_t(t)], h * hd, t);
       for (int h = 0; h < HK; ++h) rope(k[size_t(t)], h * hd, t);
     }
+    if (qk && qk->layer == l) {
+      qk->q = q;
+      qk->k = k;
+    }
     for (int t = 0; t < T; ++t) {
       std::vector<double> att(size_t(Q), 0.0);
       for (int h = 0; h < H; ++h) {
@@ -88,6 +101,10 @@ std::vector<double> reference_logits(const Model& m, const std::vector<TokenId>&
         std::vector<double> s(size_t(t + 1));
         double mx = -INFINITY;
         for (int j = 0; j <= t; ++j) {
+          if (window > 0 && j >= sinks && j <= t - window) {
+            s[size_t(j)] = -INFINITY;
+            continue;
+          }
           double acc = 0;
           for (int i = 0; i < hd; ++i) acc += q[size_t(t)][size_t(h * hd + i)] * k[size_t(j)][size_t(g * hd + i)];
           s[size_t(j)] = acc / std::sqrt(double(hd));
@@ -362,6 +379,105 @@ TEST(CpuBackend, RewindToThePrefillEqualsAFreshRun) {
   const AttentionProbes p = w->probes();
   EXPECT_FALSE(w->rewind(100, p));
   EXPECT_EQ(w->n_past(), 150);
+}
+
+// The Q/K capture (the workbench's attention maps come from it): a capture prefill applies the
+// request's sink-retaining window over the full cache in every layer, and its captured post-RoPE
+// Q/K and logits equal the float64 reference with that rule; one that stops after its layers
+// leaves logits NaN and the cache empty, captures the same Q/K, and the backend then runs as
+// before; extra layers are kept within the byte budget, the request's own layer always.
+TEST(CpuBackend, QkvCaptureMatchesTheWindowedFloat64Reference) {
+  const ShapeCase cases[] = {shape_cases()[0], shape_cases()[2]};
+  for (const auto& sc : cases) {
+    auto model = write_and_load(sc.shape, 11, sc.tag);
+    const ModelConfig& c = model->config();
+    ASSERT_GE(c.n_layer, 2);
+    auto ids = random_ids(100, c.n_vocab, 5);
+    const int n = int(ids.size()), sinks = 2, window = 24, layer = 1;
+    RefQK ref;
+    ref.layer = layer;
+    const std::vector<double> ref_logits = reference_logits(*model, ids, sinks, window, &ref);
+    const std::vector<double> causal = reference_logits(*model, ids);
+
+    BackendOptions opt;
+    opt.n_threads = 2;
+    auto be = make_cpu_backend(model, opt);
+    QkvCaptureRequest r;
+    r.layer = layer;
+    r.sink_count = sinks;
+    r.window = window;
+    r.more_first = 0;
+    r.more_last = 0;
+    be->request_qkv_capture(r);
+    std::vector<float> logits;
+    be->forward(ids, LogitsMode::kAll, logits);
+    EXPECT_LT(max_abs_diff(logits, ref_logits), kLogitTol) << sc.tag;
+    EXPECT_GT(max_abs_diff(logits, causal), 100 * kLogitTol) << sc.tag << ": the window is applied";
+    const QkvCapture& cap = be->qkv_capture();
+    ASSERT_EQ(cap.layer, layer);
+    ASSERT_TRUE(cap.complete());
+    ASSERT_EQ(cap.n_q, n);
+    EXPECT_EQ(cap.vf.size(), size_t(n) * c.kv_dim());
+    double dq = 0, dk = 0;
+    for (int t = 0; t < n; ++t) {
+      for (int i = 0; i < c.q_dim(); ++i)
+        dq = std::max(dq, std::abs(cap.q_at(size_t(t) * c.q_dim() + i) - ref.q[size_t(t)][size_t(i)]));
+      for (int i = 0; i < c.kv_dim(); ++i)
+        dk = std::max(dk, std::abs(cap.k_at(size_t(t) * c.kv_dim() + i) - ref.k[size_t(t)][size_t(i)]));
+    }
+    EXPECT_LT(dq, 1e-4) << sc.tag;
+    EXPECT_LT(dk, 1e-4) << sc.tag;
+    ASSERT_NE(be->qkv_capture_of(0), nullptr);
+    EXPECT_TRUE(be->qkv_capture_of(0)->vf.empty());
+    EXPECT_EQ(be->qkv_capture_of(2), nullptr);
+    const std::vector<float> q_full = cap.qf, k_full = cap.kf;
+
+    // Stopping after the layer: the same Q/K, NaN logits, nothing cached.
+    be->reset();
+    r.stop_after_layer = true;
+    be->request_qkv_capture(r);
+    be->forward(ids, LogitsMode::kLast, logits);
+    EXPECT_TRUE(std::isnan(logits[0]));
+    EXPECT_EQ(be->n_past(), 0);
+    ASSERT_NE(be->qkv_capture_of(layer), nullptr);
+    const QkvCapture& stopped = *be->qkv_capture_of(layer);
+    double dd = 0;
+    for (size_t i = 0; i < q_full.size(); ++i) dd = std::max(dd, double(std::abs(stopped.qf[i] - q_full[i])));
+    for (size_t i = 0; i < k_full.size(); ++i) dd = std::max(dd, double(std::abs(stopped.kf[i] - k_full[i])));
+    EXPECT_LT(dd, 1e-6) << sc.tag;
+
+    // A budget for one extra layer's bytes less one: only the request's own layer.
+    r.max_bytes = sizeof(float) * size_t(n) * size_t(c.q_dim() + 2 * c.kv_dim()) +
+                  sizeof(float) * size_t(n) * size_t(c.q_dim() + c.kv_dim()) - 1;
+    be->request_qkv_capture(r);
+    be->forward(ids, LogitsMode::kLast, logits);
+    EXPECT_NE(be->qkv_capture_of(layer), nullptr);
+    EXPECT_EQ(be->qkv_capture_of(0), nullptr);
+
+    // Capture off: a plain forward, as from a fresh backend.
+    be->request_qkv_capture({});
+    EXPECT_EQ(be->qkv_capture_of(layer), nullptr);
+    be->reset();
+    be->forward(ids, LogitsMode::kAll, logits);
+    EXPECT_LT(max_abs_diff(logits, causal), kLogitTol) << sc.tag;
+  }
+}
+
+TEST(CpuBackend, QkvCaptureRequestsAreChecked) {
+  auto model = write_and_load(shape_cases()[0].shape, 11, "llama_tied");
+  const int L = model->config().n_layer;
+  auto be = make_cpu_backend(model, {});
+  EXPECT_THROW(be->request_qkv_capture({.layer = L}), BackendError);
+  EXPECT_THROW(be->request_qkv_capture({.layer = 0, .window = -1}), BackendError);
+  EXPECT_THROW(be->request_qkv_capture({.layer = 1, .more_first = 1, .more_last = 0}), BackendError);
+  EXPECT_THROW(be->request_qkv_capture({.layer = 1, .more_first = 0, .more_last = L}), BackendError);
+  BackendOptions win;
+  win.cache.strategy = CacheStrategy::kSlidingWindow;
+  win.cache.window_size = 64;
+  win.cache.sink_keep_count = 4;
+  auto w = make_cpu_backend(model, win);
+  EXPECT_THROW(w->request_qkv_capture({.layer = 0}), BackendError);
+  EXPECT_NO_THROW(w->request_qkv_capture({}));
 }
 
 // The all-heads probe (the workbench asks for it on full-cache runs): every (layer, head)'s mask,

@@ -7,10 +7,6 @@
 #include <string>
 
 #include "engine/attention.h"
-#include "engine/backend.h"
-#include "engine/cpu_attention.h"
-#include "engine/linalg.h"
-#include "engine/rope.h"
 #include "engine/thread_pool.h"
 
 namespace sinkscope::gui {
@@ -72,12 +68,6 @@ void probabilityRow(const float* q, const float* k, int i, int kvStride, int d, 
 
 }  // namespace
 
-size_t HeadMapCache::bytes() const {
-  size_t b = 0;
-  for (const auto& x : m_x) b += x.size() * sizeof(float);
-  return b;
-}
-
 AttentionMap headMapFromQK(const float* q, const float* k, int n, int d, float scale,
                           const HeadMapOptions& o, ThreadPool* pool) {
   AttentionMap m;
@@ -130,137 +120,5 @@ AttentionMap headMapFromQK(const float* q, const float* k, int n, int d, float s
   return m;
 }
 
-AttentionMap computeHeadAttention(const Model& model, const std::vector<TokenId>& tokens,
-                                  const HeadMapOptions& o, ThreadPool* pool,
-                                  const std::atomic<bool>* cancel, HeadMapCache* cache) {
-  const ModelConfig& c = model.config();
-  const ModelWeights& w = model.weights();
-  if (o.layer < 0 || o.layer >= c.n_layer || o.head < 0 || o.head >= c.n_head)
-    throw std::invalid_argument("attention map: (layer " + std::to_string(o.layer) + ", head " +
-                                std::to_string(o.head) + ") is outside the model (" +
-                                std::to_string(c.n_layer) + " layers, " +
-                                std::to_string(c.n_head) + " heads)");
-  const int n = int(tokens.size());
-  if (n == 0) throw std::invalid_argument("attention map: the prompt is empty");
-  const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, d = c.head_dim;
-  const int group = c.n_head / c.n_head_kv;
-  const float scale = float(1.0 / std::sqrt(double(d)));
-  RopeTable rope(c, w.rope_freqs);
-  const int half = rope.dim() / 2;
-  std::vector<float> cs(static_cast<size_t>(n) * half), sn(size_t(n) * half);
-  for (int i = 0; i < n; ++i) rope.angles(i, &cs[size_t(i) * half], &sn[size_t(i) * half]);
-
-  // The stored residual streams: valid for this prompt and visibility rule only.
-  if (cache && (cache->m_tokens != tokens || cache->m_sinkCount != o.sinkCount ||
-                cache->m_window != o.window || int(cache->m_x.size()) != c.n_layer)) {
-    cache->m_tokens = tokens;
-    cache->m_sinkCount = o.sinkCount;
-    cache->m_window = o.window;
-    cache->m_x.assign(size_t(c.n_layer), {});
-  }
-  const size_t layerBytes = size_t(n) * size_t(D) * sizeof(float);
-  const int keepEvery =
-      cache ? int(std::max<size_t>(1, (layerBytes * size_t(c.n_layer) + cache->m_maxBytes - 1) /
-                                          std::max<size_t>(1, cache->m_maxBytes)))
-            : 0;
-
-  std::vector<float> x(size_t(n * D)), xn(size_t(n * D)), q(size_t(n * Q)), k(size_t(n * KV)),
-      v(size_t(n * KV)), att(size_t(n * Q)), tmp(size_t(n * D));
-  int l0 = 0;  // the first layer to run
-  if (cache) {
-    for (int l = o.layer; l > 0; --l)
-      if (!cache->m_x[size_t(l)].empty()) {
-        l0 = l;
-        x = cache->m_x[size_t(l)];
-        break;
-      }
-  }
-  if (l0 == 0)
-    for (int i = 0; i < n; ++i)
-      std::copy_n(&w.tok_embd[size_t(tokens[size_t(i)]) * size_t(D)], D, &x[size_t(i * D)]);
-
-  std::vector<float> gate, up;
-  for (int l = l0; l < o.layer; ++l) {
-    if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
-    if (cache && l > 0 && l % keepEvery == 0 && cache->m_x[size_t(l)].empty())
-      cache->m_x[size_t(l)] = x;
-    const LayerWeights& L = w.layers[size_t(l)];
-    for (int i = 0; i < n; ++i)
-      rms_norm(&x[size_t(i * D)], L.attn_norm.data(), &xn[size_t(i * D)], D, c.rms_eps);
-    linear(xn.data(), L.wq.data(), q.data(), n, Q, D, pool);
-    linear(xn.data(), L.wk.data(), k.data(), n, KV, D, pool);
-    linear(xn.data(), L.wv.data(), v.data(), n, KV, D, pool);
-    for (int i = 0; i < n; ++i) {
-      if (c.qkv_bias) {
-        for (int64_t j = 0; j < Q; ++j) q[size_t(i * Q + j)] += L.bq[size_t(j)];
-        for (int64_t j = 0; j < KV; ++j) {
-          k[size_t(i * KV + j)] += L.bk[size_t(j)];
-          v[size_t(i * KV + j)] += L.bv[size_t(j)];
-        }
-      }
-      for (int h = 0; h < c.n_head; ++h)
-        rope.rotate(&q[size_t(i * Q + h * d)], &cs[size_t(i) * half], &sn[size_t(i) * half]);
-      for (int h = 0; h < c.n_head_kv; ++h)
-        rope.rotate(&k[size_t(i * KV + h * d)], &cs[size_t(i) * half], &sn[size_t(i) * half]);
-    }
-    // Dense attention of every head (the layer's output feeds the next layer): the backend's
-    // tiled online-softmax kernel with lambda = 0 (nothing skipped) and the map's visibility.
-    CpuAttentionArgs a;
-    a.q = q.data();
-    a.k = k.data();
-    a.v = v.data();
-    a.out = att.data();
-    a.n_q = n;
-    a.q_pos0 = 0;
-    a.n_kv = n;
-    a.n_head = c.n_head;
-    a.n_head_kv = c.n_head_kv;
-    a.d = int(d);
-    a.scale = scale;
-    a.block_size = 64;
-    a.q_tile = kQueryTileRows;
-    a.log_lambda = -INFINITY;
-    a.sink_count = o.window > 0 ? o.sinkCount : 0;
-    a.window = o.window;
-    cpu_attention(a, pool);
-    linear(att.data(), L.wo.data(), tmp.data(), n, D, Q, pool);
-    for (int64_t i = 0; i < n * D; ++i) x[size_t(i)] += tmp[size_t(i)];
-    for (int i = 0; i < n; ++i)
-      rms_norm(&x[size_t(i * D)], L.ffn_norm.data(), &xn[size_t(i * D)], D, c.rms_eps);
-    gate.resize(size_t(n * F));
-    up.resize(size_t(n * F));
-    linear(xn.data(), L.w_gate.data(), gate.data(), n, F, D, pool);
-    linear(xn.data(), L.w_up.data(), up.data(), n, F, D, pool);
-    swiglu(gate.data(), up.data(), gate.data(), n * F);
-    linear(gate.data(), L.w_down.data(), tmp.data(), n, D, F, pool);
-    for (int64_t i = 0; i < n * D; ++i) x[size_t(i)] += tmp[size_t(i)];
-  }
-  if (cancel && cancel->load(std::memory_order_relaxed)) throw Cancelled();
-  if (cache && o.layer > 0 && o.layer % keepEvery == 0 && cache->m_x[size_t(o.layer)].empty())
-    cache->m_x[size_t(o.layer)] = x;
-
-  // The chosen layer: only the chosen head's query and its KV head's key are needed (rows
-  // [head * d, head * d + d) of wq and [kvh * d, kvh * d + d) of wk).
-  const int kvh = o.head / group;
-  {
-    const LayerWeights& L = w.layers[size_t(o.layer)];
-    for (int i = 0; i < n; ++i)
-      rms_norm(&x[size_t(i * D)], L.attn_norm.data(), &xn[size_t(i * D)], D, c.rms_eps);
-    linear(xn.data(), L.wq.data() + size_t(o.head * d) * size_t(D), q.data(), n, d, D, pool);
-    linear(xn.data(), L.wk.data() + size_t(kvh * d) * size_t(D), k.data(), n, d, D, pool);
-    for (int i = 0; i < n; ++i) {
-      if (c.qkv_bias) {
-        for (int64_t j = 0; j < d; ++j) {
-          q[size_t(i * d + j)] += L.bq[size_t(o.head * d + j)];
-          k[size_t(i * d + j)] += L.bk[size_t(kvh * d + j)];
-        }
-      }
-      rope.rotate(&q[size_t(i * d)], &cs[size_t(i) * half], &sn[size_t(i) * half]);
-      rope.rotate(&k[size_t(i * d)], &cs[size_t(i) * half], &sn[size_t(i) * half]);
-    }
-  }
-
-  return headMapFromQK(q.data(), k.data(), n, int(d), scale, o, pool);
-}
-
 }  // namespace sinkscope::gui
+

@@ -122,7 +122,7 @@ void takeProbes(RunResult& r, const AttentionProbes& prefill, const AttentionPro
 using namespace run_detail;
 
 RunExecutor::RunExecutor(BackendKind kind, int threads)
-    : m_kind(kind), m_threads(threads), m_headMapCache(std::make_unique<HeadMapCache>()) {}
+    : m_kind(kind), m_threads(threads) {}
 RunExecutor::~RunExecutor() = default;
 
 void RunExecutor::loadModel(const std::string& path) {
@@ -147,7 +147,8 @@ void RunExecutor::setModel(std::shared_ptr<const Model> model) {
   m_dense.reset();
   m_denseCache.reset();
   m_mapCache.reset();
-  m_headMapCache->clear();
+  m_mapBackend.reset();
+  m_mapPrompt.clear();
   m_lastRun.reset();
   m_variantKey.clear();
   m_model = std::move(model);
@@ -158,26 +159,56 @@ void RunExecutor::dropViewCaches() {
   m_lastRun.reset();
   m_lastRunKey.clear();
   m_mapCache.reset();
-  m_headMapCache->clear();
+  if (m_mapBackend) m_mapBackend->request_qkv_capture({});
+  m_mapPrompt.clear();
 }
 
 bool RunExecutor::warmViewCaches(const std::atomic<bool>* stop) {
   if (!m_model || !m_mapCache || m_mapCache->prompt.empty()) return false;
-  // Only where the map is computed on the CPU: a GPU backend maps from captured Q/K instead
-  // (gpuHeadMap).
-  const bool gpu = m_kind != BackendKind::kCpu && m_variant && m_variant->name() != "cpu";
-  if (gpu) return false;
-  if (!m_pool) m_pool = std::make_unique<ThreadPool>(m_threads);
-  HeadMapOptions o = m_mapCache->options;
-  o.layer = m_model->config().n_layer - 1;
-  o.maxCells = 8;  // the map itself is thrown away; only the stored residual streams count
+  // Only where the map is computed from the CPU's captures: a GPU backend captures the one
+  // layer it is asked for, in milliseconds.
+  if (m_mapCache->source.rfind("float32", 0) != 0) return false;
+  const ModelConfig& c = m_model->config();
+  const HeadMapOptions& o = m_mapCache->options;
+  const int sinks = o.window > 0 ? o.sinkCount : 0;
+  if (!m_mapBackend || m_mapPrompt != m_mapCache->prompt || m_mapSinks != sinks ||
+      m_mapWindow != o.window)
+    return false;  // the last map did not come from these captures
+  bool all = true;
+  for (int l = 0; l < c.n_layer && all; ++l) all = m_mapBackend->qkv_capture_of(l) != nullptr;
+  if (all) return false;
+  // The deepest layer is always kept; the others in order while they fit.
+  QkvCaptureRequest r;
+  r.layer = c.n_layer - 1;
+  r.more_first = 0;
+  r.more_last = c.n_layer - 2;
+  r.max_bytes = kMapCaptureBytes;
+  r.sink_count = sinks;
+  r.window = o.window;
+  r.stop_after_layer = true;
+  Backend& b = *m_mapBackend;
+  b.set_cancel_flag(stop);
   try {
-    (void)computeHeadAttention(*m_model, m_mapCache->prompt, o, m_pool.get(), stop,
-                               m_headMapCache.get());
+    b.reset();
+    b.request_qkv_capture(r);
+    std::vector<float> last;
+    b.forward(m_mapCache->prompt, LogitsMode::kLast, last);
   } catch (const Cancelled&) {
+    b.set_cancel_flag(m_cancel);
     return false;
   }
+  b.set_cancel_flag(m_cancel);
   return true;
+}
+
+Backend& RunExecutor::mapBackend() {
+  if (!m_mapBackend) {
+    BackendOptions o;
+    o.n_threads = m_threads;
+    m_mapBackend = make_cpu_backend(m_model, o);
+  }
+  m_mapBackend->set_cancel_flag(m_cancel);
+  return *m_mapBackend;
 }
 
 std::string RunExecutor::backendName() {
@@ -306,7 +337,7 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
 // The map's inputs from a GPU backend: one prefill of the prompt on the dense backend (full
 // cache) with the map's visibility rule applied in every layer and the chosen layer's post-RoPE
 // Q/K captured (bf16), ending at that layer (QkvCaptureRequest). False where this does not
-// apply (a CPU backend, no capture); then the CPU's reference forward maps it.
+// apply (a CPU backend, no capture); then the CPU map backend captures them (cpuCaptureQK).
 bool RunExecutor::gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                                std::vector<float>& q, std::vector<float>& k) {
   if (m_kind == BackendKind::kCpu) return false;
@@ -367,14 +398,74 @@ std::string RunExecutor::gpuMapSource() {
   return "bf16 Q/K captured from the " + denseBackend().name() + " dense prefill";
 }
 
-// The map from a GPU backend (gpuCaptureQK), then the same probabilities and pooling as the CPU
-// reference (headMapFromQK). An empty map (rows == 0) where the capture does not apply.
-AttentionMap RunExecutor::gpuHeadMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
-                                     std::string* source) {
+void RunExecutor::cpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
+                               std::vector<float>& q, std::vector<float>& k,
+                               const std::atomic<bool>* cancel) {
+  const ModelConfig& c = m_model->config();
+  const int n = int(prompt.size()), d = c.head_dim;
+  const int sinks = o.window > 0 ? o.sinkCount : 0;
+  Backend& b = mapBackend();
+  if (cancel) b.set_cancel_flag(cancel);
+  const bool same = m_mapPrompt == prompt && m_mapSinks == sinks && m_mapWindow == o.window;
+  if (!same || !b.qkv_capture_of(o.layer)) {
+    // The prefill up to the map's layer computes every layer below it anyway: keep their Q/K
+    // too (within the budget), so stepping down through the layers costs no prefill.
+    QkvCaptureRequest r;
+    r.layer = o.layer;
+    r.more_first = 0;
+    r.more_last = o.layer - 1;
+    r.max_bytes = kMapCaptureBytes;
+    r.sink_count = sinks;
+    r.window = o.window;
+    r.stop_after_layer = true;
+    m_mapPrompt.clear();
+    b.reset();
+    b.request_qkv_capture(r);
+    std::vector<float> last;
+    try {
+      b.forward(prompt, LogitsMode::kLast, last);
+    } catch (...) {
+      b.set_cancel_flag(m_cancel);
+      throw;
+    }
+    m_mapPrompt = prompt;
+    m_mapSinks = sinks;
+    m_mapWindow = o.window;
+  }
+  b.set_cancel_flag(m_cancel);
+  const QkvCapture* cap = b.qkv_capture_of(o.layer);
+  if (!cap || !cap->complete() || cap->n_q != n)
+    throw BackendError("attention map: the CPU backend captured no Q/K of layer " +
+                       std::to_string(o.layer));
+  const int kvh = o.head / (c.n_head / c.n_head_kv);
+  q.resize(size_t(n) * d);
+  k.resize(size_t(n) * d);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < d; ++j) {
+      q[size_t(i) * d + j] = cap->q_at((size_t(i) * c.n_head + o.head) * d + j);
+      k[size_t(i) * d + j] = cap->k_at((size_t(i) * c.n_head_kv + kvh) * d + j);
+    }
+}
+
+AttentionMap RunExecutor::headMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
+                                  std::string* source) {
+  if (!m_model) throw std::invalid_argument("attention map: no model");
+  const ModelConfig& c = m_model->config();
+  if (o.layer < 0 || o.layer >= c.n_layer || o.head < 0 || o.head >= c.n_head)
+    throw std::invalid_argument("attention map: (layer " + std::to_string(o.layer) + ", head " +
+                                std::to_string(o.head) + ") is outside the model (" +
+                                std::to_string(c.n_layer) + " layers, " +
+                                std::to_string(c.n_head) + " heads)");
+  if (prompt.empty()) throw std::invalid_argument("attention map: the prompt is empty");
+  if (!m_pool) m_pool = std::make_unique<ThreadPool>(m_threads);
   std::vector<float> q, k;
-  if (!gpuCaptureQK(prompt, o, q, k)) return {};
-  if (source) *source = gpuMapSource();
-  const int d = m_model->config().head_dim;
+  if (gpuCaptureQK(prompt, o, q, k)) {
+    if (source) *source = gpuMapSource();
+  } else {
+    cpuCaptureQK(prompt, o, q, k, nullptr);
+    if (source) *source = kCpuMapSource;
+  }
+  const int d = c.head_dim;
   return headMapFromQK(q.data(), k.data(), int(prompt.size()), d,
                        float(1.0 / std::sqrt(double(d))), o, m_pool.get());
 }

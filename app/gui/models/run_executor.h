@@ -24,8 +24,6 @@ namespace sinkscope::gui {
 
 struct HeadMapOptions;  // app/gui/models/head_attention.h
 
-class HeadMapCache;
-
 struct RunProgress {
   double fraction = 0;  // [0, 1]
   double etaSeconds = -1;  // < 0: unknown
@@ -59,17 +57,27 @@ class RunExecutor {
   // The flag polled between layers (and by the attention-map helper); the caller raises it.
   void setCancelFlag(const std::atomic<bool>* flag) { m_cancel = flag; }
 
-  // Forgets the reusable view data (the last run, the last attention map and the map's stored
-  // residual streams) but keeps the dense baseline: the next run computes its map and variant
-  // afresh. For benchmarks (a first visit of a layer) and to free memory.
+  // Forgets the reusable view data (the last run, the last attention map and the map's captured
+  // Q/K) but keeps the dense baseline: the next run computes its map and variant afresh. For
+  // benchmarks (a first visit of a layer) and to free memory.
   void dropViewCaches();
 
-  // Idle-time work after a run: continues the attention map's reference forward of the last
-  // run's prompt to the last layer, storing the residual stream entering each layer, so that a
-  // later change of the map's layer costs that layer's Q/K only. Stops (keeping what it did)
-  // when *stop is raised, checked once per layer; false when stopped or when there is nothing to
-  // warm. Engine thread only, like run().
+  // Idle-time work after a run whose map came from the CPU: one capture prefill of the last
+  // run's prompt that keeps the Q/K of every layer (within kMapCaptureBytes), so that a later
+  // change of the map's layer or head costs the map's probabilities only. Stops (keeping the
+  // captures it had) when *stop is raised, checked once per layer; false when stopped or when
+  // there is nothing to warm. Engine thread only, like run().
   bool warmViewCaches(const std::atomic<bool>* stop);
+  // The float32 Q/K the CPU map backend keeps from its capture prefills, all layers together.
+  static constexpr size_t kMapCaptureBytes = size_t(384) << 20;
+
+  // The attention map of (o.layer, o.head) over the prompt: its Q/K captured from the backend
+  // (the GPU's dense prefill where the executor runs on a GPU, else the CPU map backend's, whose
+  // captured layers are kept for the next pick), then headMapFromQK. Says where the Q/K came
+  // from in *source. Throws std::invalid_argument for a (layer, head) outside the model or an
+  // empty prompt, Cancelled when cancelled.
+  AttentionMap headMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
+                       std::string* source = nullptr);
 
   // The variant's per-position statistics and KL are computed during its decode on GPU
   // backends (the host's cores are idle then); on the CPU backend they follow the decode,
@@ -83,11 +91,14 @@ class RunExecutor {
  private:
   Backend& variantBackend(const RunRequest& r);
   Backend& denseBackend();
-  AttentionMap gpuHeadMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
-                          std::string* source);
   bool gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                     std::vector<float>& q, std::vector<float>& k);
   std::string gpuMapSource();
+  // The map's Q/K from the CPU map backend (capturing when its captures lack the layer).
+  void cpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
+                    std::vector<float>& q, std::vector<float>& k,
+                    const std::atomic<bool>* cancel);
+  Backend& mapBackend();
   struct Run;   // one run's state and steps (run_executor.cpp)
   struct Pass;  // one generation with per-position logits
   // Started by runPass after the prefill, with its logits; joined after the decode.
@@ -116,7 +127,11 @@ class RunExecutor {
   std::unique_ptr<DenseCache> m_denseCache;
   struct MapCache;  // the last attention map and what it was made for
   std::unique_ptr<MapCache> m_mapCache;
-  std::unique_ptr<HeadMapCache> m_headMapCache;  // residual streams of the map's forward
+  // A CPU backend (full cache, dense) whose capture prefills give the maps' Q/K, and what its
+  // captures are of: the prompt and the visibility rule.
+  std::unique_ptr<Backend> m_mapBackend;
+  std::vector<TokenId> m_mapPrompt;
+  int m_mapSinks = 0, m_mapWindow = 0;
   RunResultPtr m_lastRun;    // the last finished run and the key of its variant settings
   std::string m_lastRunKey;  // (variantRunKey in the .cpp)
   bool m_overlapOnCpu = false;

@@ -19,6 +19,9 @@ namespace sinkscope::gui {
 
 namespace run_detail {
 
+// Where a map's Q/K came from when the CPU map backend captured them.
+inline constexpr const char* kCpuMapSource = "float32 Q/K captured from the CPU backend's prefill";
+
 // The cache settings as a key (the variant backend is made anew when it changes).
 std::string cacheKey(const CacheSettings& s);
 // fn(i) for every i in [0, n), on the pool when there is one.
@@ -92,6 +95,7 @@ struct RunExecutor::MapCache {
   std::vector<TokenId> prompt;
   HeadMapOptions options;
   AttentionMap map;
+  std::string source;  // RunResult::mapSource
 };
 
 // One run's working state; run() calls its steps in order. A nested class, so the steps use the

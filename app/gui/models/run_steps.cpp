@@ -93,7 +93,7 @@ void RunExecutor::Run::prepare() {
 void RunExecutor::Run::startMapAhead() {
   // With a GPU variant, the map is made before the variant's run: its Q/K captured on the GPU
   // (a prefill up to the map's layer), then its probabilities on the pool while the GPU runs the
-  // variant; without a capture, a windowed map's CPU reference forward runs alongside instead.
+  // variant; without a capture, a windowed map's CPU capture runs alongside instead.
   // Joined before the pool is used again (its future also joins on every exit, cancel included).
   if (haveMap || reuseVariant || fromDense || ex.m_kind == BackendKind::kCpu) return;
   const Backend& vb = ex.variantBackend(req);
@@ -111,10 +111,13 @@ void RunExecutor::Run::startMapAhead() {
     return;
   }
   if (ho.window == 0) return;  // the map step maps it after the run
-  mapAheadSource = "float32 reference forward (CPU), alongside the GPU run";
+  // A windowed map the GPU could not capture: the CPU map backend's capture, alongside.
+  mapAheadSource = std::string(kCpuMapSource) + ", alongside the GPU run";
   mapAhead = std::async(std::launch::async, [this] {
-    return computeHeadAttention(*ex.m_model, res->promptTokens, ho, ex.m_pool.get(), ex.m_cancel,
-                                ex.m_headMapCache.get());
+    ex.cpuCaptureQK(res->promptTokens, ho, aheadQ, aheadK, ex.m_cancel);
+    const int d = c.head_dim;
+    return headMapFromQK(aheadQ.data(), aheadK.data(), n, d, float(1.0 / std::sqrt(double(d))),
+                         ho, ex.m_pool.get());
   }).share();
 }
 
@@ -346,23 +349,20 @@ void RunExecutor::Run::attentionMap() {
   const int64_t tMap = prof::now_ns();
   if (haveMap) {
     res->map = ex.m_mapCache->map;
+    res->mapSource = ex.m_mapCache->source;
   } else {
     ex.m_mapCache.reset();
     if (mapAheadDone) {
       res->map = std::move(mapAheadResult);
       res->mapSource = mapAheadSource;
     } else {
-      res->map = ex.gpuHeadMap(res->promptTokens, ho, &res->mapSource);
-    }
-    if (res->map.rows == 0) {
-      res->map = computeHeadAttention(*ex.m_model, res->promptTokens, ho, ex.m_pool.get(),
-                                      ex.m_cancel, ex.m_headMapCache.get());
-      res->mapSource = "float32 reference forward (CPU)";
+      res->map = ex.headMap(res->promptTokens, ho, &res->mapSource);
     }
     ex.m_mapCache = std::make_unique<MapCache>();
     ex.m_mapCache->prompt = res->promptTokens;
     ex.m_mapCache->options = ho;
     ex.m_mapCache->map = res->map;
+    ex.m_mapCache->source = res->mapSource;
   }
   res->mapMs = double(prof::now_ns() - tMap) / 1e6;
   done += mapUnits;
