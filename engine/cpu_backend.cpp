@@ -219,8 +219,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   m_up.resize(size_t(n * F));
 
   for (int i = 0; i < n; ++i)
-    std::memcpy(&m_x[size_t(i * D)], &w.tok_embd[size_t(tokens[size_t(i)]) * D],
-                sizeof(float) * size_t(D));
+    dequantize_rows(w.tok_embd, tokens[size_t(i)], 1, &m_x[size_t(i * D)]);
 
   // One cos/sin table per forward, shared by every head and layer.
   const int half = m_rope.dim() / 2;
@@ -261,13 +260,13 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       m_rope.angles(int(cache_position(m_n_past + i, n_sinks, window)), &m_cos_c[size_t(i) * half],
                     &m_sin_c[size_t(i) * half]);
   }
-  // One token reads the quantized weights (memory-bound); a batch uses float32 sgemm.
-  auto proj = [&](const std::vector<float>& wf, const QuantMatrix& wq, const float* x, float* y,
-                  int64_t out, int64_t in) {
-    if (n == 1 && !wq.empty()) {
+  // One token: a GEMV over the quantized blocks (memory-bound); a batch: sgemm over tiles
+  // dequantized on the fly (engine/qgemv.h).
+  auto proj = [&](const QuantMatrix& wq, const float* x, float* y) {
+    if (n == 1) {
       qgemv(wq, x, y, &m_pool);
     } else {
-      linear(x, wf.data(), y, n, out, in, &m_pool);
+      linear_q(x, wq, y, n, &m_pool);
     }
   };
   auto rows = [&](auto&& fn) {
@@ -304,9 +303,9 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     }
     {
       prof::ScopedSpan s(m_spans, "qkv");
-      proj(L.wq, L.q.wq, m_xn.data(), m_q.data(), Q, D);
-      proj(L.wk, L.q.wk, m_xn.data(), m_kn.data(), KV, D);
-      proj(L.wv, L.q.wv, m_xn.data(), m_vn.data(), KV, D);
+      proj(L.wq, m_xn.data(), m_q.data());
+      proj(L.wk, m_xn.data(), m_kn.data());
+      proj(L.wv, m_xn.data(), m_vn.data());
       if (c.qkv_bias) {
         for (int i = 0; i < n; ++i) {
           for (int64_t j = 0; j < Q; ++j) m_q[size_t(i * Q + j)] += L.bq[size_t(j)];
@@ -446,7 +445,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     }
     {
       prof::ScopedSpan s(m_spans, "o-proj");
-      proj(L.wo, L.q.wo, m_att.data(), m_tmp.data(), D, Q);
+      proj(L.wo, m_att.data(), m_tmp.data());
       for (int64_t i = 0; i < n * D; ++i) m_x[size_t(i)] += m_tmp[size_t(i)];
     }
     {
@@ -454,10 +453,10 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       rows([&](int i) {
         rms_norm(&m_x[size_t(i * D)], L.ffn_norm.data(), &m_xn[size_t(i * D)], D, c.rms_eps);
       });
-      proj(L.w_gate, L.q.w_gate, m_xn.data(), m_gate.data(), F, D);
-      proj(L.w_up, L.q.w_up, m_xn.data(), m_up.data(), F, D);
+      proj(L.w_gate, m_xn.data(), m_gate.data());
+      proj(L.w_up, m_xn.data(), m_up.data());
       swiglu(m_gate.data(), m_up.data(), m_gate.data(), n * F);
-      proj(L.w_down, L.q.w_down, m_gate.data(), m_tmp.data(), D, F);
+      proj(L.w_down, m_gate.data(), m_tmp.data());
       for (int64_t i = 0; i < n * D; ++i) m_x[size_t(i)] += m_tmp[size_t(i)];
     }
   }
@@ -479,10 +478,10 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   for (int i = first; i < n; ++i)
     rms_norm(&m_x[size_t(i * D)], w.output_norm.data(), &m_xn[size_t((i - first) * D)], D,
              c.rms_eps);
-  if (rows_out == 1 && !w.lm_head_q.empty()) {
-    qgemv(w.lm_head_q, m_xn.data(), out, &m_pool);
+  if (rows_out == 1) {
+    qgemv(w.lm_head(), m_xn.data(), out, &m_pool);
   } else {
-    linear(m_xn.data(), w.lm_head(), out, rows_out, c.n_vocab, D, &m_pool);
+    linear_q(m_xn.data(), w.lm_head(), out, rows_out, &m_pool);
   }
 }
 

@@ -87,6 +87,24 @@ void linear(const float* x, const float* w, float* y, int64_t m, int64_t n, int6
 #endif
 }
 
+void gemm_nt(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
+             int64_t ldy) {
+  if (m <= 0 || n <= 0) return;
+#ifdef SINKSCOPE_HAVE_BLAS
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0f, x, int(k), w,
+              int(k), 0.0f, y, int(ldy));
+#else
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const float* xi = x + i * k;
+      const float* wj = w + j * k;
+      float acc = 0.0f;
+      for (int64_t t = 0; t < k; ++t) acc += xi[t] * wj[t];
+      y[i * ldy + j] = acc;
+    }
+#endif
+}
+
 void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps) {
   // Accumulate in double: a 576-wide sum of squares in float drifts by ~1e-7 relative, which is
   // harmless, but double costs nothing here and keeps us closest to the float32 oracle.

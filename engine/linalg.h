@@ -13,6 +13,11 @@ class ThreadPool;
 void linear(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
             ThreadPool* pool);
 
+// y (m, n), row stride ldy, = x (m, k) * W^T, W (n, k) row-major, on the calling thread (a tile
+// of a larger product: linear_q in engine/qgemv.h).
+void gemm_nt(const float* x, const float* w, float* y, int64_t m, int64_t n, int64_t k,
+             int64_t ldy);
+
 // Sets the BLAS library's own thread count (no-op without OpenBLAS).
 void set_blas_threads(int n);
 bool have_blas();

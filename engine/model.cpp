@@ -124,24 +124,37 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
     return f.dequantize(*t);
   };
 
-  auto quant = [&](const std::string& name) {
-    const GgufTensorInfo& t = f.tensor(name);
+  // A projection in its GGUF encoding, its shape checked like load()'s; its type must have a
+  // CPU dequantizer (every product reads it through one).
+  auto quant = [&](const std::string& name, std::vector<int64_t> want,
+                   bool optional = false) -> QuantMatrix {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (!t) {
+      if (optional) return {};
+      throw ModelError(f.path() + ": missing tensor '" + name + "'");
+    }
+    if (t->dims != want)
+      throw ModelError(f.path() + ": tensor '" + name + "' has shape " + dims_str(t->dims) +
+                       ", expected " + dims_str(want));
+    const GgmlTypeTraits* tr = ggml_type_traits(uint32_t(t->type));
+    if (!tr || !tr->can_dequantize)
+      throw ModelError(f.path() + ": tensor '" + name + "' has type " +
+                       ggml_type_name(t->type) + ", which SinkScope cannot read");
     QuantMatrix q;
-    q.type = t.type;
-    q.data = t.data;
-    q.cols = t.dims[0];
-    q.rows = t.rows();
-    q.row_bytes = ggml_row_bytes(t.type, t.dims[0]);
+    q.type = t->type;
+    q.data = t->data;
+    q.cols = t->dims[0];
+    q.rows = t->rows();
+    q.row_bytes = ggml_row_bytes(t->type, t->dims[0]);
     return q;
   };
 
   ModelWeights& w = m->m_weights;
   const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
-  w.tok_embd = load("token_embd.weight", {D, V});
+  w.tok_embd = quant("token_embd.weight", {D, V});
   tick();
   w.output_norm = load("output_norm.weight", {D});
-  w.output = load("output.weight", {D, V}, /*optional=*/true);
-  w.lm_head_q = quant(w.output.empty() ? "token_embd.weight" : "output.weight");
+  w.output = quant("output.weight", {D, V}, /*optional=*/true);
   tick();
   w.rope_freqs = load("rope_freqs.weight", {c.rope_dim / 2}, /*optional=*/true);
   tick();
@@ -150,22 +163,19 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[size_t(l)];
     L.attn_norm = load(p + "attn_norm.weight", {D});
-    L.wq = load(p + "attn_q.weight", {D, Q});
-    L.wk = load(p + "attn_k.weight", {D, KV});
-    L.wv = load(p + "attn_v.weight", {D, KV});
+    L.wq = quant(p + "attn_q.weight", {D, Q});
+    L.wk = quant(p + "attn_k.weight", {D, KV});
+    L.wv = quant(p + "attn_v.weight", {D, KV});
     if (c.qkv_bias) {
       L.bq = load(p + "attn_q.bias", {Q});
       L.bk = load(p + "attn_k.bias", {KV});
       L.bv = load(p + "attn_v.bias", {KV});
     }
-    L.wo = load(p + "attn_output.weight", {Q, D});
+    L.wo = quant(p + "attn_output.weight", {Q, D});
     L.ffn_norm = load(p + "ffn_norm.weight", {D});
-    L.w_gate = load(p + "ffn_gate.weight", {D, F});
-    L.w_up = load(p + "ffn_up.weight", {D, F});
-    L.w_down = load(p + "ffn_down.weight", {F, D});
-    L.q = {quant(p + "attn_q.weight"),   quant(p + "attn_k.weight"), quant(p + "attn_v.weight"),
-           quant(p + "attn_output.weight"), quant(p + "ffn_gate.weight"),
-           quant(p + "ffn_up.weight"),  quant(p + "ffn_down.weight")};
+    L.w_gate = quant(p + "ffn_gate.weight", {D, F});
+    L.w_up = quant(p + "ffn_up.weight", {D, F});
+    L.w_down = quant(p + "ffn_down.weight", {F, D});
     tick();
   }
   return m;

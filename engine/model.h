@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// A Llama-family model loaded from GGUF: hyper-parameters, tokenizer and float32 weights.
+// A Llama-family model loaded from GGUF: hyper-parameters, tokenizer and the weights as the file
+// stores them (memory-mapped).
 // Architectures: llama (SmolLM2, Llama 2/3, Mistral) and qwen2 (QKV bias).
 #pragma once
 
@@ -49,33 +50,29 @@ struct ModelConfig {
   int kv_dim() const { return n_head_kv * head_dim; }
 };
 
-// Row-major float32 weights. A projection W has shape (out, in): y = W x.
+// The projections stay in their GGUF encoding, pointing into the mapped file (no float copies:
+// decode reads them with qgemv, prefill with linear_q, engine/qgemv.h). A projection W has shape
+// (out, in): y = W x. Norm gains, biases and RoPE factors are small and held as float32.
 struct LayerWeights {
-  std::vector<float> attn_norm;  // (D)
-  std::vector<float> wq;         // (q_dim, D)
-  std::vector<float> wk;         // (kv_dim, D)
-  std::vector<float> wv;         // (kv_dim, D)
-  std::vector<float> bq, bk, bv; // (q_dim), (kv_dim), (kv_dim); empty without QKV bias
-  std::vector<float> wo;         // (D, q_dim)
-  std::vector<float> ffn_norm;   // (D)
-  std::vector<float> w_gate;     // (n_ff, D)
-  std::vector<float> w_up;       // (n_ff, D)
-  std::vector<float> w_down;     // (D, n_ff)
-  // The same projections in their GGUF encoding (pointing into the mapped file), for
-  // memory-bound single-token products.
-  struct Quant {
-    QuantMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
-  } q;
+  std::vector<float> attn_norm;   // (D)
+  QuantMatrix wq;                 // (q_dim, D)
+  QuantMatrix wk;                 // (kv_dim, D)
+  QuantMatrix wv;                 // (kv_dim, D)
+  std::vector<float> bq, bk, bv;  // (q_dim), (kv_dim), (kv_dim); empty without QKV bias
+  QuantMatrix wo;                 // (D, q_dim)
+  std::vector<float> ffn_norm;    // (D)
+  QuantMatrix w_gate;             // (n_ff, D)
+  QuantMatrix w_up;               // (n_ff, D)
+  QuantMatrix w_down;             // (D, n_ff)
 };
 
 struct ModelWeights {
-  std::vector<float> tok_embd;    // (n_vocab, D)
-  std::vector<float> output_norm; // (D)
-  std::vector<float> output;      // (n_vocab, D); empty when tied to tok_embd
-  std::vector<float> rope_freqs;  // (rope_dim/2) optional per-pair frequency factors (llama3)
+  QuantMatrix tok_embd;            // (n_vocab, D)
+  std::vector<float> output_norm;  // (D)
+  QuantMatrix output;              // (n_vocab, D); empty when tied to tok_embd
+  std::vector<float> rope_freqs;   // (rope_dim/2) optional per-pair frequency factors (llama3)
   std::vector<LayerWeights> layers;
-  QuantMatrix lm_head_q;  // output.weight, or token_embd.weight when tied (GGUF encoding)
-  const float* lm_head() const { return output.empty() ? tok_embd.data() : output.data(); }
+  const QuantMatrix& lm_head() const { return output.empty() ? tok_embd : output; }
 };
 
 struct LoadProgress {
@@ -85,8 +82,8 @@ struct LoadProgress {
 
 class Model {
  public:
-  // Loads and dequantizes every weight. Throws ModelError / GgufError / TokenizerError with a
-  // message naming the file and the problem.
+  // Maps the file and checks every weight's shape and type. Throws ModelError / GgufError /
+  // TokenizerError with a message naming the file and the problem.
   static std::shared_ptr<const Model> load(const std::filesystem::path& path,
                                            const std::function<void(LoadProgress)>& progress = {});
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/linalg.h"
 #include "engine/thread_pool.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -336,6 +337,41 @@ void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool, Qge
   pool->parallel_for(n_chunks, [&](int64_t c) {
     run(c * kChunk, std::min(w.rows, (c + 1) * kChunk));
   });
+}
+
+void dequantize_rows(const QuantMatrix& w, int64_t r0, int64_t n, float* dst) {
+  for (int64_t r = 0; r < n; ++r)
+    dequantize_row(w.type, w.data + uint64_t(r0 + r) * w.row_bytes, dst + r * w.cols, w.cols);
+}
+
+std::vector<float> dequantize(const QuantMatrix& w) {
+  std::vector<float> out(size_t(w.rows * w.cols));
+  if (!w.empty()) dequantize_rows(w, 0, w.rows, out.data());
+  return out;
+}
+
+void linear_q(const float* x, const QuantMatrix& w, float* y, int64_t m, ThreadPool* pool) {
+  const int64_t n = w.rows, k = w.cols;
+  if (w.type == GgmlType::kF32 && w.row_bytes == uint64_t(k) * sizeof(float)) {
+    linear(x, reinterpret_cast<const float*>(w.data), y, m, n, k, pool);
+    return;
+  }
+  // Rows per tile: a multiple of 16 (sgemm's preferred widths), the scratch within the bound.
+  const int64_t fit = kLinearTileBytes / std::max<int64_t>(1, k * int64_t(sizeof(float)));
+  const int64_t rows = std::clamp<int64_t>(fit / 16 * 16, 16, 256);
+  const int64_t tiles = (n + rows - 1) / rows;
+  auto tile = [&](int64_t t) {
+    thread_local std::vector<float> scratch;
+    const int64_t j0 = t * rows, nj = std::min(n, j0 + rows) - j0;
+    if (scratch.size() < size_t(nj * k)) scratch.resize(size_t(rows * k));
+    dequantize_rows(w, j0, nj, scratch.data());
+    gemm_nt(x, scratch.data(), y + j0, m, nj, k, n);
+  };
+  if (pool && tiles > 1) {
+    pool->parallel_for(tiles, tile);
+  } else {
+    for (int64_t t = 0; t < tiles; ++t) tile(t);
+  }
 }
 
 }  // namespace sinkscope

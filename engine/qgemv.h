@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "engine/ggml_types.h"
 
@@ -43,5 +44,17 @@ void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool,
 
 // The portable path alone (for tests comparing the two).
 void qgemv_reference(const QuantMatrix& w, const float* x, float* y);
+
+// Rows [r0, r0 + n) of w as float32 into dst (n, cols), and the whole matrix.
+void dequantize_rows(const QuantMatrix& w, int64_t r0, int64_t n, float* dst);
+std::vector<float> dequantize(const QuantMatrix& w);
+
+// y (m, w.rows) = x (m, w.cols) * W^T for a batch of rows (prefill): the weights stay in their
+// GGUF encoding; tiles of rows are dequantized into a per-task scratch of at most
+// kLinearTileBytes and multiplied with sgemm, so memory stays bounded whatever the model's size.
+// F32 weights are multiplied in place. Tiles run on the pool; each output element's sum does
+// not depend on the pool's size.
+void linear_q(const float* x, const QuantMatrix& w, float* y, int64_t m, ThreadPool* pool);
+inline constexpr int64_t kLinearTileBytes = int64_t(256) << 10;
 
 }  // namespace sinkscope

@@ -701,13 +701,13 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw) {
   };
 
   uint16_t* embd = take16(V * D);
-  upload_bf16(embd, w.tok_embd, V * D, "token_embd", stage);
+  upload_bf16(embd, dequantize(w.tok_embd), V * D, "token_embd", stage);
   dw.embd = embd;
   if (w.output.empty()) {
     dw.lm_head = embd;
   } else {
     uint16_t* head = take16(V * D);
-    upload_bf16(head, w.output, V * D, "output", stage);
+    upload_bf16(head, dequantize(w.output), V * D, "output", stage);
     dw.lm_head = head;
   }
   dw.out_norm = upload_f32(take32(D), w.output_norm, D, "output_norm");
@@ -717,19 +717,19 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw) {
     const LayerWeights& L = w.layers[size_t(l)];
     LayerDev& d = dw.layers[size_t(l)];
     uint16_t* qkv = take16(W * D);  // rows: wq | wk | wv
-    upload_bf16(qkv, L.wq, Q * D, "attn_q", stage);
-    upload_bf16(qkv + Q * D, L.wk, KV * D, "attn_k", stage);
-    upload_bf16(qkv + (Q + KV) * D, L.wv, KV * D, "attn_v", stage);
+    upload_bf16(qkv, dequantize(L.wq), Q * D, "attn_q", stage);
+    upload_bf16(qkv + Q * D, dequantize(L.wk), KV * D, "attn_k", stage);
+    upload_bf16(qkv + (Q + KV) * D, dequantize(L.wv), KV * D, "attn_v", stage);
     d.w_qkv = qkv;
     uint16_t* o = take16(D * Q);
-    upload_bf16(o, L.wo, D * Q, "attn_output", stage);
+    upload_bf16(o, dequantize(L.wo), D * Q, "attn_output", stage);
     d.w_o = o;
     uint16_t* gu = take16(2 * F * D);  // rows: w_gate | w_up
-    upload_bf16(gu, L.w_gate, F * D, "ffn_gate", stage);
-    upload_bf16(gu + F * D, L.w_up, F * D, "ffn_up", stage);
+    upload_bf16(gu, dequantize(L.w_gate), F * D, "ffn_gate", stage);
+    upload_bf16(gu + F * D, dequantize(L.w_up), F * D, "ffn_up", stage);
     d.w_gu = gu;
     uint16_t* down = take16(D * F);
-    upload_bf16(down, L.w_down, D * F, "ffn_down", stage);
+    upload_bf16(down, dequantize(L.w_down), D * F, "ffn_down", stage);
     d.w_down = down;
     d.attn_norm = upload_f32(take32(D), L.attn_norm, D, "attn_norm");
     d.ffn_norm = upload_f32(take32(D), L.ffn_norm, D, "ffn_norm");

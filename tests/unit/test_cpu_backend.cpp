@@ -11,6 +11,7 @@
 
 #include "engine/attention.h"
 #include "engine/backend.h"
+#include "engine/qgemv.h"
 #include "engine/gguf_writer.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
@@ -43,6 +44,8 @@ std::vector<double> reference_logits(const Model& m, const std::vector<TokenId>&
                                      int sinks = 0, int window = 0, RefQK* qk = nullptr) {
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
+  // The weights as float32 (the model keeps them in their GGUF encoding).
+  const std::vector<float> embd = dequantize(w.tok_embd), head_w = dequantize(w.lm_head());
   const int T = int(ids.size()), D = c.n_embd, H = c.n_head, HK = c.n_head_kv, hd = c.head_dim;
   const int Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
   auto matvec = [](const std::vector<float>& W, const std::vector<double>& x, int out, int in) {
@@ -71,15 +74,18 @@ std::vector<double> reference_logits(const Model& m, const std::vector<TokenId>&
   };
   std::vector<std::vector<double>> x(static_cast<size_t>(T), std::vector<double>(static_cast<size_t>(D)));
   for (int t = 0; t < T; ++t)
-    for (int i = 0; i < D; ++i) x[size_t(t)][size_t(i)] = w.tok_embd[size_t(ids[size_t(t)]) * D + i];
+    for (int i = 0; i < D; ++i) x[size_t(t)][size_t(i)] = embd[size_t(ids[size_t(t)]) * D + i];
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
+    const std::vector<float> wq = dequantize(L.wq), wk = dequantize(L.wk), wv = dequantize(L.wv),
+                             wo = dequantize(L.wo), w_gate = dequantize(L.w_gate),
+                             w_up = dequantize(L.w_up), w_down = dequantize(L.w_down);
     std::vector<std::vector<double>> q(static_cast<size_t>(T)), k(static_cast<size_t>(T)), v(static_cast<size_t>(T));
     for (int t = 0; t < T; ++t) {
       auto xn = norm(x[size_t(t)], L.attn_norm);
-      q[size_t(t)] = matvec(L.wq, xn, Q, D);
-      k[size_t(t)] = matvec(L.wk, xn, KV, D);
-      v[size_t(t)] = matvec(L.wv, xn, KV, D);
+      q[size_t(t)] = matvec(wq, xn, Q, D);
+      k[size_t(t)] = matvec(wk, xn, KV, D);
+      v[size_t(t)] = matvec(wv, xn, KV, D);
       if (c.qkv_bias) {
         for (int i = 0; i < Q; ++i) q[size_t(t)][size_t(i)] += L.bq[size_t(i)];
         for (int i = 0; i < KV; ++i) {
@@ -116,18 +122,18 @@ std::vector<double> reference_logits(const Model& m, const std::vector<TokenId>&
           for (int i = 0; i < hd; ++i)
             att[size_t(h * hd + i)] += s[size_t(j)] / sum * v[size_t(j)][size_t(g * hd + i)];
       }
-      auto o = matvec(L.wo, att, D, Q);
+      auto o = matvec(wo, att, D, Q);
       for (int i = 0; i < D; ++i) x[size_t(t)][size_t(i)] += o[size_t(i)];
       auto xn = norm(x[size_t(t)], L.ffn_norm);
-      auto gate = matvec(L.w_gate, xn, F, D);
-      auto up = matvec(L.w_up, xn, F, D);
+      auto gate = matvec(w_gate, xn, F, D);
+      auto up = matvec(w_up, xn, F, D);
       for (int i = 0; i < F; ++i) gate[size_t(i)] = gate[size_t(i)] / (1 + std::exp(-gate[size_t(i)])) * up[size_t(i)];
-      auto down = matvec(L.w_down, gate, D, F);
+      auto down = matvec(w_down, gate, D, F);
       for (int i = 0; i < D; ++i) x[size_t(t)][size_t(i)] += down[size_t(i)];
     }
   }
   std::vector<double> out;
-  const std::vector<float>& head = w.output.empty() ? w.tok_embd : w.output;
+  const std::vector<float>& head = head_w;
   for (int t = 0; t < T; ++t) {
     auto y = matvec(head, norm(x[size_t(t)], w.output_norm), V, D);
     out.insert(out.end(), y.begin(), y.end());

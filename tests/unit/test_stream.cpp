@@ -10,6 +10,7 @@
 #include <random>
 
 #include "engine/backend.h"
+#include "engine/qgemv.h"
 #include "engine/gguf_writer.h"
 #include "engine/stream_eval.h"
 
@@ -39,6 +40,8 @@ std::vector<double> oracle_stream(const Model& m, const std::vector<TokenId>& id
                                   bool cache_mode) {
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
+  // The weights as float32 (the model keeps them in their GGUF encoding).
+  const std::vector<float> embd = dequantize(w.tok_embd), head_w = dequantize(w.lm_head());
   const int D = c.n_embd, H = c.n_head, HK = c.n_head_kv, hd = c.head_dim, Q = c.q_dim(),
             KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
   auto matvec = [](const std::vector<float>& M, const std::vector<double>& x, int out, int in) {
@@ -70,16 +73,19 @@ std::vector<double> oracle_stream(const Model& m, const std::vector<TokenId>& id
   std::vector<double> out;
   for (int p = 0; p < T; ++p) {
     std::vector<double> x(static_cast<size_t>(D));
-    for (int i = 0; i < D; ++i) x[size_t(i)] = w.tok_embd[size_t(ids[size_t(p)]) * D + i];
+    for (int i = 0; i < D; ++i) x[size_t(i)] = embd[size_t(ids[size_t(p)]) * D + i];
     std::vector<int> vis;  // visible key positions, ascending, p last
     for (int k = 0; k <= p; ++k)
       if (W == 0 || k < S || k > p - W) vis.push_back(k);
     for (int l = 0; l < c.n_layer; ++l) {
       const LayerWeights& L = w.layers[size_t(l)];
+      const std::vector<float> wq = dequantize(L.wq), wk = dequantize(L.wk), wv = dequantize(L.wv),
+                               wo = dequantize(L.wo), w_gate = dequantize(L.w_gate),
+                               w_up = dequantize(L.w_up), w_down = dequantize(L.w_down);
       auto xn = norm(x, L.attn_norm);
-      auto q = matvec(L.wq, xn, Q, D);
-      K[size_t(l)].push_back(matvec(L.wk, xn, KV, D));  // un-rotated
-      Vv[size_t(l)].push_back(matvec(L.wv, xn, KV, D));
+      auto q = matvec(wq, xn, Q, D);
+      K[size_t(l)].push_back(matvec(wk, xn, KV, D));  // un-rotated
+      Vv[size_t(l)].push_back(matvec(wv, xn, KV, D));
       const int qpos = cache_mode ? int(vis.size()) - 1 : p;
       std::vector<double> att(size_t(Q), 0.0);
       for (int h = 0; h < H; ++h) {
@@ -101,17 +107,17 @@ std::vector<double> oracle_stream(const Model& m, const std::vector<TokenId>& id
           for (int i = 0; i < hd; ++i)
             att[size_t(h * hd + i)] += s[j] / sum * Vv[size_t(l)][size_t(vis[j])][size_t(g * hd + i)];
       }
-      auto o = matvec(L.wo, att, D, Q);
+      auto o = matvec(wo, att, D, Q);
       for (int i = 0; i < D; ++i) x[size_t(i)] += o[size_t(i)];
       auto xf = norm(x, L.ffn_norm);
-      auto gate = matvec(L.w_gate, xf, F, D);
-      auto up = matvec(L.w_up, xf, F, D);
+      auto gate = matvec(w_gate, xf, F, D);
+      auto up = matvec(w_up, xf, F, D);
       for (int i = 0; i < F; ++i)
         gate[size_t(i)] = gate[size_t(i)] / (1 + std::exp(-gate[size_t(i)])) * up[size_t(i)];
-      auto down = matvec(L.w_down, gate, D, F);
+      auto down = matvec(w_down, gate, D, F);
       for (int i = 0; i < D; ++i) x[size_t(i)] += down[size_t(i)];
     }
-    auto y = matvec(w.output.empty() ? w.tok_embd : w.output, norm(x, w.output_norm), V, D);
+    auto y = matvec(head_w, norm(x, w.output_norm), V, D);
     out.insert(out.end(), y.begin(), y.end());
   }
   return out;
