@@ -444,14 +444,19 @@ void q_q6_k(const float* x, uint8_t* out, int64_t nb) {
 }  // namespace
 
 std::vector<uint8_t> quantize_row(GgmlType t, const float* src, int64_t n) {
+  std::vector<uint8_t> out(ggml_row_bytes(t, n));  // throws for a partial block
+  quantize_row_into(t, src, n, out.data());
+  return out;
+}
+
+void quantize_row_into(GgmlType t, const float* src, int64_t n, uint8_t* o) {
   const GgmlTypeTraits* tr = ggml_type_traits(static_cast<uint32_t>(t));
   if (!tr || !tr->can_dequantize) {
     throw std::invalid_argument(std::string("quantize_row: no quantizer for type ") +
                                 (tr ? tr->name : std::to_string(static_cast<uint32_t>(t))));
   }
-  std::vector<uint8_t> out(ggml_row_bytes(t, n));  // throws for a partial block
+  (void)ggml_row_bytes(t, n);  // throws for a partial block
   const int64_t nb = n / tr->block_elems;
-  uint8_t* o = out.data();
   switch (t) {
     case GgmlType::kF32:
       std::memcpy(o, src, static_cast<size_t>(n) * 4);
@@ -490,7 +495,6 @@ std::vector<uint8_t> quantize_row(GgmlType t, const float* src, int64_t n) {
     default:
       throw std::invalid_argument(std::string("quantize_row: no quantizer for type ") + tr->name);
   }
-  return out;
 }
 
 }  // namespace sinkscope
