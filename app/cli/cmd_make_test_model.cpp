@@ -59,8 +59,7 @@ int run_make_test_model(std::span<const std::string> args, std::ostream& out, st
       .option("--seed", "S", "random seed; the same seed gives the same file (default 0)")
       .option("--threads", "N", "CPU threads, 0 = all (default)")
       .option("--test-vocab", "N",
-              "test option: N tokens instead of the shape's vocabulary (fast tests; the\n"
-              "file is then not the real shape)");
+              "test option: N tokens, not the shape's vocabulary (for fast tests)");
   p.epilog(
       "Example (a full Llama 3.1 8B Q4_K_M, about 4.9 GB):\n"
       "  sinkscope-cli make-test-model --shape llama3-8b --type q4_k_m --out llama3-8b.gguf\n\n"
