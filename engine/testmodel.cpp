@@ -621,7 +621,7 @@ TestModelResult write_test_model(const TestModelOptions& o, const std::filesyste
       }
       file.write(buf.data(), buf.size());
       if (o.progress) {
-        o.progress({static_cast<int>(ti) + (r0 + nr == rows ? 1 : 0), r.n_tensors, t.name,
+        o.progress({static_cast<int>(ti) + 1, r.n_tensors, t.name, r0 + nr == rows,
                     file.bytes_written(), total});
       }
     }

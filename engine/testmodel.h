@@ -101,9 +101,10 @@ std::vector<float> llama3_rope_factors(int head_dim, float theta, float factor,
                                        int orig_ctx);
 
 struct TestModelProgress {
-  int tensor = 0;     // tensors finished
+  int tensor = 0;             // 1-based index of the tensor being written
   int n_tensors = 0;
-  std::string name;   // the tensor being written
+  std::string name;           // its name
+  bool tensor_done = false;   // its last batch of rows is written
   uint64_t bytes_written = 0;
   uint64_t total_bytes = 0;
 };

@@ -105,7 +105,7 @@ int run_make_test_model(std::span<const std::string> args, std::ostream& out, st
       << pool.size() << " threads -> " << *out_path << "\n";
   Throttle throttle(stderr_is_tty() ? 0.5 : 5.0);
   o.progress = [&](const TestModelProgress& pr) {
-    const bool last = pr.tensor == pr.n_tensors;
+    const bool last = pr.tensor == pr.n_tensors && pr.tensor_done;
     if (!throttle.ready(last)) return;
     err << "make-test-model: tensor " << pr.tensor << "/" << pr.n_tensors << " (" << pr.name
         << "), " << mb(pr.bytes_written) << " of " << mb(pr.total_bytes) << " written\n";

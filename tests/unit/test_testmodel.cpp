@@ -259,6 +259,34 @@ TEST(TestModel, DeterministicForASeedWhateverTheThreads) {
   fs::remove_all(dir);
 }
 
+TEST(TestModel, ProgressCountsTensorsAndBytes) {
+  const fs::path dir = temp_dir();
+  // A one-layer Mistral in Q8_0: each 14336 x 4096 ffn tensor takes two batches of rows.
+  TestModelOptions o = small_options("mistral-7b", TestModelType::kQ8_0, 1100);
+  std::vector<TestModelProgress> seen;
+  o.progress = [&](const TestModelProgress& p) { seen.push_back(p); };
+  const TestModelResult r = write_test_model(o, dir / "p.gguf");
+  ASSERT_FALSE(seen.empty());
+  const auto plan = plan_test_model_tensors(o.shape, o.type);
+  int done = 0;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].n_tensors, int(plan.size()));
+    EXPECT_EQ(seen[i].total_bytes, r.file_size);
+    EXPECT_EQ(seen[i].name, plan[size_t(seen[i].tensor - 1)].name);
+    if (i > 0) {
+      EXPECT_GT(seen[i].bytes_written, seen[i - 1].bytes_written);
+      EXPECT_EQ(seen[i].tensor, seen[i - 1].tensor + (seen[i - 1].tensor_done ? 1 : 0));
+    }
+    done += seen[i].tensor_done ? 1 : 0;
+  }
+  EXPECT_EQ(done, int(plan.size()));  // every tensor finishes once
+  EXPECT_GT(seen.size(), plan.size());  // and the large ones report batches in between
+  EXPECT_TRUE(seen.back().tensor_done);
+  EXPECT_EQ(seen.back().tensor, int(plan.size()));
+  EXPECT_LE(r.file_size - seen.back().bytes_written, 31u);  // only the final padding follows
+  fs::remove_all(dir);
+}
+
 TEST(TestModel, ShapeErrorsAreInvalidArgument) {
   const fs::path dir = temp_dir();
   TestModelOptions o = small_options("llama3-8b", TestModelType::kQ8_0, 511);
