@@ -46,7 +46,7 @@ bool contains(const std::string& s, const std::string& what) {
 }
 
 // One layer, the real vocabulary, q4_k_m: everything but the layer count is the real model's.
-class CliMakeTestModelShapes : public ::testing::TestWithParam<const char*> {};
+class CliMakeTestModelShapes : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CliMakeTestModelShapes, OneLayerFileHasTheShape) {
   const TestShape s = *find_test_model_shape(GetParam());
@@ -132,7 +132,8 @@ TEST_P(CliMakeTestModelShapes, OneLayerFileHasTheShape) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RealShapes, CliMakeTestModelShapes,
-                         ::testing::Values("llama3-8b", "qwen2.5-7b", "mistral-7b"),
+                         ::testing::Values(std::string("llama3-8b"), std::string("qwen2.5-7b"),
+                                           std::string("mistral-7b")),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& ch : n)

@@ -22,6 +22,9 @@
 #include "test_support.h"
 
 namespace sinkscope {
+// Test names and failure messages print the type by name.
+void PrintTo(TestModelType t, std::ostream* os) { *os << test_model_type_name(t); }
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -302,12 +305,12 @@ TEST(TestModel, ShapeErrorsAreInvalidArgument) {
 // allows is 1027): the metadata says the shape, the tensors follow the plan, the engine loads
 // it and a CPU prefill gives finite logits.
 class TestModelFiles
-    : public ::testing::TestWithParam<std::tuple<const char*, TestModelType>> {};
+    : public ::testing::TestWithParam<std::tuple<std::string, TestModelType>> {};
 
 TEST_P(TestModelFiles, LoadAndRun) {
   const auto [shape_id, type] = GetParam();
   const fs::path dir = temp_dir();
-  const fs::path path = dir / (std::string(shape_id) + "_" + test_model_type_name(type) + ".gguf");
+  const fs::path path = dir / (shape_id + "_" + test_model_type_name(type) + ".gguf");
   TestModelOptions o = small_options(shape_id, type, 1100);
   ThreadPool pool(2);
   o.pool = &pool;
@@ -382,11 +385,12 @@ TEST_P(TestModelFiles, LoadAndRun) {
 
 INSTANTIATE_TEST_SUITE_P(
     ShapesAndTypes, TestModelFiles,
-    ::testing::Combine(::testing::Values("llama3-8b", "qwen2.5-7b", "mistral-7b", "smollm2-135m"),
+    ::testing::Combine(::testing::Values(std::string("llama3-8b"), std::string("qwen2.5-7b"),
+                                         std::string("mistral-7b"), std::string("smollm2-135m")),
                        ::testing::Values(TestModelType::kQ4_K_M, TestModelType::kQ8_0,
                                          TestModelType::kBF16, TestModelType::kF32)),
     [](const auto& info) {
-      std::string n = std::string(std::get<0>(info.param)) + "_" +
+      std::string n = std::get<0>(info.param) + "_" +
                       test_model_type_name(std::get<1>(info.param));
       for (char& ch : n)
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
