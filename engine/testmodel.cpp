@@ -137,7 +137,7 @@ const char* const kMistralTemplate =
 
 // Synthetic multi-character tokens, breadth first: every token of a level is a token of the
 // previous level plus one letter, so each is one merge of two existing tokens and all are
-// distinct. `roots` seed level 0 (they must already be tokens).
+// distinct. `frontier` is level 0 (its tokens must already exist); emit(a, b) adds a + b.
 template <typename Emit>
 void extend_by_letters(std::vector<std::string> frontier, int count, Emit emit) {
   int made = 0;
@@ -498,8 +498,8 @@ std::vector<TestTensorPlan> plan_test_model_tensors(const TestShape& s, TestMode
     weight(p + "ffn_down.weight", F, D, more);
   }
   vec("output_norm.weight", D, TestTensorInit::kNorm);
+  // more_bits: Q4_K_M gives the output tensor Q6_K (q8_0, bf16, f32 keep their one type).
   if (!s.tied_embeddings) weight("output.weight", D, V, true);
-  // Q6_K for the output tensor is Q4_K_M's rule; the other types keep their one type.
   return plan;
 }
 
