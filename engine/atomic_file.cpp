@@ -21,32 +21,6 @@ namespace {
   throw std::system_error(err, std::generic_category(), what + " " + p.string());
 }
 
-// Closes the descriptor and removes the temporary file unless released (after the rename).
-class TempFile {
- public:
-  TempFile(int fd, fs::path path) : m_fd(fd), m_path(std::move(path)) {}
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    close_fd();
-    if (!m_released) ::unlink(m_path.c_str());
-  }
-  int fd() const { return m_fd; }
-  const fs::path& path() const { return m_path; }
-  int close_fd() {
-    int rc = 0;
-    if (m_fd >= 0) rc = ::close(m_fd);
-    m_fd = -1;
-    return rc;
-  }
-  void release() { m_released = true; }
-
- private:
-  int m_fd;
-  fs::path m_path;
-  bool m_released = false;
-};
-
 // A name that cannot clash with another writer in this or another process: pid, a per-process
 // counter and the clock. O_EXCL makes a clash an error we retry rather than a shared file.
 fs::path temp_name(const fs::path& target, int attempt) {
@@ -85,53 +59,81 @@ void sync_directory(const fs::path& dir) {
 
 }  // namespace
 
-void write_file_atomic(const fs::path& path_in, std::string_view data,
-                       const AtomicWriteOptions& options) {
+AtomicFileWriter::AtomicFileWriter(const fs::path& path_in) {
   if (path_in.empty())
     throw std::system_error(std::make_error_code(std::errc::invalid_argument),
                             "write_file_atomic: empty path");
-  fs::path path = path_in;
+  m_path = path_in;
   std::error_code ec;
-  if (fs::is_symlink(fs::symlink_status(path, ec))) {
+  if (fs::is_symlink(fs::symlink_status(m_path, ec))) {
     // Replace what the link points at, so the link survives.
-    const fs::path target = fs::read_symlink(path, ec);
-    if (!ec) path = target.is_absolute() ? target : path.parent_path() / target;
+    const fs::path target = fs::read_symlink(m_path, ec);
+    if (!ec) m_path = target.is_absolute() ? target : m_path.parent_path() / target;
   }
-  if (fs::is_directory(path, ec)) throw_errno(EISDIR, "cannot write", path);
-  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  if (fs::is_directory(m_path, ec)) throw_errno(EISDIR, "cannot write", m_path);
+  m_dir = m_path.has_parent_path() ? m_path.parent_path() : fs::path(".");
 
   // Keep an existing file's permission bits; new files get 0666 minus the umask via open().
   mode_t mode = 0666;
   struct stat st {};
-  const bool existed = ::stat(path.c_str(), &st) == 0;
+  const bool existed = ::stat(m_path.c_str(), &st) == 0;
   if (existed) mode = st.st_mode & 07777;
 
-  int fd = -1;
-  fs::path temp;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    temp = temp_name(path, attempt);
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, existed ? 0600 : mode);
-    if (fd < 0 && errno != EEXIST) throw_errno(errno, "cannot create a temporary file in", dir);
+  for (int attempt = 0; attempt < 100 && m_fd < 0; ++attempt) {
+    m_temp = temp_name(m_path, attempt);
+    m_fd = ::open(m_temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, existed ? 0600 : mode);
+    if (m_fd < 0 && errno != EEXIST) throw_errno(errno, "cannot create a temporary file in", m_dir);
   }
-  if (fd < 0) throw_errno(EEXIST, "cannot create a temporary file in", dir);
-  TempFile file(fd, temp);
+  if (m_fd < 0) throw_errno(EEXIST, "cannot create a temporary file in", m_dir);
+  if (existed && ::fchmod(m_fd, mode) != 0) {
+    const int err = errno;
+    ::close(m_fd);
+    ::unlink(m_temp.c_str());
+    throw_errno(err, "cannot set the mode of", m_temp);
+  }
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (m_fd >= 0) ::close(m_fd);
+  if (!m_committed) ::unlink(m_temp.c_str());
+}
+
+void AtomicFileWriter::write(std::string_view data) {
+  if (m_fd < 0) throw_errno(EBADF, "cannot write (already committed)", m_temp);
+  write_all(m_fd, data, m_temp);
+  m_written += data.size();
+}
+
+void AtomicFileWriter::sync() {
+  if (m_fd >= 0 && ::fsync(m_fd) != 0) throw_errno(errno, "cannot sync", m_temp);
+}
+
+void AtomicFileWriter::commit() {
+  if (m_committed) return;
+  sync();
+  const int rc = ::close(m_fd);
+  m_fd = -1;
+  if (rc != 0) throw_errno(errno, "cannot close", m_temp);
+  if (::rename(m_temp.c_str(), m_path.c_str()) != 0) throw_errno(errno, "cannot replace", m_path);
+  m_committed = true;
+  sync_directory(m_dir);
+}
+
+void write_file_atomic(const fs::path& path, std::string_view data,
+                       const AtomicWriteOptions& options) {
+  AtomicFileWriter file(path);
   const auto hook = [&](AtomicWriteStage stage) {
-    if (options.fault_hook) options.fault_hook(stage, file.path());
+    if (options.fault_hook) options.fault_hook(stage, file.temp_path());
   };
   hook(AtomicWriteStage::kCreated);
-  if (existed && ::fchmod(file.fd(), mode) != 0) throw_errno(errno, "cannot set the mode of", temp);
-
   const size_t half = data.size() / 2;
-  write_all(file.fd(), data.substr(0, half), temp);
+  file.write(data.substr(0, half));
   hook(AtomicWriteStage::kPartialWrite);
-  write_all(file.fd(), data.substr(half), temp);
+  file.write(data.substr(half));
   hook(AtomicWriteStage::kWritten);
-  if (::fsync(file.fd()) != 0) throw_errno(errno, "cannot sync", temp);
+  file.sync();
   hook(AtomicWriteStage::kSynced);
-  if (file.close_fd() != 0) throw_errno(errno, "cannot close", temp);
-  if (::rename(temp.c_str(), path.c_str()) != 0) throw_errno(errno, "cannot replace", path);
-  file.release();
-  sync_directory(dir);
+  file.commit();
 }
 
 }  // namespace sinkscope

@@ -7,6 +7,7 @@
 // itself is durable. On any failure the temporary file is removed and the error is thrown.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string_view>
@@ -32,5 +33,36 @@ struct AtomicWriteOptions {
 // permission bits are kept. Throws std::system_error naming the path on failure.
 void write_file_atomic(const std::filesystem::path& path, std::string_view data,
                        const AtomicWriteOptions& options = {});
+
+// The same replacement for data written piece by piece (a file too large to hold in memory):
+// the constructor creates the temporary file, write() appends, commit() syncs and renames it over
+// the target. Destroying the writer without commit() (an error, an exception) removes the
+// temporary file and leaves the target untouched. Same symlink and permission rules as
+// write_file_atomic; errors are std::system_error naming the path.
+class AtomicFileWriter {
+ public:
+  explicit AtomicFileWriter(const std::filesystem::path& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(std::string_view data);
+  void write(const void* data, size_t n) {
+    write(std::string_view(static_cast<const char*>(data), n));
+  }
+  uint64_t bytes_written() const { return m_written; }
+  const std::filesystem::path& temp_path() const { return m_temp; }
+  const std::filesystem::path& target() const { return m_path; }
+  void sync();    // fsync the temporary file (commit() does it too)
+  void commit();  // fsync, rename over the target, fsync the directory
+
+ private:
+  std::filesystem::path m_path;  // the target, symlinks resolved
+  std::filesystem::path m_dir;
+  std::filesystem::path m_temp;
+  int m_fd = -1;
+  bool m_committed = false;
+  uint64_t m_written = 0;
+};
 
 }  // namespace sinkscope

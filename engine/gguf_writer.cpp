@@ -275,8 +275,8 @@ void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>&
   add_raw_tensor(name, dims, type, quantize_row(type, values.data(), n));
 }
 
-void GgufWriter::add_raw_tensor(const std::string& name, const std::vector<int64_t>& dims,
-                                GgmlType type, std::vector<uint8_t> bytes) {
+void GgufWriter::check_tensor(const std::string& name, const std::vector<int64_t>& dims,
+                              GgmlType type, const uint64_t* n_bytes) const {
   const std::string tn = "GgufWriter: tensor '" + name + "'";
   if (dims.empty() || dims.size() > 4) throw std::invalid_argument(tn + ": needs 1..4 dims");
   int64_t n = 1;
@@ -291,17 +291,29 @@ void GgufWriter::add_raw_tensor(const std::string& name, const std::vector<int64
                                 " is not a multiple of the " + tr->name + " block size " +
                                 std::to_string(tr->block_elems));
   }
-  if (bytes.size() != ggml_row_bytes(type, n)) {
-    throw std::invalid_argument(tn + ": " + std::to_string(bytes.size()) + " bytes, expected " +
+  if (n_bytes && *n_bytes != ggml_row_bytes(type, n)) {
+    throw std::invalid_argument(tn + ": " + std::to_string(*n_bytes) + " bytes, expected " +
                                 std::to_string(ggml_row_bytes(type, n)));
   }
   for (const Tensor& t : m_tensors) {
     if (t.name == name) throw std::invalid_argument(tn + ": duplicate tensor name");
   }
+}
+
+void GgufWriter::add_raw_tensor(const std::string& name, const std::vector<int64_t>& dims,
+                                GgmlType type, std::vector<uint8_t> bytes) {
+  const uint64_t n_bytes = bytes.size();
+  check_tensor(name, dims, type, &n_bytes);
   m_tensors.push_back({name, dims, type, std::move(bytes)});
 }
 
-std::vector<uint8_t> GgufWriter::to_bytes() const {
+void GgufWriter::declare_tensor(const std::string& name, const std::vector<int64_t>& dims,
+                                GgmlType type) {
+  check_tensor(name, dims, type, nullptr);
+  m_tensors.push_back({name, dims, type, {}, /*declared_only=*/true});
+}
+
+std::vector<uint8_t> GgufWriter::header_bytes() const {
   Enc e;
   e.put<uint32_t>(0x46554747);  // "GGUF"
   e.put<uint32_t>(m_version);
@@ -316,18 +328,34 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
   for (const Tensor& t : m_tensors) {
     e.put_str(t.name);
     e.put<uint32_t>(static_cast<uint32_t>(t.dims.size()));
-    for (int64_t d : t.dims) e.put<uint64_t>(static_cast<uint64_t>(d));
+    int64_t n = 1;
+    for (int64_t d : t.dims) {
+      e.put<uint64_t>(static_cast<uint64_t>(d));
+      n *= d;
+    }
     e.put<uint32_t>(static_cast<uint32_t>(t.type));
     e.put<uint64_t>(offset);
-    offset = align_up(offset + t.bytes.size());
+    offset = align_up(offset + ggml_row_bytes(t.type, n));
   }
-  // Like ggml, every tensor (the last included) is padded to the alignment with zeros.
   e.b.resize(align_up(e.b.size()), 0);
-  for (const Tensor& t : m_tensors) {
-    e.b.insert(e.b.end(), t.bytes.begin(), t.bytes.end());
-    e.b.resize(align_up(e.b.size()), 0);
-  }
   return std::move(e.b);
+}
+
+std::vector<uint8_t> GgufWriter::to_bytes() const {
+  for (const Tensor& t : m_tensors) {
+    if (t.declared_only) {
+      throw std::logic_error("GgufWriter: tensor '" + t.name +
+                             "' is declared only; its bytes are streamed by the caller");
+    }
+  }
+  std::vector<uint8_t> b = header_bytes();
+  // Like ggml, every tensor (the last included) is padded to the alignment with zeros.
+  auto align_up = [&](uint64_t x) { return (x + m_alignment - 1) / m_alignment * m_alignment; };
+  for (const Tensor& t : m_tensors) {
+    b.insert(b.end(), t.bytes.begin(), t.bytes.end());
+    b.resize(align_up(b.size()), 0);
+  }
+  return b;
 }
 
 void GgufWriter::write(const std::filesystem::path& path) const {
@@ -422,8 +450,8 @@ std::string utf8(uint32_t cp) {
   return s;
 }
 
-// GPT-2's bytes_to_unicode: printable bytes map to themselves, the other 68 bytes to U+0100 on,
-// in byte order. Returned in GPT-2's vocabulary order (printable bytes first).
+}  // namespace
+
 std::vector<std::string> gpt2_byte_tokens() {
   std::vector<int> bs;
   auto printable = [](int b) {
@@ -439,6 +467,8 @@ std::vector<std::string> gpt2_byte_tokens() {
   }
   return tokens;
 }
+
+namespace {
 
 // Common English merges in byte-token form ("Ġ" is the space byte). Order is merge priority;
 // each pair only uses tokens that exist by then.

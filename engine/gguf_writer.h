@@ -46,6 +46,14 @@ class GgufWriter {
   void add_raw_tensor(const std::string& name, const std::vector<int64_t>& dims, GgmlType type,
                       std::vector<uint8_t> bytes);
 
+  // Declares a tensor whose bytes the caller streams to disk itself, after header_bytes(), in
+  // declaration order, each padded with zeros to the alignment (engine/testmodel.cpp). A writer
+  // with declared tensors cannot produce to_bytes().
+  void declare_tensor(const std::string& name, const std::vector<int64_t>& dims, GgmlType type);
+  // The file up to the tensor data: header, metadata, tensor table, padding to the alignment.
+  std::vector<uint8_t> header_bytes() const;
+  size_t alignment() const { return m_alignment; }
+
   // Setting a key again replaces its value in place. The alignment is fixed at construction
   // (general.alignment is written when it differs from the default 32); setting
   // general.alignment directly throws std::invalid_argument.
@@ -63,7 +71,10 @@ class GgufWriter {
     std::vector<int64_t> dims;
     GgmlType type;
     std::vector<uint8_t> bytes;
+    bool declared_only = false;  // bytes streamed by the caller (declare_tensor)
   };
+  void check_tensor(const std::string& name, const std::vector<int64_t>& dims, GgmlType type,
+                    const uint64_t* n_bytes) const;
   void put_kv(const std::string& key, std::vector<uint8_t> encoded);
   uint32_t m_version;
   size_t m_alignment;
@@ -73,6 +84,9 @@ class GgufWriter {
 
 // Encodes float values into `type` blocks (reference quantizers, not optimised for quality).
 std::vector<uint8_t> quantize_row(GgmlType t, const float* src, int64_t n);
+// The same into caller-owned memory of ggml_row_bytes(t, n) bytes (no allocation: the streaming
+// test-model writer quantizes row by row on many threads).
+void quantize_row_into(GgmlType t, const float* src, int64_t n, uint8_t* dst);
 
 // Shape of a Llama-family model for random-weight test models.
 struct TestModelShape {
@@ -99,6 +113,9 @@ struct TestModelShape {
 // multiples of weight_type's block size and n_embd of n_head, n_head of n_head_kv.
 // Throws std::invalid_argument when the shape breaks these rules.
 GgufWriter make_random_llama(const TestModelShape& shape, uint64_t seed);
+// GPT-2's bytes_to_unicode: the 256 byte tokens of a byte-level BPE vocabulary, in GPT-2's order
+// (printable bytes as themselves first, then the other 68 bytes as U+0100 on).
+std::vector<std::string> gpt2_byte_tokens();
 // Number of fixed English merges make_random_llama uses first ("Ġ t", "h e", ..., "Ġwor ld").
 inline constexpr int kRandomLlamaEnglishMerges = 40;
 

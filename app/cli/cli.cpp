@@ -32,6 +32,7 @@ const char* const kTopHelp =
     "  sinks        find attention sinks and recommend sink_keep_count\n"
     "  stream-ppl   perplexity of a long text streamed through a bounded (sink + window) cache\n"
     "  passkey      passkey-retrieval accuracy by prompt length and depth\n"
+    "  make-test-model  write a random-weight GGUF of a real model's shape (benchmarks)\n"
     "\n"
     "Options:\n"
     "  -h, --help   show this help (COMMAND --help for a command's options)\n"
@@ -77,9 +78,10 @@ int run_cli(std::span<const std::string> args, std::ostream& out, std::ostream& 
     if (command == "sinks") return run_sinks(parse_sinks_args(rest), out, err);
     if (command == "stream-ppl") return run_stream_ppl(parse_stream_ppl_args(rest), out, err);
     if (command == "passkey") return run_passkey(parse_passkey_args(rest), out, err);
+    if (command == "make-test-model") return run_make_test_model(rest, out, err);
     const std::string what = command.rfind("-", 0) == 0 ? "unknown option '" : "unknown command '";
     command.clear();
-    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info, config, calibrate, quality, validate, sweep, trace, sinks, stream-ppl, passkey)");
+    throw UsageError(what + args[0] + "' (commands: generate, perplexity, info, config, calibrate, quality, validate, sweep, trace, sinks, stream-ppl, passkey, make-test-model)");
   } catch (const UsageError& e) {
     out.flush();
     const std::string who = command.empty() ? "sinkscope-cli" : "sinkscope-cli " + command;

@@ -28,6 +28,8 @@ int run_quality(std::span<const std::string> args, std::ostream& out, std::ostre
 // Validation against the dense baseline and grid sweeps (engine/validation.h, engine/sweep.h).
 int run_validate(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream& err);
+// Random-weight GGUF models of real shapes for benchmarks (engine/testmodel.h).
+int run_make_test_model(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
 // The whole program after argv: dispatches a subcommand, prints errors, returns the status
 // (0 success, 1 runtime error, 2 usage error). Never throws.

@@ -157,3 +157,25 @@ TEST_F(AtomicFile, ErrorsNameThePath) {
   EXPECT_THROW(write_file_atomic(m_dir, "x"), std::system_error);  // a directory
   EXPECT_THROW(write_file_atomic("", "x"), std::system_error);
 }
+
+TEST_F(AtomicFile, StreamingWriterAppearsOnlyOnCommit) {
+  const fs::path p = m_dir / "big.bin";
+  write_plain(p, kOld);
+  {
+    AtomicFileWriter w(p);
+    for (int i = 0; i < 10; ++i) w.write(kNew);
+    EXPECT_EQ(w.bytes_written(), 10 * kNew.size());
+    EXPECT_TRUE(fs::exists(w.temp_path()));
+    EXPECT_EQ(read(p), kOld);  // not yet
+    // Dropped without commit (as on an exception): the temporary goes, the old file stays.
+  }
+  EXPECT_EQ(read(p), kOld);
+  EXPECT_EQ(strays(p), 0);
+  AtomicFileWriter w(p);
+  w.write(kNew);
+  w.write("tail");
+  w.commit();
+  EXPECT_EQ(read(p), kNew + "tail");
+  EXPECT_EQ(strays(p), 0);
+  EXPECT_THROW(w.write("more"), std::system_error);  // committed: closed
+}
