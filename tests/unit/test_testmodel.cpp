@@ -16,6 +16,7 @@
 #include "engine/gguf.h"
 #include "engine/gguf_writer.h"
 #include "engine/model.h"
+#include "engine/qgemv.h"
 #include "engine/sha256.h"
 #include "engine/testmodel.h"
 #include "engine/thread_pool.h"
@@ -346,8 +347,9 @@ TEST_P(TestModelFiles, LoadAndRun) {
   for (float g : w.layers[0].attn_norm) mean += g;
   EXPECT_NEAR(mean / s.n_embd, 1.0, 0.01);
   double ss = 0;
-  for (float v : w.layers[0].w_up) ss += double(v) * v;
-  EXPECT_NEAR(std::sqrt(ss / double(w.layers[0].w_up.size())), 0.02, 0.002);
+  const std::vector<float> up = dequantize(w.layers[0].w_up);
+  for (float v : up) ss += double(v) * v;
+  EXPECT_NEAR(std::sqrt(ss / double(up.size())), 0.02, 0.002);
 
   const auto plan = plan_test_model_tensors(s, type);
   ASSERT_EQ(model->gguf().tensors().size(), plan.size());
