@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/sha256.h"
 
 namespace sinkscope {
@@ -104,49 +104,53 @@ Dataset load_dataset(const fs::path& manifest, bool verify_files) {
   if (!in) throw DatasetError("cannot read the dataset manifest " + where);
   std::stringstream ss;
   ss << in.rdbuf();
-  json::Value root;
+  Json root;
   try {
-    root = json::parse(ss.str());
-  } catch (const json::JsonError& e) {
+    root = Json::parse(ss.str());
+  } catch (const Json::parse_error& e) {
     throw DatasetError(where + ": not valid JSON: " + e.what());
   }
   auto fail = [&](const std::string& msg) -> DatasetError { return DatasetError(where + ": " + msg); };
   if (!root.is_object()) throw fail("expected a JSON object at the top");
-  const json::Value* fmt = root.find("format");
-  if (!fmt || !fmt->is_string() || fmt->as_string() != "sinkscope-dataset-1")
+  const auto fmt = root.find("format");
+  if (fmt == root.end() || !fmt->is_string() || fmt->get<std::string>() != "sinkscope-dataset-1")
     throw fail("\"format\" must be \"sinkscope-dataset-1\"");
   Dataset d;
   d.manifest = fs::absolute(manifest);
   const fs::path dir = d.manifest.parent_path();
-  const json::Value* name = root.find("name");
-  if (!name || !name->is_string() || name->as_string().empty()) throw fail("\"name\" (a string) is required");
-  d.name = name->as_string();
-  const json::Value* samples = root.find("samples");
-  if (!samples || !samples->is_array() || samples->size() == 0)
+  const auto name = root.find("name");
+  if (name == root.end() || !name->is_string() || name->get<std::string>().empty())
+    throw fail("\"name\" (a string) is required");
+  d.name = name->get<std::string>();
+  const auto samples = root.find("samples");
+  if (samples == root.end() || !samples->is_array() || samples->empty())
     throw fail("\"samples\" must be a non-empty array");
 
   std::set<std::string> ids;
   size_t index = 0;
-  for (const json::Value& v : samples->as_array()) {
+  for (const Json& v : *samples) {
     const std::string at = "samples[" + std::to_string(index++) + "]";
     if (!v.is_object()) throw fail(at + ": expected an object");
     auto str = [&](const char* key, bool required) -> std::string {
-      const json::Value* f = v.find(key);
-      if (!f) {
+      const auto f = v.find(key);
+      if (f == v.end()) {
         if (required) throw fail(at + ": \"" + key + "\" is required");
         return {};
       }
       if (!f->is_string()) throw fail(at + "." + key + ": expected a string");
-      return f->as_string();
+      return f->get<std::string>();
     };
     auto integer = [&](const char* key, int64_t lo, int64_t hi, bool required) -> int64_t {
-      const json::Value* f = v.find(key);
-      if (!f) {
+      const auto f = v.find(key);
+      if (f == v.end()) {
         if (required) throw fail(at + ": \"" + key + "\" is required");
         return 0;
       }
-      if (!f->is_integer()) throw fail(at + "." + key + ": expected an integer");
-      const int64_t x = f->as_int();
+      if (!f->is_number_integer()) throw fail(at + "." + key + ": expected an integer");
+      // An unsigned value beyond int64 is out of every range asked for here.
+      const int64_t x = f->is_number_unsigned() && f->get<uint64_t>() > uint64_t(INT64_MAX)
+                            ? INT64_MAX
+                            : f->get<int64_t>();
       if (x < lo || x > hi)
         throw fail(at + "." + key + ": " + std::to_string(x) + " is out of range [" +
                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
@@ -169,9 +173,10 @@ Dataset load_dataset(const fs::path& manifest, bool verify_files) {
     s.source = str("source", false);
     if (s.is_passkey()) {
       s.target_tokens = int(integer("target_tokens", 128, 1 << 20, true));
-      const json::Value* depth = v.find("depth");
-      if (!depth || !depth->is_number()) throw fail(sample + ".depth: a number in [0, 1] is required");
-      s.depth = depth->as_number();
+      const auto depth = v.find("depth");
+      if (depth == v.end() || !depth->is_number())
+        throw fail(sample + ".depth: a number in [0, 1] is required");
+      s.depth = depth->get<double>();
       if (!(s.depth >= 0.0 && s.depth <= 1.0)) throw fail(sample + ".depth: must be in [0, 1]");
       s.seed = uint64_t(integer("seed", 0, int64_t(1) << 53, true));
     } else {
@@ -203,10 +208,10 @@ Dataset load_dataset(const fs::path& manifest, bool verify_files) {
     d.samples.push_back(std::move(s));
   }
   d.sha256 = dataset_hash(d.samples);
-  if (const json::Value* h = root.find("sha256")) {
+  if (const auto h = root.find("sha256"); h != root.end()) {
     if (!h->is_string()) throw fail("\"sha256\": expected a string");
-    if (h->as_string() != d.sha256)
-      throw fail("\"sha256\" is " + h->as_string() + " but the samples hash to " + d.sha256);
+    if (h->get<std::string>() != d.sha256)
+      throw fail("\"sha256\" is " + h->get<std::string>() + " but the samples hash to " + d.sha256);
   }
   return d;
 }

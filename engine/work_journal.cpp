@@ -28,18 +28,16 @@ double unix_now() {
 
 std::string header_line(const std::string& fingerprint, const JournalInfo& info, int rank,
                         const std::string& host) {
-  json::Writer w;
-  w.begin_object();
-  w.field("sinkscope_journal", kJournalVersion);
-  w.field("fingerprint", fingerprint);
-  w.field("command", info.command);
-  w.field("label", info.label);
-  w.field("units", static_cast<unsigned long long>(info.units));
-  w.field("rank", rank);
-  w.field("host", host);
-  w.field("started", unix_now());
-  w.end_object();
-  return w.str();
+  Json j;
+  j["sinkscope_journal"] = kJournalVersion;
+  j["fingerprint"] = fingerprint;
+  j["command"] = info.command;
+  j["label"] = info.label;
+  j["units"] = info.units;
+  j["rank"] = rank;
+  j["host"] = host;
+  j["started"] = unix_now();
+  return dump_json(j);
 }
 
 [[noreturn]] void throw_errno(const std::string& what, const fs::path& p) {
@@ -59,84 +57,81 @@ void append_all(int fd, std::string_view data, const fs::path& p) {
   if (::fsync(fd) != 0) throw_errno("cannot fsync the journal", p);
 }
 
-void write_counts(json::Writer& w, const char* key, const TileCounts& t) {
-  w.key(key).begin_object();
-  w.field("visited", static_cast<long long>(t.visited));
-  w.field("skipped", static_cast<long long>(t.skipped));
-  w.field("mass_bound_max", t.mass_bound_max);
-  w.field("mass_bound_sum", t.mass_bound_sum);
-  w.field("rows", static_cast<long long>(t.rows));
-  w.end_object();
+Json counts_to_json(const TileCounts& t) {
+  Json j;
+  j["visited"] = static_cast<long long>(t.visited);
+  j["skipped"] = static_cast<long long>(t.skipped);
+  j["mass_bound_max"] = t.mass_bound_max;
+  j["mass_bound_sum"] = t.mass_bound_sum;
+  j["rows"] = static_cast<long long>(t.rows);
+  return j;
 }
 
-TileCounts read_counts(const json::Value& v) {
+TileCounts read_counts(const Json& v) {
   TileCounts t;
-  t.visited = v["visited"].as_int();
-  t.skipped = v["skipped"].as_int();
-  t.mass_bound_max = v["mass_bound_max"].as_number();
-  t.mass_bound_sum = v["mass_bound_sum"].as_number();
-  t.rows = v["rows"].as_int();
+  t.visited = v.at("visited").get<int64_t>();
+  t.skipped = v.at("skipped").get<int64_t>();
+  t.mass_bound_max = v.at("mass_bound_max").get<double>();
+  t.mass_bound_sum = v.at("mass_bound_sum").get<double>();
+  t.rows = v.at("rows").get<int64_t>();
   return t;
 }
 
-double number_or_nan(const json::Value& v) { return v.is_null() ? NAN : v.as_number(); }
-
 }  // namespace
 
-void write_outcome(json::Writer& w, const SampleOutcome& o) {
-  w.begin_object();
-  w.field("id", o.id);
-  w.field("kind", o.kind);
-  w.field("class", to_string(o.cls));
-  w.field("tokens", o.tokens);
-  w.key("cmp").begin_object();
-  w.field("positions", static_cast<long long>(o.cmp.positions));
-  w.field("kl_sum", o.cmp.kl_sum);
-  w.field("kl_max", o.cmp.kl_max);
-  w.field("top1_agree", static_cast<long long>(o.cmp.top1_agree));
-  w.field("nll_dense", o.cmp.nll_dense);
-  w.field("nll_variant", o.cmp.nll_variant);
-  w.field("scored", static_cast<long long>(o.cmp.scored));
-  w.end_object();
-  w.field("rouge_l", o.rouge_l);  // NaN: null
-  w.field("passkey_dense", o.passkey_dense);
-  w.field("passkey_variant", o.passkey_variant);
-  write_counts(w, "prefill", o.prefill);
-  write_counts(w, "decode", o.decode);
-  w.field("peak_kv_bytes", static_cast<long long>(o.peak_kv_bytes));
-  w.field("seconds", o.seconds);
-  w.field("ttft_ms_sum", o.ttft_ms_sum);
-  w.field("ttft_n", o.ttft_n);
-  w.field("tpot_ms_sum", o.tpot_ms_sum);
-  w.field("tpot_n", static_cast<long long>(o.tpot_n));
-  w.end_object();
+Json outcome_to_json(const SampleOutcome& o) {
+  Json j;
+  j["id"] = o.id;
+  j["kind"] = o.kind;
+  j["class"] = to_string(o.cls);
+  j["tokens"] = o.tokens;
+  Json& c = j["cmp"];
+  c["positions"] = static_cast<long long>(o.cmp.positions);
+  c["kl_sum"] = o.cmp.kl_sum;
+  c["kl_max"] = o.cmp.kl_max;
+  c["top1_agree"] = static_cast<long long>(o.cmp.top1_agree);
+  c["nll_dense"] = o.cmp.nll_dense;
+  c["nll_variant"] = o.cmp.nll_variant;
+  c["scored"] = static_cast<long long>(o.cmp.scored);
+  j["rouge_l"] = number_or_null(o.rouge_l);
+  j["passkey_dense"] = o.passkey_dense;
+  j["passkey_variant"] = o.passkey_variant;
+  j["prefill"] = counts_to_json(o.prefill);
+  j["decode"] = counts_to_json(o.decode);
+  j["peak_kv_bytes"] = static_cast<long long>(o.peak_kv_bytes);
+  j["seconds"] = o.seconds;
+  j["ttft_ms_sum"] = o.ttft_ms_sum;
+  j["ttft_n"] = o.ttft_n;
+  j["tpot_ms_sum"] = o.tpot_ms_sum;
+  j["tpot_n"] = static_cast<long long>(o.tpot_n);
+  return j;
 }
 
-SampleOutcome outcome_from_json(const json::Value& v) {
+SampleOutcome outcome_from_json(const Json& v) {
   SampleOutcome o;
-  o.id = v["id"].as_string();
-  o.kind = v["kind"].as_string();
-  o.cls = parse_sample_class(v["class"].as_string());
-  o.tokens = int(v["tokens"].as_int());
-  const json::Value& c = v["cmp"];
-  o.cmp.positions = c["positions"].as_int();
-  o.cmp.kl_sum = c["kl_sum"].as_number();
-  o.cmp.kl_max = c["kl_max"].as_number();
-  o.cmp.top1_agree = c["top1_agree"].as_int();
-  o.cmp.nll_dense = c["nll_dense"].as_number();
-  o.cmp.nll_variant = c["nll_variant"].as_number();
-  o.cmp.scored = c["scored"].as_int();
-  o.rouge_l = number_or_nan(v["rouge_l"]);
-  o.passkey_dense = v["passkey_dense"].as_bool();
-  o.passkey_variant = v["passkey_variant"].as_bool();
-  o.prefill = read_counts(v["prefill"]);
-  o.decode = read_counts(v["decode"]);
-  o.peak_kv_bytes = v["peak_kv_bytes"].as_int();
-  o.seconds = v["seconds"].as_number();
-  o.ttft_ms_sum = v["ttft_ms_sum"].as_number();
-  o.ttft_n = int(v["ttft_n"].as_int());
-  o.tpot_ms_sum = v["tpot_ms_sum"].as_number();
-  o.tpot_n = v["tpot_n"].as_int();
+  o.id = v.at("id").get<std::string>();
+  o.kind = v.at("kind").get<std::string>();
+  o.cls = parse_sample_class(v.at("class").get<std::string>());
+  o.tokens = v.at("tokens").get<int>();
+  const Json& c = v.at("cmp");
+  o.cmp.positions = c.at("positions").get<int64_t>();
+  o.cmp.kl_sum = c.at("kl_sum").get<double>();
+  o.cmp.kl_max = c.at("kl_max").get<double>();
+  o.cmp.top1_agree = c.at("top1_agree").get<int64_t>();
+  o.cmp.nll_dense = c.at("nll_dense").get<double>();
+  o.cmp.nll_variant = c.at("nll_variant").get<double>();
+  o.cmp.scored = c.at("scored").get<int64_t>();
+  o.rouge_l = number_or_nan(v.at("rouge_l"));
+  o.passkey_dense = v.at("passkey_dense").get<bool>();
+  o.passkey_variant = v.at("passkey_variant").get<bool>();
+  o.prefill = read_counts(v.at("prefill"));
+  o.decode = read_counts(v.at("decode"));
+  o.peak_kv_bytes = v.at("peak_kv_bytes").get<int64_t>();
+  o.seconds = v.at("seconds").get<double>();
+  o.ttft_ms_sum = v.at("ttft_ms_sum").get<double>();
+  o.ttft_n = v.at("ttft_n").get<int>();
+  o.tpot_ms_sum = v.at("tpot_ms_sum").get<double>();
+  o.tpot_n = v.at("tpot_n").get<int64_t>();
   return o;
 }
 
@@ -188,16 +183,17 @@ std::map<uint64_t, JournalEntry> read_journal(const fs::path& base,
       const std::string_view line(text.data() + pos, nl - pos);
       pos = nl + 1;
       ++line_no;
-      json::Value v;
+      Json v;
       try {
-        v = json::parse(line);
-      } catch (const json::JsonError& e) {
+        v = Json::parse(line);
+      } catch (const Json::parse_error& e) {
         throw JournalError(file.string() + ":" + std::to_string(line_no) +
                            ": damaged journal line (" + e.what() + ")");
       }
       try {
         if (line_no == 1) {
-          if (!v.find("sinkscope_journal") || v["fingerprint"].as_string() != fingerprint)
+          if (!v.is_object() || !v.contains("sinkscope_journal") ||
+              v.at("fingerprint").get<std::string>() != fingerprint)
             throw JournalError(
                 "the journal " + file.string() +
                 " belongs to another run (different settings, dataset, model or options); "
@@ -205,14 +201,14 @@ std::map<uint64_t, JournalEntry> read_journal(const fs::path& base,
           continue;
         }
         JournalEntry e;
-        e.unit = uint64_t(v["unit"].as_int());
-        e.rank = int(v["rank"].as_int());
-        e.host = v["host"].as_string();
-        e.outcome = outcome_from_json(v["outcome"]);
+        e.unit = v.at("unit").get<uint64_t>();
+        e.rank = v.at("rank").get<int>();
+        e.host = v.at("host").get<std::string>();
+        e.outcome = outcome_from_json(v.at("outcome"));
         done.emplace(e.unit, std::move(e));
       } catch (const JournalError&) {
         throw;
-      } catch (const std::exception& e) {  // JsonError, or a class name that does not parse
+      } catch (const std::exception& e) {  // a missing key or wrong type, or a class name that does not parse
         throw JournalError(file.string() + ":" + std::to_string(line_no) +
                            ": damaged journal line (" + e.what() + ")");
       }
@@ -249,25 +245,25 @@ JournalProgress journal_progress(const fs::path& base, double now) {
     std::string header;
     if (!std::getline(in, header) || in.eof())  // a header line ends in a newline
       continue;                                  // being written
-    json::Value h;
+    Json h;
     try {
-      h = json::parse(header);
-    } catch (const json::JsonError&) {
+      h = Json::parse(header);
+    } catch (const Json::parse_error&) {
       throw JournalError(file.string() + " is not a SinkScope journal");
     }
-    if (!h.find("sinkscope_journal"))
+    if (!h.is_object() || !h.contains("sinkscope_journal"))
       throw JournalError(file.string() + " is not a SinkScope journal");
     ++p.processes;
-    if (const json::Value* c = h.find("command"); c && p.info.command.empty()) {
-      p.info.command = c->as_string();
-      p.info.label = h["label"].as_string();
-      p.info.units = uint64_t(h["units"].as_int());
+    if (auto c = h.find("command"); c != h.end() && p.info.command.empty()) {
+      p.info.command = c->get<std::string>();
+      p.info.label = h.at("label").get<std::string>();
+      p.info.units = h.at("units").get<uint64_t>();
     }
-    if (const json::Value* host = h.find("host"))
-      if (std::find(p.hosts.begin(), p.hosts.end(), host->as_string()) == p.hosts.end())
-        p.hosts.push_back(host->as_string());
-    if (const json::Value* st = h.find("started")) {
-      const double t = st->as_number();
+    if (auto host = h.find("host"); host != h.end())
+      if (std::find(p.hosts.begin(), p.hosts.end(), host->get<std::string>()) == p.hosts.end())
+        p.hosts.push_back(host->get<std::string>());
+    if (auto st = h.find("started"); st != h.end()) {
+      const double t = st->get<double>();
       if (p.started == 0 || t < p.started) p.started = t;
       newest_start = std::max(newest_start, t);
     }
@@ -317,9 +313,10 @@ JournalWriter::JournalWriter(const fs::path& base, int rank, std::string host,
     const std::string first = text.substr(0, text.find('\n'));
     bool same = false;
     try {
-      const json::Value h = json::parse(first);
-      same = h.find("fingerprint") && h["fingerprint"].as_string() == fingerprint;
-    } catch (const json::JsonError&) {
+      const Json h = Json::parse(first);
+      same = h.is_object() && h.contains("fingerprint") &&
+             h.at("fingerprint").get<std::string>() == fingerprint;
+    } catch (const Json::exception&) {
     }
     if (!same)
       throw JournalError("the journal " + m_path.string() +
@@ -344,21 +341,17 @@ JournalWriter::JournalWriter(const fs::path& base, int rank, std::string host,
 }
 
 void JournalWriter::append(uint64_t unit, const SampleOutcome& o) {
-  json::Writer w;
-  write_outcome(w, o);
-  append_json(unit, w.str());
+  append_json(unit, dump_json(outcome_to_json(o)));
 }
 
 void JournalWriter::append_json(uint64_t unit, std::string_view outcome_json) {
-  json::Writer w;
-  w.begin_object();
-  w.field("unit", static_cast<unsigned long long>(unit));
-  w.field("rank", m_rank);
-  w.field("host", m_host);
-  w.field("time", unix_now());
-  w.end_object();
-  // The header fields, then the outcome as written by write_outcome().
-  std::string line = w.str();
+  Json j;
+  j["unit"] = unit;
+  j["rank"] = m_rank;
+  j["host"] = m_host;
+  j["time"] = unix_now();
+  // The header fields, then the outcome as serialised by the caller.
+  std::string line = dump_json(j);
   line.pop_back();  // the closing brace
   line.append(",\"outcome\":").append(outcome_json).append("}");
   const int fd = ::open(m_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/validation.h"
 
 namespace sinkscope {
@@ -86,7 +86,7 @@ class JournalWriter {
   // One line, written whole and fsynced before returning. Throws std::system_error naming the
   // file when it cannot be written.
   void append(uint64_t unit, const SampleOutcome& o);
-  // The same with the outcome already serialised by write_outcome().
+  // The same with the outcome already serialised (dump_json(outcome_to_json(o))).
   void append_json(uint64_t unit, std::string_view outcome_json);
   const std::filesystem::path& path() const { return m_path; }
 
@@ -97,7 +97,7 @@ class JournalWriter {
 };
 
 // A SampleOutcome as JSON and back; numbers round-trip exactly (NaN as null).
-void write_outcome(json::Writer& w, const SampleOutcome& o);
-SampleOutcome outcome_from_json(const json::Value& v);
+Json outcome_to_json(const SampleOutcome& o);
+SampleOutcome outcome_from_json(const Json& v);
 
 }  // namespace sinkscope

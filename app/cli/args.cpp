@@ -6,11 +6,13 @@
 #include <cmath>
 #include <sstream>
 
+#include <CLI/CLI.hpp>
+
 namespace sinkscope::cli {
 
 namespace {
 
-std::string quoted(std::string_view s) {
+std::string quote_value(std::string_view s) {
   // Values are echoed in errors; keep them short so a pasted prompt does not flood the terminal.
   constexpr size_t kMax = 40;
   std::string out = "'";
@@ -34,9 +36,9 @@ int64_t parse_int(std::string_view option, std::string_view text, int64_t lo, in
   if (!text.empty() && text[0] == '+') ++first;  // from_chars rejects a leading '+'
   const auto r = std::from_chars(first, last, v);
   if (text.empty() || r.ptr != last || r.ec == std::errc::invalid_argument)
-    throw UsageError(std::string(option) + ": expected an integer, got " + quoted(text));
+    throw UsageError(std::string(option) + ": expected an integer, got " + quote_value(text));
   if (r.ec == std::errc::result_out_of_range || v < lo || v > hi)
-    throw UsageError(std::string(option) + ": " + quoted(text) + " is out of range [" +
+    throw UsageError(std::string(option) + ": " + quote_value(text) + " is out of range [" +
                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return v;
 }
@@ -46,9 +48,9 @@ uint64_t parse_uint64(std::string_view option, std::string_view text) {
   const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || r.ptr != text.data() + text.size() || r.ec == std::errc::invalid_argument)
     throw UsageError(std::string(option) + ": expected a non-negative integer, got " +
-                     quoted(text));
+                     quote_value(text));
   if (r.ec == std::errc::result_out_of_range)
-    throw UsageError(std::string(option) + ": " + quoted(text) + " does not fit in 64 bits");
+    throw UsageError(std::string(option) + ": " + quote_value(text) + " does not fit in 64 bits");
   return v;
 }
 
@@ -60,29 +62,86 @@ double parse_double(std::string_view option, std::string_view text, double lo, d
   if (!text.empty() && text[0] == '+') ++first;
   const auto r = std::from_chars(first, last, v);
   if (text.empty() || r.ptr != last || r.ec == std::errc::invalid_argument || std::isnan(v))
-    throw UsageError(std::string(option) + ": expected a number, got " + quoted(text));
+    throw UsageError(std::string(option) + ": expected a number, got " + quote_value(text));
   const bool below = min_exclusive ? !(v > lo) : v < lo;
   if (r.ec == std::errc::result_out_of_range || below || v > hi || !std::isfinite(v))
-    throw UsageError(std::string(option) + ": " + quoted(text) + " is out of range " +
+    throw UsageError(std::string(option) + ": " + quote_value(text) + " is out of range " +
                      (min_exclusive ? "(" : "[") + number_text(lo) + ", " + number_text(hi) + "]");
   return v;
 }
 
+namespace {
+
+// The help layout: "Usage: ..." and the summary first, then the options, then the epilog (the
+// app's footer). Names read "-h, --help"; a value option shows its metavar ("--seed S").
+class HelpFormatter : public CLI::Formatter {
+ public:
+  HelpFormatter(std::string usage, std::string summary)
+      : m_usage(std::move(usage)), m_summary(std::move(summary)) {
+    label("OPTIONS", "Options");
+  }
+  std::string make_description(const CLI::App*) const override { return {}; }
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: " + m_usage + "\n\n" + m_summary + "\n";
+  }
+  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+    if (positional) return CLI::Formatter::make_option_name(opt, positional);
+    std::string out;
+    for (const auto& n : opt->get_snames()) out += (out.empty() ? "-" : ", -") + n;
+    for (const auto& n : opt->get_lnames()) out += (out.empty() ? "--" : ", --") + n;
+    return out;
+  }
+  // -h, --help last, after the command's own options.
+  std::string make_group(std::string group, bool positional,
+                         std::vector<const CLI::Option*> opts) const override {
+    std::stable_partition(opts.begin(), opts.end(), [](const CLI::Option* o) {
+      return o->get_lnames() != std::vector<std::string>{"help"};
+    });
+    return CLI::Formatter::make_group(std::move(group), positional, std::move(opts));
+  }
+  std::string make_footer(const CLI::App* app) const override {
+    const std::string& f = app->get_footer();
+    if (f.empty()) return {};
+    return f + (f.back() == '\n' ? "" : "\n");  // the options end in a blank line
+  }
+
+ private:
+  std::string m_usage, m_summary;
+};
+
+bool is_help(std::string_view a) { return a == "--help" || a == "-h"; }
+
+}  // namespace
+
 ArgParser::ArgParser(std::string usage, std::string summary)
-    : m_usage(std::move(usage)), m_summary(std::move(summary)) {}
+    : m_app(std::make_unique<CLI::App>()) {
+  m_app->formatter(std::make_shared<HelpFormatter>(std::move(usage), std::move(summary)));
+  m_app->set_help_flag("-h,--help", "show this help and exit");
+  m_app->allow_extras();  // reported by parse() in the CLI's words
+}
+
+ArgParser::~ArgParser() = default;
+ArgParser::ArgParser(ArgParser&&) noexcept = default;
+ArgParser& ArgParser::operator=(ArgParser&&) noexcept = default;
 
 ArgParser& ArgParser::flag(std::string name, std::string help) {
-  m_specs.push_back({std::move(name), "", std::move(help), false});
+  // Names only: add_flag(name, string&) would bind the string as the flag's result variable.
+  CLI::Option* o = m_app->add_flag(name)->description(std::move(help));
+  o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  m_specs.push_back({std::move(name), "", false, o});
   return *this;
 }
 
 ArgParser& ArgParser::option(std::string name, std::string metavar, std::string help) {
-  m_specs.push_back({std::move(name), std::move(metavar), std::move(help), true});
+  CLI::Option* o = m_app->add_option(name)->description(std::move(help));
+  o->option_text(metavar);
+  o->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);  // repeats: reported by parse()
+  m_specs.push_back({std::move(name), std::move(metavar), true, o});
   return *this;
 }
 
 ArgParser& ArgParser::epilog(std::string text) {
-  m_epilog = std::move(text);
+  m_app->footer(std::move(text));
   return *this;
 }
 
@@ -98,58 +157,73 @@ const ArgParser::Spec& ArgParser::spec_or_throw(std::string_view name) const {
   throw std::logic_error("ArgParser: undeclared option " + std::string(name));
 }
 
-void ArgParser::parse(std::span<const std::string> args) {
-  m_values.clear();
-  m_help = false;
+// What CLI11 would accept but the CLI refuses: a value option followed by another option (a
+// forgotten value: "--prompt --json" is not a prompt reading "--json"), a value given to a flag.
+void ArgParser::check_before_cli11(std::span<const std::string> args) const {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      m_help = true;
-      return;
-    }
-    if (a.size() < 3 || a.compare(0, 2, "--") != 0) {
-      if (!a.empty() && a[0] == '-' && a != "-")
-        throw UsageError("unknown option " + quoted(a) + " (options are long, e.g. --help)");
-      throw UsageError("unexpected argument " + quoted(a) +
-                       " (values follow their option, e.g. --prompt \"...\")");
-    }
-    std::string name = a;
-    std::optional<std::string> inline_value;
-    if (const size_t eq = a.find('='); eq != std::string::npos) {
-      name = a.substr(0, eq);
-      inline_value = a.substr(eq + 1);
-    }
-    const Spec* spec = find_spec(name);
-    if (!spec) throw UsageError("unknown option " + quoted(name));
-    if (has(name)) throw UsageError(name + " is given more than once");
+    const size_t eq = a.find('=');
+    const Spec* spec = a.rfind("--", 0) == 0 ? find_spec(std::string_view(a).substr(0, eq)) : nullptr;
+    if (!spec) continue;
     if (!spec->takes_value) {
-      if (inline_value) throw UsageError(name + " is a flag and takes no value");
-      m_values.emplace_back(name, "");
+      if (eq != std::string::npos) throw UsageError(spec->name + " is a flag and takes no value");
       continue;
     }
-    if (inline_value) {
-      m_values.emplace_back(name, *inline_value);
-      continue;
-    }
-    // "--prompt --json" is a forgotten value, not a prompt reading "--json".
-    if (i + 1 >= args.size() || find_spec(args[i + 1].substr(0, args[i + 1].find('='))) ||
-        args[i + 1] == "--help")
-      throw UsageError("missing value for " + name + " (expected " + spec->metavar + ")");
-    m_values.emplace_back(name, args[++i]);
+    if (eq != std::string::npos) continue;
+    if (i + 1 >= args.size() || is_help(args[i + 1]) ||
+        find_spec(std::string_view(args[i + 1]).substr(0, args[i + 1].find('='))))
+      throw UsageError("missing value for " + spec->name + " (expected " + spec->metavar + ")");
+    ++i;  // the value, whatever it looks like ("-1")
   }
 }
 
+void ArgParser::parse(std::span<const std::string> args) {
+  m_help = false;
+  // --help stops parsing: what comes before it must be right, what follows is not looked at.
+  size_t end = 0;
+  for (; end < args.size(); ++end) {
+    if (is_help(args[end])) break;
+    const Spec* spec = find_spec(std::string_view(args[end]).substr(0, args[end].find('=')));
+    if (spec && spec->takes_value && args[end].find('=') == std::string::npos) ++end;  // its value
+  }
+  const std::span<const std::string> mine = args.subspan(0, std::min(end, args.size()));
+  check_before_cli11(mine);
+  std::vector<std::string> reversed(mine.rbegin(), mine.rend());  // CLI11 takes them last first
+  try {
+    m_app->parse(reversed);
+  } catch (const CLI::ArgumentMismatch& e) {
+    const std::string what = e.what();
+    const Spec* spec = find_spec(std::string_view(what).substr(0, what.find(':')));
+    if (spec && spec->takes_value)
+      throw UsageError("missing value for " + spec->name + " (expected " + spec->metavar + ")");
+    throw UsageError(what);
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+  for (const std::string& a : m_app->remaining()) {
+    if (a.size() > 1 && a[0] == '-') {
+      if (a.rfind("--", 0) != 0 || a.size() < 3)
+        throw UsageError("unknown option " + quote_value(a) + " (options are long, e.g. --help)");
+      throw UsageError("unknown option " + quote_value(a.substr(0, a.find('='))));
+    }
+    throw UsageError("unexpected argument " + quote_value(a) +
+                     " (values follow their option, e.g. --prompt \"...\")");
+  }
+  for (const Spec& s : m_specs)
+    if (s.option->count() > 1) throw UsageError(s.name + " is given more than once");
+  m_help = end < args.size();
+}
+
 bool ArgParser::has(std::string_view name) const {
-  for (const auto& [n, v] : m_values)
-    if (n == name) return true;
-  return false;
+  const Spec* s = find_spec(name);
+  return s && s->option->count() > 0;
 }
 
 std::optional<std::string> ArgParser::get(std::string_view name) const {
-  spec_or_throw(name);
-  for (const auto& [n, v] : m_values)
-    if (n == name) return v;
-  return std::nullopt;
+  const Spec& s = spec_or_throw(name);
+  if (s.option->count() == 0) return std::nullopt;
+  if (!s.takes_value) return std::string();
+  return s.option->results().front();
 }
 
 int64_t ArgParser::get_int(std::string_view name, int64_t fallback, int64_t lo, int64_t hi) const {
@@ -169,23 +243,12 @@ double ArgParser::get_double(std::string_view name, double fallback, double lo, 
 }
 
 std::string ArgParser::help() const {
-  std::ostringstream os;
-  os << "Usage: " << m_usage << "\n\n" << m_summary << "\n\nOptions:\n";
-  size_t width = 0;
-  std::vector<std::string> heads;
-  for (const Spec& s : m_specs) {
-    heads.push_back(s.takes_value ? s.name + " " + s.metavar : s.name);
-    width = std::max(width, heads.back().size());
-  }
-  heads.push_back("-h, --help");
-  width = std::max(width, heads.back().size());
-  for (size_t i = 0; i < heads.size(); ++i) {
-    const std::string& help = i < m_specs.size() ? m_specs[i].help : "show this help and exit";
-    os << "  " << heads[i] << std::string(width - heads[i].size() + 2, ' ') << help << "\n";
-  }
-  if (!m_epilog.empty()) os << "\n" << m_epilog;
-  if (!m_epilog.empty() && m_epilog.back() != '\n') os << "\n";
-  return os.str();
+  // The descriptions start two columns after the longest "--name METAVAR" (two of indent).
+  size_t width = std::string("-h, --help").size();
+  for (const Spec& s : m_specs)
+    width = std::max(width, s.name.size() + (s.takes_value ? 1 + s.metavar.size() : 0));
+  m_app->get_formatter()->column_width(2 + width + 2);
+  return m_app->help();
 }
 
 }  // namespace sinkscope::cli

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// A small command-line parser for the CLI's subcommands: long options only ("--name value" or
-// "--name=value"), flags without values, typed getters with range checks. Every problem is a
-// UsageError whose message names the option and what is wrong with it.
+// The CLI's subcommand options on CLI11: long options only ("--name value" or "--name=value"),
+// flags without values, typed getters with range checks. CLI11 matches the arguments and
+// formats --help; every problem is a UsageError whose message names the option and what is
+// wrong with it (CLI11's own errors are translated into these).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -12,6 +14,11 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace sinkscope::cli {
 
@@ -54,6 +61,9 @@ class ArgParser {
  public:
   // usage: e.g. "sinkscope-cli generate [options]"; summary: one line of what it does.
   ArgParser(std::string usage, std::string summary);
+  ~ArgParser();
+  ArgParser(ArgParser&&) noexcept;
+  ArgParser& operator=(ArgParser&&) noexcept;
 
   ArgParser& flag(std::string name, std::string help);                         // "--json"
   ArgParser& option(std::string name, std::string metavar, std::string help);  // "--seed", "S"
@@ -76,15 +86,16 @@ class ArgParser {
 
  private:
   struct Spec {
-    std::string name, metavar, help;
+    std::string name, metavar;
     bool takes_value;
+    CLI::Option* option;  // owned by m_app
   };
   const Spec* find_spec(std::string_view name) const;
   const Spec& spec_or_throw(std::string_view name) const;
+  void check_before_cli11(std::span<const std::string> args) const;
 
-  std::string m_usage, m_summary, m_epilog;
+  std::unique_ptr<CLI::App> m_app;
   std::vector<Spec> m_specs;
-  std::vector<std::pair<std::string, std::string>> m_values;  // name -> value ("" for flags)
   bool m_help = false;
 };
 

@@ -2,8 +2,7 @@
 #include "app/cli/attention_options.h"
 
 #include <algorithm>
-
-#include "engine/json.h"
+#include <vector>
 
 namespace sinkscope::cli {
 
@@ -70,13 +69,13 @@ BackendKind parse_backend_option(const ArgParser& p) {
 
 namespace {
 
-void write_phase(json::Writer& w, const AttentionProbes& pr, bool decode) {
+Json phase_json(const AttentionProbes& pr, bool decode) {
   const auto& cells = decode ? pr.decode : pr.prefill;
   const TileCounts t = pr.total(decode);
-  w.begin_object();
-  w.field("tiles_visited", static_cast<long long>(t.visited));
-  w.field("tiles_skipped", static_cast<long long>(t.skipped));
-  w.field("sparsity", t.sparsity());
+  Json j;
+  j["tiles_visited"] = static_cast<long long>(t.visited);
+  j["tiles_skipped"] = static_cast<long long>(t.skipped);
+  j["sparsity"] = t.sparsity();
   double lo = 1.0, hi = 0.0;
   bool any = false;
   std::vector<double> per_layer(size_t(pr.n_layer), 0.0);
@@ -92,31 +91,28 @@ void write_phase(json::Writer& w, const AttentionProbes& pr, bool decode) {
     }
     per_layer[size_t(l)] = lt.sparsity();
   }
-  w.field("sparsity_min_head", any ? lo : 0.0);
-  w.field("sparsity_max_head", any ? hi : 0.0);
-  w.field("sparsity_per_layer", per_layer);
-  w.field("dropped_mass_bound_max", t.mass_bound_max);
-  w.field("dropped_mass_bound_mean", t.mass_bound_mean());
-  w.end_object();
+  j["sparsity_min_head"] = any ? lo : 0.0;
+  j["sparsity_max_head"] = any ? hi : 0.0;
+  j["sparsity_per_layer"] = per_layer;
+  j["dropped_mass_bound_max"] = t.mass_bound_max;
+  j["dropped_mass_bound_mean"] = t.mass_bound_mean();
+  return j;
 }
 
 }  // namespace
 
-void write_attention_json(json::Writer& w, const AttentionSettings& s,
-                          const AttentionProbes& probes) {
-  w.key("attention").begin_object();
-  w.field("type", s.type == AttentionType::kDense ? "dense" : "dynamic_sparse");
-  w.field("threshold_mode", s.threshold_mode == ThresholdMode::kFixed ? "fixed" : "length_scaled");
-  w.field("threshold_prefill", s.threshold_prefill);
-  w.field("threshold_decode", s.threshold_decode);
-  w.field("min_sequence_length", s.min_sequence_length);
-  w.field("block_size", s.block_size);
-  w.field("skip_softmax_exp", s.skip_softmax_exp);
-  w.key("prefill");
-  write_phase(w, probes, false);
-  w.key("decode");
-  write_phase(w, probes, true);
-  w.end_object();
+Json attention_json(const AttentionSettings& s, const AttentionProbes& probes) {
+  Json j;
+  j["type"] = s.type == AttentionType::kDense ? "dense" : "dynamic_sparse";
+  j["threshold_mode"] = s.threshold_mode == ThresholdMode::kFixed ? "fixed" : "length_scaled";
+  j["threshold_prefill"] = s.threshold_prefill;
+  j["threshold_decode"] = s.threshold_decode;
+  j["min_sequence_length"] = s.min_sequence_length;
+  j["block_size"] = s.block_size;
+  j["skip_softmax_exp"] = s.skip_softmax_exp;
+  j["prefill"] = phase_json(probes, false);
+  j["decode"] = phase_json(probes, true);
+  return j;
 }
 
 }  // namespace sinkscope::cli

@@ -6,12 +6,7 @@
 #include "app/cli/args.h"
 #include "engine/attention.h"
 #include "engine/backend_factory.h"
-
-namespace sinkscope {
-namespace json {
-class Writer;
-}
-}  // namespace sinkscope
+#include "engine/json_io.h"
 
 namespace sinkscope::cli {
 
@@ -25,9 +20,8 @@ AttentionSettings parse_attention_options(const ArgParser& p);
 void add_backend_option(ArgParser& p);
 BackendKind parse_backend_option(const ArgParser& p);
 
-// "attention": settings and measured sparsity (prefill/decode totals, mean/min/max over
-// (layer, head), dropped-mass bounds).
-void write_attention_json(json::Writer& w, const AttentionSettings& s,
-                          const AttentionProbes& probes);
+// The --json outputs' "attention": settings and measured sparsity (prefill/decode totals,
+// mean/min/max over (layer, head), dropped-mass bounds).
+Json attention_json(const AttentionSettings& s, const AttentionProbes& probes);
 
 }  // namespace sinkscope::cli

@@ -11,7 +11,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
 #include "engine/calibration.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 
 namespace sinkscope::cli {
 
@@ -79,34 +79,26 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
   const CalibrationResult r = calibrate(*backend, tokens, o, progress);
 
   if (json_out) {
-    json::Writer w;
-    w.begin_object();
-    w.field("model", model->path().string());
-    w.field("backend", backend->name());
-    w.field("target_sparsity", o.target_sparsity);
-    w.field("block_size", o.block_size);
-    w.key("fit").begin_object();
-    w.field("a", r.fit.a);
-    w.field("b", r.fit.b);
-    w.field("r2", r.fit.r2);
-    w.field("points_used", r.fit.n_points);
-    w.end_object();
-    w.field("c", r.c);
-    auto points = [&](const char* key, const std::vector<CalibrationPoint>& v) {
-      w.key(key).begin_array();
-      for (const auto& pt : v) {
-        w.begin_object();
-        w.field("length", pt.length);
-        w.field("lambda", pt.lambda);
-        w.field("sparsity", pt.sparsity);
-        w.end_object();
-      }
-      w.end_array();
+    Json j;
+    j["model"] = model->path().string();
+    j["backend"] = backend->name();
+    j["target_sparsity"] = o.target_sparsity;
+    j["block_size"] = o.block_size;
+    Json& fit = j["fit"];
+    fit["a"] = r.fit.a;
+    fit["b"] = r.fit.b;
+    fit["r2"] = r.fit.r2;
+    fit["points_used"] = r.fit.n_points;
+    j["c"] = r.c;
+    auto points = [](const std::vector<CalibrationPoint>& v) {
+      Json arr = Json::array();
+      for (const auto& pt : v)
+        arr.push_back(Json{{"length", pt.length}, {"lambda", pt.lambda}, {"sparsity", pt.sparsity}});
+      return arr;
     };
-    points("points", r.points);
-    points("verification", r.verification);
-    w.end_object();
-    out << w.str() << "\n";
+    j["points"] = points(r.points);
+    j["verification"] = points(r.verification);
+    out << dump_json(j) << "\n";
     return 0;
   }
   out << "measured prefill sparsity (block " << o.block_size << ", " << backend->name() << ")\n";

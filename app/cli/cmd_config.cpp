@@ -11,7 +11,7 @@
 #include "engine/capacity.h"
 #include "engine/config.h"
 #include "engine/gguf.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/llama_cpp_export.h"
 #include "engine/serving_export.h"
 #include "engine/atomic_file.h"
@@ -26,18 +26,18 @@ namespace {
 
 constexpr int kInvalid = 2;
 
-void write_problems_json(json::Writer& w, const std::vector<ConfigProblem>& problems) {
-  w.key("problems").begin_array();
+Json problems_json(const std::vector<ConfigProblem>& problems) {
+  Json a = Json::array();
   for (const ConfigProblem& p : problems) {
-    w.begin_object();
-    w.field("severity", p.severity == Severity::kError ? "error" : "warning");
-    w.field("key", p.key);
-    w.field("line", p.line);
-    w.field("column", p.column);
-    w.field("message", p.message);
-    w.end_object();
+    Json o;
+    o["severity"] = p.severity == Severity::kError ? "error" : "warning";
+    o["key"] = p.key;
+    o["line"] = p.line;
+    o["column"] = p.column;
+    o["message"] = p.message;
+    a.push_back(std::move(o));
   }
-  w.end_array();
+  return a;
 }
 
 // Loads the file; prints its problems to `err` and returns nullopt when it has errors (warnings
@@ -58,15 +58,13 @@ int run_check(const ConfigArgs& a, std::ostream& out) {
   const size_t errors = r.error_count();
   const size_t warnings = r.problems.size() - errors;
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.field("file", a.file);
-    w.field("valid", errors == 0);
-    w.field("errors", static_cast<unsigned long long>(errors));
-    w.field("warnings", static_cast<unsigned long long>(warnings));
-    write_problems_json(w, r.problems);
-    w.end_object();
-    out << w.str() << "\n";
+    Json j;
+    j["file"] = a.file;
+    j["valid"] = errors == 0;
+    j["errors"] = static_cast<unsigned long long>(errors);
+    j["warnings"] = static_cast<unsigned long long>(warnings);
+    j["problems"] = problems_json(r.problems);
+    out << dump_json(j) << "\n";
   } else {
     for (const ConfigProblem& p : r.problems) out << format_problem(p, a.file) << "\n";
     out << a.file << ": " << (errors == 0 ? "valid" : "invalid") << " (" << errors << " error"
@@ -81,13 +79,11 @@ int run_export(const ConfigArgs& a, std::ostream& out, std::ostream& err) {
   if (!c) return kInvalid;
   const LlamaCppExport e = export_llama_cpp(*c);
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.field("command", e.command_line());
-    w.field("args", e.args);
-    w.field("notes", e.notes);
-    w.end_object();
-    out << w.str() << "\n";
+    Json j;
+    j["command"] = e.command_line();
+    j["args"] = e.args;
+    j["notes"] = e.notes;
+    out << dump_json(j) << "\n";
   } else {
     out << e.format();
   }
@@ -99,15 +95,13 @@ int run_serving_export(const ConfigArgs& a, std::ostream& out, std::ostream& err
   if (!c) return kInvalid;
   const ServingExport e = export_serving(*parse_serving_engine(a.to), *c);
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.field("engine", a.to);
-    w.field("usage", e.usage);
-    w.field("format", e.yaml() ? "yaml" : "shell");
-    w.field("text", e.text);
-    w.field("notes", e.notes);
-    w.end_object();
-    out << w.str() << "\n";
+    Json j;
+    j["engine"] = a.to;
+    j["usage"] = e.usage;
+    j["format"] = e.yaml() ? "yaml" : "shell";
+    j["text"] = e.text;
+    j["notes"] = e.notes;
+    out << dump_json(j) << "\n";
   } else if (a.out) {
     write_file_atomic(*a.out, e.format());
     err << "wrote " << *a.out << " (" << a.to << ", " << e.notes.size() << " note"
@@ -170,37 +164,34 @@ int run_capacity(const ConfigArgs& a, std::ostream& out, std::ostream& err) {
   const char* kv_type = q.enabled ? to_string(q.kv_dtype) : to_string(c->inference.attention.dtype);
 
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.key("model").begin_object();
-    w.field("source", src.from);
-    w.field("n_layer", src.shape.n_layer);
-    w.field("n_head_kv", src.shape.n_head_kv);
-    w.field("head_dim", src.shape.head_dim);
-    w.end_object();
-    w.field("strategy", to_string(cache.strategy));
-    w.field("kv_dtype", kv_type);
-    w.field("block_size", cache.block_size);
-    w.field("tokens_per_request", static_cast<long long>(e.tokens_per_request));
-    w.field("sink_tokens_16bit", static_cast<long long>(e.sink_tokens));
-    w.field("sink_slots", static_cast<long long>(e.sink_slots));
-    w.field("main_slots", static_cast<long long>(e.main_slots));
-    w.field("sink_bytes_per_token", static_cast<long long>(e.sink_bytes_per_token));
-    w.field("main_bytes_per_token", static_cast<long long>(e.main_bytes_per_token));
-    w.field("bytes_per_request", static_cast<long long>(e.bytes_per_request));
-    w.field("mib_per_request", e.mib_per_request());
-    w.field("batch", static_cast<long long>(e.batch));
-    w.field("bytes_total", static_cast<long long>(e.bytes_total));
-    w.field("mib_total", e.mib_total());
+    Json j;
+    Json& model = j["model"];
+    model["source"] = src.from;
+    model["n_layer"] = src.shape.n_layer;
+    model["n_head_kv"] = src.shape.n_head_kv;
+    model["head_dim"] = src.shape.head_dim;
+    j["strategy"] = to_string(cache.strategy);
+    j["kv_dtype"] = kv_type;
+    j["block_size"] = cache.block_size;
+    j["tokens_per_request"] = static_cast<long long>(e.tokens_per_request);
+    j["sink_tokens_16bit"] = static_cast<long long>(e.sink_tokens);
+    j["sink_slots"] = static_cast<long long>(e.sink_slots);
+    j["main_slots"] = static_cast<long long>(e.main_slots);
+    j["sink_bytes_per_token"] = static_cast<long long>(e.sink_bytes_per_token);
+    j["main_bytes_per_token"] = static_cast<long long>(e.main_bytes_per_token);
+    j["bytes_per_request"] = static_cast<long long>(e.bytes_per_request);
+    j["mib_per_request"] = e.mib_per_request();
+    j["batch"] = static_cast<long long>(e.batch);
+    j["bytes_total"] = static_cast<long long>(e.bytes_total);
+    j["mib_total"] = e.mib_total();
     if (budget_mib > 0) {
-      w.field("budget_mib", static_cast<long long>(budget_mib));
-      w.field("max_batch", static_cast<long long>(max_batch));
+      j["budget_mib"] = static_cast<long long>(budget_mib);
+      j["max_batch"] = static_cast<long long>(max_batch);
     } else {
-      w.key("budget_mib").null();
-      w.key("max_batch").null();
+      j["budget_mib"] = nullptr;
+      j["max_batch"] = nullptr;
     }
-    w.end_object();
-    out << w.str() << "\n";
+    out << dump_json(j) << "\n";
     return 0;
   }
 

@@ -6,7 +6,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "app/cli/attention_options.h"
 #include "engine/session.h"
 
@@ -36,37 +36,33 @@ std::vector<TokenId> tokenize_prompt(const Tokenizer& tok, const GenerateArgs& a
 
 void write_json(std::ostream& out, const GenerateArgs& a, const Model& model,
                 const Backend& backend, const GenerateResult& r) {
-  json::Writer w;
-  w.begin_object();
-  w.key("model").begin_object();
-  w.field("path", model.path().string());
-  w.field("name", model.config().name);
-  w.field("architecture", model.config().architecture);
-  if (a.hash) w.field("sha256", model.sha256());
-  w.end_object();
-  w.field("backend", backend.name());
-  w.field("threads", resolved_threads(a.threads));
-  w.field("context", backend.capacity());
-  w.field("chat", a.chat);
-  w.key("sampler").begin_object();
-  w.field("temperature", static_cast<double>(a.temperature));
-  w.field("top_k", a.top_k);
-  w.field("top_p", static_cast<double>(a.top_p));
-  w.field("seed", static_cast<unsigned long long>(a.seed));
-  w.end_object();
-  w.field("max_tokens", a.max_tokens);
-  w.field("prompt_tokens", static_cast<long long>(r.prompt_tokens.size()));
-  w.field("generated_tokens", static_cast<long long>(r.tokens.size()));
-  w.field("tokens", r.tokens);
-  w.field("text", r.text);
-  w.field("stop_reason", r.stop_reason);
-  w.field("prefill_ms", r.prefill_ms);
-  w.field("decode_ms", r.decode_ms);
-  w.field("prefill_tokens_per_s", r.prefill_tokens_per_s());
-  w.field("decode_tokens_per_s", r.decode_tokens_per_s());
-  write_attention_json(w, backend.attention(), backend.probes());
-  w.end_object();
-  out << w.str() << "\n";
+  Json j;
+  Json& m = j["model"];
+  m["path"] = model.path().string();
+  m["name"] = model.config().name;
+  m["architecture"] = model.config().architecture;
+  if (a.hash) m["sha256"] = model.sha256();
+  j["backend"] = backend.name();
+  j["threads"] = resolved_threads(a.threads);
+  j["context"] = backend.capacity();
+  j["chat"] = a.chat;
+  Json& s = j["sampler"];
+  s["temperature"] = static_cast<double>(a.temperature);
+  s["top_k"] = a.top_k;
+  s["top_p"] = static_cast<double>(a.top_p);
+  s["seed"] = static_cast<unsigned long long>(a.seed);
+  j["max_tokens"] = a.max_tokens;
+  j["prompt_tokens"] = static_cast<long long>(r.prompt_tokens.size());
+  j["generated_tokens"] = static_cast<long long>(r.tokens.size());
+  j["tokens"] = r.tokens;
+  j["text"] = r.text;
+  j["stop_reason"] = r.stop_reason;
+  j["prefill_ms"] = r.prefill_ms;
+  j["decode_ms"] = r.decode_ms;
+  j["prefill_tokens_per_s"] = r.prefill_tokens_per_s();
+  j["decode_tokens_per_s"] = r.decode_tokens_per_s();
+  j["attention"] = attention_json(backend.attention(), backend.probes());
+  out << dump_json(j) << "\n";
   out.flush();
 }
 

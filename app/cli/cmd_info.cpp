@@ -7,7 +7,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
 #include "engine/gguf.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
 
@@ -62,47 +62,41 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   }
 
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.field("path", path.string());
-    w.field("file_size", static_cast<unsigned long long>(file->file_size()));
-    w.field("gguf_version", static_cast<unsigned>(file->version()));
-    w.field("metadata_keys", static_cast<unsigned long long>(file->metadata().size()));
-    w.key("config").begin_object();
-    w.field("architecture", c.architecture);
-    w.field("name", c.name);
-    w.field("n_layer", c.n_layer);
-    w.field("n_embd", c.n_embd);
-    w.field("n_head", c.n_head);
-    w.field("n_head_kv", c.n_head_kv);
-    w.field("head_dim", c.head_dim);
-    w.field("n_ff", c.n_ff);
-    w.field("n_vocab", c.n_vocab);
-    w.field("n_ctx_train", c.n_ctx_train);
-    w.field("rope_theta", static_cast<double>(c.rope_theta));
-    w.field("rope_dim", c.rope_dim);
-    w.field("rope_neox", c.rope_neox);
-    w.field("rope_scaling", rope_scaling_name(c.rope_scaling));
-    w.field("rms_eps", static_cast<double>(c.rms_eps));
-    w.field("qkv_bias", c.qkv_bias);
-    w.field("tied_embeddings", c.tied_embeddings);
-    w.end_object();
-    w.key("tensors").begin_object();
-    w.field("count", static_cast<unsigned long long>(file->tensors().size()));
-    w.field("parameters", static_cast<long long>(n_params));
-    w.key("by_type").begin_object();
-    for (const auto& [type, n] : by_type) w.field(type, n);
-    w.end_object();
-    w.end_object();
-    w.key("tokenizer").begin_object();
-    w.field("kind", tok->model_name());
-    w.field("vocab_size", tok->vocab_size());
-    w.field("bos", tok->bos());
-    w.field("eos", tok->eos());
-    w.field("chat_format", chat_format_name(tok->chat_format()));
-    w.end_object();
-    w.end_object();
-    out << w.str() << "\n";
+    Json j;
+    j["path"] = path.string();
+    j["file_size"] = static_cast<unsigned long long>(file->file_size());
+    j["gguf_version"] = static_cast<unsigned>(file->version());
+    j["metadata_keys"] = static_cast<unsigned long long>(file->metadata().size());
+    Json& cfg = j["config"];
+    cfg["architecture"] = c.architecture;
+    cfg["name"] = c.name;
+    cfg["n_layer"] = c.n_layer;
+    cfg["n_embd"] = c.n_embd;
+    cfg["n_head"] = c.n_head;
+    cfg["n_head_kv"] = c.n_head_kv;
+    cfg["head_dim"] = c.head_dim;
+    cfg["n_ff"] = c.n_ff;
+    cfg["n_vocab"] = c.n_vocab;
+    cfg["n_ctx_train"] = c.n_ctx_train;
+    cfg["rope_theta"] = static_cast<double>(c.rope_theta);
+    cfg["rope_dim"] = c.rope_dim;
+    cfg["rope_neox"] = c.rope_neox;
+    cfg["rope_scaling"] = rope_scaling_name(c.rope_scaling);
+    cfg["rms_eps"] = static_cast<double>(c.rms_eps);
+    cfg["qkv_bias"] = c.qkv_bias;
+    cfg["tied_embeddings"] = c.tied_embeddings;
+    Json& tensors = j["tensors"];
+    tensors["count"] = static_cast<unsigned long long>(file->tensors().size());
+    tensors["parameters"] = static_cast<long long>(n_params);
+    Json& types = tensors["by_type"] = Json::object();
+    for (const auto& [type, n] : by_type) types[type] = n;
+    Json& t = j["tokenizer"];
+    t["kind"] = tok->model_name();
+    t["vocab_size"] = tok->vocab_size();
+    t["bos"] = tok->bos();
+    t["eos"] = tok->eos();
+    t["chat_format"] = chat_format_name(tok->chat_format());
+    out << dump_json(j) << "\n";
     return 0;
   }
 

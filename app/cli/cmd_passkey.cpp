@@ -5,7 +5,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
 #include "app/cli/kv_args.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/passkey.h"
 
 namespace sinkscope::cli {
@@ -58,25 +58,22 @@ int run_passkey(const PasskeyArgs& a, std::ostream& out, std::ostream& err) {
     }
   const double acc = total ? double(correct) / total : 0.0;
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.field("model", model->path().string());
-    w.field("settings", what);
-    w.field("accuracy", acc);
-    w.field("tasks", total);
-    w.key("cells").begin_array();
+    Json j;
+    j["model"] = model->path().string();
+    j["settings"] = what;
+    j["accuracy"] = acc;
+    j["tasks"] = total;
+    Json& cells_json = j["cells"] = Json::array();
     for (const auto& c : cells) {
-      w.begin_object();
-      w.field("length", c.length);
-      w.field("depth", c.depth);
-      w.field("correct", c.correct);
-      w.field("total", c.total);
-      w.field("answers", c.answers);
-      w.end_object();
+      Json cell;
+      cell["length"] = c.length;
+      cell["depth"] = c.depth;
+      cell["correct"] = c.correct;
+      cell["total"] = c.total;
+      cell["answers"] = c.answers;
+      cells_json.push_back(std::move(cell));
     }
-    w.end_array();
-    w.end_object();
-    out << w.str() << "\n";
+    out << dump_json(j) << "\n";
     return 0;
   }
   out << "length    depth   accuracy\n";

@@ -8,7 +8,7 @@
 #include "app/cli/attention_options.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/session.h"
 
 namespace sinkscope::cli {
@@ -51,23 +51,21 @@ int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err
   if (drew && tty) err << "\n";
 
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.field("model", model->path().string());
-    w.field("file", a.file);
-    w.field("backend", backend->name());
-    w.field("threads", resolved_threads(a.threads));
-    w.field("ctx", a.ctx);
-    w.field("tokens", static_cast<long long>(tokens.size()));
-    w.field("predicted_tokens", static_cast<long long>(r.n_predicted));
-    w.field("chunks", r.n_chunks);
-    w.field("perplexity", r.perplexity);
-    w.field("mean_nll", r.mean_nll);
-    w.field("seconds", r.seconds);
-    w.field("chunk_perplexity", r.chunk_ppl);
-    write_attention_json(w, backend->attention(), r.probes);
-    w.end_object();
-    out << w.str() << "\n";
+    Json j;
+    j["model"] = model->path().string();
+    j["file"] = a.file;
+    j["backend"] = backend->name();
+    j["threads"] = resolved_threads(a.threads);
+    j["ctx"] = a.ctx;
+    j["tokens"] = static_cast<long long>(tokens.size());
+    j["predicted_tokens"] = static_cast<long long>(r.n_predicted);
+    j["chunks"] = r.n_chunks;
+    j["perplexity"] = r.perplexity;
+    j["mean_nll"] = r.mean_nll;
+    j["seconds"] = r.seconds;
+    j["chunk_perplexity"] = r.chunk_ppl;
+    j["attention"] = attention_json(backend->attention(), r.probes);
+    out << dump_json(j) << "\n";
     return 0;
   }
   out << std::fixed << std::setprecision(4) << "perplexity: " << r.perplexity

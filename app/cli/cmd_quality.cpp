@@ -13,7 +13,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
 #include "engine/atomic_file.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/quality.h"
 #include "profiler/spans.h"
 
@@ -137,31 +137,28 @@ int run_quality(std::span<const std::string> args, std::ostream& out, std::ostre
   if (auto path = p.get("--csv")) write_file_atomic(*path, csv.str());
 
   if (json_out) {
-    json::Writer w;
-    w.begin_object();
-    w.field("model", model->path().string());
-    w.field("backend", backend->name());
-    w.field("block_size", block);
-    w.field("decode_steps", n_decode);
-    w.key("rows").begin_array();
+    Json j;
+    j["model"] = model->path().string();
+    j["backend"] = backend->name();
+    j["block_size"] = block;
+    j["decode_steps"] = n_decode;
+    Json& rows_json = j["rows"] = Json::array();
     for (const Row& r : rows) {
-      w.begin_object();
-      w.field("length", r.length);
-      w.field("lambda", r.lambda);
-      w.field("sparsity_prefill", r.sparsity_prefill);
-      w.field("sparsity_decode", r.sparsity_decode);
-      w.field("kl_prefill", r.prefill.kl_mean());
-      w.field("top1_prefill", r.prefill.top1_agreement());
-      w.field("ppl_dense", r.prefill.ppl_dense());
-      w.field("ppl_sparse", r.prefill.ppl_variant());
-      w.field("ppl_delta_pct", r.prefill.ppl_delta_pct());
-      w.field("kl_decode", r.decode.kl_mean());
-      w.field("top1_decode", r.decode.top1_agreement());
-      w.end_object();
+      Json row;
+      row["length"] = r.length;
+      row["lambda"] = r.lambda;
+      row["sparsity_prefill"] = r.sparsity_prefill;
+      row["sparsity_decode"] = r.sparsity_decode;
+      row["kl_prefill"] = r.prefill.kl_mean();
+      row["top1_prefill"] = r.prefill.top1_agreement();
+      row["ppl_dense"] = r.prefill.ppl_dense();
+      row["ppl_sparse"] = r.prefill.ppl_variant();
+      row["ppl_delta_pct"] = r.prefill.ppl_delta_pct();
+      row["kl_decode"] = r.decode.kl_mean();
+      row["top1_decode"] = r.decode.top1_agreement();
+      rows_json.push_back(std::move(row));
     }
-    w.end_array();
-    w.end_object();
-    out << w.str() << "\n";
+    out << dump_json(j) << "\n";
     return 0;
   }
   out << "|     L |  lambda | sparsity prefill | sparsity decode | KL prefill | top-1 | ppl dense "

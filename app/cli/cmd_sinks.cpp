@@ -5,7 +5,7 @@
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
 #include "app/cli/kv_args.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/sinks.h"
 
 namespace sinkscope::cli {
@@ -31,32 +31,29 @@ int run_sinks(const SinksArgs& a, std::ostream& out, std::ostream& err) {
   auto piece = [&](int pos) { return tok.token_to_piece(tokens[size_t(pos)]); };
 
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.field("model", model->path().string());
-    w.field("tokens", static_cast<long long>(tokens.size()));
-    w.field("layers", r.n_layer);
-    w.field("heads", r.n_head);
-    w.field("epsilon", r.criteria.epsilon);
-    w.field("min_head_share", r.criteria.min_head_share);
-    w.key("positions").begin_array();
+    Json j;
+    j["model"] = model->path().string();
+    j["tokens"] = static_cast<long long>(tokens.size());
+    j["layers"] = r.n_layer;
+    j["heads"] = r.n_head;
+    j["epsilon"] = r.criteria.epsilon;
+    j["min_head_share"] = r.criteria.min_head_share;
+    Json& positions = j["positions"] = Json::array();
     for (int k = 0; k < r.n_pos; ++k) {
-      w.begin_object();
-      w.field("position", k);
-      w.field("token", piece(k));
-      w.field("sink_heads", r.sink_heads[size_t(k)]);
-      w.field("head_share", r.head_share[size_t(k)]);
+      Json pos;
+      pos["position"] = k;
+      pos["token"] = piece(k);
+      pos["sink_heads"] = r.sink_heads[size_t(k)];
+      pos["head_share"] = r.head_share[size_t(k)];
       double mean = 0;
       for (int l = 0; l < r.n_layer; ++l)
         for (int h = 0; h < r.n_head; ++h) mean += r.alpha_at(l, h, k);
-      w.field("alpha_mean", mean / double(std::max(1, r.n_layer * r.n_head)));
-      w.end_object();
+      pos["alpha_mean"] = mean / double(std::max(1, r.n_layer * r.n_head));
+      positions.push_back(std::move(pos));
     }
-    w.end_array();
-    w.field("flagged", r.flagged);
-    w.field("recommended_sink_keep_count", r.recommended_sink_keep);
-    w.end_object();
-    out << w.str() << "\n";
+    j["flagged"] = r.flagged;
+    j["recommended_sink_keep_count"] = r.recommended_sink_keep;
+    out << dump_json(j) << "\n";
     return 0;
   }
   out << "sink detection over " << tokens.size() << " tokens, " << r.n_layer << " layers x "

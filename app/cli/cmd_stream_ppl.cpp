@@ -8,7 +8,7 @@
 #include "engine/atomic_file.h"
 #include "app/cli/common.h"
 #include "app/cli/kv_args.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/stream_eval.h"
 
 namespace sinkscope::cli {
@@ -19,14 +19,14 @@ const char* mode_name(const StreamPplArgs& a) {
   return a.dense ? "dense" : a.recompute ? "recompute" : "stream";
 }
 
-void write_cache_json(json::Writer& w, const KvCacheStats& s) {
-  w.key("cache").begin_object();
-  w.field("bytes_per_token", static_cast<long long>(s.bytes_per_token));
-  w.field("peak_bytes", static_cast<long long>(s.high_water_bytes));
-  w.field("peak_mib", double(s.high_water_bytes) / (1024.0 * 1024.0));
-  w.field("cached_tokens", static_cast<long long>(s.n_cached));
-  w.field("evicted_tokens", static_cast<long long>(s.evicted));
-  w.end_object();
+Json cache_json(const KvCacheStats& s) {
+  Json j;
+  j["bytes_per_token"] = static_cast<long long>(s.bytes_per_token);
+  j["peak_bytes"] = static_cast<long long>(s.high_water_bytes);
+  j["peak_mib"] = double(s.high_water_bytes) / (1024.0 * 1024.0);
+  j["cached_tokens"] = static_cast<long long>(s.n_cached);
+  j["evicted_tokens"] = static_cast<long long>(s.evicted);
+  return j;
 }
 
 std::string kv_name(const CacheSettings& c) {
@@ -56,44 +56,40 @@ int run_comparison(const StreamPplArgs& a, const std::shared_ptr<const Model>& m
     write_file_atomic(*a.csv, f.str());
   }
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.field("model", model->path().string());
-    w.field("file", a.file);
-    w.field("mode", a.dense ? "dense" : "stream");
-    w.field("settings", describe(a.cache));
-    w.field("kv", kv_name(a.cache));
-    w.field("protect_sinks", a.cache.quantization.protect_sink_positions);
-    w.field("backend", variant.name());
-    w.field("reference_backend", reference->name());
-    w.field("tokens", static_cast<long long>(c.tokens));
-    w.field("scored", static_cast<long long>(t.scored));
-    w.field("stride", a.stride);
-    w.field("perplexity", t.ppl_variant());
-    w.field("perplexity_unquantized", t.ppl_dense());
-    w.field("ppl_delta_pct", t.ppl_delta_pct());
-    w.field("kl_mean", t.kl_mean());
-    w.field("kl_max", t.kl_max);
-    w.field("top1_agreement", t.top1_agreement());
-    w.field("seconds", c.seconds);
-    w.key("segments").begin_array();
+    Json j;
+    j["model"] = model->path().string();
+    j["file"] = a.file;
+    j["mode"] = a.dense ? "dense" : "stream";
+    j["settings"] = describe(a.cache);
+    j["kv"] = kv_name(a.cache);
+    j["protect_sinks"] = a.cache.quantization.protect_sink_positions;
+    j["backend"] = variant.name();
+    j["reference_backend"] = reference->name();
+    j["tokens"] = static_cast<long long>(c.tokens);
+    j["scored"] = static_cast<long long>(t.scored);
+    j["stride"] = a.stride;
+    j["perplexity"] = t.ppl_variant();
+    j["perplexity_unquantized"] = t.ppl_dense();
+    j["ppl_delta_pct"] = t.ppl_delta_pct();
+    j["kl_mean"] = t.kl_mean();
+    j["kl_max"] = t.kl_max;
+    j["top1_agreement"] = t.top1_agreement();
+    j["seconds"] = c.seconds;
+    Json& segments = j["segments"] = Json::array();
     for (const auto& [b, s] : c.segments) {
-      w.begin_object();
-      w.field("begin", static_cast<long long>(b));
-      w.field("scored", static_cast<long long>(s.scored));
-      w.field("ppl_delta_pct", s.ppl_delta_pct());
-      w.field("kl_mean", s.kl_mean());
-      w.field("top1_agreement", s.top1_agreement());
-      w.end_object();
+      Json seg;
+      seg["begin"] = static_cast<long long>(b);
+      seg["scored"] = static_cast<long long>(s.scored);
+      seg["ppl_delta_pct"] = s.ppl_delta_pct();
+      seg["kl_mean"] = s.kl_mean();
+      seg["top1_agreement"] = s.top1_agreement();
+      segments.push_back(std::move(seg));
     }
-    w.end_array();
-    write_cache_json(w, c.variant_cache);
-    w.key("cache_unquantized").begin_object();
-    w.field("bytes_per_token", static_cast<long long>(c.reference_cache.bytes_per_token));
-    w.field("peak_bytes", static_cast<long long>(c.reference_cache.high_water_bytes));
-    w.end_object();
-    w.end_object();
-    out << w.str() << "\n";
+    j["cache"] = cache_json(c.variant_cache);
+    Json& cache_unquantized = j["cache_unquantized"];
+    cache_unquantized["bytes_per_token"] = static_cast<long long>(c.reference_cache.bytes_per_token);
+    cache_unquantized["peak_bytes"] = static_cast<long long>(c.reference_cache.high_water_bytes);
+    out << dump_json(j) << "\n";
     return 0;
   }
   out << std::fixed << std::setprecision(4) << kv_name(a.cache)
@@ -180,41 +176,39 @@ int run_stream_ppl(const StreamPplArgs& a, std::ostream& out, std::ostream& err)
     write_file_atomic(*a.csv, f.str());  // an interrupted write keeps the previous file
   }
   if (a.json) {
-    json::Writer w;
-    w.begin_object();
-    w.field("model", model->path().string());
-    w.field("file", a.file);
-    w.field("mode", mode_name(a));
-    w.field("settings", what);
+    Json j;
+    j["model"] = model->path().string();
+    j["file"] = a.file;
+    j["mode"] = mode_name(a);
+    j["settings"] = what;
     if (!a.dense) {
-      w.field("window", static_cast<long long>(a.cache.window_size));
-      w.field("sinks", static_cast<long long>(a.cache.sink_keep_count));
-      w.field("position_mode", a.cache.position_mode == PositionMode::kCache ? "cache" : "original");
-      w.field("kv", !a.cache.quantization.enabled ? "float32"
-                    : a.cache.quantization.kv_dtype == KvQuantDtype::kInt8 ? "int8" : "int4");
-      w.field("protect_sinks", a.cache.quantization.enabled && a.cache.quantization.protect_sink_positions);
+      j["window"] = static_cast<long long>(a.cache.window_size);
+      j["sinks"] = static_cast<long long>(a.cache.sink_keep_count);
+      j["position_mode"] = a.cache.position_mode == PositionMode::kCache ? "cache" : "original";
+      j["kv"] = !a.cache.quantization.enabled                      ? "float32"
+                : a.cache.quantization.kv_dtype == KvQuantDtype::kInt8 ? "int8"
+                                                                       : "int4";
+      j["protect_sinks"] = a.cache.quantization.enabled && a.cache.quantization.protect_sink_positions;
     }
-    w.field("stride", a.stride);
-    w.field("backend", backend->name());
-    w.field("chunk", a.chunk);
-    w.field("tokens", static_cast<long long>(r.tokens));
-    w.field("scored", static_cast<long long>(r.scored));
-    w.field("perplexity", r.perplexity);
-    w.field("mean_nll", r.mean_nll);
-    w.field("seconds", r.seconds);
-    w.key("segments").begin_array();
+    j["stride"] = a.stride;
+    j["backend"] = backend->name();
+    j["chunk"] = a.chunk;
+    j["tokens"] = static_cast<long long>(r.tokens);
+    j["scored"] = static_cast<long long>(r.scored);
+    j["perplexity"] = r.perplexity;
+    j["mean_nll"] = r.mean_nll;
+    j["seconds"] = r.seconds;
+    Json& segments = j["segments"] = Json::array();
     for (const auto& s : r.segments) {
-      w.begin_object();
-      w.field("begin", static_cast<long long>(s.begin));
-      w.field("end", static_cast<long long>(s.end));
-      w.field("scored", static_cast<long long>(s.scored));
-      w.field("perplexity", s.perplexity);
-      w.end_object();
+      Json seg;
+      seg["begin"] = static_cast<long long>(s.begin);
+      seg["end"] = static_cast<long long>(s.end);
+      seg["scored"] = static_cast<long long>(s.scored);
+      seg["perplexity"] = s.perplexity;
+      segments.push_back(std::move(seg));
     }
-    w.end_array();
-    write_cache_json(w, r.cache);
-    w.end_object();
-    out << w.str() << "\n";
+    j["cache"] = cache_json(r.cache);
+    out << dump_json(j) << "\n";
     return 0;
   }
   out << std::fixed << std::setprecision(4) << "perplexity: " << r.perplexity << " ("

@@ -20,10 +20,11 @@
 #include "engine/atomic_file.h"
 #include "engine/backend_factory.h"
 #include "engine/capacity.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/paths.h"
 #include "engine/sha256.h"
 #include "engine/sweep.h"
+#include "engine/sweep_result.h"
 #include "engine/validation.h"
 
 namespace sinkscope::cli {
@@ -231,24 +232,6 @@ void print_report(std::ostream& out, const ValidationRun& run, const Dataset& d)
   out << (run.gates.passed ? "PASSED" : "FAILED: " + run.gates.summary()) << "\n";
 }
 
-void write_results_json(json::Writer& w, const ValidationResults& r) {
-  auto num = [&w](const char* k, double v) {
-    if (std::isnan(v)) w.key(k).null();
-    else w.field(k, v);
-  };
-  num("ppl_delta_pct", r.ppl_delta_pct);
-  num("kl_mean", r.kl_mean);
-  num("top1_agreement", r.top1_agreement);
-  num("rouge_l", r.rouge_l);
-  num("passkey_accuracy", r.passkey_accuracy);
-  num("baseline_passkey_accuracy", r.baseline_passkey_accuracy);
-  num("sparsity_prefill", r.sparsity_prefill);
-  num("sparsity_decode", r.sparsity_decode);
-  num("ttft_ms", r.ttft_ms);
-  num("tpot_ms", r.tpot_ms);
-  num("peak_kv_mib", r.peak_kv_mib);
-}
-
 SinkScopeConfig load_config_arg(const std::string& file) {
   try {
     return load_config_or_throw(file);
@@ -364,32 +347,27 @@ int run_validate(std::span<const std::string> args, std::ostream& out, std::ostr
   }
   remove_journal(journal);  // every output is written
   if (json_out) {
-    json::Writer w;
-    w.begin_object();
-    w.field("config", *cfg_file);
-    w.field("out", *out_file);
-    w.field("dataset", setup.dataset.name);
-    w.field("dataset_sha256", setup.dataset.sha256);
-    w.field("samples", static_cast<long long>(setup.dataset.samples.size()));
-    w.field("backend", run.backend);
-    w.field("seconds", run.seconds);
-    w.key("results").begin_object();
-    write_results_json(w, run.results);
-    w.end_object();
-    w.key("gates").begin_array();
+    Json j;
+    j["config"] = *cfg_file;
+    j["out"] = *out_file;
+    j["dataset"] = setup.dataset.name;
+    j["dataset_sha256"] = setup.dataset.sha256;
+    j["samples"] = static_cast<long long>(setup.dataset.samples.size());
+    j["backend"] = run.backend;
+    j["seconds"] = run.seconds;
+    j["results"] = run.results;
+    Json& gates = j["gates"] = Json::array();
     for (const auto& g : run.gates.gates) {
-      w.begin_object();
-      w.field("name", g.name);
-      w.field("passed", g.passed);
-      if (!std::isnan(g.value)) w.field("value", g.value);
-      if (!std::isnan(g.limit)) w.field("limit", g.limit);
-      w.field("reason", g.reason);
-      w.end_object();
+      Json gate;
+      gate["name"] = g.name;
+      gate["passed"] = g.passed;
+      if (!std::isnan(g.value)) gate["value"] = g.value;
+      if (!std::isnan(g.limit)) gate["limit"] = g.limit;
+      gate["reason"] = g.reason;
+      gates.push_back(std::move(gate));
     }
-    w.end_array();
-    w.field("passed", run.gates.passed);
-    w.end_object();
-    out << w.str() << "\n";
+    j["passed"] = run.gates.passed;
+    out << dump_json(j) << "\n";
   } else {
     print_report(out, run, setup.dataset);
     // The capacity planner's estimate next to the measured peak (the CPU keeps unquantized rows
@@ -590,43 +568,35 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
     n(r.tpot_ms); n(r.peak_kv_mib);
     csv << "," << (front_sp[i] ? 1 : 0) << "," << (front_mem[i] ? 1 : 0) << "\n";
   }
-  // JSON
-  json::Writer w;
-  w.begin_object();
-  w.field("grid", *grid_text);
-  w.field("dataset", setup.dataset.name);
-  w.field("dataset_sha256", setup.dataset.sha256);
-  w.field("samples", static_cast<long long>(setup.dataset.samples.size()));
-  w.field("model_sha256", model->sha256());
-  w.field("device", device);
-  w.key("points").begin_array();
+  // JSON (engine/sweep_result.h: the schema the GUI reads back)
+  SweepResult doc;
+  doc.grid = *grid_text;
+  doc.dataset = setup.dataset.name;
+  doc.dataset_sha256 = setup.dataset.sha256;
+  doc.samples = static_cast<int64_t>(setup.dataset.samples.size());
+  doc.model_sha256 = model->sha256();
+  doc.device = device;
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& pt = rows[i];
-    w.begin_object();
-    w.field("index", static_cast<long long>(i));
-    w.field("label", describe(pt.grid));
-    w.key("settings").begin_object();
-    for (const auto& [k, v] : pt.grid) w.field(k, v);
-    w.end_object();
-    w.field("valid", pt.invalid.empty());
-    if (!pt.invalid.empty()) {
-      w.field("invalid", pt.invalid);
-    } else {
-      w.field("passed", pt.run.gates.passed);
-      w.key("results").begin_object();
-      write_results_json(w, pt.run.results);
-      w.end_object();
-      w.field("gates", pt.run.gates.summary());
+    SweepPointResult r;
+    r.index = static_cast<int64_t>(i);
+    r.label = describe(pt.grid);
+    r.settings = pt.grid;
+    r.valid = pt.invalid.empty();
+    r.invalid = pt.invalid;
+    if (r.valid) {
+      r.passed = pt.run.gates.passed;
+      r.results = pt.run.results;
+      r.gates = pt.run.gates.summary();
     }
-    w.field("pareto_sparsity", bool(front_sp[i]));
-    w.field("pareto_memory", bool(front_mem[i]));
-    w.field("config_yaml", format_config(pt.config));
-    w.end_object();
+    r.pareto_sparsity = front_sp[i];
+    r.pareto_memory = front_mem[i];
+    r.config_yaml = format_config(pt.config);
+    doc.points.push_back(std::move(r));
   }
-  w.end_array();
-  w.end_object();
+  const std::string doc_text = dump_json(Json(doc));
   if (auto f = p.get("--csv")) write_file_atomic(*f, csv.str());
-  if (auto f = p.get("--json-out")) write_file_atomic(*f, w.str() + "\n");
+  if (auto f = p.get("--json-out")) write_file_atomic(*f, doc_text + "\n");
   if (auto dir = p.get("--configs-dir")) {
     std::filesystem::create_directories(*dir);
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -638,7 +608,7 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
   }
   remove_journal(journal);  // every output is written
   if (json_out) {
-    out << w.str() << "\n";
+    out << doc_text << "\n";
     return 0;
   }
   out << "point  settings                                  ppl d%    KL mean  top-1 %  ROUGE-L  "

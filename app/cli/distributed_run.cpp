@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "app/cli/args.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 
 namespace sinkscope::cli {
 
@@ -44,10 +44,9 @@ DistributedRun::DistributedRun(const World& world, fs::path journal, std::string
 }
 
 void DistributedRun::record(uint64_t unit, const SampleOutcome& o) {
-  json::Writer w;
-  write_outcome(w, o);  // once, for the journal and for the gather
-  m_writer->append_json(unit, w.str());
-  m_ran += std::to_string(unit) + "\t" + w.str() + "\n";
+  const std::string text = dump_json(outcome_to_json(o));  // once, for the journal and the gather
+  m_writer->append_json(unit, text);
+  m_ran += std::to_string(unit) + "\t" + text + "\n";
   ++m_recorded;
   // Test hook (tests/unit/test_cli_distributed.cpp): SINKSCOPE_KILL_AFTER_UNITS=N kills this
   // process with SIGKILL once it has journaled N units -- a crash mid-run -- on every rank, or
@@ -77,7 +76,7 @@ std::map<uint64_t, SampleOutcome> DistributedRun::gather() {
       const size_t nl = text.find('\n', pos);
       const size_t tab = text.find('\t', pos);
       const uint64_t unit = std::stoull(text.substr(pos, tab - pos));
-      out.emplace(unit, outcome_from_json(json::parse(
+      out.emplace(unit, outcome_from_json(Json::parse(
                             std::string_view(text).substr(tab + 1, nl - tab - 1))));
       pos = nl + 1;
     }

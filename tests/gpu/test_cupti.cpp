@@ -25,7 +25,7 @@
 
 #include "engine/backend_factory.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/model.h"
 #include "engine/paths.h"
 #include "engine/session.h"
@@ -165,7 +165,7 @@ void test_synthetic(const std::string& trace_path) {
 
   const std::string text = chrome_trace_json(*t);
   try {
-    (void)json::parse(text);
+    (void)Json::parse(text);
   } catch (const std::exception& e) {
     CHECK(false, "trace JSON: %s", e.what());
   }

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "engine/backend.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/sampler.h"
 #include "engine/sha256.h"
 #include "test_support.h"
@@ -40,20 +40,20 @@ std::string read_file(const std::filesystem::path& p) {
   return ss.str();
 }
 
-const json::Value& manifest() {
-  static const json::Value m = json::parse(read_file(arch_dir() / "manifest.json"));
+const Json& manifest() {
+  static const Json m = Json::parse(read_file(arch_dir() / "manifest.json"));
   return m;
 }
 
-const json::Value* find_case(const std::string& name) {
-  for (const auto& c : manifest()["cases"].as_array())
-    if (c["name"].as_string() == name) return &c;
+const Json* find_case(const std::string& name) {
+  for (const auto& c : manifest().at("cases"))
+    if (c.at("name").get<std::string>() == name) return &c;
   return nullptr;
 }
 
-std::vector<TokenId> ids_of(const json::Value& arr) {
+std::vector<TokenId> ids_of(const Json& arr) {
   std::vector<TokenId> v;
-  for (const auto& x : arr.as_array()) v.push_back(TokenId(x.as_int()));
+  for (const auto& x : arr) v.push_back(TokenId(x.get<int64_t>()));
   return v;
 }
 
@@ -75,13 +75,13 @@ TEST(ArchGolden, ManifestListsTheCasesAndFilesAreIntact) {
   uint64_t total = 0;
   for (const auto& e : std::filesystem::directory_iterator(arch_dir())) total += e.file_size();
   EXPECT_LT(total, 3u * 1000 * 1000) << "tests/golden/arch should stay under 3 MB";
-  for (const auto& c : manifest()["cases"].as_array()) {
-    const std::string name = c["name"].as_string();
+  for (const auto& c : manifest().at("cases")) {
+    const std::string name = c.at("name").get<std::string>();
     got.insert(name);
-    EXPECT_EQ(sha256_hex(read_file(arch_dir() / c["gguf"].as_string())), c["gguf_sha256"].as_string())
+    EXPECT_EQ(sha256_hex(read_file(arch_dir() / c.at("gguf").get<std::string>())), c.at("gguf_sha256").get<std::string>())
         << name;
-    EXPECT_EQ(sha256_hex(read_file(arch_dir() / c["logits_file"].as_string())),
-              c["logits_sha256"].as_string())
+    EXPECT_EQ(sha256_hex(read_file(arch_dir() / c.at("logits_file").get<std::string>())),
+              c.at("logits_sha256").get<std::string>())
         << name;
   }
   EXPECT_EQ(got, want);
@@ -91,47 +91,47 @@ class ArchGolden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ArchGolden, LogitsAndArgmaxMatchTransformers) {
   const std::string name = GetParam();
-  const json::Value* cp = find_case(name);
+  const Json* cp = find_case(name);
   ASSERT_NE(cp, nullptr) << name << " missing from manifest.json";
-  const json::Value& c = *cp;
-  const json::Value& prm = c["params"];
+  const Json& c = *cp;
+  const Json& prm = c.at("params");
 
-  auto model = Model::load(arch_dir() / c["gguf"].as_string());
+  auto model = Model::load(arch_dir() / c.at("gguf").get<std::string>());
   const ModelConfig& cfg = model->config();
 
   // The engine must read the same hyper-parameters the oracle used.
-  EXPECT_EQ(cfg.architecture, c["architecture"].as_string());
-  EXPECT_EQ(cfg.n_layer, prm["n_layer"].as_int());
-  EXPECT_EQ(cfg.n_embd, prm["d"].as_int());
-  EXPECT_EQ(cfg.n_head, prm["n_head"].as_int());
-  EXPECT_EQ(cfg.n_head_kv, prm["n_head_kv"].as_int());
-  EXPECT_EQ(cfg.head_dim, c["head_dim"].as_int());
-  EXPECT_EQ(cfg.n_ff, prm["n_ff"].as_int());
-  EXPECT_EQ(cfg.tied_embeddings, prm["tied"].as_bool());
+  EXPECT_EQ(cfg.architecture, c.at("architecture").get<std::string>());
+  EXPECT_EQ(cfg.n_layer, prm.at("n_layer").get<int64_t>());
+  EXPECT_EQ(cfg.n_embd, prm.at("d").get<int64_t>());
+  EXPECT_EQ(cfg.n_head, prm.at("n_head").get<int64_t>());
+  EXPECT_EQ(cfg.n_head_kv, prm.at("n_head_kv").get<int64_t>());
+  EXPECT_EQ(cfg.head_dim, c.at("head_dim").get<int64_t>());
+  EXPECT_EQ(cfg.n_ff, prm.at("n_ff").get<int64_t>());
+  EXPECT_EQ(cfg.tied_embeddings, prm.at("tied").get<bool>());
   EXPECT_EQ(cfg.qkv_bias, cfg.architecture == "qwen2");
   EXPECT_EQ(cfg.rope_neox, cfg.architecture == "qwen2");
-  EXPECT_FLOAT_EQ(cfg.rope_theta, float(prm["theta"].as_number()));
-  if (prm.find("rope_linear")) {
+  EXPECT_FLOAT_EQ(cfg.rope_theta, float(prm.at("theta").get<double>()));
+  if (prm.contains("rope_linear")) {
     EXPECT_EQ(cfg.rope_scaling, RopeScalingType::kLinear);
-    EXPECT_FLOAT_EQ(cfg.rope_scale_factor, float(prm["rope_linear"].as_number()));
+    EXPECT_FLOAT_EQ(cfg.rope_scale_factor, float(prm.at("rope_linear").get<double>()));
   } else {
     EXPECT_EQ(cfg.rope_scaling, RopeScalingType::kNone);
   }
-  if (c["rope_freqs"].is_null()) {
+  if (c.at("rope_freqs").is_null()) {
     EXPECT_TRUE(model->weights().rope_freqs.empty());
   } else {
-    const auto& rf = c["rope_freqs"].as_array();
+    const auto& rf = c.at("rope_freqs");
     ASSERT_EQ(model->weights().rope_freqs.size(), rf.size());
     for (size_t i = 0; i < rf.size(); ++i)
-      EXPECT_FLOAT_EQ(model->weights().rope_freqs[i], float(rf[i].as_number())) << "pair " << i;
+      EXPECT_FLOAT_EQ(model->weights().rope_freqs[i], float(rf[i].get<double>())) << "pair " << i;
   }
 
-  const int V = int(c["logits_shape"][1].as_int());
+  const int V = int(c.at("logits_shape")[1].get<int64_t>());
   ASSERT_EQ(cfg.n_vocab, V);
-  const auto ids = ids_of(c["ids"]);
-  const auto argmaxes = ids_of(c["argmax"]);
-  ASSERT_EQ(int64_t(ids.size()), c["logits_shape"][0].as_int());
-  const std::string bin = read_file(arch_dir() / c["logits_file"].as_string());
+  const auto ids = ids_of(c.at("ids"));
+  const auto argmaxes = ids_of(c.at("argmax"));
+  ASSERT_EQ(int64_t(ids.size()), c.at("logits_shape")[0].get<int64_t>());
+  const std::string bin = read_file(arch_dir() / c.at("logits_file").get<std::string>());
   ASSERT_EQ(bin.size(), ids.size() * size_t(V) * sizeof(float)) << "logits file is truncated";
   const float* ref = reinterpret_cast<const float*>(bin.data());
 

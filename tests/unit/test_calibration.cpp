@@ -9,7 +9,7 @@
 
 #include "engine/calibration.h"
 #include "engine/gguf_writer.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "test_support.h"
 
 namespace sinkscope {
@@ -69,11 +69,11 @@ TEST(Calibrate, FitsTheDefaultModelOnRealText) {
   std::ifstream mf(test::golden_dir() / "logits" / "manifest.json");
   std::stringstream ss;
   ss << mf.rdbuf();
-  const auto manifest = json::parse(ss.str());
+  const auto manifest = Json::parse(ss.str());
   std::vector<TokenId> tokens;
-  for (const auto& p : manifest["prompts"].as_array())
-    if (p["name"].as_string() == "long")
-      for (const auto& id : p["ids"].as_array()) tokens.push_back(TokenId(id.as_int()));
+  for (const auto& p : manifest.at("prompts"))
+    if (p.at("name").get<std::string>() == "long")
+      for (const auto& id : p.at("ids")) tokens.push_back(TokenId(id.get<int64_t>()));
   ASSERT_GE(tokens.size(), 1024u);
   auto model = Model::load(path);
   auto be = make_cpu_backend(model, {});

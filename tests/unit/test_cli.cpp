@@ -16,7 +16,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "cli_test_support.h"
 #include "test_support.h"
 
@@ -266,22 +266,22 @@ TEST(CliBinary, GenerateJsonWithDefaultModel) {
   auto r = run_binary({"generate", "--model", model.string(), "--prompt", secret, "--max-tokens",
                        "6", "--threads", "2", "--ctx", "256", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto v = sinkscope::json::parse(r.out);
-  EXPECT_EQ(v["backend"].as_string(), "cpu");
-  EXPECT_EQ(v["threads"].as_int(), 2);
-  EXPECT_EQ(v["context"].as_int(), 256);
-  EXPECT_GT(v["prompt_tokens"].as_int(), 3);
-  const auto& tokens = v["tokens"].as_array();
-  EXPECT_EQ(static_cast<int64_t>(tokens.size()), v["generated_tokens"].as_int());
+  const auto v = sinkscope::Json::parse(r.out);
+  EXPECT_EQ(v.at("backend").get<std::string>(), "cpu");
+  EXPECT_EQ(v.at("threads").get<int64_t>(), 2);
+  EXPECT_EQ(v.at("context").get<int64_t>(), 256);
+  EXPECT_GT(v.at("prompt_tokens").get<int64_t>(), 3);
+  const auto& tokens = v.at("tokens");
+  EXPECT_EQ(static_cast<int64_t>(tokens.size()), v.at("generated_tokens").get<int64_t>());
   EXPECT_GE(tokens.size(), 1u);
   EXPECT_LE(tokens.size(), 6u);
-  const std::string stop = v["stop_reason"].as_string();
+  const std::string stop = v.at("stop_reason").get<std::string>();
   EXPECT_TRUE(stop == "max_tokens" || stop == "eog") << stop;
   if (stop == "max_tokens") {
     EXPECT_EQ(tokens.size(), 6u);
   }
-  EXPECT_GT(v["prefill_tokens_per_s"].as_number(), 0.0);
-  EXPECT_EQ(v["model"].find("sha256"), nullptr);  // only with --hash
+  EXPECT_GT(v.at("prefill_tokens_per_s").get<double>(), 0.0);
+  EXPECT_FALSE(v.at("model").contains("sha256"));  // only with --hash
   EXPECT_EQ(r.err.find("Zebra"), std::string::npos) << "stderr must not contain the prompt";
 
   // Greedy generation is deterministic: streaming prints the same text as --json reports.
@@ -289,9 +289,9 @@ TEST(CliBinary, GenerateJsonWithDefaultModel) {
                   "--threads", "2", "--ctx", "256"});
   ASSERT_EQ(r.status, 0) << r.err;
   std::string streamed = r.out;
-  if (!streamed.empty() && streamed.back() == '\n' && !v["text"].as_string().ends_with("\n"))
+  if (!streamed.empty() && streamed.back() == '\n' && !v.at("text").get<std::string>().ends_with("\n"))
     streamed.pop_back();
-  EXPECT_EQ(streamed, v["text"].as_string());
+  EXPECT_EQ(streamed, v.at("text").get<std::string>());
   EXPECT_EQ(r.err.find("Zebra"), std::string::npos) << "stderr must not contain the prompt";
   EXPECT_NE(r.err.find("fingerprint"), std::string::npos) << r.err;
 }
@@ -302,7 +302,7 @@ TEST(CliBinary, ChatAndPromptTooLong) {
                        "--prompt", "Name a colour.", "--max-tokens", "4", "--threads", "2", "--ctx",
                        "128", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_GT(sinkscope::json::parse(r.out)["prompt_tokens"].as_int(), 10);
+  EXPECT_GT(sinkscope::Json::parse(r.out).at("prompt_tokens").get<int64_t>(), 10);
 
   std::string long_prompt;
   for (int i = 0; i < 40; ++i) long_prompt += "the quick brown fox jumps over the lazy dog ";
@@ -317,13 +317,13 @@ TEST(CliBinary, InfoJson) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
   auto r = run_binary({"info", "--model", model.string(), "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto v = sinkscope::json::parse(r.out);
-  EXPECT_EQ(v["config"]["architecture"].as_string(), "llama");
-  EXPECT_EQ(v["config"]["n_layer"].as_int(), 30);
-  EXPECT_EQ(v["config"]["n_vocab"].as_int(), 49152);
-  EXPECT_EQ(v["tokenizer"]["kind"].as_string(), "gpt2");
-  EXPECT_EQ(v["tokenizer"]["chat_format"].as_string(), "chatml");
-  EXPECT_GT(v["tensors"]["by_type"]["Q4_1"].as_int(), 0);
+  const auto v = sinkscope::Json::parse(r.out);
+  EXPECT_EQ(v.at("config").at("architecture").get<std::string>(), "llama");
+  EXPECT_EQ(v.at("config").at("n_layer").get<int64_t>(), 30);
+  EXPECT_EQ(v.at("config").at("n_vocab").get<int64_t>(), 49152);
+  EXPECT_EQ(v.at("tokenizer").at("kind").get<std::string>(), "gpt2");
+  EXPECT_EQ(v.at("tokenizer").at("chat_format").get<std::string>(), "chatml");
+  EXPECT_GT(v.at("tensors").at("by_type").at("Q4_1").get<int64_t>(), 0);
 }
 
 TEST(CliBinary, PerplexitySmallFile) {
@@ -339,11 +339,11 @@ TEST(CliBinary, PerplexitySmallFile) {
                        "32", "--threads", "2", "--json"});
   fs::remove(text);
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto v = sinkscope::json::parse(r.out);
-  EXPECT_GT(v["perplexity"].as_number(), 1.0);
-  EXPECT_LT(v["perplexity"].as_number(), 1000.0);
-  EXPECT_GE(v["chunks"].as_int(), 2);
-  EXPECT_NEAR(std::log(v["perplexity"].as_number()), v["mean_nll"].as_number(), 1e-9);
+  const auto v = sinkscope::Json::parse(r.out);
+  EXPECT_GT(v.at("perplexity").get<double>(), 1.0);
+  EXPECT_LT(v.at("perplexity").get<double>(), 1000.0);
+  EXPECT_GE(v.at("chunks").get<int64_t>(), 2);
+  EXPECT_NEAR(std::log(v.at("perplexity").get<double>()), v.at("mean_nll").get<double>(), 1e-9);
 }
 
 TEST(CliGenerateArgs, AttentionOptions) {
@@ -393,16 +393,16 @@ TEST(CliBinary, SparsePerplexityReportsSparsity) {
                        "1024", "--attention", "dynamic_sparse", "--lambda-prefill", "0.05",
                        "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto v = sinkscope::json::parse(r.out);
-  const auto& att = v["attention"];
-  EXPECT_EQ(att["type"].as_string(), "dynamic_sparse");
-  const auto& pre = att["prefill"];
-  EXPECT_GT(pre["tiles_visited"].as_int(), 0);
-  EXPECT_GT(pre["tiles_skipped"].as_int(), 0) << "repetitive text at lambda 0.05 skips tiles";
-  EXPECT_NEAR(pre["sparsity"].as_number(),
-              double(pre["tiles_skipped"].as_int()) / double(pre["tiles_visited"].as_int()), 1e-12);
-  EXPECT_EQ(pre["sparsity_per_layer"].as_array().size(), 30u);
-  EXPECT_LE(pre["dropped_mass_bound_max"].as_number(), 1.0 * 1024);
+  const auto v = sinkscope::Json::parse(r.out);
+  const auto& att = v.at("attention");
+  EXPECT_EQ(att.at("type").get<std::string>(), "dynamic_sparse");
+  const auto& pre = att.at("prefill");
+  EXPECT_GT(pre.at("tiles_visited").get<int64_t>(), 0);
+  EXPECT_GT(pre.at("tiles_skipped").get<int64_t>(), 0) << "repetitive text at lambda 0.05 skips tiles";
+  EXPECT_NEAR(pre.at("sparsity").get<double>(),
+              double(pre.at("tiles_skipped").get<int64_t>()) / double(pre.at("tiles_visited").get<int64_t>()), 1e-12);
+  EXPECT_EQ(pre.at("sparsity_per_layer").size(), 30u);
+  EXPECT_LE(pre.at("dropped_mass_bound_max").get<double>(), 1.0 * 1024);
   fs::remove(file);
 }
 
@@ -427,13 +427,13 @@ TEST(CliBinary, StreamPplThinnedReferenceScoresTheSameTokens) {
   const auto r = run({"--window", "256", "--recompute", "--stride", "4", "--backend", "cpu"});
   ASSERT_EQ(s.status, 0) << s.err;
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto vs = sinkscope::json::parse(s.out), vr = sinkscope::json::parse(r.out);
-  EXPECT_EQ(vs["scored"].as_int(), 29);
-  EXPECT_EQ(vr["scored"].as_int(), 29);
-  EXPECT_EQ(vs["backend"].as_string(), "cpu");
-  EXPECT_EQ(vs["stride"].as_int(), 4);
-  EXPECT_NEAR(vs["perplexity"].as_number(), vr["perplexity"].as_number(),
-              1e-4 * vr["perplexity"].as_number());
+  const auto vs = sinkscope::Json::parse(s.out), vr = sinkscope::Json::parse(r.out);
+  EXPECT_EQ(vs.at("scored").get<int64_t>(), 29);
+  EXPECT_EQ(vr.at("scored").get<int64_t>(), 29);
+  EXPECT_EQ(vs.at("backend").get<std::string>(), "cpu");
+  EXPECT_EQ(vs.at("stride").get<int64_t>(), 4);
+  EXPECT_NEAR(vs.at("perplexity").get<double>(), vr.at("perplexity").get<double>(),
+              1e-4 * vr.at("perplexity").get<double>());
   // Usage errors name the option.
   const auto bad = run({"--window", "256", "--backend", "tpu"});
   EXPECT_EQ(bad.status, 2);

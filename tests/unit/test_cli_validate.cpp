@@ -7,7 +7,7 @@
 
 #include "cli_test_support.h"
 #include "engine/config.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "validation_fixture.h"
 
 namespace sinkscope {
@@ -66,14 +66,14 @@ TEST(CliValidate, AFailedGateExitsThreeAndSaysWhy) {
   for (const auto& a : common_args()) args.push_back(a);
   const auto r = run_binary(args);
   ASSERT_EQ(r.status, 3) << r.err << r.out;
-  const json::Value j = json::parse(r.out);
-  EXPECT_FALSE(j["passed"].as_bool());
+  const Json j = Json::parse(r.out);
+  EXPECT_FALSE(j.at("passed").get<bool>());
   // int4 keys in a 64-token window cannot keep top-1 agreement at 99.99 %.
   bool top1_failed = false;
-  for (const auto& g : j["gates"].as_array())
-    if (g["name"].as_string() == "top1_agreement") {
-      top1_failed = !g["passed"].as_bool();
-      EXPECT_NE(g["reason"].as_string().find("similarity_min 0.9999"), std::string::npos) << r.out;
+  for (const auto& g : j.at("gates"))
+    if (g.at("name").get<std::string>() == "top1_agreement") {
+      top1_failed = !g.at("passed").get<bool>();
+      EXPECT_NE(g.at("reason").get<std::string>().find("similarity_min 0.9999"), std::string::npos) << r.out;
     }
   EXPECT_TRUE(top1_failed) << r.out;
   const ConfigParseResult back = load_config_file(out);
@@ -119,17 +119,17 @@ TEST(CliSweep, WritesCsvJsonAndMarksTheFronts) {
   const std::string c = slurp(csv);
   EXPECT_EQ(std::count(c.begin(), c.end(), '\n'), 9) << c;  // header + 8 points
   EXPECT_EQ(c.rfind("point,lambda,window,sinks,valid,passed,", 0), 0u) << c;
-  const json::Value j = json::parse(slurp(js));
-  ASSERT_EQ(j["points"].size(), 8u);
+  const Json j = Json::parse(slurp(js));
+  ASSERT_EQ(j.at("points").size(), 8u);
   int front = 0;
   double dense_kl = -1;
-  for (const auto& p : j["points"].as_array()) {
-    ASSERT_TRUE(p["valid"].as_bool()) << p["label"].as_string();
-    front += p["pareto_sparsity"].as_bool();
-    if (p["label"].as_string() == "lambda=0 window=full sinks=0") dense_kl = p["results"]["kl_mean"].as_number();
+  for (const auto& p : j.at("points")) {
+    ASSERT_TRUE(p.at("valid").get<bool>()) << p.at("label").get<std::string>();
+    front += p.at("pareto_sparsity").get<bool>();
+    if (p.at("label").get<std::string>() == "lambda=0 window=full sinks=0") dense_kl = p.at("results").at("kl_mean").get<double>();
     // Each point carries its validated config; it parses back.
     if (config_yaml_supported()) {
-      EXPECT_TRUE(parse_config(p["config_yaml"].as_string()).ok());
+      EXPECT_TRUE(parse_config(p.at("config_yaml").get<std::string>()).ok());
     }
   }
   EXPECT_EQ(dense_kl, 0.0);

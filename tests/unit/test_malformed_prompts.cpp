@@ -17,7 +17,7 @@
 #include "app/cli/commands.h"
 #include "engine/backend.h"
 #include "engine/gguf_writer.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/model.h"
 #include "engine/session.h"
 
@@ -75,7 +75,7 @@ class MalformedPrompts : public ::testing::Test {
     const Run r = cli({"generate", "--model", s_model_path, "--prompt", "Hello there",
                        "--max-tokens", "3", "--threads", "1", "--json"});
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_EQ(json::parse(r.out)["generated_tokens"].as_int(), 3);
+    EXPECT_EQ(Json::parse(r.out).at("generated_tokens").get<int64_t>(), 3);
   }
 
   static inline fs::path s_dir;
@@ -205,8 +205,8 @@ TEST_F(MalformedPrompts, CliInvalidUtf8IsValidInput) {
   Run r = cli({"generate", "--model", s_model_path, "--prompt", kInvalidUtf8, "--max-tokens", "4",
                "--threads", "1", "--json"});
   ASSERT_EQ(r.status, 0) << r.err;
-  const json::Value v = json::parse(r.out);  // the writer replaces invalid bytes: still JSON
-  EXPECT_EQ(v["prompt_tokens"].as_int(), int64_t(s_model->tokenizer().encode(kInvalidUtf8).size()));
+  const Json v = Json::parse(r.out);  // the writer replaces invalid bytes: still JSON
+  EXPECT_EQ(v.at("prompt_tokens").get<int64_t>(), int64_t(s_model->tokenizer().encode(kInvalidUtf8).size()));
   r = cli({"perplexity", "--model", s_model_path, "--file",
            write_file("bad.txt", kInvalidUtf8 + kInvalidUtf8), "--ctx", "32", "--threads", "1"});
   ASSERT_EQ(r.status, 0) << r.err;

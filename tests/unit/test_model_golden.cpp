@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "engine/backend.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
 #include "engine/sha256.h"
@@ -22,7 +22,7 @@ namespace {
 constexpr double kMaxLogitDiff = 1e-2;
 
 struct Golden {
-  json::Value manifest;
+  Json manifest;
   std::vector<float> rows;
   int n_vocab = 0;
 };
@@ -33,27 +33,27 @@ Golden load_golden() {
   std::ifstream mf(dir / "manifest.json");
   std::stringstream ss;
   ss << mf.rdbuf();
-  g.manifest = json::parse(ss.str());
-  const auto& lf = g.manifest["logits_file"];
-  const int64_t n_rows = lf["shape"][0].as_int();
-  g.n_vocab = int(lf["shape"][1].as_int());
-  std::ifstream bf(dir / lf["path"].as_string(), std::ios::binary);
+  g.manifest = Json::parse(ss.str());
+  const auto& lf = g.manifest.at("logits_file");
+  const int64_t n_rows = lf.at("shape")[0].get<int64_t>();
+  g.n_vocab = int(lf.at("shape")[1].get<int64_t>());
+  std::ifstream bf(dir / lf.at("path").get<std::string>(), std::ios::binary);
   g.rows.resize(size_t(n_rows) * size_t(g.n_vocab));
   bf.read(reinterpret_cast<char*>(g.rows.data()), std::streamsize(g.rows.size() * sizeof(float)));
   EXPECT_EQ(size_t(bf.gcount()), g.rows.size() * sizeof(float)) << "logits.bin is truncated";
   return g;
 }
 
-std::vector<TokenId> ids_of(const json::Value& arr) {
+std::vector<TokenId> ids_of(const Json& arr) {
   std::vector<TokenId> v;
-  for (const auto& x : arr.as_array()) v.push_back(TokenId(x.as_int()));
+  for (const auto& x : arr) v.push_back(TokenId(x.get<int64_t>()));
   return v;
 }
 
 TEST(ModelGolden, GoldenFilesAreIntact) {
   Golden g = load_golden();
   std::string bytes(reinterpret_cast<const char*>(g.rows.data()), g.rows.size() * sizeof(float));
-  EXPECT_EQ(sha256_hex(bytes), g.manifest["logits_file"]["sha256"].as_string());
+  EXPECT_EQ(sha256_hex(bytes), g.manifest.at("logits_file").at("sha256").get<std::string>());
 }
 
 TEST(ModelGolden, LogitsArgmaxAndGreedyContinuationMatchTransformers) {
@@ -64,10 +64,10 @@ TEST(ModelGolden, LogitsArgmaxAndGreedyContinuationMatchTransformers) {
   auto be = make_cpu_backend(model, {});
   const int V = g.n_vocab;
   int prompts_checked = 0;
-  for (const auto& p : g.manifest["prompts"].as_array()) {
-    const std::string name = p["name"].as_string();
-    const auto ids = ids_of(p["ids"]);
-    const auto argmaxes = ids_of(p["argmax"]);
+  for (const auto& p : g.manifest.at("prompts")) {
+    const std::string name = p.at("name").get<std::string>();
+    const auto ids = ids_of(p.at("ids"));
+    const auto argmaxes = ids_of(p.at("argmax"));
     std::vector<float> logits;
     be->reset();
     be->forward(ids, LogitsMode::kAll, logits);
@@ -80,11 +80,11 @@ TEST(ModelGolden, LogitsArgmaxAndGreedyContinuationMatchTransformers) {
     EXPECT_EQ(agree, int(ids.size())) << name << ": argmax agreement " << agree << "/" << ids.size();
 
     // Full-vocabulary rows at the stored positions.
-    const int64_t row0 = p["logits_row_offset"].as_int();
+    const int64_t row0 = p.at("logits_row_offset").get<int64_t>();
     double worst = 0;
-    const auto& positions = p["logits_positions"].as_array();
+    const auto& positions = p.at("logits_positions");
     for (size_t r = 0; r < positions.size(); ++r) {
-      const int64_t pos = positions[r].as_int();
+      const int64_t pos = positions[r].get<int64_t>();
       const float* ours = logits.data() + pos * V;
       const float* ref = g.rows.data() + (row0 + int64_t(r)) * V;
       for (int v = 0; v < V; ++v) {
@@ -98,10 +98,10 @@ TEST(ModelGolden, LogitsArgmaxAndGreedyContinuationMatchTransformers) {
 
     // 32-token greedy continuation through the decode path (quantized gemv, KV cache).
     GenerateOptions o;
-    o.max_tokens = int(p["continuation"].size());
+    o.max_tokens = int(p.at("continuation").size());
     o.stop_at_eog = false;
     auto r = generate(*be, ids, o);
-    EXPECT_EQ(r.tokens, ids_of(p["continuation"])) << name;
+    EXPECT_EQ(r.tokens, ids_of(p.at("continuation"))) << name;
     ++prompts_checked;
   }
   EXPECT_GE(prompts_checked, 3);

@@ -8,7 +8,7 @@
 
 #include "engine/gguf.h"
 #include "engine/gguf_writer.h"
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "engine/tokenizer.h"
 #include "engine/unicode.h"
 #include "tests/unit/test_support.h"
@@ -16,21 +16,21 @@
 namespace sinkscope {
 namespace {
 
-using json::Value;
+using Value = Json;
 
 const Value& golden() {
   static const Value v = [] {
     std::ifstream in(test::golden_dir() / "tokenizer" / "smollm2.json", std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
-    return json::parse(ss.str());
+    return Json::parse(ss.str());
   }();
   return v;
 }
 
 std::vector<TokenId> to_ids(const Value& arr) {
   std::vector<TokenId> out;
-  for (const Value& x : arr.as_array()) out.push_back(static_cast<TokenId>(x.as_int()));
+  for (const Value& x : arr) out.push_back(static_cast<TokenId>(x.get<int64_t>()));
   return out;
 }
 
@@ -57,11 +57,11 @@ class SmolLM2Tokenizer : public ::testing::Test {
 
 // Compares every golden text's ids; reports each mismatch with the text.
 void expect_golden_ids(const Tokenizer& tok, const Value& expected, bool parse_special) {
-  const Value& texts = golden()["texts"];
+  const Value& texts = golden().at("texts");
   ASSERT_EQ(texts.size(), expected.size());
   size_t ok = 0, n_ids = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    const std::string& text = texts[i].as_string();
+    const std::string& text = texts[i].get<std::string>();
     const std::vector<TokenId> want = to_ids(expected[i]);
     const std::vector<TokenId> got = tok.encode(text, parse_special, false);
     n_ids += want.size();
@@ -92,11 +92,11 @@ TEST_F(SmolLM2Tokenizer, Metadata) {
 }
 
 TEST_F(SmolLM2Tokenizer, GoldenIdsWithSpecialParsing) {
-  expect_golden_ids(*m_tok, golden()["smollm2"]["ids_special"], true);
+  expect_golden_ids(*m_tok, golden().at("smollm2").at("ids_special"), true);
 }
 
 TEST_F(SmolLM2Tokenizer, GoldenIdsWithoutSpecialParsing) {
-  expect_golden_ids(*m_tok, golden()["smollm2"]["ids_plain"], false);
+  expect_golden_ids(*m_tok, golden().at("smollm2").at("ids_plain"), false);
 }
 
 TEST_F(SmolLM2Tokenizer, ParseSpecialSwitch) {
@@ -148,21 +148,21 @@ TEST_F(SmolLM2Tokenizer, InvalidUtf8) {
 }
 
 TEST_F(SmolLM2Tokenizer, ChatTemplateMatchesHf) {
-  const Value& rows = golden()["smollm2"]["chat"];
+  const Value& rows = golden().at("smollm2").at("chat");
   ASSERT_GT(rows.size(), 0u);
   for (size_t i = 0; i < rows.size(); ++i) {
     std::vector<ChatMessage> msgs;
-    for (const Value& m : rows[i]["messages"].as_array())
-      msgs.push_back({m["role"].as_string(), m["content"].as_string()});
+    for (const Value& m : rows[i].at("messages"))
+      msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
     const std::string rendered = m_tok->apply_chat_template(msgs);
-    EXPECT_EQ(rendered, rows[i]["rendered"].as_string()) << "chat #" << i;
-    EXPECT_EQ(m_tok->encode(rendered, true), to_ids(rows[i]["ids"])) << "chat #" << i;
+    EXPECT_EQ(rendered, rows[i].at("rendered").get<std::string>()) << "chat #" << i;
+    EXPECT_EQ(m_tok->encode(rendered, true), to_ids(rows[i].at("ids"))) << "chat #" << i;
   }
   EXPECT_EQ(m_tok->apply_chat_template({}), "<|im_start|>assistant\n");
 }
 
 TEST(Tokenizer, PreSplitMatchesHfRegexes) {
-  const Value& texts = golden()["texts"];
+  const Value& texts = golden().at("texts");
   const std::pair<const char*, unicode::PreSplit> families[] = {
       {"gpt2", unicode::PreSplit::kGpt2},
       {"smollm", unicode::PreSplit::kSmolLM},
@@ -170,12 +170,12 @@ TEST(Tokenizer, PreSplitMatchesHfRegexes) {
       {"llama3", unicode::PreSplit::kLlama3},
   };
   for (const auto& [name, kind] : families) {
-    const Value& rows = golden()["pre_split"][name];
+    const Value& rows = golden().at("pre_split").at(name);
     size_t ok = 0;
     for (size_t i = 0; i < texts.size(); ++i) {
-      const std::string& text = texts[i].as_string();
+      const std::string& text = texts[i].get<std::string>();
       std::vector<int64_t> want, got;
-      for (const Value& n : rows[i].as_array()) want.push_back(n.as_int());
+      for (const Value& n : rows[i]) want.push_back(n.get<int64_t>());
       for (const auto& [b, e] : unicode::pre_split(kind, text)) got.push_back(int64_t(e - b));
       if (got == want) {
         ++ok;
@@ -199,7 +199,7 @@ class SpmTokenizer : public ::testing::Test {
 
 TEST_F(SpmTokenizer, GoldenIdsFromSentencePiece) {
   EXPECT_EQ(m_tok->model_name(), "llama");
-  expect_golden_ids(*m_tok, golden()["spm"]["ids"], false);
+  expect_golden_ids(*m_tok, golden().at("spm").at("ids"), false);
 }
 
 TEST_F(SpmTokenizer, BosSpacePrefixAndBytes) {

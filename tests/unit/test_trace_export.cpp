@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Chrome trace export: valid JSON (parsed back with engine/json.h), every event well formed,
+// Chrome trace export: valid JSON (parsed back with nlohmann-json), every event well formed,
 // ordering and nesting preserved, escaping, atomic write.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <map>
 #include <sstream>
 
-#include "engine/json.h"
+#include "engine/json_io.h"
 #include "profiler/chrome_trace.h"
 #include "profiler/span_timeline.h"
 #include "profiler/spans.h"
@@ -65,12 +65,12 @@ std::shared_ptr<const Timeline> sample() {
 TEST(ChromeTrace, ParsesBackAndEveryEventIsWellFormed) {
   const auto t = sample();
   const std::string text = chrome_trace_json(*t);
-  const json::Value doc = json::parse(text);
+  const Json doc = Json::parse(text);
   ASSERT_TRUE(doc.is_object());
-  const auto& events = doc["traceEvents"].as_array();
-  EXPECT_EQ(doc["displayTimeUnit"].as_string(), "ns");
-  EXPECT_EQ(doc["otherData"]["device"].as_string(), "Test GPU \"X\"");
-  EXPECT_EQ(doc["otherData"]["notes"][0].as_string(), "a note\nwith a newline");
+  const auto& events = doc.at("traceEvents");
+  EXPECT_EQ(doc.at("displayTimeUnit").get<std::string>(), "ns");
+  EXPECT_EQ(doc.at("otherData").at("device").get<std::string>(), "Test GPU \"X\"");
+  EXPECT_EQ(doc.at("otherData").at("notes")[0].get<std::string>(), "a note\nwith a newline");
 
   size_t complete = 0;
   bool metadata_done = false;
@@ -78,28 +78,28 @@ TEST(ChromeTrace, ParsesBackAndEveryEventIsWellFormed) {
   std::map<std::pair<int64_t, int64_t>, std::string> thread_names;
   for (const auto& e : events) {
     ASSERT_TRUE(e.is_object());
-    const std::string ph = e["ph"].as_string();
-    ASSERT_TRUE(e["name"].is_string());
-    ASSERT_TRUE(e["pid"].is_integer());
-    ASSERT_TRUE(e["tid"].is_integer());
-    ASSERT_TRUE(e["args"].is_object());
+    const std::string ph = e.at("ph").get<std::string>();
+    ASSERT_TRUE(e.at("name").is_string());
+    ASSERT_TRUE(e.at("pid").is_number_integer());
+    ASSERT_TRUE(e.at("tid").is_number_integer());
+    ASSERT_TRUE(e.at("args").is_object());
     if (ph == "M") {
       EXPECT_FALSE(metadata_done) << "metadata first";
-      if (e["name"].as_string() == "thread_name")
-        thread_names[{e["pid"].as_int(), e["tid"].as_int()}] = e["args"]["name"].as_string();
+      if (e.at("name").get<std::string>() == "thread_name")
+        thread_names[{e.at("pid").get<int64_t>(), e.at("tid").get<int64_t>()}] = e.at("args").at("name").get<std::string>();
       continue;
     }
     metadata_done = true;
     ASSERT_EQ(ph, "X");
     ++complete;
-    ASSERT_TRUE(e["cat"].is_string());
-    const double ts = e["ts"].as_number();
-    const double dur = e["dur"].as_number();
+    ASSERT_TRUE(e.at("cat").is_string());
+    const double ts = e.at("ts").get<double>();
+    const double dur = e.at("dur").get<double>();
     EXPECT_GE(ts, 0.0);
     EXPECT_GE(dur, 0.0);
     EXPECT_GE(ts, last_ts) << "sorted by ts";
     last_ts = ts;
-    EXPECT_TRUE(thread_names.count({e["pid"].as_int(), e["tid"].as_int()}))
+    EXPECT_TRUE(thread_names.count({e.at("pid").get<int64_t>(), e.at("tid").get<int64_t>()}))
         << "every lane is named";
   }
   EXPECT_EQ(complete, t->event_count());
@@ -108,41 +108,41 @@ TEST(ChromeTrace, ParsesBackAndEveryEventIsWellFormed) {
 
 TEST(ChromeTrace, TimesInMicrosecondsAndNestingPreserved) {
   const auto t = sample();
-  const json::Value doc = json::parse(chrome_trace_json(*t));
-  std::vector<const json::Value*> cpu;
-  const json::Value* kernel = nullptr;
-  const json::Value* weird = nullptr;
-  for (const auto& e : doc["traceEvents"].as_array()) {
-    if (e["ph"].as_string() != "X") continue;
-    if (e["pid"].as_int() == 1) cpu.push_back(&e);
-    if (e["cat"].as_string() == "kernel") kernel = &e;
-    if (e["name"].as_string().rfind("weird", 0) == 0) weird = &e;
+  const Json doc = Json::parse(chrome_trace_json(*t));
+  std::vector<const Json*> cpu;
+  const Json* kernel = nullptr;
+  const Json* weird = nullptr;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph").get<std::string>() != "X") continue;
+    if (e.at("pid").get<int64_t>() == 1) cpu.push_back(&e);
+    if (e.at("cat").get<std::string>() == "kernel") kernel = &e;
+    if (e.at("name").get<std::string>().rfind("weird", 0) == 0) weird = &e;
   }
   ASSERT_EQ(cpu.size(), 3u);
   // run > layer 0 > attention: each starts no earlier and ends no later than its parent.
-  EXPECT_EQ((*cpu[0])["name"].as_string(), "run");
-  EXPECT_EQ((*cpu[1])["name"].as_string(), "layer 0");
-  EXPECT_EQ((*cpu[1])["args"]["layer"].as_int(), 0);
-  EXPECT_EQ((*cpu[2])["name"].as_string(), "attention");
+  EXPECT_EQ((*cpu[0]).at("name").get<std::string>(), "run");
+  EXPECT_EQ((*cpu[1]).at("name").get<std::string>(), "layer 0");
+  EXPECT_EQ((*cpu[1]).at("args").at("layer").get<int64_t>(), 0);
+  EXPECT_EQ((*cpu[2]).at("name").get<std::string>(), "attention");
   for (size_t i = 1; i < cpu.size(); ++i) {
-    const double ps = (*cpu[i - 1])["ts"].as_number(), pd = (*cpu[i - 1])["dur"].as_number();
-    const double cs = (*cpu[i])["ts"].as_number(), cd = (*cpu[i])["dur"].as_number();
+    const double ps = (*cpu[i - 1]).at("ts").get<double>(), pd = (*cpu[i - 1]).at("dur").get<double>();
+    const double cs = (*cpu[i]).at("ts").get<double>(), cd = (*cpu[i]).at("dur").get<double>();
     EXPECT_GE(cs, ps);
     EXPECT_LE(cs + cd, ps + pd + 1e-9);
   }
-  EXPECT_DOUBLE_EQ((*cpu[2])["ts"].as_number(), 0.2);     // 200 ns after the first event
-  EXPECT_DOUBLE_EQ((*cpu[2])["dur"].as_number(), 1.034);  // fractional microseconds
+  EXPECT_DOUBLE_EQ((*cpu[2]).at("ts").get<double>(), 0.2);     // 200 ns after the first event
+  EXPECT_DOUBLE_EQ((*cpu[2]).at("dur").get<double>(), 1.034);  // fractional microseconds
   ASSERT_NE(kernel, nullptr);
-  EXPECT_EQ((*kernel)["args"]["grid"][0].as_int(), 9);
-  EXPECT_EQ((*kernel)["args"]["block"][0].as_int(), 128);
-  EXPECT_EQ((*kernel)["args"]["layer"].as_int(), 0);
+  EXPECT_EQ((*kernel).at("args").at("grid")[0].get<int64_t>(), 9);
+  EXPECT_EQ((*kernel).at("args").at("block")[0].get<int64_t>(), 128);
+  EXPECT_EQ((*kernel).at("args").at("layer").get<int64_t>(), 0);
   // The NVTX lane of the launching thread wins over its CPU lane (same thread, 42).
-  EXPECT_EQ((*kernel)["args"]["range"].as_string(), "layer 0");
-  EXPECT_EQ((*kernel)["args"]["bytes"].as_int(), 1'000'000);
-  EXPECT_DOUBLE_EQ((*kernel)["args"]["GB/s"].as_number(), 1000.0);
+  EXPECT_EQ((*kernel).at("args").at("range").get<std::string>(), "layer 0");
+  EXPECT_EQ((*kernel).at("args").at("bytes").get<int64_t>(), 1'000'000);
+  EXPECT_DOUBLE_EQ((*kernel).at("args").at("GB/s").get<double>(), 1000.0);
   ASSERT_NE(weird, nullptr);
-  EXPECT_EQ((*weird)["name"].as_string(), "weird \"name\" \\ \t\x01 \xEF\xBF\xBD end");
-  EXPECT_EQ((*weird)["dur"].as_number(), 0.0);
+  EXPECT_EQ((*weird).at("name").get<std::string>(), "weird \"name\" \\ \t\x01 \xEF\xBF\xBD end");
+  EXPECT_EQ((*weird).at("dur").get<double>(), 0.0);
 }
 
 TEST(ChromeTrace, JsonQuote) {
@@ -156,8 +156,8 @@ TEST(ChromeTrace, JsonQuote) {
 TEST(ChromeTrace, EmptyTimelineIsValid) {
   TimelineBuilder b;
   const auto t = b.build();
-  const json::Value doc = json::parse(chrome_trace_json(*t));
-  EXPECT_EQ(doc["traceEvents"].size(), 0u);
+  const Json doc = Json::parse(chrome_trace_json(*t));
+  EXPECT_EQ(doc.at("traceEvents").size(), 0u);
 }
 
 TEST(ChromeTrace, WritesAtomically) {
@@ -178,8 +178,8 @@ TEST(ChromeTrace, WritesAtomically) {
   ASSERT_TRUE(write_chrome_trace(*t, path));
   std::stringstream ss;
   ss << std::ifstream(path).rdbuf();
-  const json::Value doc = json::parse(ss.str());
-  EXPECT_EQ(doc["otherData"]["source"].as_string(), "cpu-spans");
+  const Json doc = Json::parse(ss.str());
+  EXPECT_EQ(doc.at("otherData").at("source").get<std::string>(), "cpu-spans");
   size_t files = 0;
   for ([[maybe_unused]] const auto& f : std::filesystem::directory_iterator(dir)) ++files;
   EXPECT_EQ(files, 1u) << "no temporary file left behind";

@@ -3,130 +3,50 @@
 
 #include <QFile>
 #include <QFileInfo>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 
 #include <cmath>
+#include <string_view>
+
+#include "engine/json_io.h"
+#include "engine/sweep_result.h"
 
 namespace sinkscope::gui {
 
-namespace {
-
-// Reading one JSON object with typed accessors that record the first problem by key path.
-struct Reader {
-  QString* error;
-  bool failed() const { return !error->isEmpty(); }
-  void fail(const QString& key, const QString& what) {
-    if (!failed()) *error = key + QStringLiteral(": ") + what;
-  }
-  QString string(const QJsonObject& o, const QString& path, const char* key, bool required) {
-    const QJsonValue v = o.value(QLatin1String(key));
-    if (v.isUndefined() && !required) return {};
-    if (!v.isString())
-      fail(path + QLatin1String(key),
-           v.isUndefined() ? QStringLiteral("missing") : QStringLiteral("expected a string"));
-    return v.toString();
-  }
-  bool boolean(const QJsonObject& o, const QString& path, const char* key, bool required) {
-    const QJsonValue v = o.value(QLatin1String(key));
-    if (v.isUndefined() && !required) return false;
-    if (!v.isBool())
-      fail(path + QLatin1String(key),
-           v.isUndefined() ? QStringLiteral("missing") : QStringLiteral("expected true or false"));
-    return v.toBool();
-  }
-  // A number, or NaN for null / absent.
-  double number(const QJsonObject& o, const QString& path, const char* key) {
-    const QJsonValue v = o.value(QLatin1String(key));
-    if (v.isUndefined() || v.isNull()) return NAN;
-    if (!v.isDouble()) fail(path + QLatin1String(key), QStringLiteral("expected a number or null"));
-    return v.toDouble();
-  }
-};
-
-ValidationResults readResults(Reader& rd, const QJsonObject& o, const QString& path) {
-  ValidationResults r;
-  r.ppl_delta_pct = rd.number(o, path, "ppl_delta_pct");
-  r.kl_mean = rd.number(o, path, "kl_mean");
-  r.top1_agreement = rd.number(o, path, "top1_agreement");
-  r.rouge_l = rd.number(o, path, "rouge_l");
-  r.passkey_accuracy = rd.number(o, path, "passkey_accuracy");
-  r.baseline_passkey_accuracy = rd.number(o, path, "baseline_passkey_accuracy");
-  r.sparsity_prefill = rd.number(o, path, "sparsity_prefill");
-  r.sparsity_decode = rd.number(o, path, "sparsity_decode");
-  r.ttft_ms = rd.number(o, path, "ttft_ms");
-  r.tpot_ms = rd.number(o, path, "tpot_ms");
-  r.peak_kv_mib = rd.number(o, path, "peak_kv_mib");
-  return r;
-}
-
-}  // namespace
-
 std::optional<SweepResults> parseSweepJson(const QByteArray& json, QString* error) {
-  QString err;
-  Reader rd{&err};
-  auto done = [&]() -> bool {
-    if (error) *error = err;
-    return err.isEmpty();
+  auto fail = [error](const QString& why) -> std::optional<SweepResults> {
+    if (error) *error = why;
+    return std::nullopt;
   };
-  QJsonParseError pe;
-  const QJsonDocument doc = QJsonDocument::fromJson(json, &pe);
-  if (pe.error != QJsonParseError::NoError) {
-    err = QObject::tr("not valid JSON at byte %1: %2").arg(pe.offset).arg(pe.errorString());
-    done();
-    return std::nullopt;
-  }
-  if (!doc.isObject()) {
-    err = QObject::tr("not a sweep result: expected a JSON object with \"points\"");
-    done();
-    return std::nullopt;
-  }
-  const QJsonObject top = doc.object();
-  const QJsonValue points = top.value(QLatin1String("points"));
-  if (!points.isArray()) {
-    err =
-        QObject::tr("points: %1 (is this a `sinkscope-cli sweep --json-out` file?)")
-            .arg(points.isUndefined() ? QObject::tr("missing") : QObject::tr("expected an array"));
-    done();
-    return std::nullopt;
+  SweepResult doc;
+  try {
+    doc = Json::parse(std::string_view(json.constData(), size_t(json.size())))
+              .get<SweepResult>();
+  } catch (const Json::parse_error& e) {  // nlohmann's message has the line and column
+    return fail(QObject::tr("not valid JSON: %1").arg(QString::fromStdString(e.what())));
+  } catch (const SweepFormatError& e) {
+    return fail(QString::fromStdString(e.what()));
   }
   SweepResults r;
-  r.grid = rd.string(top, {}, "grid", false);
-  r.dataset = rd.string(top, {}, "dataset", false);
-  r.device = rd.string(top, {}, "device", false);
-  r.modelSha256 = rd.string(top, {}, "model_sha256", false);
-  const double samples = rd.number(top, {}, "samples");
-  r.samples = std::isnan(samples) ? 0 : qint64(samples);
-  const QJsonArray arr = points.toArray();
-  for (qsizetype i = 0; i < arr.size() && !rd.failed(); ++i) {
-    const QString path = QStringLiteral("points[%1].").arg(i);
-    if (!arr[i].isObject()) {
-      rd.fail(path.chopped(1), QObject::tr("expected an object"));
-      break;
-    }
-    const QJsonObject o = arr[i].toObject();
+  r.grid = QString::fromStdString(doc.grid);
+  r.dataset = QString::fromStdString(doc.dataset);
+  r.device = QString::fromStdString(doc.device);
+  r.modelSha256 = QString::fromStdString(doc.model_sha256);
+  r.samples = doc.samples;
+  for (SweepPointResult& d : doc.points) {
     SweepPoint p;
-    const double index = rd.number(o, path, "index");
-    p.index = std::isnan(index) ? int(i) : int(index);
-    p.label = rd.string(o, path, "label", true);
-    p.valid = rd.boolean(o, path, "valid", true);
-    p.invalid = rd.string(o, path, "invalid", false);
-    p.passed = rd.boolean(o, path, "passed", false);
-    p.gates = rd.string(o, path, "gates", false);
-    p.paretoSparsity = rd.boolean(o, path, "pareto_sparsity", false);
-    p.paretoMemory = rd.boolean(o, path, "pareto_memory", false);
-    p.configYaml = rd.string(o, path, "config_yaml", true);
-    const QJsonValue res = o.value(QLatin1String("results"));
-    if (res.isObject())
-      p.results = readResults(rd, res.toObject(), path + QStringLiteral("results."));
-    else if (!res.isUndefined() && !res.isNull())
-      rd.fail(path + QStringLiteral("results"), QObject::tr("expected an object"));
-    else if (p.valid)
-      rd.fail(path + QStringLiteral("results"), QObject::tr("missing on a valid point"));
+    p.index = int(d.index);
+    p.label = QString::fromStdString(d.label);
+    p.valid = d.valid;
+    p.invalid = QString::fromStdString(d.invalid);
+    p.passed = d.passed;
+    p.results = d.results;
+    p.gates = QString::fromStdString(d.gates);
+    p.paretoSparsity = d.pareto_sparsity;
+    p.paretoMemory = d.pareto_memory;
+    p.configYaml = QString::fromStdString(d.config_yaml);
     r.points.push_back(std::move(p));
   }
-  if (!done()) return std::nullopt;
+  if (error) error->clear();
   return r;
 }
 

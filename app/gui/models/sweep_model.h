@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // A sweep's results as the GUI reads them: the JSON document `sinkscope-cli sweep --json-out`
-// writes (app/cli/cmd_validate.cpp) -- points with their label, validity, results, gate
-// summary, Pareto flags (sparsity vs KL, KV memory vs KL) and each point's config_yaml -- and a
-// table model of its points for the sweep view. A malformed file becomes a message that names
-// the file and the offending key, never a crash; the previous results are kept then.
+// writes, read through its one schema (engine/sweep_result.h) -- points with their label,
+// validity, results, gate summary, Pareto flags (sparsity vs KL, KV memory vs KL) and each
+// point's config_yaml -- and a table model of its points for the sweep view. A malformed file
+// becomes a message that names the file and the offending key, never a crash; the previous
+// results are kept then.
 #pragma once
 
 #include <QAbstractTableModel>
