@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -48,7 +49,7 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     out << a.help_text;
     return 0;
   }
-  // Header, config and tokenizer only: no need to dequantize the weights.
+  // Header, config and tokenizer only: the weights are not read.
   const auto path = resolve_model_path(a.model);
   const auto file = GgufFile::open(path);
   const ModelConfig c = read_model_config(*file);
@@ -56,10 +57,16 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
 
   std::map<std::string, int> by_type;
   int64_t n_params = 0;
+  uint64_t weight_bytes = 0;
   for (const GgufTensorInfo& t : file->tensors()) {
     ++by_type[ggml_type_name(t.type)];
     n_params += t.n_elements;
+    weight_bytes += t.n_bytes;
   }
+  // The engine maps the weights as stored (no copies) and keeps a float32 KV cache on the CPU
+  // (K and V of every layer per token), allocated page by page as the context grows.
+  const uint64_t kv_per_token = 2ull * uint64_t(c.n_layer) * uint64_t(c.kv_dim()) * sizeof(float);
+  const uint64_t kv_trained = kv_per_token * uint64_t(std::max(0, c.n_ctx_train));
 
   if (a.json) {
     Json j;
@@ -90,6 +97,10 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     tensors["parameters"] = static_cast<long long>(n_params);
     Json& types = tensors["by_type"] = Json::object();
     for (const auto& [type, n] : by_type) types[type] = n;
+    Json& mem = j["memory"];
+    mem["weights_bytes"] = static_cast<unsigned long long>(weight_bytes);
+    mem["kv_bytes_per_token"] = static_cast<unsigned long long>(kv_per_token);
+    mem["kv_bytes_trained_context"] = static_cast<unsigned long long>(kv_trained);
     Json& t = j["tokenizer"];
     t["kind"] = tok->model_name();
     t["vocab_size"] = tok->vocab_size();
@@ -125,6 +136,11 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   out << "tensors: " << file->tensors().size() << " (" << std::fixed << std::setprecision(1)
       << n_params / 1e6 << " M parameters)\n";
   for (const auto& [type, n] : by_type) row(type.c_str()) << n << "\n";
+  out << "memory (CPU):\n";
+  row("weights") << std::fixed << std::setprecision(1) << weight_bytes / (1024.0 * 1024.0)
+                 << " MiB, mapped from the file as stored\n";
+  row("KV cache") << kv_per_token / 1024.0 << " KiB per token (float32), "
+                  << kv_trained / (1024.0 * 1024.0) << " MiB at the trained context\n";
   out << "tokenizer:\n";
   row("kind") << tok->model_name() << "\n";
   row("vocabulary") << tok->vocab_size() << "\n";

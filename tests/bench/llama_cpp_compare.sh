@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # SinkScope's CPU engine against llama.cpp on the same GGUF file and thread count, alternating
 # runs: prefill of 512 tokens and 128 decode steps after a 512-token context (llama-bench's pp512
-# and tg128 @ d512 against bench_cpu_e2e's prefill and decode), then a table with the ratios.
+# and tg128 @ d512 against bench_cpu_e2e's prefill and decode), then a table with the ratios; the
+# peak RSS of each program over one such run (prefill 512, then 128 decode steps), from
+# /usr/bin/time, is the table's last row.
 # llama.cpp is built once, CPU only, from the llama-cpp-python sdist's vendor/llama.cpp (PyPI),
 # in build/llama-cpp.
 #   bash tests/bench/llama_cpp_compare.sh [--threads N] [--rounds N] [--model FILE]
@@ -55,9 +57,14 @@ for r in $(seq 1 "$ROUNDS"); do
   ours=$(grep -E "^\| +$THREADS \|" "$out/ours_$r.txt" | awk -F'|' '{gsub(/ /,""); print $3, $4}')
   echo "$r $lc_pp $lc_tg $ours" >>"$out/runs.txt"
 done
-python3 - "$out/runs.txt" "$THREADS" "${SINKSCOPE_QGEMV:-float}" <<'PY'
+# Peak RSS (KiB) of one whole run of each program: the model loaded, 512 tokens, 128 steps.
+rss() { /usr/bin/time -f "%M" -o "$out/rss.txt" "$@" >/dev/null 2>&1 && cat "$out/rss.txt"; }
+lc_rss=$(rss "$BENCH" -m "$MODEL" -t "$THREADS" -p 512 -n 128 -r 1)
+our_rss=$(rss "$OURS" --threads "$THREADS" --prefill 512 --decode 128 --reps 1)
+python3 - "$out/runs.txt" "$THREADS" "${SINKSCOPE_QGEMV:-float}" "$lc_rss" "$our_rss" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1]) if l.strip()]
+lc_rss, our_rss = float(sys.argv[4]) / 1024, float(sys.argv[5]) / 1024
 med = lambda i: statistics.median(r[i] for r in rows)
 lc_pp, lc_tg, our_pp, our_tg = med(0), med(1), med(2), med(3)
 print(f"threads {sys.argv[2]}, {len(rows)} alternating rounds, medians (SinkScope qgemv: {sys.argv[3]})")
@@ -65,4 +72,5 @@ print("| | llama.cpp | SinkScope | ratio |")
 print("|---|--:|--:|--:|")
 print(f"| prefill 512 tokens, tok/s | {lc_pp:.1f} | {our_pp:.1f} | {our_pp / lc_pp:.2f}x |")
 print(f"| decode 128 after 512, tok/s | {lc_tg:.1f} | {our_tg:.1f} | {our_tg / lc_tg:.2f}x |")
+print(f"| peak RSS, prefill 512 + decode 128, MiB | {lc_rss:.0f} | {our_rss:.0f} | {our_rss / lc_rss:.2f}x |")
 PY

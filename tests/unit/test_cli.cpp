@@ -324,6 +324,14 @@ TEST(CliBinary, InfoJson) {
   EXPECT_EQ(v.at("tokenizer").at("kind").get<std::string>(), "gpt2");
   EXPECT_EQ(v.at("tokenizer").at("chat_format").get<std::string>(), "chatml");
   EXPECT_GT(v.at("tensors").at("by_type").at("Q4_1").get<int64_t>(), 0);
+  // SmolLM2-135M: 30 layers x K and V x 3 KV heads x 64 dims x 4 bytes per token; the weights
+  // are the file's tensor bytes (the file is a little larger: header and alignment).
+  const auto& mem = v.at("memory");
+  EXPECT_EQ(mem.at("kv_bytes_per_token").get<int64_t>(), 30 * 2 * 192 * 4);
+  EXPECT_EQ(mem.at("kv_bytes_trained_context").get<int64_t>(), int64_t(30 * 2 * 192 * 4) * 8192);
+  const int64_t weights = mem.at("weights_bytes").get<int64_t>();
+  EXPECT_LE(weights, int64_t(fs::file_size(model)));
+  EXPECT_GT(weights, int64_t(fs::file_size(model)) * 95 / 100);
 }
 
 TEST(CliBinary, PerplexitySmallFile) {

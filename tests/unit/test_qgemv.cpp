@@ -120,3 +120,56 @@ TEST(Qgemv, Int8ActivationsHandleZeroAndTinyBlocks) {
 
 }  // namespace
 }  // namespace sinkscope
+
+namespace sinkscope {
+namespace {
+
+// Prefill's path (linear_q): dequantize_rows equals dequantize_row bit for bit (its AVX2 rows do
+// the same operations), and y = x W^T over tiles dequantized on the fly equals a float64 product
+// of the dequantized weights within float rounding, for tile counts of 1 and many, and with or
+// without a pool (which does not change a value).
+TEST(LinearQ, TilesOfDequantizedRowsGiveTheProduct) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> gauss(0.f, 1.f);
+  ThreadPool pool(2);
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ8_0}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 64}, {1000, 576}}) {
+      const std::vector<uint8_t> data = random_matrix(type, rows, cols, rng);
+      QuantMatrix w;
+      w.type = type;
+      w.data = data.data();
+      w.rows = rows;
+      w.cols = cols;
+      w.row_bytes = uint64_t(data.size() / size_t(rows));
+      const std::string name = std::string(ggml_type_name(type)) + " " + std::to_string(rows) +
+                               "x" + std::to_string(cols);
+      const std::vector<float> all = dequantize(w);
+      std::vector<float> ref(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_row(type, w.data + uint64_t(r) * w.row_bytes, ref.data(), cols);
+        ASSERT_EQ(0, std::memcmp(ref.data(), &all[size_t(r * cols)], sizeof(float) * size_t(cols)))
+            << name << " row " << r;
+      }
+      const int64_t m = 37;
+      std::vector<float> x(size_t(m * cols));
+      for (auto& v : x) v = gauss(rng);
+      std::vector<float> y(size_t(m * rows)), yp(y);
+      linear_q(x.data(), w, y.data(), m, nullptr);
+      linear_q(x.data(), w, yp.data(), m, &pool);
+      EXPECT_EQ(y, yp) << name;
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < rows; ++j) {
+          double acc = 0, mag = 0;
+          for (int64_t t = 0; t < cols; ++t) {
+            const double p = double(x[size_t(i * cols + t)]) * all[size_t(j * cols + t)];
+            acc += p;
+            mag += std::fabs(p);
+          }
+          ASSERT_NEAR(y[size_t(i * rows + j)], acc, 1e-5 * mag + 1e-6) << name << " (" << i << ", " << j << ")";
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sinkscope
