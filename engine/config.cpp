@@ -12,6 +12,10 @@
 
 #include "engine/atomic_file.h"
 
+#if SINKSCOPE_HAVE_YAML_CPP
+#include <yaml-cpp/yaml.h>
+#endif
+
 namespace sinkscope {
 
 // --- enums ------------------------------------------------------------------------------------
@@ -107,39 +111,6 @@ std::string num(double v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
-}
-
-std::string yaml_string(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          static const char* hex = "0123456789abcdef";
-          out += "\\x";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += static_cast<char>(c);  // UTF-8 passes through
-        }
-    }
-  }
-  return out + "\"";
 }
 
 bool is_sha256_text(const std::string& s) {
@@ -328,101 +299,178 @@ SinkScopeConfig load_config_or_throw(const std::filesystem::path& path) {
 // --- writing ----------------------------------------------------------------------------------
 namespace {
 
+#if SINKSCOPE_HAVE_YAML_CPP
+
+// The config as one YAML::Emitter block mapping: yaml-cpp does the layout and the quoting.
+// Strings are double-quoted so that no value can read back as a number, bool or null; floats are
+// yaml_float()'s text written as a plain scalar. yaml-cpp writes UTF-8 text: bytes that are not
+// UTF-8 come out as U+FFFD, which is why the reader refuses them (config_schema.cpp).
 class YamlOut {
  public:
-  void section(int depth, const char* key) { line(depth, key) += ":\n"; }
-  void str(int depth, const char* key, std::string_view v) {
-    line(depth, key) += ": " + yaml_string(v) + "\n";
+  YamlOut() { m_y << YAML::BeginMap; }
+  void begin(const char* key) { m_y << YAML::Key << key << YAML::Value << YAML::BeginMap; }
+  void end() { m_y << YAML::EndMap; }
+  void str(const char* key, const std::string& v) {
+    m_y << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << v;
   }
-  void word(int depth, const char* key, const char* v) {
-    line(depth, key) += std::string(": ") + v + "\n";
+  void word(const char* key, const char* v) { m_y << YAML::Key << key << YAML::Value << v; }
+  void integer(const char* key, int64_t v) { m_y << YAML::Key << key << YAML::Value << v; }
+  void real(const char* key, double v) {
+    m_y << YAML::Key << key << YAML::Value << yaml_float(v);
   }
-  void integer(int depth, const char* key, int64_t v) {
-    line(depth, key) += ": " + std::to_string(v) + "\n";
+  void boolean(const char* key, bool v) { m_y << YAML::Key << key << YAML::Value << v; }
+  std::string take() {
+    m_y << YAML::EndMap;
+    if (!m_y.good()) throw std::logic_error("format_config: " + m_y.GetLastError());
+    return std::string(m_y.c_str(), m_y.size()) + "\n";
   }
-  void real(int depth, const char* key, double v) {
-    line(depth, key) += ": " + yaml_float(v) + "\n";
+
+ private:
+  YAML::Emitter m_y;
+};
+
+#else  // !SINKSCOPE_HAVE_YAML_CPP: builds without yaml-cpp (the GPU machines) still write configs.
+
+// The same block layout written by hand: two spaces per level, strings double-quoted with C-style
+// escapes. Both builds write the same text for the same config, except for control characters
+// other than \t \n \r, which the two escape differently but which read back the same.
+std::string yaml_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          static const char* hex = "0123456789abcdef";
+          out += "\\x";
+          out += hex[c >> 4];
+          out += hex[c & 15];
+        } else {
+          out += static_cast<char>(c);  // UTF-8 passes through
+        }
+    }
   }
-  void boolean(int depth, const char* key, bool v) { word(depth, key, v ? "true" : "false"); }
+  return out + "\"";
+}
+
+class YamlOut {
+ public:
+  void begin(const char* key) {
+    line(key) += ":\n";
+    ++m_depth;
+  }
+  void end() { --m_depth; }
+  void str(const char* key, std::string_view v) { line(key) += ": " + yaml_string(v) + "\n"; }
+  void word(const char* key, const char* v) { line(key) += std::string(": ") + v + "\n"; }
+  void integer(const char* key, int64_t v) { line(key) += ": " + std::to_string(v) + "\n"; }
+  void real(const char* key, double v) { line(key) += ": " + yaml_float(v) + "\n"; }
+  void boolean(const char* key, bool v) { word(key, v ? "true" : "false"); }
   std::string take() { return std::move(m_out); }
 
  private:
-  std::string& line(int depth, const char* key) {
-    m_out.append(size_t(depth) * 2, ' ');
+  std::string& line(const char* key) {
+    m_out.append(size_t(m_depth) * 2, ' ');
     m_out += key;
     return m_out;
   }
   std::string m_out;
+  int m_depth = 0;
 };
+
+#endif
 
 }  // namespace
 
 std::string format_config(const SinkScopeConfig& c) {
   YamlOut y;
-  y.integer(0, "sinkscope_config_version", c.sinkscope_config_version);
-  y.section(0, "model");
-  y.str(1, "path", c.model.path);
-  y.str(1, "sha256", c.model.sha256);
-  y.str(1, "architecture", c.model.architecture);
+  y.integer("sinkscope_config_version", c.sinkscope_config_version);
+  y.begin("model");
+  y.str("path", c.model.path);
+  y.str("sha256", c.model.sha256);
+  y.str("architecture", c.model.architecture);
+  y.end();
 
   const InferenceSection& in = c.inference;
-  y.section(0, "inference");
-  y.integer(1, "max_context_length", in.max_context_length);
-  y.section(1, "cache");
-  y.word(2, "strategy", to_string(in.cache.strategy));
-  y.integer(2, "window_size", in.cache.window_size);
-  y.integer(2, "sink_keep_count", in.cache.sink_keep_count);
-  y.word(2, "position_mode", to_string(in.cache.position_mode));
-  y.integer(2, "block_size", in.cache.block_size);
-  y.integer(2, "per_request_limit_tokens", in.cache.per_request_limit_tokens);
-  y.integer(2, "global_cache_limit_mib", in.cache.global_cache_limit_mib);
-  y.section(1, "attention");
-  y.word(2, "dtype", to_string(in.attention.dtype));
-  y.word(2, "type", to_string(in.attention.type));
-  y.word(2, "threshold_mode", to_string(in.attention.threshold_mode));
-  y.real(2, "threshold_prefill", in.attention.threshold_prefill);
-  y.real(2, "threshold_decode", in.attention.threshold_decode);
-  y.integer(2, "min_sequence_length", in.attention.min_sequence_length);
-  y.boolean(2, "skip_value_load", in.attention.skip_value_load);
-  y.boolean(2, "skip_softmax_exp", in.attention.skip_softmax_exp);
-  y.section(1, "quantization");
-  y.boolean(2, "enabled", in.quantization.enabled);
-  y.word(2, "kv_dtype", to_string(in.quantization.kv_dtype));
-  y.integer(2, "group_size", in.quantization.group_size);
-  y.boolean(2, "protect_sink_positions", in.quantization.protect_sink_positions);
+  y.begin("inference");
+  y.integer("max_context_length", in.max_context_length);
+  y.begin("cache");
+  y.word("strategy", to_string(in.cache.strategy));
+  y.integer("window_size", in.cache.window_size);
+  y.integer("sink_keep_count", in.cache.sink_keep_count);
+  y.word("position_mode", to_string(in.cache.position_mode));
+  y.integer("block_size", in.cache.block_size);
+  y.integer("per_request_limit_tokens", in.cache.per_request_limit_tokens);
+  y.integer("global_cache_limit_mib", in.cache.global_cache_limit_mib);
+  y.end();
+  y.begin("attention");
+  y.word("dtype", to_string(in.attention.dtype));
+  y.word("type", to_string(in.attention.type));
+  y.word("threshold_mode", to_string(in.attention.threshold_mode));
+  y.real("threshold_prefill", in.attention.threshold_prefill);
+  y.real("threshold_decode", in.attention.threshold_decode);
+  y.integer("min_sequence_length", in.attention.min_sequence_length);
+  y.boolean("skip_value_load", in.attention.skip_value_load);
+  y.boolean("skip_softmax_exp", in.attention.skip_softmax_exp);
+  y.end();
+  y.begin("quantization");
+  y.boolean("enabled", in.quantization.enabled);
+  y.word("kv_dtype", to_string(in.quantization.kv_dtype));
+  y.integer("group_size", in.quantization.group_size);
+  y.boolean("protect_sink_positions", in.quantization.protect_sink_positions);
+  y.end();
+  y.end();
 
   if (c.validation) {
     const ValidationSection& v = *c.validation;
-    y.section(0, "validation");
-    y.str(1, "baseline", v.baseline);
-    y.section(1, "dataset");
-    y.str(2, "name", v.dataset.name);
-    y.integer(2, "samples", v.dataset.samples);
-    y.str(2, "sha256", v.dataset.sha256);
+    y.begin("validation");
+    y.str("baseline", v.baseline);
+    y.begin("dataset");
+    y.str("name", v.dataset.name);
+    y.integer("samples", v.dataset.samples);
+    y.str("sha256", v.dataset.sha256);
+    y.end();
     const ValidationResults& r = v.results;
-    y.section(1, "results");
-    y.real(2, "ppl_delta_pct", r.ppl_delta_pct);
-    y.real(2, "kl_mean", r.kl_mean);
-    y.real(2, "top1_agreement", r.top1_agreement);
-    y.real(2, "rouge_l", r.rouge_l);
-    y.real(2, "passkey_accuracy", r.passkey_accuracy);
-    y.real(2, "baseline_passkey_accuracy", r.baseline_passkey_accuracy);
-    y.real(2, "sparsity_prefill", r.sparsity_prefill);
-    y.real(2, "sparsity_decode", r.sparsity_decode);
-    y.real(2, "ttft_ms", r.ttft_ms);
-    y.real(2, "tpot_ms", r.tpot_ms);
-    y.real(2, "peak_kv_mib", r.peak_kv_mib);
-    y.section(1, "gates");
-    y.real(2, "ppl_delta_pct_max", v.gates.ppl_delta_pct_max);
-    y.real(2, "similarity_min", v.gates.similarity_min);
-    y.boolean(1, "passed", v.passed);
+    y.begin("results");
+    y.real("ppl_delta_pct", r.ppl_delta_pct);
+    y.real("kl_mean", r.kl_mean);
+    y.real("top1_agreement", r.top1_agreement);
+    y.real("rouge_l", r.rouge_l);
+    y.real("passkey_accuracy", r.passkey_accuracy);
+    y.real("baseline_passkey_accuracy", r.baseline_passkey_accuracy);
+    y.real("sparsity_prefill", r.sparsity_prefill);
+    y.real("sparsity_decode", r.sparsity_decode);
+    y.real("ttft_ms", r.ttft_ms);
+    y.real("tpot_ms", r.tpot_ms);
+    y.real("peak_kv_mib", r.peak_kv_mib);
+    y.end();
+    y.begin("gates");
+    y.real("ppl_delta_pct_max", v.gates.ppl_delta_pct_max);
+    y.real("similarity_min", v.gates.similarity_min);
+    y.end();
+    y.boolean("passed", v.passed);
+    y.end();
   }
   if (!c.provenance.empty()) {
-    y.section(0, "provenance");
-    y.str(1, "engine_version", c.provenance.engine_version);
-    y.str(1, "git_sha", c.provenance.git_sha);
-    y.str(1, "device", c.provenance.device);
-    y.str(1, "created", c.provenance.created);
+    y.begin("provenance");
+    y.str("engine_version", c.provenance.engine_version);
+    y.str("git_sha", c.provenance.git_sha);
+    y.str("device", c.provenance.device);
+    y.str("created", c.provenance.created);
+    y.end();
   }
   return y.take();
 }

@@ -223,8 +223,8 @@ std::vector<ConfigProblem> check_against_model(const SinkScopeConfig& c, int hea
 
 // --- writing ----------------------------------------------------------------------------------
 // Deterministic YAML in schema order; floats in the shortest text that reads back to the same
-// double (always with a '.' so YAML 1.1 readers also see a float); strings double-quoted;
-// `validation` only when present, `provenance` only when not empty.
+// double (always with a '.' so YAML 1.1 readers also see a float); strings double-quoted, UTF-8
+// (yaml-cpp's emitter); `validation` only when present, `provenance` only when not empty.
 std::string format_config(const SinkScopeConfig& c);
 
 // format_config() written atomically (engine/atomic_file.h).

@@ -192,6 +192,39 @@ std::string describe(const YAML::Node& n) {
   }
 }
 
+// Well-formed UTF-8: no stray continuation bytes, no overlong forms, no surrogates, <= U+10FFFF.
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    int n = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if (b >= 0xc2 && b <= 0xdf) {
+      n = 1, cp = b & 0x1f;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      n = 2, cp = b & 0x0f;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      n = 3, cp = b & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i <= size_t(n)) return false;
+    for (int k = 1; k <= n; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xc0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+      return false;
+    i += size_t(n) + 1;
+  }
+  return true;
+}
+
 bool is_plain_scalar(const YAML::Node& n) {
   return n.Type() == YAML::NodeType::Scalar && n.Tag() != "!" && n.Tag() != "tag:yaml.org,2002:str";
 }
@@ -397,6 +430,9 @@ class Reader {
     mark(path, v, kp);
     if (v.IsNull()) {
       out.clear();
+    } else if (v.IsScalar() && !valid_utf8(v.Scalar())) {
+      // YAML text is Unicode, and format_config() could not write these bytes back.
+      error(path, value_pos[path], "expected UTF-8 text, got bytes that are not valid UTF-8");
     } else if (v.IsScalar()) {
       out = v.Scalar();
     } else {

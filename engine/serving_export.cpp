@@ -200,6 +200,16 @@ const char* to_string(ServingEngine e) {
 }
 
 std::string ServingExport::format() const {
+#ifdef SINKSCOPE_HAVE_YAML_CPP
+  if (yaml()) {
+    // YAML comments through the emitter, which also keeps a note's line breaks inside comments.
+    YAML::Emitter y;
+    y << YAML::Comment(usage) << YAML::Newline;
+    for (const std::string& note : notes) y << YAML::Comment(note) << YAML::Newline;
+    return std::string(y.c_str(), y.size()) + text;
+  }
+#endif
+  // The llama.cpp shell script (shell comments), or a build without yaml-cpp.
   std::string s;
   if (engine == ServingEngine::kLlamaCpp) s = "#!/bin/sh\n";
   s += "# " + usage + "\n";

@@ -180,6 +180,44 @@ TEST(Config, RoundTripIsExact) {
   EXPECT_EQ(format_config(parse_config(y2).config), y2);
 }
 
+TEST(Config, AwkwardStringsRoundTrip) {
+  REQUIRE_YAML();
+  // Quotes, backslashes, every C0 control, DEL, C1 controls, NBSP, a BOM, multi-byte UTF-8,
+  // YAML indicators and words that would read as other types unquoted.
+  std::string controls;
+  for (int ch = 1; ch < 0x20; ++ch) controls += static_cast<char>(ch);
+  const std::vector<std::string> strings = {
+      "", "\"q\" \\b\\", controls + "\x7f", "\xc2\x85\xc2\xa0\xef\xbb\xbf",
+      "caf\xc3\xa9 \xe6\xa8\xa1\xe5\x9e\x8b \xf0\x9f\x98\x80", "- [a, b]: {c: #d}",
+      "true", "null", "~", "0x10", "1.0e-05", ".nan", "  padded  ", "line\nbreak\r\n",
+      std::string(300, 'x')};
+  for (const std::string& s : strings) {
+    SinkScopeConfig c;
+    c.model.path = s;
+    c.provenance.device = s;
+    const std::string y = format_config(c);
+    const auto r = parse_config(y);
+    ASSERT_TRUE(r.problems.empty()) << dump(r) << y;
+    EXPECT_EQ(r.config.model.path, s) << y;
+    EXPECT_EQ(r.config.provenance.device, s) << y;
+    EXPECT_EQ(format_config(r.config), y);
+  }
+}
+
+TEST(Config, StringsThatAreNotUtf8AreRefused) {
+  REQUIRE_YAML();
+  // YAML text is Unicode; such a string could not be written back byte for byte.
+  for (const char* bad : {"\xff", "a\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+    const auto r = parse_config(std::string("model:\n  path: \"") + bad + "\"\n");
+    const auto errs = errors_of(r);
+    ASSERT_EQ(errs.size(), 1u) << dump(r);
+    EXPECT_EQ(errs[0].key, "model.path");
+    EXPECT_EQ(errs[0].line, 2);
+    EXPECT_NE(errs[0].message.find("not valid UTF-8"), std::string::npos) << errs[0].message;
+  }
+  EXPECT_TRUE(parse_config("model:\n  path: \"\xf4\x8f\xbf\xbf\"\n").ok());  // U+10FFFF
+}
+
 TEST(Config, ExamplesAndFixturesRoundTrip) {
   REQUIRE_YAML();
   int n = 0;
