@@ -28,12 +28,12 @@ float dot_generic(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-// Rows [r0, r1) through dequantize_row into a scratch row.
+// Rows [r0, r1) through dequantize_rows (bit-identical to dequantize_row) into a scratch row.
 void rows_generic(const QuantMatrix& w, const float* x, float* y, int64_t r0, int64_t r1) {
   thread_local std::vector<float> row;
   row.resize(size_t(w.cols));
   for (int64_t r = r0; r < r1; ++r) {
-    dequantize_row(w.type, w.data + uint64_t(r) * w.row_bytes, row.data(), w.cols);
+    dequantize_rows(w, r, 1, row.data());
     y[r] = dot_generic(row.data(), x, w.cols);
   }
 }
@@ -264,6 +264,85 @@ SINKSCOPE_AVX2 void rows_f32(const QuantMatrix& w, const float* x, float* y, int
 // Rows of Q4_0 / Q4_1 / Q8_0 blocks to float with AVX2: the same operations as dequantize_row
 // (an int-to-float conversion, one multiply, for Q4_1 one add; no fused multiply-add), so the
 // values are bit-identical to it. Prefill dequantizes every weight once per projection.
+// 32 unsigned bytes -> floats: y = scale * float(q) - sub (lanes 0-15 with the first scale and
+// sub, 16-31 with the second), as dq_q4_k / dq_q6_k compute them.
+SINKSCOPE_AVX2 inline void bytes32_to_float(__m256i q, bool is_signed, float s0, float s1,
+                                            float m0, float m1, float* y) {
+  const __m128i halves[2] = {_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)};
+  for (int h = 0; h < 2; ++h) {
+    const __m256 sc = _mm256_set1_ps(h ? s1 : s0), mn = _mm256_set1_ps(h ? m1 : m0);
+    for (int e = 0; e < 2; ++e) {
+      const __m128i q8 = e ? _mm_srli_si128(halves[h], 8) : halves[h];
+      const __m256i q32 = is_signed ? _mm256_cvtepi8_epi32(q8) : _mm256_cvtepu8_epi32(q8);
+      const __m256 f = _mm256_mul_ps(sc, _mm256_cvtepi32_ps(q32));
+      _mm256_storeu_ps(y + h * 16 + e * 8, _mm256_sub_ps(f, mn));
+    }
+  }
+}
+
+// Q4_K / Q6_K super-blocks of 256 (layouts in engine/dequant.cpp), same operations as there.
+SINKSCOPE_AVX2 void dq_kquant_rows_avx2(const QuantMatrix& w, int64_t r0, int64_t n, float* dst) {
+  const int64_t nb = w.cols / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(3);
+  auto half = [](const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+  };
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* src = w.data + uint64_t(r0 + r) * w.row_bytes;
+    float* y = dst + r * w.cols;
+    for (int64_t b = 0; b < nb; ++b) {
+      if (w.type == GgmlType::kQ4_K) {
+        const uint8_t* blk = src + b * 144;
+        const float d = half(blk), dmin = half(blk + 2);
+        const uint8_t* sc = blk + 4;
+        const uint8_t* q = blk + 16;
+        for (int c = 0; c < 4; ++c, q += 32, y += 64) {
+          float dd[2], mm[2];
+          for (int k = 0; k < 2; ++k) {
+            const int j = 2 * c + k;
+            const uint8_t s = j < 4 ? sc[j] & 63 : uint8_t((sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4));
+            const uint8_t m = j < 4 ? sc[j + 4] & 63 : uint8_t((sc[j + 4] >> 4) | ((sc[j] >> 6) << 4));
+            dd[k] = d * s;
+            mm[k] = dmin * m;
+          }
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+          bytes32_to_float(_mm256_and_si256(v, low4), false, dd[0], dd[0], mm[0], mm[0], y);
+          bytes32_to_float(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4), false, dd[1], dd[1],
+                           mm[1], mm[1], y + 32);
+        }
+      } else {  // Q6_K
+        const uint8_t* blk = src + b * 210;
+        const uint8_t* ql = blk;
+        const uint8_t* qh = blk + 128;
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+        const float d = half(blk + 208);
+        const __m256i k32 = _mm256_set1_epi8(32);
+        for (int hf = 0; hf < 2; ++hf, ql += 64, qh += 32, sc += 8, y += 128) {
+          const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+          const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+          const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+          auto bits2 = [&](int shift) {
+            return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, shift), low2), 4);
+          };
+          const __m256i nib_a_lo = _mm256_and_si256(a, low4), nib_c_lo = _mm256_and_si256(c, low4);
+          const __m256i nib_a_hi = _mm256_and_si256(_mm256_srli_epi16(a, 4), low4);
+          const __m256i nib_c_hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), low4);
+          const __m256i qs[4] = {
+              _mm256_sub_epi8(_mm256_or_si256(nib_a_lo, bits2(0)), k32),
+              _mm256_sub_epi8(_mm256_or_si256(nib_c_lo, bits2(2)), k32),
+              _mm256_sub_epi8(_mm256_or_si256(nib_a_hi, bits2(4)), k32),
+              _mm256_sub_epi8(_mm256_or_si256(nib_c_hi, bits2(6)), k32)};
+          for (int k = 0; k < 4; ++k)
+            bytes32_to_float(qs[k], true, d * float(sc[2 * k]), d * float(sc[2 * k + 1]), 0.0f,
+                             0.0f, y + 32 * k);
+        }
+      }
+    }
+  }
+}
+
 SINKSCOPE_AVX2 void dq_rows_avx2(const QuantMatrix& w, int64_t r0, int64_t n, float* dst) {
   const int64_t nb = w.cols / 32;
   const __m128i low4 = _mm_set1_epi8(0x0f);
@@ -393,6 +472,11 @@ void dequantize_rows(const QuantMatrix& w, int64_t r0, int64_t n, float* dst) {
   if ((w.type == GgmlType::kQ4_0 || w.type == GgmlType::kQ4_1 || w.type == GgmlType::kQ8_0) &&
       w.cols % 32 == 0 && cpu_has_avx2()) {
     dq_rows_avx2(w, r0, n, dst);
+    return;
+  }
+  if ((w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ6_K) && w.cols % 256 == 0 &&
+      cpu_has_avx2()) {
+    dq_kquant_rows_avx2(w, r0, n, dst);
     return;
   }
 #endif

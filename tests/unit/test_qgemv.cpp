@@ -171,5 +171,59 @@ TEST(LinearQ, TilesOfDequantizedRowsGiveTheProduct) {
   }
 }
 
+// The K-quant rows (Q4_K, Q6_K: 256-element super-blocks with sub-block scales; any bytes are a
+// valid block once the fp16 scales are finite) dequantize bit-identically through
+// dequantize_rows' AVX2 path and the reference dequantize_row, and linear_q's product agrees.
+TEST(LinearQ, KQuantRowsMatchTheReferenceBitForBit) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.0005f, 0.01f);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    const int64_t rows = 24, cols = 512;
+    const uint64_t row_bytes = ggml_row_bytes(type, cols);
+    std::vector<uint8_t> data(size_t(rows) * row_bytes);
+    for (auto& b : data) b = uint8_t(byte(rng));
+    const int64_t block = type == GgmlType::kQ4_K ? 144 : 210;
+    for (size_t off = 0; off < data.size(); off += size_t(block)) {
+      // Q4_K: d and dmin first; Q6_K: d last.
+      const uint16_t d = f2h(scale(rng)), dm = f2h(scale(rng));
+      if (type == GgmlType::kQ4_K) {
+        std::memcpy(&data[off], &d, 2);
+        std::memcpy(&data[off + 2], &dm, 2);
+      } else {
+        std::memcpy(&data[off + 208], &d, 2);
+      }
+    }
+    QuantMatrix w;
+    w.type = type;
+    w.data = data.data();
+    w.rows = rows;
+    w.cols = cols;
+    w.row_bytes = row_bytes;
+    const std::vector<float> all = dequantize(w);
+    std::vector<float> ref(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_row(type, w.data + uint64_t(r) * row_bytes, ref.data(), cols);
+      ASSERT_EQ(0, std::memcmp(ref.data(), &all[size_t(r * cols)], sizeof(float) * size_t(cols)))
+          << ggml_type_name(type) << " row " << r;
+    }
+    std::normal_distribution<float> gauss(0.f, 1.f);
+    std::vector<float> x(static_cast<size_t>(3 * cols)), y(static_cast<size_t>(3 * rows));
+    std::vector<float> y1(static_cast<size_t>(rows));
+    for (auto& v : x) v = gauss(rng);
+    linear_q(x.data(), w, y.data(), 3, nullptr);
+    qgemv(w, x.data(), y1.data(), nullptr);
+    for (int64_t j = 0; j < rows; ++j) {
+      double acc = 0, mag = 0;
+      for (int64_t t = 0; t < cols; ++t) {
+        acc += double(x[size_t(t)]) * all[size_t(j * cols + t)];
+        mag += std::fabs(double(x[size_t(t)]) * all[size_t(j * cols + t)]);
+      }
+      EXPECT_NEAR(y[size_t(j)], acc, 1e-5 * mag + 1e-6) << ggml_type_name(type) << " linear_q row " << j;
+      EXPECT_NEAR(y1[size_t(j)], acc, 1e-5 * mag + 1e-6) << ggml_type_name(type) << " qgemv row " << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sinkscope
