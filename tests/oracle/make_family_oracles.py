@@ -59,8 +59,9 @@ MERGE_TEXT = ("the quick brown fox jumps over the lazy dog while the other brown
               "warm sun and the quick fox runs over the hill to the river where the water is cold")
 
 
-def gpt2_byte_tokens() -> list:
-    """GPT-2's bytes_to_unicode, in its order: printable bytes first, the rest from U+0100."""
+def gpt2_bytes_to_unicode() -> list:
+    """GPT-2's bytes_to_unicode as (byte, character) pairs in its order: the printable bytes as
+    themselves first, then the other 68 bytes as U+0100 on. That order is the byte tokens' ids."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
         list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
@@ -70,15 +71,16 @@ def gpt2_byte_tokens() -> list:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return [chr(c) for c in cs]
+    return [(b, chr(c)) for b, c in zip(bs, cs)]
 
 
 def tiny_vocab(n_vocab: int) -> dict:
     """256 byte tokens, n_vocab - 259 merges learnt greedily from MERGE_TEXT, 3 specials."""
-    byte_tok = gpt2_byte_tokens()
-    tokens = list(byte_tok)
+    pairs = gpt2_bytes_to_unicode()
+    tokens = [ch for _, ch in pairs]
+    char_of = dict(pairs)
     # Words as GPT-2 pre-splits them: the space stays with the word after it ("Ġ" is byte 32).
-    words = [[byte_tok[b] for b in ((" " if i else "") + w).encode("utf-8")]
+    words = [[char_of[b] for b in ((" " if i else "") + w).encode("utf-8")]
              for i, w in enumerate(MERGE_TEXT.split(" "))]
     merges = []
     while len(tokens) < n_vocab - 3:

@@ -140,6 +140,13 @@ TEST_P(FamilyOracle, ConfigIsTheOraclesOne) {
   EXPECT_FLOAT_EQ(cfg.rope_theta, float(p.at("theta").get<double>()));
   EXPECT_FLOAT_EQ(cfg.rms_eps, float(p.at("eps").get<double>()));
   EXPECT_EQ(cfg.rope_scaling, RopeScalingType::kNone);
+  // The oracle's minimal byte-level vocabulary loads, and its learnt merges apply.
+  EXPECT_EQ(model->tokenizer().vocab_size(), cfg.n_vocab);
+  const auto toks = model->tokenizer().encode("the quick fox");
+  EXPECT_LT(toks.size(), std::string("the quick fox").size());
+  std::string back;
+  for (TokenId t : toks) back += model->tokenizer().token_to_piece(t);
+  EXPECT_EQ(back, "the quick fox");
   for (const LayerWeights& L : model->weights().layers) {
     EXPECT_EQ(L.q_norm.size(), size_t(cfg.head_dim));
     EXPECT_EQ(L.k_norm.size(), size_t(cfg.head_dim));
