@@ -60,7 +60,7 @@ ModelConfig read_model_config(const GgufFile& f) {
   if (c.head_dim % 2 != 0 || (!f.has(a + "attention.key_length") && c.n_embd % c.n_head != 0))
     throw ModelError(f.path() + ": head dimension " + std::to_string(c.head_dim) +
                      " is not usable (must be even and divide the width)");
-  // Q and K heads share one width here: a file whose value heads differ cannot be read.
+  // K and V heads share one width here: a file whose value heads differ cannot be read.
   if (f.has(a + "attention.value_length") && req("attention.value_length") != c.head_dim)
     throw ModelError(f.path() + ": attention.value_length " +
                      std::to_string(f.get_int(a + "attention.value_length")) +

@@ -394,12 +394,6 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     : m_model(std::move(model)), m_attn(opt.attention), m_copt(copt) {
   const ModelConfig& c = m_model->config();
   validate_attention(opt.attention);
-  // The device forward has no per-head Q/K RMSNorm: refuse rather than compute wrong logits
-  // (backend_factory's auto mode then falls back to the CPU with a note).
-  if (c.qk_norm)
-    throw BackendError("CUDA backend: " + c.architecture + " is supported on the CPU backend only (" +
-                       (c.name.empty() ? m_model->path().filename().string() : c.name) +
-                       " needs the per-head Q/K RMSNorm the CUDA forward does not apply)");
   if (c.head_dim != 64 && c.head_dim != 128)
     throw BackendError("CUDA backend: the attention kernels support head_dim 64 or 128; " + c.name +
                        " has head_dim " + std::to_string(c.head_dim));
@@ -1596,6 +1590,13 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
                                                const BackendOptions& options,
                                                const CudaBackendOptions& cuda_options) {
   if (!model) throw BackendError("make_cuda_backend: no model");
+  // The device forward has no per-head Q/K RMSNorm: refuse (before touching a device) rather
+  // than compute wrong logits; backend_factory's auto mode then falls back to the CPU.
+  if (const ModelConfig& c = model->config(); c.qk_norm)
+    throw BackendError("CUDA backend: " + c.architecture +
+                       " is supported on the CPU backend only (" +
+                       (c.name.empty() ? model->path().filename().string() : c.name) +
+                       " needs the per-head Q/K RMSNorm the CUDA forward does not apply)");
   std::string why;
   if (!gpu::probe_device(&why, nullptr)) throw BackendError("CUDA backend unavailable: " + why);
   return std::make_unique<CudaBackendImpl>(std::move(model), options, cuda_options);
