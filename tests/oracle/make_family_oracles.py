@@ -35,6 +35,7 @@ Outputs (--out, little-endian):
 """
 import argparse
 import hashlib
+import importlib.metadata
 import json
 import math
 import pathlib
@@ -341,7 +342,7 @@ def main() -> int:
         "format_version": 1,
         "generator": "tests/oracle/make_family_oracles.py",
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "numpy": np.__version__, "gguf": getattr(gguf, "__version__", "?")},
+                     "numpy": np.__version__, "gguf": importlib.metadata.version("gguf")},
         "notes": ["logits files: float32 little-endian; for each prompt in turn, (n_tokens, n_vocab) "
                   "row-major, every position",
                   "HF ran float32 with the exact values the GGUF holds (quantized weights "
