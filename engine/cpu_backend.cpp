@@ -315,6 +315,20 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
           }
         }
       }
+      if (c.qk_norm) {
+        // Qwen3: each head's Q and K RMS-normalised over head_dim (one gain vector per layer
+        // shared by the heads) before RoPE; the captures below see them normalised too.
+        rows([&](int i) {
+          for (int h = 0; h < c.n_head; ++h) {
+            float* q = &m_q[size_t(i * Q + h * c.head_dim)];
+            rms_norm(q, L.q_norm.data(), q, c.head_dim, c.rms_eps);
+          }
+          for (int h = 0; h < c.n_head_kv; ++h) {
+            float* k = &m_kn[size_t(i * KV + h * c.head_dim)];
+            rms_norm(k, L.k_norm.data(), k, c.head_dim, c.rms_eps);
+          }
+        });
+      }
     }
     {
       prof::ScopedSpan s(m_spans, "rope");

@@ -540,13 +540,15 @@ GgufWriter make_random_llama(const TestModelShape& s, uint64_t seed) {
   auto bad = [](const std::string& why) {
     throw std::invalid_argument("make_random_llama: " + why);
   };
-  const bool qwen2 = s.architecture == "qwen2";
-  if (!qwen2 && s.architecture != "llama") bad("architecture must be llama or qwen2");
+  const bool qwen2 = s.architecture == "qwen2", qwen3 = s.architecture == "qwen3";
+  if (!qwen2 && !qwen3 && s.architecture != "llama")
+    bad("architecture must be llama, qwen2 or qwen3");
   if (s.n_layer < 1 || s.n_embd < 1 || s.n_head < 1 || s.n_head_kv < 1 || s.n_ff < 1 ||
       s.n_ctx < 1) {
     bad("all sizes must be positive");
   }
-  if (s.n_embd % s.n_head != 0) bad("n_embd must be a multiple of n_head");
+  if (s.head_dim < 0 || s.head_dim % 2 != 0) bad("head_dim must be even (0: n_embd / n_head)");
+  if (s.head_dim == 0 && s.n_embd % s.n_head != 0) bad("n_embd must be a multiple of n_head");
   if (s.n_head % s.n_head_kv != 0) bad("n_head must be a multiple of n_head_kv");
   if (s.n_vocab < 259) bad("n_vocab must be >= 259 (256 byte tokens + 3 specials)");
   const GgmlTypeTraits* wt = ggml_type_traits(static_cast<uint32_t>(s.weight_type));
@@ -555,8 +557,10 @@ GgufWriter make_random_llama(const TestModelShape& s, uint64_t seed) {
     bad(std::string("n_embd and n_ff must be multiples of the ") + wt->name + " block size " +
         std::to_string(wt->block_elems));
   }
-  const int head_dim = s.n_embd / s.n_head;
-  const int n_embd_kv = head_dim * s.n_head_kv;
+  const int head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  const int n_embd_q = head_dim * s.n_head, n_embd_kv = head_dim * s.n_head_kv;
+  if (n_embd_q % wt->block_elems != 0)
+    bad(std::string("the Q width must be a multiple of the ") + wt->name + " block size");
   const std::string& a = s.architecture;
 
   GgufWriter w(3, 32);
@@ -573,6 +577,10 @@ GgufWriter make_random_llama(const TestModelShape& s, uint64_t seed) {
   w.set_f32(a + ".rope.freq_base", s.rope_theta);
   w.set_f32(a + ".attention.layer_norm_rms_epsilon", s.rms_eps);
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  if (s.head_dim > 0) {
+    w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
+    w.set_u32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
+  }
   w.set_u32(a + ".vocab_size", static_cast<uint32_t>(s.n_vocab));
 
   const Vocab v = make_vocab(s.n_vocab);
@@ -611,15 +619,19 @@ GgufWriter make_random_llama(const TestModelShape& s, uint64_t seed) {
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     vec(p + "attn_norm.weight", s.n_embd, 1.0, 0.02);
-    weight(p + "attn_q.weight", s.n_embd, s.n_embd);
+    weight(p + "attn_q.weight", s.n_embd, n_embd_q);
     weight(p + "attn_k.weight", s.n_embd, n_embd_kv);
     weight(p + "attn_v.weight", s.n_embd, n_embd_kv);
     if (qwen2) {
-      vec(p + "attn_q.bias", s.n_embd, 0.0, 0.02);
+      vec(p + "attn_q.bias", n_embd_q, 0.0, 0.02);
       vec(p + "attn_k.bias", n_embd_kv, 0.0, 0.02);
       vec(p + "attn_v.bias", n_embd_kv, 0.0, 0.02);
     }
-    weight(p + "attn_output.weight", s.n_embd, s.n_embd);
+    if (qwen3) {  // gains spread enough that a missing norm changes the logits visibly
+      vec(p + "attn_q_norm.weight", head_dim, 1.0, 0.2);
+      vec(p + "attn_k_norm.weight", head_dim, 1.0, 0.2);
+    }
+    weight(p + "attn_output.weight", n_embd_q, s.n_embd);
     vec(p + "ffn_norm.weight", s.n_embd, 1.0, 0.02);
     weight(p + "ffn_gate.weight", s.n_embd, s.n_ff);
     weight(p + "ffn_up.weight", s.n_embd, s.n_ff);

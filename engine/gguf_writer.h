@@ -90,7 +90,7 @@ void quantize_row_into(GgmlType t, const float* src, int64_t n, uint8_t* dst);
 
 // Shape of a Llama-family model for random-weight test models.
 struct TestModelShape {
-  std::string architecture = "llama";  // llama | qwen2
+  std::string architecture = "llama";  // llama | qwen2 | qwen3 (per-head Q/K norms)
   int n_layer = 2;
   int n_embd = 64;
   int n_head = 4;
@@ -102,6 +102,9 @@ struct TestModelShape {
   float rms_eps = 1e-5f;
   bool tied_embeddings = true;
   GgmlType weight_type = GgmlType::kF32;  // for 2-D projection weights
+  // Last, so that positional initialisers stay valid. 0: n_embd / n_head; else written as
+  // {arch}.attention.key_length / value_length.
+  int head_dim = 0;
 };
 
 // A random-weight model with a byte-level BPE vocabulary (256 byte tokens + merges + specials),
@@ -109,8 +112,9 @@ struct TestModelShape {
 // Vocabulary rule: n_vocab >= 259; ids 0..255 are the GPT-2 byte tokens (bytes_to_unicode order),
 // then n_vocab - 259 merges (a fixed list of common English merges first -- all present when
 // n_vocab >= 259 + kRandomLlamaEnglishMerges -- then generated letter extensions), then the
-// specials <|endoftext|>, <|im_start|> (bos), <|im_end|> (eos). n_embd and n_ff must be
-// multiples of weight_type's block size and n_embd of n_head, n_head of n_head_kv.
+// specials <|endoftext|>, <|im_start|> (bos), <|im_end|> (eos). n_embd, n_ff and the Q width
+// must be multiples of weight_type's block size, n_embd of n_head (unless head_dim is given),
+// n_head of n_head_kv.
 // Throws std::invalid_argument when the shape breaks these rules.
 GgufWriter make_random_llama(const TestModelShape& shape, uint64_t seed);
 // GPT-2's bytes_to_unicode: the 256 byte tokens of a byte-level BPE vocabulary, in GPT-2's order

@@ -25,14 +25,21 @@ int positive_int(const GgufFile& f, const std::string& key, int64_t v) {
 
 }  // namespace
 
+std::string architecture_family(const std::string& architecture) {
+  if (architecture == "llama") return "Llama";
+  if (architecture == "qwen2") return "Qwen2";
+  if (architecture == "qwen3") return "Qwen3";
+  return architecture;
+}
+
 ModelConfig read_model_config(const GgufFile& f) {
   ModelConfig c;
   c.architecture = f.get_string_or("general.architecture", "");
   if (c.architecture.empty())
     throw ModelError(f.path() + ": missing metadata key 'general.architecture'");
-  if (c.architecture != "llama" && c.architecture != "qwen2")
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3")
     throw ModelError(f.path() + ": architecture '" + c.architecture +
-                     "' is not supported (supported: llama, qwen2)");
+                     "' is not supported (supported: llama, qwen2, qwen3)");
   const std::string a = c.architecture + ".";
   auto req = [&](const std::string& k) {
     if (!f.has(a + k)) throw ModelError(f.path() + ": missing metadata key '" + a + k + "'");
@@ -53,16 +60,23 @@ ModelConfig read_model_config(const GgufFile& f) {
   if (c.head_dim % 2 != 0 || (!f.has(a + "attention.key_length") && c.n_embd % c.n_head != 0))
     throw ModelError(f.path() + ": head dimension " + std::to_string(c.head_dim) +
                      " is not usable (must be even and divide the width)");
+  // K and V heads share one width here: a file whose value heads differ cannot be read.
+  if (f.has(a + "attention.value_length") && req("attention.value_length") != c.head_dim)
+    throw ModelError(f.path() + ": attention.value_length " +
+                     std::to_string(f.get_int(a + "attention.value_length")) +
+                     " differs from the key length " + std::to_string(c.head_dim) +
+                     " (not supported)");
   c.rope_dim = f.has(a + "rope.dimension_count") ? req("rope.dimension_count") : c.head_dim;
   if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
     throw ModelError(f.path() + ": rope.dimension_count " + std::to_string(c.rope_dim) +
                      " must be even and <= head dim " + std::to_string(c.head_dim));
   c.rope_theta = float(f.get_float_or(a + "rope.freq_base", 10000.0));
   c.rms_eps = float(f.get_float_or(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  // llama.cpp writes Llama Q/K weights permuted for adjacent-pair RoPE; Qwen2 keeps HF's
-  // half-split (NeoX) layout.
-  c.rope_neox = c.architecture == "qwen2";
+  // llama.cpp writes Llama Q/K weights permuted for adjacent-pair RoPE; Qwen2 and Qwen3 keep
+  // HF's half-split (NeoX) layout.
+  c.rope_neox = c.architecture == "qwen2" || c.architecture == "qwen3";
   c.qkv_bias = c.architecture == "qwen2";
+  c.qk_norm = c.architecture == "qwen3";
 
   const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
   if (scaling == "none" || scaling.empty()) {
@@ -170,6 +184,10 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
       L.bq = load(p + "attn_q.bias", {Q});
       L.bk = load(p + "attn_k.bias", {KV});
       L.bv = load(p + "attn_v.bias", {KV});
+    }
+    if (c.qk_norm) {
+      L.q_norm = load(p + "attn_q_norm.weight", {c.head_dim});
+      L.k_norm = load(p + "attn_k_norm.weight", {c.head_dim});
     }
     L.wo = quant(p + "attn_output.weight", {Q, D});
     L.ffn_norm = load(p + "ffn_norm.weight", {D});

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // A Llama-family model loaded from GGUF: hyper-parameters, tokenizer and the weights as the file
 // stores them (memory-mapped).
-// Architectures: llama (SmolLM2, Llama 2/3, Mistral) and qwen2 (QKV bias).
+// Architectures: llama (SmolLM2, Llama 2/3, Mistral), qwen2 (QKV bias) and qwen3 (per-head
+// RMSNorm of Q and K before RoPE, head_dim given apart from the width).
 #pragma once
 
 #include <cstdint>
@@ -26,24 +27,25 @@ class ModelError : public std::runtime_error {
 enum class RopeScalingType { kNone, kLinear, kYarn, kLlama3 };
 
 struct ModelConfig {
-  std::string architecture;  // "llama" | "qwen2"
+  std::string architecture;  // "llama" | "qwen2" | "qwen3"
   std::string name;          // general.name
   int n_layer = 0;
   int n_embd = 0;       // model width D
   int n_head = 0;       // query heads
   int n_head_kv = 0;    // key/value heads (GQA groups = n_head / n_head_kv)
-  int head_dim = 0;     // D / n_head unless given
+  int head_dim = 0;     // {arch}.attention.key_length, else D / n_head (Qwen3: not D / n_head)
   int n_ff = 0;         // SwiGLU hidden width
   int n_vocab = 0;
   int n_ctx_train = 0;  // trained context length
   float rope_theta = 10000.0f;
   int rope_dim = 0;     // rotated dims per head (== head_dim for these models)
-  bool rope_neox = false;  // pairs (i, i+d/2) when true (qwen2); adjacent pairs (llama GGUF)
+  bool rope_neox = false;  // pairs (i, i+d/2) when true (qwen2, qwen3); adjacent pairs (llama)
   RopeScalingType rope_scaling = RopeScalingType::kNone;
   float rope_scale_factor = 1.0f;
   int rope_orig_ctx = 0;
   float rms_eps = 1e-5f;
-  bool qkv_bias = false;
+  bool qkv_bias = false;  // attn_{q,k,v}.bias (qwen2)
+  bool qk_norm = false;   // attn_{q,k}_norm.weight: RMSNorm of each head's Q and K (qwen3)
   bool tied_embeddings = false;
 
   int q_dim() const { return n_head * head_dim; }
@@ -59,6 +61,8 @@ struct LayerWeights {
   QuantMatrix wk;                 // (kv_dim, D)
   QuantMatrix wv;                 // (kv_dim, D)
   std::vector<float> bq, bk, bv;  // (q_dim), (kv_dim), (kv_dim); empty without QKV bias
+  std::vector<float> q_norm;      // (head_dim) gain of each Q head's RMSNorm; empty without
+  std::vector<float> k_norm;      // (head_dim) ... of each K head's; qk_norm (before RoPE)
   QuantMatrix wo;                 // (D, q_dim)
   std::vector<float> ffn_norm;    // (D)
   QuantMatrix w_gate;             // (n_ff, D)
@@ -105,6 +109,9 @@ class Model {
   mutable std::once_flag m_sha256_once;
   mutable std::string m_sha256;
 };
+
+// The model family an architecture name stands for, for people: "Llama", "Qwen2", "Qwen3".
+std::string architecture_family(const std::string& architecture);
 
 // Reads the hyper-parameters only (no weights). Throws ModelError naming a missing key.
 ModelConfig read_model_config(const GgufFile& file);

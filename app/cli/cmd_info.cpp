@@ -76,6 +76,7 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     j["metadata_keys"] = static_cast<unsigned long long>(file->metadata().size());
     Json& cfg = j["config"];
     cfg["architecture"] = c.architecture;
+    cfg["family"] = architecture_family(c.architecture);
     cfg["name"] = c.name;
     cfg["n_layer"] = c.n_layer;
     cfg["n_embd"] = c.n_embd;
@@ -91,6 +92,7 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     cfg["rope_scaling"] = rope_scaling_name(c.rope_scaling);
     cfg["rms_eps"] = static_cast<double>(c.rms_eps);
     cfg["qkv_bias"] = c.qkv_bias;
+    cfg["qk_norm"] = c.qk_norm;
     cfg["tied_embeddings"] = c.tied_embeddings;
     Json& tensors = j["tensors"];
     tensors["count"] = static_cast<unsigned long long>(file->tensors().size());
@@ -120,7 +122,8 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
               << " metadata keys\n";
   out << "config:\n";
   row("name") << (c.name.empty() ? "-" : c.name) << "\n";
-  row("architecture") << c.architecture << "\n";
+  row("architecture") << c.architecture << " (" << architecture_family(c.architecture)
+                      << " family)\n";
   row("layers") << c.n_layer << "\n";
   row("width") << c.n_embd << "\n";
   row("heads (q / kv)") << c.n_head << " / " << c.n_head_kv << ", head dim " << c.head_dim << "\n";
@@ -132,6 +135,7 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
               << rope_scaling_name(c.rope_scaling) << "\n";
   row("rms eps") << c.rms_eps << "\n";
   row("qkv bias") << (c.qkv_bias ? "yes" : "no") << "\n";
+  row("q/k norm") << (c.qk_norm ? "yes (per head, before rope)" : "no") << "\n";
   row("tied embeddings") << (c.tied_embeddings ? "yes" : "no") << "\n";
   out << "tensors: " << file->tensors().size() << " (" << std::fixed << std::setprecision(1)
       << n_params / 1e6 << " M parameters)\n";

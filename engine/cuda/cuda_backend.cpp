@@ -1590,6 +1590,13 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
                                                const BackendOptions& options,
                                                const CudaBackendOptions& cuda_options) {
   if (!model) throw BackendError("make_cuda_backend: no model");
+  // The device forward has no per-head Q/K RMSNorm: refuse (before touching a device) rather
+  // than compute wrong logits; backend_factory's auto mode then falls back to the CPU.
+  if (const ModelConfig& c = model->config(); c.qk_norm)
+    throw BackendError("CUDA backend: " + c.architecture +
+                       " is supported on the CPU backend only (" +
+                       (c.name.empty() ? model->path().filename().string() : c.name) +
+                       " needs the per-head Q/K RMSNorm the CUDA forward does not apply)");
   std::string why;
   if (!gpu::probe_device(&why, nullptr)) throw BackendError("CUDA backend unavailable: " + why);
   return std::make_unique<CudaBackendImpl>(std::move(model), options, cuda_options);

@@ -334,6 +334,28 @@ TEST(CliBinary, InfoJson) {
   EXPECT_GT(weights, int64_t(fs::file_size(model)) * 95 / 100);
 }
 
+// A qwen3 file (the transformers oracle's, tests/data/oracles): info names the family, its head
+// width (not width / heads) and the per-head Q/K norms.
+TEST(CliBinary, InfoNamesTheQwen3Family) {
+  const std::string model =
+      std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/oracles/qwen3_tied_f32.gguf";
+  auto r = run_binary({"info", "--model", model, "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto v = sinkscope::Json::parse(r.out);
+  EXPECT_EQ(v.at("config").at("architecture").get<std::string>(), "qwen3");
+  EXPECT_EQ(v.at("config").at("family").get<std::string>(), "Qwen3");
+  EXPECT_EQ(v.at("config").at("head_dim").get<int64_t>(), 32);
+  EXPECT_EQ(v.at("config").at("n_embd").get<int64_t>(), 64);
+  EXPECT_TRUE(v.at("config").at("qk_norm").get<bool>());
+  EXPECT_FALSE(v.at("config").at("qkv_bias").get<bool>());
+  EXPECT_TRUE(v.at("config").at("rope_neox").get<bool>());
+  r = run_binary({"info", "--model", model});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("qwen3 (Qwen3 family)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4 / 2, head dim 32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("yes (per head, before rope)"), std::string::npos) << r.out;
+}
+
 TEST(CliBinary, PerplexitySmallFile) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
   const fs::path text =

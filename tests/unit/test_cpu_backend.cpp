@@ -4,6 +4,7 @@
 // chunked prefill, overflow, cancel, threads).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <filesystem>
@@ -92,6 +93,14 @@ std::vector<double> reference_logits(const Model& m, const std::vector<TokenId>&
           k[size_t(t)][size_t(i)] += L.bk[size_t(i)];
           v[size_t(t)][size_t(i)] += L.bv[size_t(i)];
         }
+      }
+      if (c.qk_norm) {  // each head RMS-normalised over its own width, before RoPE
+        auto head_norm = [&](std::vector<double>& v, int off, const std::vector<float>& g) {
+          const std::vector<double> y = norm({v.begin() + off, v.begin() + off + hd}, g);
+          std::copy(y.begin(), y.end(), v.begin() + off);
+        };
+        for (int h = 0; h < H; ++h) head_norm(q[size_t(t)], h * hd, L.q_norm);
+        for (int h = 0; h < HK; ++h) head_norm(k[size_t(t)], h * hd, L.k_norm);
       }
       for (int h = 0; h < H; ++h) rope(q[size_t(t)], h * hd, t);
       for (int h = 0; h < HK; ++h) rope(k[size_t(t)], h * hd, t);
@@ -185,6 +194,11 @@ std::vector<ShapeCase> shape_cases() {
   q8.weight_type = GgmlType::kQ8_0;
   q8.tied_embeddings = false;
   v.push_back({"llama_q8_0", q8});
+  TestModelShape qwen3 = llama;  // per-head Q/K norms; head_dim 32 != 64 / 4, so Q is 128 wide
+  qwen3.architecture = "qwen3";
+  qwen3.head_dim = 32;
+  qwen3.tied_embeddings = false;
+  v.push_back({"qwen3_qk_norm", qwen3});
   return v;
 }
 
@@ -393,7 +407,7 @@ TEST(CpuBackend, RewindToThePrefillEqualsAFreshRun) {
 // leaves logits NaN and the cache empty, captures the same Q/K, and the backend then runs as
 // before; extra layers are kept within the byte budget, the request's own layer always.
 TEST(CpuBackend, QkvCaptureMatchesTheWindowedFloat64Reference) {
-  const ShapeCase cases[] = {shape_cases()[0], shape_cases()[2]};
+  const ShapeCase cases[] = {shape_cases()[0], shape_cases()[2], shape_cases()[5]};
   for (const auto& sc : cases) {
     auto model = write_and_load(sc.shape, 11, sc.tag);
     const ModelConfig& c = model->config();

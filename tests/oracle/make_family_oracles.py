@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Oracles for the model families beyond llama/qwen2: tiny random-weight models built by HF
+transformers from a config (nothing downloaded), their float32 logits for fixed token-id prompts,
+and the same weights written as GGUF in llama.cpp's layout (convert_hf_to_gguf.py's names and
+metadata keys) with the gguf package.
+
+Exact command (the venv: python3 -m venv build/venv && build/venv/bin/pip install torch
+transformers gguf numpy accelerate):
+
+    build/venv/bin/python tests/oracle/make_family_oracles.py --out tests/data/oracles
+
+The C++ test tests/unit/test_family_oracles.cpp loads each GGUF with the engine, runs the CPU
+backend on the same prompts and compares its logits with these.
+
+Adding a family: one FAMILIES entry naming its HF config class and model class, a function that
+fills the HF config from the entry's sizes, one that gives each HF weight its GGUF name (or None
+to leave it out), and the GGUF metadata keys it needs beyond the common ones (the `extra_kv`
+hook): e.g. gemma2/gemma3 (soft-capping, sliding window, post-norms), phi3 (fused QKV),
+mistral with a sliding window.
+
+Tokenizer: the engine needs tokenizer metadata it can load, so each GGUF carries a minimal GPT-2
+byte-level BPE vocabulary made here: the 256 byte tokens, merges learnt from a fixed sentence,
+then <|endoftext|>, <|im_start|>, <|im_end|>. The prompts are token ids; nothing is tokenized.
+
+Self-check: transformers' own GGUF loader reads each file back (with head_dim set by hand:
+transformers 5.x does not map {arch}.attention.key_length to head_dim) and must give the same
+logits, which checks the tensor names, layouts and metadata against an implementation other than
+this script's writer.
+
+Outputs (--out, little-endian):
+  <case>.gguf         the model
+  <case>.logits.bin   float32, for each prompt in turn its (n_tokens, n_vocab) logits, row-major
+  manifest.json       cases, sizes, prompts, argmax per position, versions, sha256 of each file
+"""
+import argparse
+import hashlib
+import importlib.metadata
+import json
+import math
+import pathlib
+import sys
+
+import numpy as np
+import torch
+import transformers
+import gguf
+from gguf import GGMLQuantizationType as QT
+
+# The fixed prompts (token ids < 256 are byte tokens, so every vocabulary below has them). The
+# first repeats a span, which gives attention something to find.
+PROMPTS = [
+    [72, 101, 108, 108, 111, 44, 32, 119, 111, 114, 108, 100, 33, 32, 84, 104, 101, 32, 113, 117,
+     72, 101, 108, 108, 111, 44, 32, 119, 111, 114],
+    [256, 300, 7, 199, 42, 42, 42, 310, 12],
+]
+
+# Learnt merges come from this text (deterministic; it only shapes the vocabulary).
+MERGE_TEXT = ("the quick brown fox jumps over the lazy dog while the other brown dogs sleep in the "
+              "warm sun and the quick fox runs over the hill to the river where the water is cold")
+
+
+def gpt2_bytes_to_unicode() -> list:
+    """GPT-2's bytes_to_unicode as (byte, character) pairs in its order: the printable bytes as
+    themselves first, then the other 68 bytes as U+0100 on. That order is the byte tokens' ids."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return [(b, chr(c)) for b, c in zip(bs, cs)]
+
+
+def tiny_vocab(n_vocab: int) -> dict:
+    """256 byte tokens, n_vocab - 259 merges learnt greedily from MERGE_TEXT, 3 specials."""
+    pairs = gpt2_bytes_to_unicode()
+    tokens = [ch for _, ch in pairs]
+    char_of = dict(pairs)
+    # Words as GPT-2 pre-splits them: the space stays with the word after it ("Ġ" is byte 32).
+    words = [[char_of[b] for b in ((" " if i else "") + w).encode("utf-8")]
+             for i, w in enumerate(MERGE_TEXT.split(" "))]
+    merges = []
+    while len(tokens) < n_vocab - 3:
+        counts = {}
+        for w in words:
+            for a, b in zip(w, w[1:]):
+                counts[(a, b)] = counts.get((a, b), 0) + 1
+        if not counts:
+            raise SystemExit(f"merge text too short for a vocabulary of {n_vocab}")
+        (a, b), _ = max(counts.items(), key=lambda kv: (kv[1], kv[0]))
+        merges.append(f"{a} {b}")
+        tokens.append(a + b)
+        for w in words:
+            i = 0
+            while i < len(w) - 1:
+                if w[i] == a and w[i + 1] == b:
+                    w[i:i + 2] = [a + b]
+                i += 1
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    first = len(tokens)
+    tokens += specials
+    types = [1] * first + [3] * len(specials)  # normal, control (llama_token_type)
+    return dict(tokens=tokens, types=types, merges=merges, pre="qwen2",
+                eos=first + 2, pad=first, bos=first)
+
+
+# ---- families ------------------------------------------------------------------------------
+
+def qwen3_hf_config(c: dict):
+    cfg = transformers.Qwen3Config(
+        vocab_size=c["n_vocab"], hidden_size=c["d"], intermediate_size=c["n_ff"],
+        num_hidden_layers=c["n_layer"], num_attention_heads=c["n_head"],
+        num_key_value_heads=c["n_head_kv"], head_dim=c["head_dim"],
+        max_position_embeddings=c["n_ctx"], rms_norm_eps=c["eps"],
+        tie_word_embeddings=c["tied"], attention_bias=False, use_sliding_window=False)
+    # transformers 5 keeps the base in rope_parameters, 4.x in rope_theta.
+    if hasattr(cfg, "rope_parameters") and cfg.rope_parameters is not None:
+        cfg.rope_parameters = {"rope_type": "default", "rope_theta": c["theta"]}
+    else:
+        cfg.rope_theta = c["theta"]
+    return cfg
+
+
+# HF name suffix -> llama.cpp name (convert_hf_to_gguf.py / gguf-py tensor_mapping).
+LAYER_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+
+
+def llama_style_gguf_name(hf: str) -> str | None:
+    """llama.cpp's name for an HF weight of a Llama-style decoder (None: not written)."""
+    if hf == "model.embed_tokens.weight":
+        return "token_embd.weight"
+    if hf == "model.norm.weight":
+        return "output_norm.weight"
+    if hf == "lm_head.weight":
+        return "output.weight"
+    parts = hf.split(".")
+    if parts[:2] == ["model", "layers"]:
+        suffix = ".".join(parts[3:])
+        if suffix in LAYER_NAMES:
+            return f"blk.{parts[2]}.{LAYER_NAMES[suffix]}"
+    raise SystemExit(f"no GGUF name for {hf}")
+
+
+def qwen3_extra_kv(wr, c: dict) -> None:
+    # convert_hf_to_gguf.py writes key/value length whenever the config has head_dim (Qwen3's
+    # head_dim is not hidden_size / num_attention_heads).
+    wr.add_key_length(c["head_dim"])
+    wr.add_value_length(c["head_dim"])
+
+
+FAMILIES = {
+    "qwen3": dict(arch="qwen3", hf_config=qwen3_hf_config, model_class="Qwen3ForCausalLM",
+                  gguf_name=llama_style_gguf_name, extra_kv=qwen3_extra_kv),
+}
+
+# Each case: a family, sizes and encodings. proj: encoding of the 2-D weights other than
+# token_embd (whose encoding is embd).
+CASES = [
+    dict(name="qwen3_tied_f32", family="qwen3", n_vocab=320, d=64, n_head=4, n_head_kv=2,
+         head_dim=32, n_ff=128, n_layer=2, n_ctx=256, theta=1e6, eps=1e-6, tied=True,
+         proj="F32", embd="F32", seed=31),
+    dict(name="qwen3_untied_q8_0", family="qwen3", n_vocab=320, d=64, n_head=4, n_head_kv=2,
+         head_dim=32, n_ff=128, n_layer=2, n_ctx=256, theta=1e6, eps=1e-6, tied=False,
+         proj="Q8_0", embd="F16", seed=32),
+]
+
+
+def sha256_file(path: pathlib.Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def random_state(model, seed: int) -> dict:
+    """Weights of the HF model's own names and shapes, scaled so activations stay O(1),
+    attention is far from uniform and logits spread over several units (HF's 0.02 init gives
+    near-zero logits, which would make any tolerance meaningless)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, p in model.state_dict().items():
+        shape = tuple(p.shape)
+        if name.endswith("embed_tokens.weight"):
+            a = 0.5 * rng.standard_normal(shape)
+        elif "norm" in name:
+            a = 1.0 + 0.2 * rng.standard_normal(shape)
+        elif len(shape) == 2:
+            gain = 2.0 if ("q_proj" in name or "k_proj" in name) else \
+                3.0 if name == "lm_head.weight" else 1.0
+            a = gain * rng.standard_normal(shape) / math.sqrt(shape[1])
+        else:
+            a = 0.3 * rng.standard_normal(shape)
+        out[name] = a.astype(np.float32)
+    return out
+
+
+def encode(a: np.ndarray, enc: str) -> tuple:
+    """(array to write, raw ggml type or None, the float32 values the file now holds)."""
+    if enc == "F32" or a.ndim == 1:
+        return a.astype(np.float32), None, a.astype(np.float32)
+    if enc == "F16":
+        h = a.astype(np.float16)
+        return h, None, h.astype(np.float32)
+    qt = QT[enc]
+    q = gguf.quants.quantize(a, qt)
+    return q, qt, gguf.quants.dequantize(q, qt).reshape(a.shape).astype(np.float32)
+
+
+def logits_from_gguf(path: pathlib.Path, c: dict) -> np.ndarray:
+    """The prompts' logits of the model transformers' GGUF loader builds from the file."""
+    cfg = transformers.AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+    if "head_dim" in c:
+        cfg.head_dim = c["head_dim"]
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, config=cfg, dtype=torch.float32).eval()
+    assert cfg.model_type == c["family"], cfg.model_type
+    assert cfg.tie_word_embeddings == c["tied"], cfg.tie_word_embeddings
+    with torch.no_grad():
+        return np.concatenate([model(input_ids=torch.tensor([ids])).logits[0].numpy()
+                               for ids in PROMPTS], 0)
+
+
+def write_case(c: dict, out: pathlib.Path) -> dict:
+    fam = FAMILIES[c["family"]]
+    cfg = fam["hf_config"](c)
+    torch.manual_seed(c["seed"])
+    model = getattr(transformers, fam["model_class"])(cfg).to(torch.float32).eval()
+    state = random_state(model, c["seed"])
+    if c["tied"]:
+        state.pop("lm_head.weight", None)
+    vocab = tiny_vocab(c["n_vocab"])
+    assert len(vocab["tokens"]) == c["n_vocab"]
+
+    path = out / f"{c['name']}.gguf"
+    arch = fam["arch"]
+    wr = gguf.GGUFWriter(str(path), arch)
+    wr.add_type("model")
+    wr.add_name(f"sinkscope-oracle {c['name']}")
+    wr.add_context_length(c["n_ctx"])
+    wr.add_embedding_length(c["d"])
+    wr.add_block_count(c["n_layer"])
+    wr.add_feed_forward_length(c["n_ff"])
+    wr.add_head_count(c["n_head"])
+    wr.add_head_count_kv(c["n_head_kv"])
+    wr.add_rope_freq_base(c["theta"])
+    wr.add_layer_norm_rms_eps(c["eps"])
+    fam["extra_kv"](wr, c)
+    wr.add_file_type({"F32": gguf.LlamaFileType.ALL_F32,
+                      "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[c["proj"]])
+    wr.add_tokenizer_model("gpt2")
+    wr.add_tokenizer_pre(vocab["pre"])
+    wr.add_token_list(vocab["tokens"])
+    wr.add_token_types(vocab["types"])
+    wr.add_token_merges(vocab["merges"])
+    wr.add_bos_token_id(vocab["bos"])
+    wr.add_eos_token_id(vocab["eos"])
+    wr.add_pad_token_id(vocab["pad"])
+    wr.add_add_bos_token(False)
+
+    # The HF model gets the values the file holds (quantized weights dequantized), so the
+    # logits compared are those of the same function.
+    held = {}
+    for hf_name, a in state.items():
+        gg = fam["gguf_name"](hf_name)
+        if gg is None:
+            continue
+        enc = c["embd"] if gg == "token_embd.weight" else c["proj"]
+        data, raw, values = encode(a, enc)
+        if raw is None:
+            wr.add_tensor(gg, data)
+        else:
+            wr.add_tensor(gg, data, raw_dtype=raw)
+        held[hf_name] = torch.from_numpy(values)
+    wr.write_header_to_file()
+    wr.write_kv_data_to_file()
+    wr.write_tensors_to_file()
+    wr.close()
+
+    if c["tied"]:
+        held["lm_head.weight"] = held["model.embed_tokens.weight"]
+    missing, unexpected = model.load_state_dict(held, strict=False)
+    missing = [k for k in missing if "rotary_emb" not in k]
+    assert not missing and not unexpected, (missing, unexpected)
+
+    logits = []
+    for ids in PROMPTS:
+        assert max(ids) < c["n_vocab"]
+        with torch.no_grad():
+            lg = model(input_ids=torch.tensor([ids], dtype=torch.long)).logits[0]
+        logits.append(lg.to(torch.float32).numpy())
+    bin_path = out / f"{c['name']}.logits.bin"
+    np.concatenate(logits, 0).astype("<f4").tofile(bin_path)
+    allv = np.concatenate(logits, 0)
+    round_trip = float(np.abs(logits_from_gguf(path, c) - allv).max())
+    if round_trip > 1e-5:
+        raise SystemExit(f"{c['name']}: transformers reading the GGUF differs by {round_trip}")
+    srt = np.sort(allv, -1)
+    print(f"{c['name']}: {path.stat().st_size} B gguf, logits std {allv.std():.2f}, "
+          f"min top-2 gap {(srt[:, -1] - srt[:, -2]).min():.2e}", file=sys.stderr)
+    return {
+        "name": c["name"],
+        "family": c["family"],
+        "architecture": arch,
+        "params": {k: v for k, v in c.items() if k != "name"},
+        "gguf": path.name,
+        "gguf_sha256": sha256_file(path),
+        "logits_file": bin_path.name,
+        "logits_sha256": sha256_file(bin_path),
+        "n_vocab": c["n_vocab"],
+        "prompts": PROMPTS,
+        "argmax": [[int(x) for x in lg.argmax(-1)] for lg in logits],
+        "min_top2_gap": float((srt[:, -1] - srt[:, -2]).min()),
+        "logits_std": float(allv.std()),
+        "hf_model_class": fam["model_class"],
+        "self_checks": {"max_abs_diff_vs_transformers_gguf_loader": round_trip},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parents[1] / "data" / "oracles"))
+    args = ap.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_grad_enabled(False)
+    entries = [write_case(c, out) for c in CASES]
+    manifest = {
+        "format_version": 1,
+        "generator": "tests/oracle/make_family_oracles.py",
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "numpy": np.__version__, "gguf": importlib.metadata.version("gguf")},
+        "notes": ["logits files: float32 little-endian; for each prompt in turn, (n_tokens, n_vocab) "
+                  "row-major, every position",
+                  "HF ran float32 with the exact values the GGUF holds (quantized weights "
+                  "dequantized by gguf-py)"],
+        "cases": entries,
+    }
+    with open(out / "manifest.json", "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")
+    total = sum(p.stat().st_size for p in out.iterdir())
+    print(f"wrote {len(entries)} cases to {out} ({total} bytes)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
