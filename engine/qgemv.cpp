@@ -496,9 +496,12 @@ void linear_q(const float* x, const QuantMatrix& w, float* y, int64_t m, ThreadP
     linear(x, reinterpret_cast<const float*>(w.data), y, m, n, k, pool);
     return;
   }
-  // Rows per tile: a multiple of 16 (sgemm's preferred widths), the scratch within the bound.
+  // Rows per tile: about two tiles per thread (each sgemm call packs x anew, so fewer, larger
+  // tiles cost less), a multiple of 16 (sgemm's preferred widths), the scratch within the bound.
   const int64_t fit = kLinearTileBytes / std::max<int64_t>(1, k * int64_t(sizeof(float)));
-  const int64_t rows = std::clamp<int64_t>(fit / 16 * 16, 16, 256);
+  const int64_t parts = 2 * int64_t(pool ? pool->size() : 1);
+  const int64_t want = ((n + parts - 1) / parts + 15) / 16 * 16;
+  const int64_t rows = std::max<int64_t>(16, std::min(want, fit / 16 * 16));
   const int64_t tiles = (n + rows - 1) / rows;
   auto tile = [&](int64_t t) {
     thread_local std::vector<float> scratch;

@@ -55,6 +55,6 @@ std::vector<float> dequantize(const QuantMatrix& w);
 // F32 weights are multiplied in place. Tiles run on the pool; each output element's sum does
 // not depend on the pool's size.
 void linear_q(const float* x, const QuantMatrix& w, float* y, int64_t m, ThreadPool* pool);
-inline constexpr int64_t kLinearTileBytes = int64_t(256) << 10;
+inline constexpr int64_t kLinearTileBytes = int64_t(4) << 20;
 
 }  // namespace sinkscope

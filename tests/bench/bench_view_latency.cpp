@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
     std::vector<double> ms, cpu, firstView;
     bool filled = true;
     for (int r = 0; r < reps; ++r) {
-      // A first visit of the new layer: without this, the map's stored residual streams (and the
+      // A first visit of the new layer: without this, the map's captured Q/K (and the
       // map itself) from the previous repetition would make every repetition after the first
       // a revisit (milliseconds). The dense baseline stays cached, as in the GUI.
       if (c.dropViewCaches) ex.dropViewCaches();
