@@ -496,10 +496,12 @@ void linear_q(const float* x, const QuantMatrix& w, float* y, int64_t m, ThreadP
     linear(x, reinterpret_cast<const float*>(w.data), y, m, n, k, pool);
     return;
   }
-  // Rows per tile: about two tiles per thread (each sgemm call packs x anew, so fewer, larger
-  // tiles cost less), a multiple of 16 (sgemm's preferred widths), the scratch within the bound.
+  // Rows per tile: a quarter of the matrix (each sgemm call packs x anew, so few, large tiles
+  // cost less; four keep two threads busy), a multiple of 16 (sgemm's preferred widths), the
+  // scratch within the bound. Not derived from the pool's size: a tile's width can change
+  // sgemm's rounding, and results must not depend on the thread count.
   const int64_t fit = kLinearTileBytes / std::max<int64_t>(1, k * int64_t(sizeof(float)));
-  const int64_t parts = 2 * int64_t(pool ? pool->size() : 1);
+  constexpr int64_t parts = 4;
   const int64_t want = ((n + parts - 1) / parts + 15) / 16 * 16;
   const int64_t rows = std::max<int64_t>(16, std::min(want, fit / 16 * 16));
   const int64_t tiles = (n + rows - 1) / rows;
