@@ -163,6 +163,20 @@ void RunExecutor::dropViewCaches() {
   m_mapPrompt.clear();
 }
 
+// The CPU map backend's capture prefill: Q/K of `layer` and of every layer below it (within
+// kMapCaptureBytes) under the map's visibility rule, ending after `layer`.
+QkvCaptureRequest RunExecutor::mapCaptureRequest(int layer, int sinks, int window) {
+  QkvCaptureRequest r;
+  r.layer = layer;
+  r.more_first = 0;
+  r.more_last = layer - 1;
+  r.max_bytes = kMapCaptureBytes;
+  r.sink_count = sinks;
+  r.window = window;
+  r.stop_after_layer = true;
+  return r;
+}
+
 bool RunExecutor::warmViewCaches(const std::atomic<bool>* stop) {
   if (!m_model || !m_mapCache || m_mapCache->prompt.empty()) return false;
   // Only where the map is computed from the CPU's captures: a GPU backend captures the one
@@ -178,14 +192,7 @@ bool RunExecutor::warmViewCaches(const std::atomic<bool>* stop) {
   for (int l = 0; l < c.n_layer && all; ++l) all = m_mapBackend->qkv_capture_of(l) != nullptr;
   if (all) return false;
   // The deepest layer is always kept; the others in order while they fit.
-  QkvCaptureRequest r;
-  r.layer = c.n_layer - 1;
-  r.more_first = 0;
-  r.more_last = c.n_layer - 2;
-  r.max_bytes = kMapCaptureBytes;
-  r.sink_count = sinks;
-  r.window = o.window;
-  r.stop_after_layer = true;
+  const QkvCaptureRequest r = mapCaptureRequest(c.n_layer - 1, sinks, o.window);
   Backend& b = *m_mapBackend;
   b.set_cancel_flag(stop);
   try {
@@ -410,14 +417,7 @@ void RunExecutor::cpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMap
   if (!same || !b.qkv_capture_of(o.layer)) {
     // The prefill up to the map's layer computes every layer below it anyway: keep their Q/K
     // too (within the budget), so stepping down through the layers costs no prefill.
-    QkvCaptureRequest r;
-    r.layer = o.layer;
-    r.more_first = 0;
-    r.more_last = o.layer - 1;
-    r.max_bytes = kMapCaptureBytes;
-    r.sink_count = sinks;
-    r.window = o.window;
-    r.stop_after_layer = true;
+    const QkvCaptureRequest r = mapCaptureRequest(o.layer, sinks, o.window);
     m_mapPrompt.clear();
     b.reset();
     b.request_qkv_capture(r);

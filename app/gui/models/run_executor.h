@@ -99,6 +99,7 @@ class RunExecutor {
                     std::vector<float>& q, std::vector<float>& k,
                     const std::atomic<bool>* cancel);
   Backend& mapBackend();
+  static QkvCaptureRequest mapCaptureRequest(int layer, int sinks, int window);
   struct Run;   // one run's state and steps (run_executor.cpp)
   struct Pass;  // one generation with per-position logits
   // Started by runPass after the prefill, with its logits; joined after the decode.
