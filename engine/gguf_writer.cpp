@@ -536,6 +536,18 @@ Vocab make_vocab(int n_vocab) {
 
 }  // namespace
 
+void set_llama_hparams(GgufWriter& w, const std::string& a, int n_layer, int n_ctx, int n_embd,
+                       int n_ff, int n_head, int n_head_kv, float rope_theta, float rms_eps) {
+  w.set_u32(a + ".block_count", static_cast<uint32_t>(n_layer));
+  w.set_u32(a + ".context_length", static_cast<uint32_t>(n_ctx));
+  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(n_embd));
+  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(n_ff));
+  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(n_head));
+  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(n_head_kv));
+  w.set_f32(a + ".rope.freq_base", rope_theta);
+  w.set_f32(a + ".attention.layer_norm_rms_epsilon", rms_eps);
+}
+
 GgufWriter make_random_llama(const TestModelShape& s, uint64_t seed) {
   auto bad = [](const std::string& why) {
     throw std::invalid_argument("make_random_llama: " + why);
@@ -568,14 +580,8 @@ GgufWriter make_random_llama(const TestModelShape& s, uint64_t seed) {
   w.set_string("general.type", "model");
   w.set_string("general.name", "sinkscope-random-" + a);
   w.set_u32("general.quantization_version", 2);
-  w.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_f32(a + ".rope.freq_base", s.rope_theta);
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", s.rms_eps);
+  set_llama_hparams(w, a, s.n_layer, s.n_ctx, s.n_embd, s.n_ff, s.n_head, s.n_head_kv,
+                    s.rope_theta, s.rms_eps);
   w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
   if (s.head_dim > 0) {
     w.set_u32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));

@@ -89,6 +89,12 @@ std::vector<uint8_t> quantize_row(GgmlType t, const float* src, int64_t n);
 void quantize_row_into(GgmlType t, const float* src, int64_t n, uint8_t* dst);
 
 // Shape of a Llama-family model for random-weight test models.
+// The hyper-parameter keys every llama-family file carries, under the architecture's prefix `a`
+// (block_count, context_length, embedding_length, feed_forward_length, head counts, RoPE base,
+// RMS epsilon), as llama.cpp's converter writes them.
+void set_llama_hparams(GgufWriter& w, const std::string& a, int n_layer, int n_ctx, int n_embd,
+                       int n_ff, int n_head, int n_head_kv, float rope_theta, float rms_eps);
+
 struct TestModelShape {
   std::string architecture = "llama";  // llama | qwen2 | qwen3 (per-head Q/K norms)
   int n_layer = 2;

@@ -521,14 +521,8 @@ TestModelResult write_test_model(const TestModelOptions& o, const std::filesyste
                    ". For speed and memory measurements only: its output is noise.");
   w.set_u32("general.file_type", test_model_file_type(o.type));
   w.set_u32("general.quantization_version", 2);
-  w.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
-  w.set_u32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_f32(a + ".rope.freq_base", s.rope_theta);
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", s.rms_eps);
+  set_llama_hparams(w, a, s.n_layer, s.n_ctx, s.n_embd, s.n_ff, s.n_head, s.n_head_kv,
+                    s.rope_theta, s.rms_eps);
   if (a == "llama") {
     // LlamaModel in convert_hf_to_gguf.py adds these two; Qwen2Model does not.
     w.set_u32(a + ".vocab_size", static_cast<uint32_t>(s.n_vocab));
