@@ -108,6 +108,25 @@ class TestAttentionMapPanel : public QObject {
     panel.stepHead(+100);
     QCOMPARE(head.last().at(1).toInt(), r->nHead - 1);
   }
+  // The head's sinks are named as keys with their tokens: a bare "Sinks of this head: 0." read
+  // as "no sinks".
+  void captionNamesTheHeadsSinkKeys() {
+    AttentionMapView view;
+    AttentionMapPanel panel(&view);
+    auto r = std::make_shared<RunResult>(*test::sampleResult());
+    r->map.alpha.assign(size_t(r->map.nTokens), 0.0);
+    r->map.alpha[0] = 0.6;
+    r->map.alpha[3] = 0.35;
+    panel.setHeadRange(r->nLayer, r->nHead);
+    panel.setSelection(r->map.layer, r->map.head);
+    view.setResult(r);
+    const QString c = panel.caption();
+    QVERIFY2(c.contains(QStringLiteral("Sinks of this head (alpha_k > 0.3): key 0 '")), qPrintable(c));
+    QVERIFY2(c.contains(QStringLiteral(", key 3 '")), qPrintable(c));
+    r->map.alpha.assign(size_t(r->map.nTokens), 0.0);
+    view.setResult(std::make_shared<RunResult>(*r));
+    QVERIFY2(panel.caption().contains(QStringLiteral("No key is a sink of this head")), qPrintable(panel.caption()));
+  }
 };
 
 QTEST_MAIN(TestAttentionMapPanel)

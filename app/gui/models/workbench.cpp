@@ -77,10 +77,9 @@ void Workbench::updateStale(const QString& event) {
     if (m_shownControls.maxTokens != m_controls.maxTokens) what << tr("the generation length changed");
     if (!what.isEmpty()) {
       reason = tr("The views show an earlier run: %1").arg(what.join(QStringLiteral(", ")));
-      if (m_running) reason += tr("; updating...");
-      else if (!m_lastEvent.isEmpty()) reason += QStringLiteral("; ") + m_lastEvent;
-      else reason += tr("; press Run to update");
-      reason += QLatin1Char('.');
+      if (m_running) reason += tr("; updating\u2026");
+      else if (!m_lastEvent.isEmpty()) reason += QStringLiteral("; ") + m_lastEvent + QLatin1Char('.');
+      else reason += tr("; press Run to update.");
     }
   }
   if (reason == m_staleReason) return;

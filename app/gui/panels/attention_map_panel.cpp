@@ -255,8 +255,11 @@ void AttentionMapPanel::rebuild() {
   }
   m_plot->replot();
 
-  QStringList sinkText;
-  for (int k : sinks) sinkText << QString::number(k);
+  QStringList sinkText;  // "key 0 <|im_start|>": a bare "0" read as a count of sinks
+  for (int k : sinks) {
+    const QString label = m_view->tokenLabel(k);
+    sinkText << tr("key %1").arg(label.isEmpty() ? QString::number(k) : label);
+  }
   QString info = tr("Layer %1, head %2: %3 tokens").arg(a.layer).arg(a.head).arg(n);
   if (binned) info += tr(" in %1x%2 cells (each ~%3 tokens)").arg(a.rows).arg(a.cols).arg(cw, 0, 'f', 1);
   info += QStringLiteral(". ") + skippedOutlineCaption(drawn, int(rects.size()));
@@ -267,7 +270,7 @@ void AttentionMapPanel::rebuild() {
   info += QStringLiteral(". ");
   if (kept > 0) info += tr("Kept by the cache (S = %1): positions 0-%2. ").arg(kept).arg(kept - 1);
   info += sinkText.isEmpty() ? tr("No key is a sink of this head (alpha_k > 0.3).")
-                             : tr("Sinks of this head: %1.").arg(sinkText.mid(0, 8).join(QStringLiteral(", ")));
+                             : tr("Sinks of this head (alpha_k > 0.3): %1.").arg(sinkText.mid(0, 8).join(QStringLiteral(", ")));
   if (vis.window > 0) info += tr(" Window W = %1: grey cells are not visible.").arg(vis.window);
   if (res) {  // how the map was made; why a mask is missing
     if (!res->mapSource.empty()) info += QLatin1Char(' ') + tr("Map: %1.").arg(QString::fromStdString(res->mapSource));
@@ -334,5 +337,7 @@ bool AttentionMapPanel::eventFilter(QObject* o, QEvent* e) {
   }
   return QWidget::eventFilter(o, e);
 }
+
+QString AttentionMapPanel::caption() const { return m_info->text(); }
 
 }  // namespace sinkscope::gui

@@ -49,6 +49,8 @@ class AttentionMapPanel : public QWidget {
   QCustomPlot* plot() const { return m_plot; }
   // The tooltip text for map coordinates (key, query); "" outside the map.
   QString describePoint(int key, int query) const;
+  // The line above the map: size, skipped tiles, kept positions and the head's sinks.
+  QString caption() const;
 
  Q_SIGNALS:
   void headChosen(int layer, int head);
