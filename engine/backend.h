@@ -34,19 +34,13 @@ struct QkvCapture {
   std::vector<float> qf, kf, vf;
 
   // Element i of q / k in the layouts above.
-  float q_at(size_t i) const { return qf.empty() ? bf16_value(q[i]) : qf[i]; }
-  float k_at(size_t i) const { return kf.empty() ? bf16_value(k[i]) : kf[i]; }
+  float q_at(size_t i) const { return qf.empty() ? bf16_to_fp32(q[i]) : qf[i]; }
+  float k_at(size_t i) const { return kf.empty() ? bf16_to_fp32(k[i]) : kf[i]; }
   // True when the capture holds q of every query and k of every key (either precision).
   bool complete() const {
     const size_t nq = size_t(n_q) * n_head * head_dim, nk = size_t(n_kv) * n_head_kv * head_dim;
     return layer >= 0 && nq > 0 && (qf.size() >= nq || q.size() >= nq) &&
            (kf.size() >= nk || k.size() >= nk);
-  }
-  static float bf16_value(uint16_t h) {
-    const uint32_t u = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
   }
 };
 

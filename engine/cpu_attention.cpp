@@ -5,11 +5,8 @@
 #include <cmath>
 #include <mutex>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "engine/kv_quant.h"
+#include "engine/simd.h"
 #include "engine/thread_pool.h"
 
 namespace sinkscope {
@@ -30,35 +27,8 @@ inline void axpy(float a, const float* x, float* y, int d) {
   for (int i = 0; i < d; ++i) y[i] += a * x[i];
 }
 
-#if defined(__x86_64__)
-#define SINKSCOPE_AVX2 __attribute__((target("avx2,fma")))
-
-bool have_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
-
-// exp for 8 lanes: 2^n * p(r) with r = x - n ln2 split in two parts for precision and a degree-6
-// polynomial (Cephes expf coefficients); ~2 ulp. Inputs below -87.3 give exactly 0.
-SINKSCOPE_AVX2 inline __m256 exp8(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.33654f);
-  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.3762626647949f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-  return _mm256_andnot_ps(under, y);
-}
+#ifdef SINKSCOPE_X86
+using simd::exp8;
 
 // out[0..64) = init[0..64) (zeros when null) + sum over r < n of (coef[r] * mul) *
 // rows[r * stride + 0..64): the 64-wide FMA chain that scores and P V share. Eight named
@@ -248,8 +218,8 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
   }
   std::vector<TileCounts> local(size_t(a.n_head) * n_qtiles);
   std::vector<double> local_cm(size_t(a.n_head) * n_qtiles * size_t(col_n), 0.0);
-#if defined(__x86_64__)
-  const bool simd = have_avx2();
+#ifdef SINKSCOPE_X86
+  const bool use_avx2 = simd::have_avx2();
 #endif
 
   auto run = [&](int64_t task) {
@@ -295,8 +265,8 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
       if (!quant) {
         const float* k_first = kv ? kv->k_f32[t] + int64_t(g) * d
                                   : a.k + int64_t(k0) * kv_stride + int64_t(g) * d;
-#if defined(__x86_64__)
-        if (simd && nk % 8 == 0 && d % 8 == 0) {
+#ifdef SINKSCOPE_X86
+        if (use_avx2 && nk % 8 == 0 && d % 8 == 0) {
           transpose_tile_avx2(k_first, kv_stride, nk, d, kt.data(), bk);
         } else
 #endif
@@ -326,8 +296,8 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
         const int pos = a.q_pos0 + r0 + r;
         const float* __restrict qr = a.q + int64_t(r0 + r) * q_stride + int64_t(h) * d;
         float* __restrict sr = s.data() + size_t(r) * bk;
-#if defined(__x86_64__)
-        if (simd && nk % 8 == 0)
+#ifdef SINKSCOPE_X86
+        if (use_avx2 && nk % 8 == 0)
           scores_avx2(qr, kt.data(), d, bk, nk, a.scale, sr);
         else
 #endif
@@ -425,8 +395,8 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
         }
         float* sr = s.data() + size_t(r) * bk;
         float add;
-#if defined(__x86_64__)
-        if (simd && d % 8 == 0) {
+#ifdef SINKSCOPE_X86
+        if (use_avx2 && d % 8 == 0) {
           add = exp_sum_avx2(sr, nk, m_new);
           pv_avx2(sr, vt, v_stride, nk, d, ar);
         } else

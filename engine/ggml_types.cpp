@@ -138,10 +138,6 @@ uint16_t fp32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-float bf16_to_fp32(uint16_t h) {
-  return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
-}
-
 uint16_t fp32_to_bf16(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   // NaN must stay NaN: truncation could clear every payload bit and produce Inf, so force the

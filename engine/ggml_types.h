@@ -3,6 +3,7 @@
 // Block layouts follow ggml (ggml-common.h); see dequant.cpp for each one.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -53,7 +54,7 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 // fp16 / bf16 <-> fp32 conversions (round to nearest even).
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
-float bf16_to_fp32(uint16_t h);
+inline float bf16_to_fp32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
 uint16_t fp32_to_bf16(float f);
 
 }  // namespace sinkscope

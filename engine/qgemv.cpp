@@ -7,13 +7,9 @@
 #include <vector>
 
 #include "engine/linalg.h"
+#include "engine/simd.h"
 #include "engine/thread_pool.h"
 
-#if defined(__x86_64__) || defined(_M_X64)
-#include <cpuid.h>
-#include <immintrin.h>
-#define SINKSCOPE_X86 1
-#endif
 
 namespace sinkscope {
 namespace {
@@ -39,7 +35,6 @@ void rows_generic(const QuantMatrix& w, const float* x, float* y, int64_t r0, in
 }
 
 #ifdef SINKSCOPE_X86
-#define SINKSCOPE_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 SINKSCOPE_AVX2 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -389,13 +384,6 @@ SINKSCOPE_AVX2 void dq_rows_avx2(const QuantMatrix& w, int64_t r0, int64_t n, fl
   }
 }
 
-bool cpu_has_avx2() {
-  // F16C is read from CPUID directly: clang before 15 rejects __builtin_cpu_supports("f16c").
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                         __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
-  return ok;
-}
 #endif
 
 }  // namespace
@@ -416,7 +404,7 @@ void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool, Qge
   if (forced == 2) mode = QgemvMode::kFloatActivations;
   std::vector<float> xsum;
 #ifdef SINKSCOPE_X86
-  const bool avx2 = cpu_has_avx2() && w.cols % 32 == 0;
+  const bool avx2 = simd::have_avx2() && w.cols % 32 == 0;
   const bool int8 = avx2 && mode == QgemvMode::kInt8Activations &&
                     (w.type == GgmlType::kQ4_0 || w.type == GgmlType::kQ4_1 ||
                      w.type == GgmlType::kQ8_0);
@@ -470,12 +458,12 @@ void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool, Qge
 void dequantize_rows(const QuantMatrix& w, int64_t r0, int64_t n, float* dst) {
 #ifdef SINKSCOPE_X86
   if ((w.type == GgmlType::kQ4_0 || w.type == GgmlType::kQ4_1 || w.type == GgmlType::kQ8_0) &&
-      w.cols % 32 == 0 && cpu_has_avx2()) {
+      w.cols % 32 == 0 && simd::have_avx2()) {
     dq_rows_avx2(w, r0, n, dst);
     return;
   }
   if ((w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ6_K) && w.cols % 256 == 0 &&
-      cpu_has_avx2()) {
+      simd::have_avx2()) {
     dq_kquant_rows_avx2(w, r0, n, dst);
     return;
   }

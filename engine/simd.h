@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// SIMD building blocks of the CPU kernels (attention, quantized products, logit statistics):
+// the attribute that compiles a function for AVX2 + FMA + F16C inside a portable binary, the
+// run-time check that picks those functions, and the vector exp of each precision. Kernels keep
+// a portable path beside every AVX2 one and choose with `simd::have_avx2()`.
+#pragma once
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define SINKSCOPE_X86 1
+#define SINKSCOPE_AVX2 __attribute__((target("avx2,fma,f16c")))
+#endif
+
+namespace sinkscope::simd {
+
+// True when this CPU runs AVX2, FMA and F16C (false off x86).
+bool have_avx2();
+
+#ifdef SINKSCOPE_X86
+// exp of 8 floats: 2^n p(r) with r = x - n ln2 (ln2 split in two for precision) and a degree-6
+// polynomial (Cephes expf coefficients); ~2 ulp. Inputs below -87.3 give exactly 0.
+SINKSCOPE_AVX2 inline __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.33654f);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  x = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.3762626647949f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  return _mm256_andnot_ps(under, y);
+}
+
+// exp of 4 doubles: 2^k e^r with r = x - k ln2 (ln2 split in two) and the degree-13 Taylor
+// polynomial of e^r on |r| <= ln2 / 2 (truncation < 2e-16 relative): within ~2 ulp of glibc's
+// exp. Inputs below -708 give 0.
+SINKSCOPE_AVX2 inline __m256d exp4d(__m256d x) {
+  const __m256d lo = _mm256_set1_pd(-708.0);
+  const __m256d under = _mm256_cmp_pd(x, lo, _CMP_LT_OQ);
+  x = _mm256_max_pd(x, lo);
+  const __m256d k = _mm256_round_pd(_mm256_mul_pd(x, _mm256_set1_pd(1.4426950408889634)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(6.93147180369123816490e-01), x);
+  r = _mm256_fnmadd_pd(k, _mm256_set1_pd(1.90821492927058770002e-10), r);
+  static constexpr double kInvFact[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0,
+                                        1.0 / 3628800.0,    1.0 / 362880.0,    1.0 / 40320.0,
+                                        1.0 / 5040.0,       1.0 / 720.0,       1.0 / 120.0,
+                                        1.0 / 24.0,         1.0 / 6.0,         0.5,
+                                        1.0,                1.0};
+  __m256d p = _mm256_set1_pd(kInvFact[0]);
+  for (int i = 1; i < 14; ++i) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(kInvFact[i]));
+  const __m128i ki = _mm256_cvtpd_epi32(k);
+  const __m256i e = _mm256_slli_epi64(
+      _mm256_add_epi64(_mm256_cvtepi32_epi64(ki), _mm256_set1_epi64x(1023)), 52);
+  return _mm256_andnot_pd(under, _mm256_mul_pd(p, _mm256_castsi256_pd(e)));
+}
+#endif
+
+}  // namespace sinkscope::simd
