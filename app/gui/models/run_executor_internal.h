@@ -128,6 +128,7 @@ struct RunExecutor::Run {
   std::vector<int> top1V;
   const float* vLogits = nullptr;
   std::string nextPrefillKey;  // set when this run's variant prefill can be resumed later
+  int64_t lastPartialNs = 0;  // when publishPartial last published (0: never)
   // Filled while a GPU variant decodes (runVariant's overlapAhead), else empty.
   std::vector<double> statsAheadLse, klAhead;
   std::vector<int> statsAheadTop1;
@@ -159,6 +160,9 @@ struct RunExecutor::Run {
   void startMapAhead();     // the map made alongside a GPU variant run (Q/K captured first)
   void reuseLastRun();      // only the map's head changed: the last run is this one
   void runVariant();        // the variant's generation: from the dense cache or a traced pass
+  void configureVariant(Backend& b);  // runVariant: settings and the probes to record
+  void publishPartial(const Backend& b, double f);  // runVariant: a throttled partial result
+  AheadFn overlapJob();  // runVariant: statistics (and KL) computed while the variant decodes
   void variantStatistics(); // tokens, log-sum-exp / argmax per position, prompt perplexity
   void detectSinks();       // from the column-mass probe
   void attentionMap();

@@ -150,25 +150,9 @@ std::shared_ptr<AttentionProbes> RunExecutor::Run::partialProbes(const Backend& 
   return p;
 }
 
-void RunExecutor::Run::runVariant() {
-  if (fromDense) {
-    const DenseCache& dc = *ex.m_denseCache;
-    static_cast<Generated&>(v) = dc.pass;
-    res->backendName = dc.backendName;
-    res->timeline = dc.timeline;
-    takeProbes(*res, dc.probesPrefill, dc.probes, req.layer, req.head);
-    stage("variant = cached dense baseline");
-    return;
-  }
-  Backend& b = ex.variantBackend(req);
-  if (ex.m_variantCreated) stage("variant backend made (new cache settings)");
-  res->backendName = b.name();
-  // The last prefill on this backend is resumed when only decode settings changed; until this
-  // run's prefill is done there is none to resume (a failure leaves the backend anywhere).
-  const std::string prefillKey = prefillRunKey(req, colN);
-  const bool resume = !ex.m_prefillKey.empty() && ex.m_prefillKey == prefillKey &&
-                      ex.m_prefillPrompt == res->promptTokens;
-  ex.m_prefillKey.clear();
+// The variant's attention settings and the probes it records (this head's skip mask, every
+// head's where the cache allows, the column mass); notes say what a backend cannot record.
+void RunExecutor::Run::configureVariant(Backend& b) {
   b.set_attention(req.attention);
   // A backend may not record a mask for some settings (the CUDA backend with a sliding
   // window); the run goes on without the overlay and the map view says why.
@@ -190,40 +174,33 @@ void RunExecutor::Run::runVariant() {
   } catch (const BackendError& e) {
     res->sinkNote = e.what();
   }
-  prof::ProfilerOptions po;
-  po.gpu = b.name() != "cpu";
-  po.device = b.name();
-  prof::Profiler profiler(po);
-  profiler.start();
-  // Partial results while the prefill runs, throttled.
-  int64_t lastPartial = 0;
-  auto publishPartial = [&](double f) {
-    const int64_t now = prof::now_ns();
-    if (lastPartial != 0 && now - lastPartial < int64_t(kPartialIntervalMs) * 1000000) return;
-    lastPartial = now;
-    auto p = std::make_shared<RunResult>();
-    p->id = id;
-    p->request = req;
-    p->partial = true;
-    p->partialFraction = f;
-    p->nLayer = c.n_layer;
-    p->nHead = c.n_head;
-    p->promptTokens = res->promptTokens;
-    p->promptPieces = res->promptPieces;
-    p->backendName = res->backendName;
-    p->probes = *partialProbes(b);
-    p->probesPrefill = p->probes;
-    p->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
-    partial(p);
-  };
-  // With a GPU decoding, the host's cores are free: the variant's per-position log-sum-exp and
-  // argmax, and its KL against a cached baseline, are computed on the pool meanwhile (not
-  // while the pool serves the map alongside, nor on the CPU backend, whose decode uses the
-  // cores).
-  // A map computed alongside on the pool comes first (the statistics wait for it).
-  const bool overlapAhead =
-      (b.name() != "cpu" || ex.m_overlapOnCpu) && (!req.compare || haveDense);
-  AheadFn startAhead = [this](const Pass& pass) {
+}
+
+// Publishes a partial result at prefill fraction f, at most one per kPartialIntervalMs.
+void RunExecutor::Run::publishPartial(const Backend& b, double f) {
+  const int64_t now = prof::now_ns();
+  if (lastPartialNs != 0 && now - lastPartialNs < int64_t(kPartialIntervalMs) * 1000000) return;
+  lastPartialNs = now;
+  auto p = std::make_shared<RunResult>();
+  p->id = id;
+  p->request = req;
+  p->partial = true;
+  p->partialFraction = f;
+  p->nLayer = c.n_layer;
+  p->nHead = c.n_head;
+  p->promptTokens = res->promptTokens;
+  p->promptPieces = res->promptPieces;
+  p->backendName = res->backendName;
+  p->probes = *partialProbes(b);
+  p->probesPrefill = p->probes;
+  p->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
+  partial(p);
+}
+
+// The job runVariant starts after the variant's prefill, run while it decodes: the map
+// alongside first, then per-position log-sum-exp / argmax and the KL against the cache.
+RunExecutor::AheadFn RunExecutor::Run::overlapJob() {
+  return [this](const Pass& pass) {
     return std::async(std::launch::async, [this, &pass, logits = pass.promptLogits.data(),
                                            haveStats = pass.promptLse.size() == size_t(n),
                                            map = mapAhead] {
@@ -241,6 +218,41 @@ void RunExecutor::Run::runVariant() {
       if (!haveStats) statsAheadLse = std::move(lse);
     });
   };
+}
+
+void RunExecutor::Run::runVariant() {
+  if (fromDense) {
+    const DenseCache& dc = *ex.m_denseCache;
+    static_cast<Generated&>(v) = dc.pass;
+    res->backendName = dc.backendName;
+    res->timeline = dc.timeline;
+    takeProbes(*res, dc.probesPrefill, dc.probes, req.layer, req.head);
+    stage("variant = cached dense baseline");
+    return;
+  }
+  Backend& b = ex.variantBackend(req);
+  if (ex.m_variantCreated) stage("variant backend made (new cache settings)");
+  res->backendName = b.name();
+  // The last prefill on this backend is resumed when only decode settings changed; until this
+  // run's prefill is done there is none to resume (a failure leaves the backend anywhere).
+  const std::string prefillKey = prefillRunKey(req, colN);
+  const bool resume = !ex.m_prefillKey.empty() && ex.m_prefillKey == prefillKey &&
+                      ex.m_prefillPrompt == res->promptTokens;
+  ex.m_prefillKey.clear();
+  configureVariant(b);
+  prof::ProfilerOptions po;
+  po.gpu = b.name() != "cpu";
+  po.device = b.name();
+  prof::Profiler profiler(po);
+  profiler.start();
+  // With a GPU decoding, the host's cores are free: the variant's per-position log-sum-exp and
+  // argmax, and its KL against a cached baseline, are computed on the pool meanwhile (not
+  // while the pool serves the map alongside, nor on the CPU backend, whose decode uses the
+  // cores).
+  // A map computed alongside on the pool comes first (the statistics wait for it).
+  const bool overlapAhead =
+      (b.name() != "cpu" || ex.m_overlapOnCpu) && (!req.compare || haveDense);
+  const AheadFn startAhead = overlapJob();
   report("prefill");
   stage("setup (tokenize, backend, probes)");
   try {
@@ -253,7 +265,7 @@ void RunExecutor::Run::runVariant() {
                    [&](double f) {
                      done = f * n;
                      report("prefill");
-                     if (partial) publishPartial(f);
+                     if (partial) publishPartial(b, f);
                    },
                    resume ? &ex.m_prefillProbes : nullptr, overlapAhead ? startAhead : AheadFn());
   } catch (...) {

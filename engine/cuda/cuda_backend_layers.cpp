@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CUDA backend's per-layer device work of one pass, mirroring engine/cpu_backend.cpp:
+//   RMSNorm (fp32 -> bf16) -> fused QKV GEMM (fp32 out) -> bias + RoPE + paged KV append
+//   -> attention (kernels::launch_attention) -> O GEMM with the residual add fused (beta = 1)
+//   -> RMSNorm -> fused gate|up GEMM -> SwiGLU -> down GEMM with the residual add fused;
+// then the final RMSNorm and the LM head (fp32 logits). Decode steps (one token) run the fused
+// batch-1 kernels of kernels/decode_fused.h instead (4 per layer + the attention) unless
+// SINKSCOPE_FUSED_DECODE=0 or the shape is unsupported (fused_decode() says why).
+#include <optional>
+
+#include "engine/cuda/cuda_backend_impl.h"
+#include "kernels/decode_fused.h"
+#include "kernels/ops.h"
+
+namespace sinkscope::cuda_detail {
+
+void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) {
+  const ModelConfig& c = m_model->config();
+  const int D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, W = Q + 2 * KV;
+  float* x = m_x.as<float>();
+  uint16_t* xn = m_xn.as<uint16_t>();
+  const int32_t* tokens = p.kv_bound > 0 ? m_step.as<int32_t>() + kStepToken : m_tokens.as<int32_t>();
+  SS_LAUNCH(kernels::launch_embed_gather(m_weights->embd, tokens, x, p.n, D, s));
+  // A capture's prefill that ends after its layer (QkvCaptureRequest::stop_after_layer).
+  const int n_layers = m_capture.layer >= 0 && m_cap.stop_after_layer && !p.decode &&
+                               !p.capturing && p.kv_bound == 0
+                           ? m_capture.layer + 1
+                           : c.n_layer;
+  for (int l = 0; l < n_layers; ++l) {
+    if (!p.capturing) check_cancel();
+    // Layer ranges for the timeline (CPU span + NVTX); not while capturing a graph, whose
+    // replays would not re-emit them.
+    std::optional<prof::ScopedSpan> span_layer;
+    if (!p.capturing) span_layer.emplace(m_spans, "layer", l);
+    // While capturing: the layer's graph nodes, so replayed kernels find their layer.
+    prof::GraphRegionScope region_layer(p.capturing ? m_capture_layout : nullptr, "layer", l);
+    const LayerDev& L = m_weights->layers[size_t(l)];
+    // Decode steps (one token): 4 fused kernels + the attention per layer (kernels/decode_fused.h).
+    // Not with re-rotated queries: they are made from the unfused path's fp32 q|k|v rows.
+    const bool fused = m_fused && p.kv_bound > 0 && p.n == 1 && !p.sinkq;
+    if (!fused) {
+      SS_LAUNCH(kernels::launch_rms_norm(x, L.attn_norm, xn, p.n, D, c.rms_eps, s));
+      blas.linear(xn, L.w_qkv, m_qkv.as<float>(), p.n, W, D);
+    }
+
+    kernels::QkvRopeParams r;
+    r.qkv = m_qkv.as<float>();
+    r.bias = L.b_qkv;
+    r.rope_cos = m_rope_cos.as<float>();
+    r.rope_sin = m_rope_sin.as<float>();
+    r.q_out = m_q.as<uint16_t>();
+    r.k_pages = k_layer(l);
+    r.v_pages = v_layer(l);
+    r.page_table = m_page_table.as<int32_t>();
+    r.n_tokens = p.n;
+    r.pos0 = int(m_plan->ring_pos(p.pos0));  // windowed: the append ring (kv_page_plan.h)
+    if (p.kv_bound > 0) r.pos0_dev = m_step.as<int32_t>() + kStepPos;
+    r.n_head = c.n_head;
+    r.n_head_kv = c.n_head_kv;
+    r.head_dim = c.head_dim;
+    r.rope_dim = c.rope_dim;
+    r.neox = c.rope_neox;
+    r.block_size = m_attn.block_size;
+    if (m_kv_bits) r.kv_f32 = m_kv32.as<float>();  // quantized below
+    if (fused) {
+      kernels::FusedQkvParams f;
+      f.x = x;
+      f.norm_w = L.attn_norm;
+      f.eps = c.rms_eps;
+      f.w_qkv = L.w_qkv;
+      f.n_embd = D;
+      f.rope = r;
+      SS_LAUNCH(kernels::launch_fused_norm_qkv_rope(f, s));
+    } else {
+      SS_LAUNCH(kernels::launch_qkv_rope_append(r, s));
+    }
+    if (m_kv_bits) {  // the fp32 K|V rows -> codes + scales (protected rows: bf16 pages)
+      kernels::KvQuantAppendParams qa;
+      qa.kv_f32 = m_kv32.as<float>();
+      qa.k_codes = kc_layer(l);
+      qa.v_codes = vc_layer(l);
+      qa.k_scales = ks_layer(l);
+      qa.v_scales = vs_layer(l);
+      qa.prot_k = k_layer(l);
+      qa.prot_v = v_layer(l);
+      qa.page_table = m_page_table.as<int32_t>();
+      qa.n_tokens = p.n;
+      qa.pos0 = r.pos0;
+      qa.pos0_dev = r.pos0_dev;
+      qa.orig_pos0 = p.pos0;
+      if (p.kv_bound > 0) qa.orig_pos0_dev = m_step.as<int32_t>() + kStepPosOrig;
+      const KvQuantSettings& q = m_cache_settings.quantization;
+      qa.prot_sinks = q.protect_sink_positions ? int(m_cache_settings.sink_keep_count) : 0;
+      qa.prot_extra = m_prot_extra.as<int32_t>();
+      qa.n_prot_extra = m_n_prot_extra;
+      qa.n_head_kv = c.n_head_kv;
+      qa.head_dim = c.head_dim;
+      qa.block_size = m_attn.block_size;
+      qa.bits = m_kv_bits;
+      SS_LAUNCH(kernels::launch_kv_quant_append(qa, s));
+    }
+    if (p.sinkq) {
+      kernels::RopeQueriesParams rq;
+      rq.qkv = m_qkv.as<float>();
+      rq.bias = L.b_qkv;
+      rq.rope_cos = m_rope_cache_cos.as<float>();
+      rq.rope_sin = m_rope_cache_sin.as<float>();
+      rq.q_out = m_q_sink.as<uint16_t>();
+      rq.n_tokens = p.n;
+      rq.pos0 = p.pos0;
+      if (p.kv_bound > 0) rq.pos0_dev = m_step.as<int32_t>() + kStepPosOrig;
+      rq.sinks = m_plan->sinks();
+      rq.window = m_plan->window();
+      rq.n_head = c.n_head;
+      rq.n_head_kv = c.n_head_kv;
+      rq.head_dim = c.head_dim;
+      rq.rope_dim = c.rope_dim;
+      rq.neox = c.rope_neox;
+      SS_LAUNCH(kernels::launch_rope_queries_at_cache_index(rq, s));
+    }
+
+    const kernels::AttentionParams a = attention_params(l, p);
+    if (kernels::attention_workspace_bytes(a) > a.workspace_bytes)
+      throw BackendError("CUDA backend: attention decode workspace too small (internal error)");
+    SS_LAUNCH(kernels::launch_attention(a, s));
+    if (l == m_capture.layer && !p.decode && !p.capturing && p.kv_bound == 0) {
+      // Debug capture: this pass's post-RoPE queries (pageable copy: synchronous).
+      const size_t off = size_t(p.pos0 - m_capture.q_start) * Q;
+      if (m_capture.q.size() >= off + size_t(p.n) * Q)
+        SS_CUDA(cudaMemcpyAsync(m_capture.q.data() + off, m_q.get(), size_t(p.n) * Q * 2,
+                                cudaMemcpyDeviceToHost, s));
+    }
+
+    if (fused) {
+      SS_LAUNCH(kernels::launch_fused_gemv_residual(m_att.as<uint16_t>(), L.w_o, x, D, Q, s));
+      kernels::FusedGateUpParams g;
+      g.x = x;
+      g.norm_w = L.ffn_norm;
+      g.eps = c.rms_eps;
+      g.w_gu = L.w_gu;
+      g.act = m_act.as<uint16_t>();
+      g.n_embd = D;
+      g.n_ff = F;
+      SS_LAUNCH(kernels::launch_fused_norm_gate_up_swiglu(g, s));
+      SS_LAUNCH(kernels::launch_fused_gemv_residual(m_act.as<uint16_t>(), L.w_down, x, D, F, s));
+      continue;
+    }
+    blas.linear(m_att.as<uint16_t>(), L.w_o, x, p.n, D, Q, 1.0f);  // x += o-proj
+    SS_LAUNCH(kernels::launch_rms_norm(x, L.ffn_norm, xn, p.n, D, c.rms_eps, s));
+    blas.linear(xn, L.w_gu, m_gu.as<float>(), p.n, 2 * F, D);
+    SS_LAUNCH(kernels::launch_swiglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
+    blas.linear(m_act.as<uint16_t>(), L.w_down, x, p.n, D, F, 1.0f);  // x += down-proj
+  }
+}
+
+void CudaBackendImpl::enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows,
+                                      const float* hidden) {
+  const ModelConfig& c = m_model->config();
+  const float* x = (hidden ? hidden : m_x.as<float>()) + size_t(row0) * c.n_embd;
+  SS_LAUNCH(
+      kernels::launch_rms_norm(x, m_weights->out_norm, m_xn.as<uint16_t>(), rows, c.n_embd, c.rms_eps, s));
+  blas.linear(m_xn.as<uint16_t>(), m_weights->lm_head, m_logits.as<float>(), rows, c.n_vocab, c.n_embd);
+}
+
+}  // namespace sinkscope::cuda_detail
