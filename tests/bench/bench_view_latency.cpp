@@ -63,8 +63,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+static int bench(int argc, char** argv) {
   std::string model_path = default_model_path().string(), backend = "auto";
   int tokens = 512, gen = 16, reps = 3, threads = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -91,6 +90,14 @@ int main(int argc, char** argv) {
   }
   gui::RunExecutor ex(*kind, threads);
   ex.loadModel(model_path);
+  // The prompt and the generated tokens must fit the model's context; the filler below may
+  // overshoot by a sentence and the chat template adds a few tokens, hence the margin.
+  const int fit = ex.model()->config().n_ctx_train - gen - 64;
+  if (tokens > fit) {
+    std::printf("note: --tokens %d lowered to %d to fit the model's context of %d with %d generated\n",
+                tokens, fit, ex.model()->config().n_ctx_train, gen);
+    tokens = fit;
+  }
   // A prompt of about `tokens` tokens (the chat template adds a few).
   std::string prompt;
   while (int(ex.model()->tokenizer().encode(prompt).size()) < tokens - 12) prompt += kFiller;
@@ -239,4 +246,14 @@ int main(int argc, char** argv) {
               "(%d-token prompt, %s)\n",
               median(all), all.size(), int(first->promptTokens.size()), first->backendName.c_str());
   return every_view ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  try {
+    return bench(argc, argv);
+  } catch (const std::exception& e) {  // a model that does not load, a prompt that does not fit
+    std::fprintf(stderr, "bench_view_latency: error: %s\n", e.what());
+    return 1;
+  }
 }

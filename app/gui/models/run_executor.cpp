@@ -353,12 +353,6 @@ bool RunExecutor::gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMap
   const ModelConfig& c = m_model->config();
   const int n = int(prompt.size()), d = c.head_dim;
   const int kvh = o.head / (c.n_head / c.n_head_kv);
-  auto bf16 = [](uint16_t h) {
-    const uint32_t u = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  };
   q.assign(size_t(n) * d, 0.0f);
   k.assign(size_t(n) * d, 0.0f);
   bool ok = false;
@@ -383,8 +377,8 @@ bool RunExecutor::gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMap
     if (ok)
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < d; ++j) {
-          q[size_t(i) * d + j] = bf16(cap.q[(size_t(i) * c.n_head + o.head) * d + j]);
-          k[size_t(i) * d + j] = bf16(cap.k[(size_t(i) * c.n_head_kv + kvh) * d + j]);
+          q[size_t(i) * d + j] = bf16_to_fp32(cap.q[(size_t(i) * c.n_head + o.head) * d + j]);
+          k[size_t(i) * d + j] = bf16_to_fp32(cap.k[(size_t(i) * c.n_head_kv + kvh) * d + j]);
         }
     b.request_qkv_capture({});
     b.reset();  // the capture's prefill left layers past o.layer unfilled
