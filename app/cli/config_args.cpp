@@ -92,7 +92,7 @@ ArgParser make_parser(ConfigAction action, const std::string& name) {
       p.option("--batch", "N", "concurrent requests, each with a full cache (default 1)")
           .option("--budget-mib", "M",
                   "memory budget in MiB (default: inference.cache.global_cache_limit_mib)")
-          .option("--model", "GGUF",
+          .option("--model", "PATH",
                   "read layers / KV heads / head dim from this model (default: model.path, then "
                   "the default model, then SmolLM2-135M's shape)")
           .flag("--json", "print one JSON object");
