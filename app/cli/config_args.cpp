@@ -25,7 +25,7 @@ const char* const kConfigHelp =
     "                            llamacpp), with what it cannot express\n"
     "  export-llamacpp FILE [--json]\n"
     "                            the equivalent llama.cpp flags, and what has no equivalent\n"
-    "  capacity FILE [--batch N] [--budget-mib M] [--model GGUF] [--json]\n"
+    "  capacity FILE [--batch N] [--budget-mib M] [--model PATH] [--json]\n"
     "                            KV-cache memory for the config's policy, and the largest\n"
     "                            batch a memory budget holds\n"
     "\n"
