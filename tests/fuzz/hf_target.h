@@ -33,8 +33,10 @@ inline void hf_safetensors(const uint8_t* data, size_t size) {
           "tensor '" + t.name + "' data lies outside the buffer");
     check(t.n_bytes == uint64_t(t.n_elements) * uint64_t(safetensors_dtype_size(t.dtype)),
           "tensor '" + t.name + "' size does not match its shape");
-    // The float dtypes are read in place by the loader: convert the small ones.
-    if (const auto type = t.ggml_type(); type && t.n_elements <= (int64_t(1) << 16)) {
+    // The float dtypes are read in place by the loader: convert the small ones (an empty tensor
+    // has nothing to convert; the loader's shape checks never accept one).
+    if (const auto type = t.ggml_type();
+        type && t.n_elements > 0 && t.n_elements <= (int64_t(1) << 16)) {
       std::vector<float> out(size_t(t.n_elements));
       dequantize_row(*type, t.data, out.data(), t.n_elements);
     }
