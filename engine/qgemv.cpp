@@ -420,6 +420,17 @@ SINKSCOPE_AVX2 void dq_rows_avx2(const QuantMatrix& w, int64_t r0, int64_t n, fl
   }
 }
 
+// F16 rows to float with F16C (the same values as fp16_to_fp32, NaN payloads aside).
+SINKSCOPE_AVX2 void dq_f16_rows_avx2(const QuantMatrix& w, int64_t r0, int64_t n, float* dst) {
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* src = w.data + uint64_t(r0 + r) * w.row_bytes;
+    float* y = dst + r * w.cols;
+    for (int64_t i = 0; i < w.cols; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i*>(src + 2 * i))));
+  }
+}
+
 bool cpu_has_avx2() {
   // F16C is read from CPUID directly: clang before 15 rejects __builtin_cpu_supports("f16c").
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
@@ -510,6 +521,10 @@ void dequantize_rows(const QuantMatrix& w, int64_t r0, int64_t n, float* dst) {
   if ((w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ6_K) && w.cols % 256 == 0 &&
       cpu_has_avx2()) {
     dq_kquant_rows_avx2(w, r0, n, dst);
+    return;
+  }
+  if (w.type == GgmlType::kF16 && w.cols % 8 == 0 && cpu_has_avx2()) {
+    dq_f16_rows_avx2(w, r0, n, dst);
     return;
   }
 #endif

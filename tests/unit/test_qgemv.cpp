@@ -141,12 +141,13 @@ TEST(Qgemv, HalfPrecisionRowsGiveTheProduct) {
         std::vector<float> yi(ys.begin() + i * rows, ys.begin() + (i + 1) * rows);
         expect_within(w, xi, yi, /*int8=*/false, (name + " linear_q").c_str());
       }
-      // The values are the stored ones: row 0 dequantized equals the conversion.
-      std::vector<float> row(static_cast<size_t>(cols));
-      dequantize_rows(w, 0, 1, row.data());
-      for (int64_t j = 0; j < cols; ++j)
-        ASSERT_EQ(row[size_t(j)], type == GgmlType::kF16 ? fp16_to_fp32(data[size_t(j)])
-                                                         : bf16_to_fp32(data[size_t(j)]));
+      // The values are the stored ones: every row dequantized (F16: with F16C when the width
+      // allows) equals the scalar conversion.
+      std::vector<float> all(static_cast<size_t>(rows * cols));
+      dequantize_rows(w, 0, rows, all.data());
+      for (size_t j = 0; j < all.size(); ++j)
+        ASSERT_EQ(all[j], type == GgmlType::kF16 ? fp16_to_fp32(data[j]) : bf16_to_fp32(data[j]))
+            << name << " element " << j;
     }
   }
 }
