@@ -388,6 +388,15 @@ TEST(CliBinary, CheckpointDirectoryIsAModel) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("quick brown"), std::string::npos) << "stderr must not contain the prompt";
+  // config capacity reads the shape from config.json (qwen3: head_dim 16, not 32 / 4).
+  r = run_binary({"config", "capacity",
+                  std::string(SINKSCOPE_SOURCE_DIR) + "/resources/configs/dense-default.yaml",
+                  "--model", std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/hf/qwen3_f32",
+                  "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  v = sinkscope::Json::parse(r.out);
+  EXPECT_EQ(v.at("model").at("head_dim").get<int64_t>(), 16);
+  EXPECT_EQ(v.at("model").at("n_layer").get<int64_t>(), 2);
   r = run_binary({"info", "--model", std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/hf/tokenizers"});
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("has no config.json (not a Hugging Face checkpoint)"), std::string::npos)
