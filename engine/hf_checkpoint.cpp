@@ -63,9 +63,7 @@ class ConfigReader {
     if (!has(key)) fail(std::string("missing key '") + key + "'");
     return positive(key, m_j.at(key));
   }
-  int get_int_or(const char* key, int fallback) const {
-    return has(key) ? get_int(key) : fallback;
-  }
+  int get_int_or(const char* key, int fallback) const { return has(key) ? get_int(key) : fallback; }
   double get_float_or(const char* key, double fallback) const {
     if (!has(key)) return fallback;
     const Json& v = m_j.at(key);
@@ -199,8 +197,8 @@ ModelConfig read_hf_config(const std::string& text, const std::string& file) {
     c.rope_scale_factor = rope_float("factor");
     if (!rope->contains("original_max_position_embeddings"))
       r.fail("rope scaling 'llama3' needs 'original_max_position_embeddings'");
-    c.rope_orig_ctx = r.positive("original_max_position_embeddings",
-                                 (*rope)["original_max_position_embeddings"]);
+    c.rope_orig_ctx =
+        r.positive("original_max_position_embeddings", (*rope)["original_max_position_embeddings"]);
     if (rope_float("high_freq_factor") <= rope_float("low_freq_factor"))
       r.fail("rope scaling 'llama3' needs high_freq_factor > low_freq_factor");
   } else {
@@ -238,7 +236,8 @@ void open_shards(HfCheckpoint& ck) {
       throw ModelError(index.string() + ": 'weight_map' is missing or empty");
     std::set<std::string> seen;
     for (const auto& [name, file] : wm->items()) {
-      if (!file.is_string()) throw ModelError(index.string() + ": weight_map['" + name + "'] is not a file name");
+      if (!file.is_string())
+        throw ModelError(index.string() + ": weight_map['" + name + "'] is not a file name");
       const std::string f = file.get<std::string>();
       // Shards live in the checkpoint directory itself.
       if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
@@ -261,7 +260,8 @@ void open_shards(HfCheckpoint& ck) {
     std::error_code ec;
     if (!fs::is_regular_file(p, ec))
       throw ModelError(p.string() + ": missing (shard named by " +
-                       (has_index ? index.filename().string() : std::string("the checkpoint")) + ")");
+                       (has_index ? index.filename().string() : std::string("the checkpoint")) +
+                       ")");
     ck.shards.push_back(SafetensorsFile::open(p));
     ck.files.push_back(p);
     by_name[name] = ck.shards.back().get();
@@ -296,14 +296,16 @@ HfModelParts load_hf_checkpoint(const fs::path& dir,
   for (const char* key : {"torch_dtype", "dtype"})
     if (config.contains(key) && config[key].is_string()) ck.dtype = config[key].get<std::string>();
   if (c.name.empty()) c.name = fs::absolute(dir).lexically_normal().filename().string();
-  if (c.name.empty()) c.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+  if (c.name.empty())
+    c.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
 
   HfTokenizerFiles tf;
   tf.source = dir.string();
   tf.tokenizer_json = read_text(dir / "tokenizer.json", true);
   ck.files.push_back(dir / "tokenizer.json");
   bool found = false;
-  for (const char* name : {"tokenizer_config.json", "chat_template.jinja", "generation_config.json"}) {
+  for (const char* name :
+       {"tokenizer_config.json", "chat_template.jinja", "generation_config.json"}) {
     std::string text = read_text(dir / name, false, &found);
     if (!found) continue;
     ck.files.push_back(dir / name);

@@ -44,9 +44,9 @@ std::string quote(std::string_view s) {
 
 int safetensors_dtype_size(std::string_view d) {
   static const std::pair<std::string_view, int> kSizes[] = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1}, {"U16", 2},
-      {"I16", 2},  {"F16", 2}, {"BF16", 2}, {"U32", 4},    {"I32", 4},     {"F32", 4},
-      {"U64", 8},  {"I64", 8}, {"F64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E4M3", 1}, {"F8_E5M2", 1},
+      {"U16", 2},  {"I16", 2}, {"F16", 2}, {"BF16", 2},    {"U32", 4},
+      {"I32", 4},  {"F32", 4}, {"U64", 8}, {"I64", 8},     {"F64", 8}};
   for (const auto& [name, size] : kSizes)
     if (name == d) return size;
   return 0;
@@ -168,7 +168,8 @@ void SafetensorsFile::parse() {
       t.shape.push_back(int64_t(v));
     }
     for (const auto& o : *off)
-      if (!o.is_number_unsigned()) fail(tn + " has a data offset that is not a non-negative integer");
+      if (!o.is_number_unsigned())
+        fail(tn + " has a data offset that is not a non-negative integer");
     const uint64_t b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
     if (b > e || e > data_size)
       fail(tn + " data [" + std::to_string(b) + ", " + std::to_string(e) +
@@ -177,8 +178,8 @@ void SafetensorsFile::parse() {
     uint64_t bytes = 0;
     if (__builtin_mul_overflow(count, uint64_t(es), &bytes) || bytes != e - b)
       fail(tn + " (" + t.dtype + ", " + std::to_string(count) + " elements) needs " +
-           std::to_string(count) + " x " + std::to_string(es) + " bytes but its data_offsets span " +
-           std::to_string(e - b));
+           std::to_string(count) + " x " + std::to_string(es) +
+           " bytes but its data_offsets span " + std::to_string(e - b));
     t.n_elements = int64_t(count);
     t.n_bytes = bytes;
     t.data = m_data + data_begin + b;

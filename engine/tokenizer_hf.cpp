@@ -73,7 +73,8 @@ PreSplit read_pre_tokenizer(const Reader& r, const Json& pre) {
   if (type != "Sequence") unsupported(type);
   const Json* steps = nullptr;
   if (auto it = pre.find("pretokenizers"); it != pre.end() && it->is_array()) steps = &*it;
-  if (!steps || steps->size() != 2) unsupported("Sequence of " + std::to_string(steps ? steps->size() : 0) + " steps");
+  if (!steps || steps->size() != 2)
+    unsupported("Sequence of " + std::to_string(steps ? steps->size() : 0) + " steps");
   const Json& a = (*steps)[0];
   const Json& b = (*steps)[1];
   if (type_of(a) == "Digits" && flag(a, "individual_digits", false) && is_byte_level(b, true))
@@ -84,7 +85,8 @@ PreSplit read_pre_tokenizer(const Reader& r, const Json& pre) {
       unsupported("Split with behavior '" + behavior + "'");
     std::string regex;
     if (auto p = a.find("pattern"); p != a.end() && p->is_object()) {
-      if (auto re = p->find("Regex"); re != p->end() && re->is_string()) regex = re->get<std::string>();
+      if (auto re = p->find("Regex"); re != p->end() && re->is_string())
+        regex = re->get<std::string>();
     }
     if (regex == kQwen2Regex) return PreSplit::kQwen2;
     if (regex == kLlama3Regex) return PreSplit::kLlama3;
@@ -170,7 +172,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf(const HfTokenizerFiles& files) {
           !t.contains("content") || !t["content"].is_string())
         r.fail("an added_tokens entry has no integer id or string content");
       const int64_t id = t["id"].get<int64_t>();
-      if (id < 0 || id >= kMaxVocab) r.fail("added token id " + std::to_string(id) + " is out of range");
+      if (id < 0 || id >= kMaxVocab)
+        r.fail("added token id " + std::to_string(id) + " is out of range");
       const int32_t type = flag(t, "special", false) ? kControl : kUserDefined;
       by_id[id] = {t["content"].get<std::string>(), type};
     }
@@ -234,16 +237,19 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf(const HfTokenizerFiles& files) {
     return -1;
   };
   v.bos = id_of(token_text(cfg, "bos_token"));
-  if (v.bos < 0 && !cfg.contains("bos_token")) v.bos = first_valid(id_list(model_cfg, "bos_token_id"));
+  if (v.bos < 0 && !cfg.contains("bos_token"))
+    v.bos = first_valid(id_list(model_cfg, "bos_token_id"));
   v.eos = id_of(token_text(cfg, "eos_token"));
-  if (v.eos < 0 && !cfg.contains("eos_token")) v.eos = first_valid(id_list(model_cfg, "eos_token_id"));
+  if (v.eos < 0 && !cfg.contains("eos_token"))
+    v.eos = first_valid(id_list(model_cfg, "eos_token_id"));
   v.unk = id_of(token_text(cfg, "unk_token"));
 
   // add_bos: tokenizer_config.json's flag, else whether the post-processor's single-sequence
   // template starts with a special token (Llama 3's TemplateProcessing adds <|begin_of_text|>).
   if (auto it = cfg.find("add_bos_token"); it != cfg.end() && it->is_boolean()) {
     v.add_bos = it->get<bool>();
-  } else if (const Json pp = j.value("post_processor", Json()); type_of(pp) == "TemplateProcessing") {
+  } else if (const Json pp = j.value("post_processor", Json());
+             type_of(pp) == "TemplateProcessing") {
     const Json single = pp.value("single", Json());
     if (single.is_array() && !single.empty() && single[0].is_object() &&
         single[0].contains("SpecialToken")) {
@@ -263,8 +269,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf(const HfTokenizerFiles& files) {
       v.chat_template = it->get<std::string>();
     } else if (it->is_array()) {  // named templates: the default one
       for (const Json& t : *it)
-        if (t.is_object() && t.value("name", std::string()) == "default" && t.contains("template") &&
-            t["template"].is_string())
+        if (t.is_object() && t.value("name", std::string()) == "default" &&
+            t.contains("template") && t["template"].is_string())
           v.chat_template = t["template"].get<std::string>();
     }
   }

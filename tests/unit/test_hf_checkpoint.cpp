@@ -32,7 +32,9 @@ namespace fs = std::filesystem;
 constexpr double kMaxLogitDiff = 1e-3;
 const char* const kCases[] = {"llama_bf16_sharded", "qwen2_f16", "qwen3_f32"};
 
-fs::path hf_dir() { return fs::path(SINKSCOPE_SOURCE_DIR) / "tests" / "data" / "hf"; }
+fs::path hf_dir() {
+  return fs::path(SINKSCOPE_SOURCE_DIR) / "tests" / "data" / "hf";
+}
 
 std::string read_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -127,8 +129,8 @@ TEST_P(HfOracle, ConfigAndWeightsAreTheCheckpoints) {
   EXPECT_EQ(cfg.n_embd, p.at("d").get<int>());
   EXPECT_EQ(cfg.n_head, p.at("n_head").get<int>());
   EXPECT_EQ(cfg.n_head_kv, p.at("n_head_kv").get<int>());
-  EXPECT_EQ(cfg.head_dim, p.contains("head_dim") ? p.at("head_dim").get<int>()
-                                                 : cfg.n_embd / cfg.n_head);
+  EXPECT_EQ(cfg.head_dim,
+            p.contains("head_dim") ? p.at("head_dim").get<int>() : cfg.n_embd / cfg.n_head);
   EXPECT_EQ(cfg.n_ff, p.at("n_ff").get<int>());
   EXPECT_EQ(cfg.n_vocab, c.at("n_vocab").get<int>());
   EXPECT_EQ(cfg.n_ctx_train, p.at("n_ctx").get<int>());
@@ -150,7 +152,7 @@ TEST_P(HfOracle, ConfigAndWeightsAreTheCheckpoints) {
   EXPECT_TRUE(model->tokenizer().is_eog(c.at("eos").get<int>()));
   // The projections are views of the stored dtype, not float copies.
   const std::string dtype = c.at("dtype").get<std::string>();
-  const GgmlType want = dtype == "bfloat16" ? GgmlType::kBF16
+  const GgmlType want = dtype == "bfloat16"  ? GgmlType::kBF16
                         : dtype == "float16" ? GgmlType::kF16
                                              : GgmlType::kF32;
   const WeightSummary ws = model->weight_summary();
@@ -346,9 +348,8 @@ TEST(HfTokenizer, UnsupportedKindsAreNamed) {
   EXPECT_NE(e.find("byte_fallback"), std::string::npos) << e;
   e = tokenizer_error([](Json& j) { j["normalizer"] = Json{{"type", "Lowercase"}}; });
   EXPECT_NE(e.find("normalizer Lowercase is not supported"), std::string::npos) << e;
-  e = tokenizer_error([](Json& j) {
-    j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+";
-  });
+  e = tokenizer_error(
+      [](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; });
   EXPECT_NE(e.find("Split with the regex '\\w+'"), std::string::npos) << e;
   e = tokenizer_error([](Json& j) { j["model"].erase("merges"); });
   EXPECT_NE(e.find("model.merges is missing"), std::string::npos) << e;
@@ -435,9 +436,8 @@ TEST(Safetensors, MalformedFilesAreNamed) {
   EXPECT_NE(st_error(safetensors_image(tensor("F32", {-1}, 0, 4), std::string(4, '\0')))
                 .find("not a non-negative integer"),
             std::string::npos);
-  EXPECT_NE(st_error(safetensors_image(
-                         tensor("F32", {uint64_t(1) << 62, uint64_t(1) << 62}, 0, 4),
-                         std::string(4, '\0')))
+  EXPECT_NE(st_error(safetensors_image(tensor("F32", {uint64_t(1) << 62, uint64_t(1) << 62}, 0, 4),
+                                       std::string(4, '\0')))
                 .find("element count overflows"),
             std::string::npos);
   Json overlap = {{"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}},
@@ -453,8 +453,8 @@ TEST(Safetensors, MalformedFilesAreNamed) {
 // A copy of a case's directory in a fresh temp folder, changed by `edit`.
 fs::path copy_case(const std::string& name, const std::string& tag,
                    const std::function<void(const fs::path&)>& edit) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("sinkscope_hf_" + std::to_string(getpid())) / (name + "_" + tag);
+  const fs::path dir =
+      fs::temp_directory_path() / ("sinkscope_hf_" + std::to_string(getpid())) / (name + "_" + tag);
   fs::remove_all(dir);
   fs::create_directories(dir.parent_path());
   fs::copy(hf_dir() / name, dir, fs::copy_options::recursive);
@@ -494,45 +494,39 @@ void edit_shard(const fs::path& file, const std::function<void(Json&, std::strin
   write_file(file, safetensors_image(h, data));
 }
 
-#define EXPECT_LOAD_ERROR(path, ...)                                                \
-  do {                                                                              \
-    const std::string e_ = load_error(path);                                        \
-    for (const char* part : {__VA_ARGS__})                                          \
+#define EXPECT_LOAD_ERROR(path, ...)                                                     \
+  do {                                                                                   \
+    const std::string e_ = load_error(path);                                             \
+    for (const char* part : {__VA_ARGS__})                                               \
       EXPECT_NE(e_.find(part), std::string::npos) << "want '" << part << "' in: " << e_; \
   } while (0)
 
 TEST(HfCheckpoint, MissingFilesAreNamed) {
-  fs::path d = copy_case("qwen2_f16", "no_config", [](const fs::path& d) {
-    fs::remove(d / "config.json");
-  });
+  fs::path d =
+      copy_case("qwen2_f16", "no_config", [](const fs::path& d) { fs::remove(d / "config.json"); });
   // Without config.json the directory is still read as a checkpoint, and the file is named.
   EXPECT_LOAD_ERROR(d, "ModelError", "config.json: missing");
-  d = copy_case("qwen2_f16", "no_tokenizer", [](const fs::path& d) {
-    fs::remove(d / "tokenizer.json");
-  });
+  d = copy_case("qwen2_f16", "no_tokenizer",
+                [](const fs::path& d) { fs::remove(d / "tokenizer.json"); });
   EXPECT_LOAD_ERROR(d, "ModelError", "tokenizer.json: missing");
-  d = copy_case("qwen2_f16", "no_weights", [](const fs::path& d) {
-    fs::remove(d / "model.safetensors");
-  });
+  d = copy_case("qwen2_f16", "no_weights",
+                [](const fs::path& d) { fs::remove(d / "model.safetensors"); });
   EXPECT_LOAD_ERROR(d, "ModelError", "no model.safetensors or model.safetensors.index.json");
-  d = copy_case("llama_bf16_sharded", "no_shard", [](const fs::path& d) {
-    fs::remove(d / "model-00002-of-00003.safetensors");
-  });
+  d = copy_case("llama_bf16_sharded", "no_shard",
+                [](const fs::path& d) { fs::remove(d / "model-00002-of-00003.safetensors"); });
   EXPECT_LOAD_ERROR(d, "ModelError", "model-00002-of-00003.safetensors: missing",
                     "model.safetensors.index.json");
 }
 
 TEST(HfCheckpoint, MissingTensorsAreNamed) {
   fs::path d = copy_case("qwen2_f16", "no_bias", [](const fs::path& d) {
-    edit_shard(d / "model.safetensors", [](Json& h, std::string&) {
-      h.erase("model.layers.1.self_attn.k_proj.bias");
-    });
+    edit_shard(d / "model.safetensors",
+               [](Json& h, std::string&) { h.erase("model.layers.1.self_attn.k_proj.bias"); });
   });
   EXPECT_LOAD_ERROR(d, "ModelError", "missing tensor 'model.layers.1.self_attn.k_proj.bias'");
   d = copy_case("qwen3_f32", "no_q_norm", [](const fs::path& d) {
-    edit_shard(d / "model.safetensors", [](Json& h, std::string&) {
-      h.erase("model.layers.0.self_attn.q_norm.weight");
-    });
+    edit_shard(d / "model.safetensors",
+               [](Json& h, std::string&) { h.erase("model.layers.0.self_attn.q_norm.weight"); });
   });
   EXPECT_LOAD_ERROR(d, "missing tensor 'model.layers.0.self_attn.q_norm.weight'");
   // The index places a tensor in a shard that does not hold it.
@@ -563,15 +557,17 @@ TEST(HfCheckpoint, ShapeAndDtypeMismatchesAreNamed) {
   fs::path d = copy_case("qwen2_f16", "ffn_width", [](const fs::path& d) {
     edit_json(d / "config.json", [](Json& j) { j["intermediate_size"] = 96; });
   });
-  EXPECT_LOAD_ERROR(d, "model.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight' has shape "
-                       "[64, 32], expected [96, 32]");
+  EXPECT_LOAD_ERROR(d,
+                    "model.safetensors: tensor 'model.layers.0.mlp.gate_proj.weight' has shape "
+                    "[64, 32], expected [96, 32]");
   d = copy_case("qwen2_f16", "int_weights", [](const fs::path& d) {
     edit_shard(d / "model.safetensors", [](Json& h, std::string&) {
       h["model.layers.0.mlp.up_proj.weight"]["dtype"] = "I16";
     });
   });
-  EXPECT_LOAD_ERROR(d, "tensor 'model.layers.0.mlp.up_proj.weight' has dtype I16, which "
-                       "SinkScope cannot read (F32, F16, BF16)");
+  EXPECT_LOAD_ERROR(d,
+                    "tensor 'model.layers.0.mlp.up_proj.weight' has dtype I16, which "
+                    "SinkScope cannot read (F32, F16, BF16)");
   d = copy_case("qwen2_f16", "vocab", [](const fs::path& d) {
     edit_json(d / "config.json", [](Json& j) { j["vocab_size"] = 100; });
   });
@@ -588,9 +584,8 @@ TEST(HfCheckpoint, TruncatedShardsAreNamed) {
     write_file(d / "model.safetensors", s.substr(0, s.size() - 100));
   });
   EXPECT_LOAD_ERROR(d, "model.safetensors: tensor '", "lies outside the data section");
-  d = copy_case("qwen2_f16", "tiny", [](const fs::path& d) {
-    write_file(d / "model.safetensors", "abc");
-  });
+  d = copy_case("qwen2_f16", "tiny",
+                [](const fs::path& d) { write_file(d / "model.safetensors", "abc"); });
   EXPECT_LOAD_ERROR(d, "model.safetensors: file truncated: 3 bytes");
 }
 
@@ -608,9 +603,10 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
                     "config.json: missing key 'hidden_size'");
   EXPECT_LOAD_ERROR(with_config("heads", [](Json& j) { j["num_key_value_heads"] = 3; }),
                     "num_attention_heads 4 is not a multiple of num_key_value_heads 3");
-  EXPECT_LOAD_ERROR(with_config("yarn", [](Json& j) {
-                      j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-                    }),
+  EXPECT_LOAD_ERROR(with_config("yarn",
+                                [](Json& j) {
+                                  j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+                                }),
                     "rope scaling 'yarn' is not supported");
   EXPECT_LOAD_ERROR(with_config("window", [](Json& j) { j["use_sliding_window"] = true; }),
                     "sliding_window attention is not supported yet");
@@ -642,7 +638,8 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
       j["pre_tokenizer"] = Json{{"type", "Metaspace"}};
     });
   });
-  EXPECT_LOAD_ERROR(d, "TokenizerError", "tokenizer.json: pre_tokenizer Metaspace is not supported");
+  EXPECT_LOAD_ERROR(d, "TokenizerError",
+                    "tokenizer.json: pre_tokenizer Metaspace is not supported");
   fs::remove_all(d.parent_path());
 }
 
