@@ -106,7 +106,9 @@ fs::path hf_checkpoint_dir(const fs::path& path) {
   return {};
 }
 
-ModelConfig read_hf_config(const std::string& text, const std::string& file) {
+namespace {
+
+ModelConfig read_hf_config_json(const std::string& text, const std::string& file) {
   const Json j = parse_object(text, file);
   const ConfigReader r(j, file);
   ModelConfig c;
@@ -207,6 +209,17 @@ ModelConfig read_hf_config(const std::string& text, const std::string& file) {
   return c;
 }
 
+}  // namespace
+
+ModelConfig read_hf_config(const std::string& text, const std::string& file) {
+  try {
+    return read_hf_config_json(text, file);
+  } catch (const Json::exception& e) {
+    // A value of an unexpected JSON type that no check anticipated.
+    throw ModelError(file + ": unexpected content: " + e.what());
+  }
+}
+
 namespace {
 
 // The per-pair frequency factors of Llama 3's RoPE scaling, as config.json gives it.
@@ -280,8 +293,9 @@ void open_shards(HfCheckpoint& ck) {
 
 }  // namespace
 
-HfModelParts load_hf_checkpoint(const fs::path& dir,
-                                const std::function<void(LoadProgress)>& progress) {
+namespace {
+
+HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgress)>& progress) {
   HfModelParts parts;
   parts.checkpoint = std::make_unique<HfCheckpoint>();
   HfCheckpoint& ck = *parts.checkpoint;
@@ -413,6 +427,18 @@ HfModelParts load_hf_checkpoint(const fs::path& dir,
     tick();
   }
   return parts;
+}
+
+}  // namespace
+
+HfModelParts load_hf_checkpoint(const fs::path& dir,
+                                const std::function<void(LoadProgress)>& progress) {
+  try {
+    return load_parts(dir, progress);
+  } catch (const Json::exception& e) {
+    // A value of an unexpected JSON type (config.json, the index) that no check anticipated.
+    throw ModelError(dir.string() + ": unexpected content: " + e.what());
+  }
 }
 
 std::string hf_checkpoint_sha256(const HfCheckpoint& c) {

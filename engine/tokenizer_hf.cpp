@@ -50,6 +50,12 @@ std::string type_of(const Json& j) {
   return j.is_null() ? "null" : "(not an object)";
 }
 
+// j[key] when it is a string, else "".
+std::string text_of(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 bool flag(const Json& j, const char* key, bool fallback) {
   auto it = j.find(key);
   return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
@@ -80,7 +86,7 @@ PreSplit read_pre_tokenizer(const Reader& r, const Json& pre) {
   if (type_of(a) == "Digits" && flag(a, "individual_digits", false) && is_byte_level(b, true))
     return PreSplit::kSmolLM;
   if (type_of(a) == "Split" && is_byte_level(b, false)) {
-    const auto behavior = a.value("behavior", std::string());
+    const std::string behavior = text_of(a, "behavior");
     if (behavior != "Isolated" || flag(a, "invert", false))
       unsupported("Split with behavior '" + behavior + "'");
     std::string regex;
@@ -269,8 +275,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf(const HfTokenizerFiles& files) {
       v.chat_template = it->get<std::string>();
     } else if (it->is_array()) {  // named templates: the default one
       for (const Json& t : *it)
-        if (t.is_object() && t.value("name", std::string()) == "default" &&
-            t.contains("template") && t["template"].is_string())
+        if (t.is_object() && text_of(t, "name") == "default" && t.contains("template") &&
+            t["template"].is_string())
           v.chat_template = t["template"].get<std::string>();
     }
   }
@@ -286,7 +292,13 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf(const HfTokenizerFiles& files) {
 }  // namespace tokenizer_detail
 
 std::unique_ptr<Tokenizer> Tokenizer::from_hf(const HfTokenizerFiles& files) {
-  return tokenizer_detail::tokenizer_from_hf(files);
+  try {
+    return tokenizer_detail::tokenizer_from_hf(files);
+  } catch (const Json::exception& e) {
+    // A value of an unexpected JSON type that no check above anticipated.
+    throw TokenizerError((files.source.empty() ? std::string(".") : files.source) +
+                         "/tokenizer.json: unexpected content: " + e.what());
+  }
 }
 
 }  // namespace sinkscope

@@ -351,6 +351,13 @@ TEST(HfTokenizer, UnsupportedKindsAreNamed) {
   e = tokenizer_error(
       [](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; });
   EXPECT_NE(e.find("Split with the regex '\\w+'"), std::string::npos) << e;
+  // Values of an unexpected JSON type are refused, never thrown past the reader.
+  e = tokenizer_error([](Json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = 5; });
+  EXPECT_NE(e.find("Split with behavior ''"), std::string::npos) << e;
+  e = tokenizer_error([](Json& j) { j["added_tokens"][0]["special"] = "yes"; });
+  EXPECT_EQ(e, "(built without error)");
+  e = tokenizer_error([](Json& j) { j["model"]["vocab"]["x"] = "seven"; });
+  EXPECT_NE(e.find("model.vocab entry 'x' has no valid id"), std::string::npos) << e;
   e = tokenizer_error([](Json& j) { j["model"].erase("merges"); });
   EXPECT_NE(e.find("model.merges is missing"), std::string::npos) << e;
   e = tokenizer_error([](Json& j) { j = Json::array(); });
