@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "engine/hf_checkpoint.h"
 #include "engine/sha256.h"
 
 namespace sinkscope {
@@ -24,6 +25,14 @@ int positive_int(const GgufFile& f, const std::string& key, int64_t v) {
 }
 
 }  // namespace
+
+const char* model_format_name(ModelFormat f) {
+  return f == ModelFormat::kGguf ? "GGUF" : "safetensors";
+}
+
+bool is_hf_checkpoint_path(const std::filesystem::path& path) {
+  return !hf_checkpoint_dir(path).empty();
+}
 
 std::string architecture_family(const std::string& architecture) {
   if (architecture == "llama") return "Llama";
@@ -105,6 +114,15 @@ ModelConfig read_model_config(const GgufFile& f) {
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
                                          const std::function<void(LoadProgress)>& progress) {
   std::shared_ptr<Model> m(new Model());
+  if (const std::filesystem::path dir = hf_checkpoint_dir(path); !dir.empty()) {
+    HfModelParts parts = load_hf_checkpoint(dir, progress);
+    m->m_path = dir;
+    m->m_config = std::move(parts.config);
+    m->m_weights = std::move(parts.weights);
+    m->m_tokenizer = std::move(parts.tokenizer);
+    m->m_checkpoint = std::move(parts.checkpoint);
+    return m;
+  }
   m->m_path = path;
   m->m_file = GgufFile::open(path);
   const GgufFile& f = *m->m_file;
@@ -199,8 +217,39 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   return m;
 }
 
+Model::~Model() = default;
+
+const GgufFile& Model::gguf() const {
+  if (!m_file) throw ModelError(m_path.string() + ": not a GGUF model (loaded from safetensors)");
+  return *m_file;
+}
+
+WeightSummary Model::weight_summary() const {
+  WeightSummary s;
+  if (m_file) {
+    for (const GgufTensorInfo& t : m_file->tensors()) {
+      ++s.by_type[ggml_type_name(t.type)];
+      s.n_params += t.n_elements;
+      s.bytes += t.n_bytes;
+      ++s.n_tensors;
+    }
+  } else if (m_checkpoint) {
+    for (const auto& shard : m_checkpoint->shards) {
+      for (const SafetensorsTensor& t : shard->tensors()) {
+        ++s.by_type[t.dtype];
+        s.n_params += t.n_elements;
+        s.bytes += t.n_bytes;
+        ++s.n_tensors;
+      }
+    }
+  }
+  return s;
+}
+
 std::string Model::sha256() const {
-  std::call_once(m_sha256_once, [this] { m_sha256 = sha256_file(m_path); });
+  std::call_once(m_sha256_once, [this] {
+    m_sha256 = m_checkpoint ? hf_checkpoint_sha256(*m_checkpoint) : sha256_file(m_path);
+  });
   return m_sha256;
 }
 

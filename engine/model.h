@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// A Llama-family model loaded from GGUF: hyper-parameters, tokenizer and the weights as the file
-// stores them (memory-mapped).
+// A Llama-family model loaded from GGUF or from a Hugging Face checkpoint (safetensors,
+// engine/hf_checkpoint.h): hyper-parameters, tokenizer and the weights as the files store them
+// (memory-mapped).
 // Architectures: llama (SmolLM2, Llama 2/3, Mistral), qwen2 (QKV bias) and qwen3 (per-head
 // RMSNorm of Q and K before RoPE, head_dim given apart from the width).
 #pragma once
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -79,6 +81,19 @@ struct ModelWeights {
   const QuantMatrix& lm_head() const { return output.empty() ? tok_embd : output; }
 };
 
+enum class ModelFormat { kGguf, kSafetensors };
+const char* model_format_name(ModelFormat f);  // "GGUF" | "safetensors"
+
+// The stored weights at a glance (sinkscope-cli info, the workbench's memory figure).
+struct WeightSummary {
+  size_t n_tensors = 0;
+  int64_t n_params = 0;
+  uint64_t bytes = 0;
+  std::map<std::string, int> by_type;  // tensors per stored type ("Q4_1", "BF16", ...)
+};
+
+struct HfCheckpoint;
+
 struct LoadProgress {
   int done = 0;
   int total = 0;
@@ -86,23 +101,31 @@ struct LoadProgress {
 
 class Model {
  public:
-  // Maps the file and checks every weight's shape and type. Throws ModelError / GgufError /
+  // Maps the file and checks every weight's shape and type. `path` is a GGUF file, or a
+  // Hugging Face checkpoint: its directory or its config.json. Throws ModelError / GgufError /
   // TokenizerError with a message naming the file and the problem.
   static std::shared_ptr<const Model> load(const std::filesystem::path& path,
                                            const std::function<void(LoadProgress)>& progress = {});
+  ~Model();
 
   const ModelConfig& config() const { return m_config; }
   const ModelWeights& weights() const { return m_weights; }
   const Tokenizer& tokenizer() const { return *m_tokenizer; }
-  const GgufFile& gguf() const { return *m_file; }
+  ModelFormat format() const { return m_file ? ModelFormat::kGguf : ModelFormat::kSafetensors; }
+  // The GGUF file; throws ModelError for a model loaded from safetensors.
+  const GgufFile& gguf() const;
+  WeightSummary weight_summary() const;
+  // The GGUF file, or the checkpoint directory.
   const std::filesystem::path& path() const { return m_path; }
-  // sha256 of the file, hex; computed on first call.
+  // sha256 of the file, hex; for a checkpoint, of its files' names and sha256 (config,
+  // tokenizer files, index, shards). Computed on first call.
   std::string sha256() const;
 
  private:
   Model() = default;
   std::filesystem::path m_path;
-  std::unique_ptr<GgufFile> m_file;
+  std::unique_ptr<GgufFile> m_file;           // a GGUF model
+  std::unique_ptr<HfCheckpoint> m_checkpoint;  // a safetensors checkpoint
   std::unique_ptr<Tokenizer> m_tokenizer;
   ModelConfig m_config;
   ModelWeights m_weights;
@@ -112,6 +135,10 @@ class Model {
 
 // The model family an architecture name stands for, for people: "Llama", "Qwen2", "Qwen3".
 std::string architecture_family(const std::string& architecture);
+
+// Whether `path` names a Hugging Face checkpoint (a directory, or a file named config.json)
+// rather than a GGUF file.
+bool is_hf_checkpoint_path(const std::filesystem::path& path);
 
 // Reads the hyper-parameters only (no weights). Throws ModelError naming a missing key.
 ModelConfig read_model_config(const GgufFile& file);

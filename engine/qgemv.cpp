@@ -256,6 +256,37 @@ SINKSCOPE_AVX2 void rows_f32(const QuantMatrix& w, const float* x, float* y, int
   }
 }
 
+// F16 / BF16 rows (safetensors checkpoints): 8 values at a time widened to float (F16C, or a
+// 16-bit shift for BF16) and multiplied with x in float, as rows_f32 does.
+template <bool kBf16>
+SINKSCOPE_AVX2 void rows_half(const QuantMatrix& w, const float* x, float* y, int64_t r0,
+                              int64_t r1) {
+  auto load8 = [](const uint8_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (kBf16) {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+      return _mm256_cvtph_ps(h);
+    }
+  };
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + uint64_t(r) * w.row_bytes;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= w.cols; i += 16) {
+      a0 = _mm256_fmadd_ps(load8(row + 2 * i), _mm256_loadu_ps(x + i), a0);
+      a1 = _mm256_fmadd_ps(load8(row + 2 * i + 16), _mm256_loadu_ps(x + i + 8), a1);
+    }
+    float s = hsum(_mm256_add_ps(a0, a1));
+    for (; i < w.cols; ++i) {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      s += (kBf16 ? bf16_to_fp32(h) : fp16_to_fp32(h)) * x[i];
+    }
+    y[r] = s;
+  }
+}
+
 // Rows of Q4_0 / Q4_1 / Q8_0 blocks to float with AVX2: the same operations as dequantize_row
 // (an int-to-float conversion, one multiply, for Q4_1 one add; no fused multiply-add), so the
 // values are bit-identical to it. Prefill dequantizes every weight once per projection.
@@ -384,6 +415,16 @@ SINKSCOPE_AVX2 void dq_rows_avx2(const QuantMatrix& w, int64_t r0, int64_t n, fl
   }
 }
 
+// F16 rows to float with F16C (the same values as fp16_to_fp32, NaN payloads aside).
+SINKSCOPE_AVX2 void dq_f16_rows_avx2(const QuantMatrix& w, int64_t r0, int64_t n, float* dst) {
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* src = w.data + uint64_t(r0 + r) * w.row_bytes;
+    float* y = dst + r * w.cols;
+    for (int64_t i = 0; i < w.cols; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                  reinterpret_cast<const __m128i*>(src + 2 * i))));
+  }
+}
 #endif
 
 }  // namespace
@@ -429,6 +470,8 @@ void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool, Qge
         case GgmlType::kQ4_0: return rows_q4_0(w, x, y, r0, r1);
         case GgmlType::kQ8_0: return rows_q8_0(w, x, y, r0, r1);
         case GgmlType::kF32: return rows_f32(w, x, y, r0, r1);
+        case GgmlType::kF16: return rows_half<false>(w, x, y, r0, r1);
+        case GgmlType::kBF16: return rows_half<true>(w, x, y, r0, r1);
         default: break;
       }
     }
@@ -465,6 +508,10 @@ void dequantize_rows(const QuantMatrix& w, int64_t r0, int64_t n, float* dst) {
   if ((w.type == GgmlType::kQ4_K || w.type == GgmlType::kQ6_K) && w.cols % 256 == 0 &&
       simd::have_avx2()) {
     dq_kquant_rows_avx2(w, r0, n, dst);
+    return;
+  }
+  if (w.type == GgmlType::kF16 && w.cols % 8 == 0 && simd::have_avx2()) {
+    dq_f16_rows_avx2(w, r0, n, dst);
     return;
   }
 #endif

@@ -52,21 +52,30 @@ Vocab load_vocab(const GgufFile& file) {
     v.scores.assign(scores->floats.begin(), scores->floats.end());
   }
 
-  v.ids.reserve(n * 2);
-  for (size_t i = 0; i < n; ++i) v.ids.emplace(v.tokens[i], static_cast<TokenId>(i));  // first wins
-
   v.bos = optional_id(file, "tokenizer.ggml.bos_token_id", n);
   v.eos = optional_id(file, "tokenizer.ggml.eos_token_id", n);
   v.unk = optional_id(file, "tokenizer.ggml.unknown_token_id", n);
   v.chat_template = file.get_string_or("tokenizer.chat_template", "");
+  std::vector<TokenId> extra;
+  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    if (TokenId id = optional_id(file, key, n); id >= 0) extra.push_back(id);
+  }
+  finish_vocab(v, extra);
+  return v;
+}
+
+void finish_vocab(Vocab& v, const std::vector<TokenId>& extra_eog) {
+  const size_t n = v.tokens.size();
+  v.ids.clear();
+  v.ids.reserve(n * 2);
+  for (size_t i = 0; i < n; ++i) v.ids.emplace(v.tokens[i], static_cast<TokenId>(i));  // first wins
 
   // End of generation: eos, the explicit eot/eom ids, and the end-of-turn markers of the chat
   // formats we render (SmolLM2's eos is <|im_end|>, but a base model may stop on <|endoftext|>).
   std::vector<TokenId> eog;
   if (v.eos >= 0) eog.push_back(v.eos);
-  for (const char* key : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
-    if (TokenId id = optional_id(file, key, n); id >= 0) eog.push_back(id);
-  }
+  for (TokenId id : extra_eog)
+    if (id >= 0 && static_cast<size_t>(id) < n) eog.push_back(id);
   for (const char* text :
        {"<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|endoftext|>"}) {
     if (auto it = v.ids.find(text); it != v.ids.end()) eog.push_back(it->second);
@@ -76,6 +85,7 @@ Vocab load_vocab(const GgufFile& file) {
   v.eog = std::move(eog);
 
   v.always_matched.assign(n, false);
+  for (auto& bucket : v.special_by_byte) bucket.clear();
   for (size_t i = 0; i < n; ++i) {
     if (!v.is_special(static_cast<TokenId>(i)) || v.tokens[i].empty()) continue;
     v.special_by_byte[static_cast<unsigned char>(v.tokens[i][0])].push_back(
@@ -86,7 +96,6 @@ Vocab load_vocab(const GgufFile& file) {
     std::stable_sort(bucket.begin(), bucket.end(),
                      [&](TokenId a, TokenId b) { return v.tokens[a].size() > v.tokens[b].size(); });
   }
-  return v;
 }
 
 std::vector<Fragment> split_special(const Vocab& vocab, std::string_view text, bool parse_special) {

@@ -4,6 +4,8 @@
 //    Llama 3, GPT-2 regexes);
 //  - "llama": SentencePiece-style BPE over scores, with byte fallback (<0xNN>) and the
 //    U+2581 space marker.
+// or from a Hugging Face tokenizer.json (byte-level BPE with a GPT-2 / SmolLM2 / Qwen2 / Llama 3
+// pre-tokenizer, engine/tokenizer_hf.cpp).
 // Special/control tokens are matched as whole strings before normal tokenization when
 // `parse_special` is set. Chat formats: ChatML (SmolLM2, Qwen) and Llama 3.
 #pragma once
@@ -34,6 +36,16 @@ struct ChatMessage {
 
 enum class ChatFormat { kNone, kChatML, kLlama3 };
 
+// The files of a Hugging Face tokenizer, as text (read by the caller; the fuzzers pass their own).
+struct HfTokenizerFiles {
+  std::string tokenizer_json;         // tokenizer.json
+  std::string tokenizer_config_json;  // tokenizer_config.json; "" when absent
+  std::string chat_template;          // chat_template.jinja; "" when absent
+  std::string config_json;            // the model's config.json (bos/eos ids); "" when absent
+  std::string generation_config_json; // generation_config.json (eos ids); "" when absent
+  std::string source;                 // the checkpoint directory, for messages
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -41,6 +53,15 @@ class Tokenizer {
   // Builds the tokenizer described by the file's metadata. Throws TokenizerError naming the
   // missing or inconsistent key.
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
+  // Builds a byte-level BPE tokenizer from tokenizer.json: model "BPE" without byte fallback,
+  // the pre-tokenizer of GPT-2, SmolLM2 (Digits + ByteLevel), Qwen2 or Llama 3 (Split with their
+  // regex + ByteLevel), no normalizer or NFC (text is taken as given, as llama.cpp does), the
+  // added tokens (special ones matched with parse_special, the others always). bos/eos, add_bos
+  // and the chat template come from tokenizer_config.json (chat_template.jinja when it has
+  // none), eos ids from generation_config.json and config.json also end generation. Throws
+  // TokenizerError naming the file and the unsupported kind (e.g. a SentencePiece-style
+  // Metaspace pre-tokenizer or a Unigram model).
+  static std::unique_ptr<Tokenizer> from_hf(const HfTokenizerFiles& files);
 
   // Text to ids. add_bos follows tokenizer.ggml.add_bos_token unless overridden.
   // Invalid UTF-8 is not an error: bytes are encoded as-is (byte-level) or by byte fallback.

@@ -72,7 +72,7 @@ struct PairHash {
 
 class BpeTokenizer final : public TokenizerBase {
  public:
-  BpeTokenizer(Vocab vocab, const GgufFile& file);
+  BpeTokenizer(Vocab vocab, const BpeSettings& settings);
   std::string model_name() const override { return "gpt2"; }
 
  protected:
@@ -97,9 +97,10 @@ class BpeTokenizer final : public TokenizerBase {
   mutable std::unordered_map<std::string, std::vector<TokenId>> m_cache;
 };
 
-BpeTokenizer::BpeTokenizer(Vocab vocab, const GgufFile& file) : TokenizerBase(std::move(vocab)) {
-  m_split = split_for(file.get_string_or("tokenizer.ggml.pre", "default"), m_ignore_merges);
-  m_vocab.add_bos = file.get_bool_or("tokenizer.ggml.add_bos_token", false);
+BpeTokenizer::BpeTokenizer(Vocab vocab, const BpeSettings& settings)
+    : TokenizerBase(std::move(vocab)) {
+  m_split = settings.split;
+  m_ignore_merges = settings.ignore_merges;
 
   m_byte_to_cp = make_byte_to_cp();
   std::unordered_map<uint32_t, uint8_t> cp_to_byte;
@@ -128,19 +129,9 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, const GgufFile& file) : TokenizerBase(st
     }
   }
 
-  const GgufValue* merges = file.find("tokenizer.ggml.merges");
-  if (!merges || merges->strings.empty())
-    throw TokenizerError(file.path() +
-                         ": tokenizer.ggml.merges is missing or empty (needed by gpt2 BPE)");
-  m_merges.reserve(merges->strings.size() * 2);
-  for (size_t rank = 0; rank < merges->strings.size(); ++rank) {
-    const std::string& m = merges->strings[rank];
-    // Split at the first space after the first character (byte-level tokens contain no spaces).
-    const size_t sp = m.find(' ', 1);
-    if (sp == std::string::npos)
-      throw TokenizerError(file.path() + ": tokenizer.ggml.merges[" + std::to_string(rank) +
-                           "] = '" + m + "' is not 'left right'");
-    const std::string left = m.substr(0, sp), right = m.substr(sp + 1);
+  m_merges.reserve(settings.merges.size() * 2);
+  for (size_t rank = 0; rank < settings.merges.size(); ++rank) {
+    const auto& [left, right] = settings.merges[rank];
     auto l = m_vocab.ids.find(left), r = m_vocab.ids.find(right),
          res = m_vocab.ids.find(left + right);
     if (l == m_vocab.ids.end() || r == m_vocab.ids.end() || res == m_vocab.ids.end()) continue;
@@ -237,8 +228,29 @@ void BpeTokenizer::merge_word(std::string_view word, std::vector<TokenId>& out) 
 
 }  // namespace
 
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, BpeSettings settings) {
+  return std::make_unique<BpeTokenizer>(std::move(vocab), settings);
+}
+
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const GgufFile& file) {
-  return std::make_unique<BpeTokenizer>(std::move(vocab), file);
+  BpeSettings s;
+  s.split = split_for(file.get_string_or("tokenizer.ggml.pre", "default"), s.ignore_merges);
+  vocab.add_bos = file.get_bool_or("tokenizer.ggml.add_bos_token", false);
+  const GgufValue* merges = file.find("tokenizer.ggml.merges");
+  if (!merges || merges->strings.empty())
+    throw TokenizerError(file.path() +
+                         ": tokenizer.ggml.merges is missing or empty (needed by gpt2 BPE)");
+  s.merges.reserve(merges->strings.size());
+  for (size_t rank = 0; rank < merges->strings.size(); ++rank) {
+    const std::string& m = merges->strings[rank];
+    // Split at the first space after the first character (byte-level tokens contain no spaces).
+    const size_t sp = m.find(' ', 1);
+    if (sp == std::string::npos)
+      throw TokenizerError(file.path() + ": tokenizer.ggml.merges[" + std::to_string(rank) +
+                           "] = '" + m + "' is not 'left right'");
+    s.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
+  }
+  return make_bpe_tokenizer(std::move(vocab), std::move(s));
 }
 
 }  // namespace sinkscope::tokenizer_detail

@@ -7,9 +7,11 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/tokenizer.h"
+#include "engine/unicode.h"
 
 namespace sinkscope::tokenizer_detail {
 
@@ -47,6 +49,10 @@ struct Vocab {
 };
 
 Vocab load_vocab(const GgufFile& file);
+// The parts of a Vocab derived from tokens, types, bos/eos and chat template: the id index, the
+// end-of-generation set (eos, `extra_eog`, and the chat formats' end-of-turn markers) and the
+// special-token buckets. load_vocab calls it; the tokenizer.json reader too.
+void finish_vocab(Vocab& v, const std::vector<TokenId>& extra_eog);
 
 // A stretch of input: plain text (id == -1) or one matched special token.
 struct Fragment {
@@ -86,7 +92,16 @@ class TokenizerBase : public Tokenizer {
   Vocab m_vocab;
 };
 
+// What a byte-level BPE tokenizer needs beyond the vocabulary, read from GGUF metadata or from
+// tokenizer.json.
+struct BpeSettings {
+  unicode::PreSplit split = unicode::PreSplit::kGpt2;
+  bool ignore_merges = false;  // a word that is itself a token is emitted whole (Llama 3)
+  std::vector<std::pair<std::string, std::string>> merges;  // by rank, lowest first
+};
+
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const GgufFile& file);
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, BpeSettings settings);
 std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab, const GgufFile& file);
 
 }  // namespace sinkscope::tokenizer_detail

@@ -4,7 +4,7 @@
 # time, then prints executions, coverage and crashes per target.
 #
 #   bash packaging/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s; targets:
-#                                                                gguf tokenizer config)
+#                                                                gguf tokenizer config hf)
 #
 # Seeds come from tests/fuzz/corpus/<target>/ and the reproducers in tests/fuzz/regressions/
 # (read only); inputs that add coverage collect in build-fuzz/fuzz-corpus/<target>/, crashes in
@@ -18,7 +18,7 @@ BUILD="${SINKSCOPE_FUZZ_BUILD_DIR:-$ROOT/build-fuzz}"
 SECONDS_PER_TARGET="${1:-60}"
 shift || true
 TARGETS=("$@")
-((${#TARGETS[@]})) || TARGETS=(gguf tokenizer config)
+((${#TARGETS[@]})) || TARGETS=(gguf tokenizer config hf)
 [[ "$SECONDS_PER_TARGET" =~ ^[0-9]+$ && "$SECONDS_PER_TARGET" -gt 0 ]] ||
   { echo "fuzz: error: SECONDS_PER_TARGET must be a positive integer" >&2; exit 2; }
 
@@ -29,7 +29,8 @@ max_len() {
     gguf) echo 65536 ;;
     tokenizer) echo 4096 ;;
     config) echo 4096 ;;
-    *) echo "fuzz: error: unknown target '$1' (gguf, tokenizer, config)" >&2; exit 2 ;;
+    hf) echo 65536 ;;
+    *) echo "fuzz: error: unknown target '$1' (gguf, tokenizer, config, hf)" >&2; exit 2 ;;
   esac
 }
 for t in "${TARGETS[@]}"; do max_len "$t" >/dev/null; done

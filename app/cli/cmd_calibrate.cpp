@@ -20,7 +20,8 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
               "Calibrates the dynamic-sparse threshold: measures prefill sparsity over a grid of\n"
               "fixed lambdas at several lengths, fits lambda*L = a*exp(b*s) (TensorRT-LLM's\n"
               "skip-softmax calibration) and prints c for threshold_mode length_scaled.");
-  p.option("--model", "FILE", "GGUF model file (default: the cached default model)")
+  p.option("--model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the cached "
+           "default model)")
       .option("--file", "FILE", "calibration text (UTF-8); must hold max(--lengths) tokens")
       .option("--target-sparsity", "S", "wanted fraction of skipped tiles, in (0, 1)")
       .option("--lengths", "L,L,...", "prompt lengths in tokens (default 1024,2048,4096)")

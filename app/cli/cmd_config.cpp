@@ -11,6 +11,7 @@
 #include "engine/capacity.h"
 #include "engine/config.h"
 #include "engine/gguf.h"
+#include "engine/hf_checkpoint.h"
 #include "engine/json_io.h"
 #include "engine/llama_cpp_export.h"
 #include "engine/serving_export.h"
@@ -118,10 +119,15 @@ struct ShapeSource {
   std::string from;  // what the shape was read from
 };
 
-ShapeSource read_shape(const fs::path& gguf) {
-  const auto file = GgufFile::open(gguf);
-  const ModelConfig m = read_model_config(*file);
-  return {{m.n_layer, m.n_head_kv, m.head_dim}, m.n_ctx_train, gguf.string()};
+ShapeSource read_shape(const fs::path& path) {
+  ModelConfig m;
+  if (const fs::path dir = hf_checkpoint_dir(path); !dir.empty()) {
+    m = read_hf_config(read_text_file((dir / "config.json").string(), "--model"),
+                       (dir / "config.json").string());
+  } else {
+    m = read_model_config(*GgufFile::open(path));
+  }
+  return {{m.n_layer, m.n_head_kv, m.head_dim}, m.n_ctx_train, path.string()};
 }
 
 // --model, else the config's model.path (as given, then next to the config file), else the
@@ -131,11 +137,10 @@ ShapeSource model_shape(const ConfigArgs& a, const SinkScopeConfig& c) {
   std::error_code ec;
   if (!c.model.path.empty()) {
     fs::path p = c.model.path;
-    if (!fs::is_regular_file(p, ec) && p.is_relative())
-      p = fs::path(a.file).parent_path() / c.model.path;
-    if (!fs::is_regular_file(p, ec))
+    if (!fs::exists(p, ec) && p.is_relative()) p = fs::path(a.file).parent_path() / c.model.path;
+    if (!fs::is_regular_file(p, ec) && !fs::is_directory(p, ec))
       throw std::runtime_error("model.path " + c.model.path +
-                               " not found; give --model FILE to read the model's shape from");
+                               " not found; give --model PATH to read the model's shape from");
     return read_shape(p);
   }
   const fs::path def = default_model_path();

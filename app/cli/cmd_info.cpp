@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -49,20 +50,43 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     out << a.help_text;
     return 0;
   }
-  // Header, config and tokenizer only: the weights are not read.
   const auto path = resolve_model_path(a.model);
-  const auto file = GgufFile::open(path);
-  const ModelConfig c = read_model_config(*file);
-  const auto tok = Tokenizer::from_gguf(*file);
-
-  std::map<std::string, int> by_type;
-  int64_t n_params = 0;
-  uint64_t weight_bytes = 0;
-  for (const GgufTensorInfo& t : file->tensors()) {
-    ++by_type[ggml_type_name(t.type)];
-    n_params += t.n_elements;
-    weight_bytes += t.n_bytes;
+  // GGUF: header, config and tokenizer only, the weights are not read. A checkpoint is loaded
+  // (its shards are mapped, not read) so that every name, dtype and shape is checked.
+  std::unique_ptr<GgufFile> file;
+  std::shared_ptr<const Model> hf;
+  std::unique_ptr<Tokenizer> gguf_tok;
+  ModelConfig c;
+  WeightSummary ws;
+  uint64_t file_size = 0;
+  std::string format_line;
+  if (is_hf_checkpoint_path(path)) {
+    hf = Model::load(path);
+    c = hf->config();
+    ws = hf->weight_summary();
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(hf->path(), ec))
+      if (e.is_regular_file(ec)) file_size += e.file_size(ec);
+  } else {
+    file = GgufFile::open(path);
+    c = read_model_config(*file);
+    gguf_tok = Tokenizer::from_gguf(*file);
+    file_size = file->file_size();
+    for (const GgufTensorInfo& t : file->tensors()) {
+      ++ws.by_type[ggml_type_name(t.type)];
+      ws.n_params += t.n_elements;
+      ws.bytes += t.n_bytes;
+      ++ws.n_tensors;
+    }
   }
+  const Tokenizer* tok = hf ? &hf->tokenizer() : gguf_tok.get();
+  const ModelFormat format = hf ? ModelFormat::kSafetensors : ModelFormat::kGguf;
+  // The stored dtype(s) of the weights, e.g. "BF16" or "Q4_1, F32".
+  std::string dtypes;
+  for (const auto& [type, n] : ws.by_type) dtypes += (dtypes.empty() ? "" : ", ") + type;
+  const std::map<std::string, int>& by_type = ws.by_type;
+  const int64_t n_params = ws.n_params;
+  const uint64_t weight_bytes = ws.bytes;
   // The engine maps the weights as stored (no copies) and keeps a float32 KV cache on the CPU
   // (K and V of every layer per token), allocated page by page as the context grows.
   const uint64_t kv_per_token = 2ull * uint64_t(c.n_layer) * uint64_t(c.kv_dim()) * sizeof(float);
@@ -71,9 +95,13 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   if (a.json) {
     Json j;
     j["path"] = path.string();
-    j["file_size"] = static_cast<unsigned long long>(file->file_size());
-    j["gguf_version"] = static_cast<unsigned>(file->version());
-    j["metadata_keys"] = static_cast<unsigned long long>(file->metadata().size());
+    j["format"] = model_format_name(format);
+    j["dtype"] = dtypes;
+    j["file_size"] = static_cast<unsigned long long>(file_size);
+    if (file) {
+      j["gguf_version"] = static_cast<unsigned>(file->version());
+      j["metadata_keys"] = static_cast<unsigned long long>(file->metadata().size());
+    }
     Json& cfg = j["config"];
     cfg["architecture"] = c.architecture;
     cfg["family"] = architecture_family(c.architecture);
@@ -95,7 +123,7 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     cfg["qk_norm"] = c.qk_norm;
     cfg["tied_embeddings"] = c.tied_embeddings;
     Json& tensors = j["tensors"];
-    tensors["count"] = static_cast<unsigned long long>(file->tensors().size());
+    tensors["count"] = static_cast<unsigned long long>(ws.n_tensors);
     tensors["parameters"] = static_cast<long long>(n_params);
     Json& types = tensors["by_type"] = Json::object();
     for (const auto& [type, n] : by_type) types[type] = n;
@@ -116,10 +144,13 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   const auto row = [&](const char* k) -> std::ostream& {
     return out << "  " << std::left << std::setw(18) << k << std::right;
   };
-  out << "file: " << path.string() << "\n";
-  row("size") << std::fixed << std::setprecision(1) << file->file_size() / (1024.0 * 1024.0)
-              << " MiB, GGUF v" << file->version() << ", " << file->metadata().size()
-              << " metadata keys\n";
+  out << (file ? "file: " : "checkpoint: ") << path.string() << "\n";
+  row("format") << model_format_name(format) << ", " << dtypes << "\n";
+  row("size") << std::fixed << std::setprecision(1) << file_size / (1024.0 * 1024.0) << " MiB";
+  if (file) {
+    out << ", GGUF v" << file->version() << ", " << file->metadata().size() << " metadata keys";
+  }
+  out << "\n";
   out << "config:\n";
   row("name") << (c.name.empty() ? "-" : c.name) << "\n";
   row("architecture") << c.architecture << " (" << architecture_family(c.architecture)
@@ -137,12 +168,12 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   row("qkv bias") << (c.qkv_bias ? "yes" : "no") << "\n";
   row("q/k norm") << (c.qk_norm ? "yes (per head, before rope)" : "no") << "\n";
   row("tied embeddings") << (c.tied_embeddings ? "yes" : "no") << "\n";
-  out << "tensors: " << file->tensors().size() << " (" << std::fixed << std::setprecision(1)
+  out << "tensors: " << ws.n_tensors << " (" << std::fixed << std::setprecision(1)
       << n_params / 1e6 << " M parameters)\n";
   for (const auto& [type, n] : by_type) row(type.c_str()) << n << "\n";
   out << "memory (CPU):\n";
   row("weights") << std::fixed << std::setprecision(1) << weight_bytes / (1024.0 * 1024.0)
-                 << " MiB, mapped from the file as stored\n";
+                 << " MiB, mapped from the " << (file ? "file" : "shards") << " as stored\n";
   row("KV cache") << kv_per_token / 1024.0 << " KiB per token (float32), "
                   << kv_trained / (1024.0 * 1024.0) << " MiB at the trained context\n";
   out << "tokenizer:\n";

@@ -37,7 +37,8 @@ constexpr int kExitGateFailed = 3;
 void add_run_options(ArgParser& p) {
   p.option("--dataset", "MANIFEST",
            "dataset manifest (default: the set-up script's, " + default_dataset_manifest().string() + ")")
-      .option("--model", "FILE", "GGUF model (default: the config's model.path, else the default model)")
+      .option("--model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the config's "
+                  "model.path, else the default model)")
       .option("--classes", "C,C,...", "only these sample classes: short, long, very_long, passkey")
       .option("--max-per-class", "N", "at most N samples of each class (default: all)")
       .option("--gen-tokens", "N", "greedy tokens after each short/long sample for ROUGE-L (default 32)")

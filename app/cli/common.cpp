@@ -23,8 +23,15 @@ fs::path resolve_model_path(const std::optional<std::string>& given) {
     if (given->empty()) throw UsageError("--model: empty file name");
     std::error_code ec;
     if (!fs::exists(*given, ec)) throw UsageError("--model: file not found: " + *given);
+    // A Hugging Face checkpoint is given by its directory (or its config.json).
+    if (fs::is_directory(*given, ec)) {
+      if (!fs::is_regular_file(fs::path(*given) / "config.json", ec))
+        throw UsageError("--model: directory " + *given +
+                         " has no config.json (not a Hugging Face checkpoint)");
+      return fs::path(*given);
+    }
     if (!fs::is_regular_file(*given, ec))
-      throw UsageError("--model: not a regular file: " + *given);
+      throw UsageError("--model: not a regular file or directory: " + *given);
     return fs::path(*given);
   }
   const fs::path p = default_model_path();
@@ -57,7 +64,8 @@ std::shared_ptr<const Model> load_model(const fs::path& path, std::ostream* log)
   if (log) {
     const ModelConfig& c = model->config();
     *log << "sinkscope-cli: loaded " << path.filename().string() << " ("
-         << (c.name.empty() ? c.architecture : c.name) << ", " << c.n_layer << " layers) in "
+         << (c.name.empty() ? c.architecture : c.name) << ", " << c.n_layer << " layers, "
+         << model_format_name(model->format()) << ") in "
          << format_duration(sw.seconds()) << "\n";
   }
   return model;

@@ -25,7 +25,7 @@ const char* const kConfigHelp =
     "                            llamacpp), with what it cannot express\n"
     "  export-llamacpp FILE [--json]\n"
     "                            the equivalent llama.cpp flags, and what has no equivalent\n"
-    "  capacity FILE [--batch N] [--budget-mib M] [--model GGUF] [--json]\n"
+    "  capacity FILE [--batch N] [--budget-mib M] [--model PATH] [--json]\n"
     "                            KV-cache memory for the config's policy, and the largest\n"
     "                            batch a memory budget holds\n"
     "\n"
@@ -92,7 +92,7 @@ ArgParser make_parser(ConfigAction action, const std::string& name) {
       p.option("--batch", "N", "concurrent requests, each with a full cache (default 1)")
           .option("--budget-mib", "M",
                   "memory budget in MiB (default: inference.cache.global_cache_limit_mib)")
-          .option("--model", "GGUF",
+          .option("--model", "PATH",
                   "read layers / KV heads / head dim from this model (default: model.path, then "
                   "the default model, then SmolLM2-135M's shape)")
           .flag("--json", "print one JSON object");

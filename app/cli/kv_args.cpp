@@ -10,7 +10,8 @@ namespace sinkscope::cli {
 namespace {
 
 const char* const kModelHelp =
-    "GGUF model file (default: $SINKSCOPE_MODEL, else the cached default model)";
+    "GGUF file or Hugging Face checkpoint directory (default: $SINKSCOPE_MODEL, else the "
+    "cached default model)";
 const char* const kExit = "Exit status: 0 success, 1 runtime error, 2 usage error.\n";
 
 void add_cache_options(ArgParser& p) {
@@ -71,7 +72,7 @@ SinksArgs parse_sinks_args(std::span<const std::string> args) {
               "Finds attention sinks: alpha_k = mean attention probability on key k over the\n"
               "queries after it, per (layer, head); k is a sink of a head when alpha_k > epsilon.\n"
               "Prints the share of heads per position and the recommended sink_keep_count.");
-  p.option("--model", "FILE", kModelHelp)
+  p.option("--model", "PATH", kModelHelp)
       .option("--file", "FILE", "UTF-8 text to run")
       .option("--prompt", "TEXT", "text to run")
       .option("--tokens", "N", "tokens of the input to run (default 512)")
@@ -105,7 +106,7 @@ StreamPplArgs parse_stream_ppl_args(std::span<const std::string> args) {
               "and per segment. Each token sees the S sinks and its W most recent tokens, so\n"
               "--chunk changes speed, not results. --recompute scores tokens from a fresh\n"
               "forward over their last W tokens instead (the reference; --stride to thin it).");
-  p.option("--model", "FILE", kModelHelp).option("--file", "FILE", "UTF-8 text to stream");
+  p.option("--model", "PATH", kModelHelp).option("--file", "FILE", "UTF-8 text to stream");
   add_cache_options(p);
   add_backend_option(p);
   p.flag("--dense", "full cache (no eviction; degrades past the trained context)")
@@ -163,7 +164,7 @@ PasskeyArgs parse_passkey_args(std::span<const std::string> args) {
   ArgParser p("sinkscope-cli passkey [--lengths N,...] [--depths D,...] [options]",
               "Passkey retrieval: a 5-digit key hidden at each depth of filler text of each\n"
               "length; the greedy answer must repeat it. Accuracy per length and depth.");
-  p.option("--model", "FILE", kModelHelp)
+  p.option("--model", "PATH", kModelHelp)
       .option("--lengths", "N,...", "prompt lengths in tokens (default 1024,2048)")
       .option("--depths", "D,...", "needle depths in [0, 1] (default 0,0.25,0.5,0.75,1)");
   add_cache_options(p);

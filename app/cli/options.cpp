@@ -9,7 +9,8 @@ namespace sinkscope::cli {
 namespace {
 
 const char* const kModelHelp =
-    "GGUF model file (default: $SINKSCOPE_MODEL, else the cached default model)";
+    "GGUF file or Hugging Face checkpoint directory (default: $SINKSCOPE_MODEL, else the "
+    "cached default model)";
 
 std::string exit_status_note() {
   return "Exit status: 0 success, 1 runtime error, 2 usage error.\n";
@@ -20,7 +21,7 @@ std::string exit_status_note() {
 GenerateArgs parse_generate_args(std::span<const std::string> args) {
   ArgParser p("sinkscope-cli generate (--prompt TEXT | --prompt-file FILE) [options]",
               "Generates text from a prompt; tokens stream to stdout as they are produced.");
-  p.option("--model", "FILE", kModelHelp)
+  p.option("--model", "PATH", kModelHelp)
       .option("--prompt", "TEXT", "the prompt text")
       .option("--prompt-file", "FILE", "read the prompt from a file (trailing whitespace dropped)")
       .option("--max-tokens", "N", "tokens to generate at most (default 128)")
@@ -81,7 +82,7 @@ PerplexityArgs parse_perplexity_args(std::span<const std::string> args) {
   ArgParser p("sinkscope-cli perplexity --file FILE [options]",
               "Scores a text file: perplexity over chunks of --ctx tokens, each on a fresh cache;\n"
               "the second half of every chunk is scored (the first half is context).");
-  p.option("--model", "FILE", kModelHelp)
+  p.option("--model", "PATH", kModelHelp)
       .option("--file", "FILE", "UTF-8 text to score")
       .option("--ctx", "N", "chunk length in tokens (default 512)")
       .option("--threads", "N", "CPU threads, 0 = all (default)")
@@ -111,9 +112,9 @@ PerplexityArgs parse_perplexity_args(std::span<const std::string> args) {
 }
 
 InfoArgs parse_info_args(std::span<const std::string> args) {
-  ArgParser p("sinkscope-cli info [--model FILE] [--json]",
+  ArgParser p("sinkscope-cli info [--model PATH] [--json]",
               "Prints the model's configuration, tensor counts by type and tokenizer.");
-  p.option("--model", "FILE", kModelHelp)
+  p.option("--model", "PATH", kModelHelp)
       .flag("--json", "print one JSON object instead of text")
       .epilog(exit_status_note());
   p.parse(args);

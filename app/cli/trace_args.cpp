@@ -13,8 +13,9 @@ TraceArgs parse_trace_args(std::span<const std::string> args) {
               "trace (open it in ui.perfetto.dev or chrome://tracing). On the CUDA backend the\n"
               "timeline holds CUPTI kernel/memcpy records inside NVTX ranges; on the CPU backend\n"
               "the CPU spans (run, prefill, decode step, layer N, ops).");
-  p.option("--model", "FILE",
-           "GGUF model file (default: $SINKSCOPE_MODEL, else the cached default model)")
+  p.option("--model", "PATH",
+           "GGUF file or Hugging Face checkpoint directory (default: $SINKSCOPE_MODEL, else the "
+    "cached default model)")
       .option("--prompt", "TEXT", "the prompt text")
       .option("--prompt-file", "FILE", "read the prompt from a file (trailing whitespace dropped)")
       .option("--max-tokens", "N", "tokens to generate at most (default 16)")

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   cli.setApplicationDescription(QStringLiteral("SinkScope workbench: attention sinks, KV cache and sparse attention"));
   cli.addHelpOption();
   cli.addVersionOption();
-  QCommandLineOption model({QStringLiteral("m"), QStringLiteral("model")}, QStringLiteral("GGUF model (default: $SINKSCOPE_MODEL or the cached SmolLM2)"), QStringLiteral("FILE"));
+  QCommandLineOption model({QStringLiteral("m"), QStringLiteral("model")}, QStringLiteral("GGUF model or Hugging Face checkpoint folder (default: $SINKSCOPE_MODEL or the cached SmolLM2)"), QStringLiteral("PATH"));
   QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("prompt text"), QStringLiteral("TEXT"));
   QCommandLineOption promptFile(QStringLiteral("prompt-file"), QStringLiteral("prompt from a file"), QStringLiteral("FILE"));
   QCommandLineOption backend(QStringLiteral("backend"), QStringLiteral("auto, cpu or cuda"), QStringLiteral("KIND"), QStringLiteral("auto"));

@@ -91,6 +91,29 @@ class TestEngineController : public QObject {
     QTRY_COMPARE(failed.count(), 2);
     QVERIFY(failed.last().at(2).toString().contains(QStringLiteral("not found")));
   }
+  // A Hugging Face checkpoint folder loads like a GGUF file; the info names the format, and a
+  // run on it finishes.
+  void loadsACheckpointFolder() {
+    EngineController c(BackendKind::kCpu, 2);
+    QSignalSpy loaded(&c, &EngineController::modelLoaded);
+    QSignalSpy failed(&c, &EngineController::modelFailed);
+    c.loadModel(QStringLiteral(SINKSCOPE_SOURCE_DIR "/tests/data/hf/qwen2_f16"));
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count() + failed.count(), 1, 30000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.first().at(2).toString()));
+    QVERIFY2(loaded.first().at(3).toString().contains(QStringLiteral("qwen2, safetensors")),
+             qPrintable(loaded.first().at(3).toString()));
+    QCOMPARE(loaded.first().at(4).toString().size(), 64);  // the checkpoint's digest
+    QSignalSpy finished(&c, &EngineController::finished);
+    ControlState s;
+    s.maxTokens = 3;
+    c.run(s.toRequest("The quick brown fox"));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30000);
+    // A folder that is not a checkpoint names the missing config.json.
+    c.loadModel(QStringLiteral(SINKSCOPE_SOURCE_DIR "/tests/data/hf/tokenizers"));
+    QTRY_COMPARE_WITH_TIMEOUT(failed.count(), 1, 30000);
+    QVERIFY2(failed.first().at(2).toString().contains(QStringLiteral("config.json: missing")),
+             qPrintable(failed.first().at(2).toString()));
+  }
   // Regression: the worker emitted the controller's signals on the engine thread, so receivers
   // connected directly (QSignalSpy, lambdas without a context) ran there and raced with the GUI
   // thread (TSan found it). Every signal must arrive on the controller's thread.

@@ -3,6 +3,7 @@
 // tab, button and chart lies inside the window; a failed model load keeps the good model
 // selected and drops the bad file from the list; a head picked in the Sinks or Sparsity heatmap
 // becomes the chosen head; the banner marks stale views.
+#include <QAction>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
@@ -134,6 +135,23 @@ class TestMainWindow : public QObject {
     QCOMPARE(picker->currentData().toString(), test::randomModelPath());
     auto* status = w.findChild<QLabel*>(QStringLiteral("status"));
     QVERIFY(status->toolTip().contains(QStringLiteral("Still using")));
+  }
+
+  // File > Open checkpoint folder exists, and a checkpoint folder becomes the picker's model.
+  void checkpointFolderIsAModel() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    qApp->setProperty("sinkscopeNoDialogs", true);
+    MainWindow w(&wb);
+    QVERIFY(w.findChild<QAction*>(QStringLiteral("openCheckpointFolder")));
+    auto* picker = w.findChild<QComboBox*>(QStringLiteral("modelPicker"));
+    QVERIFY(picker);
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    const QString dir = QStringLiteral(SINKSCOPE_SOURCE_DIR "/tests/data/hf/qwen3_f32");
+    wb.loadModel(dir);
+    QTRY_COMPARE(loaded.count(), 1);
+    QCOMPARE(picker->currentData().toString(), dir);
+    QVERIFY(wb.modelReady());
   }
 
   void heatmapClicksChooseTheHead() {

@@ -356,6 +356,53 @@ TEST(CliBinary, InfoNamesTheQwen3Family) {
   EXPECT_NE(r.out.find("yes (per head, before rope)"), std::string::npos) << r.out;
 }
 
+// A Hugging Face checkpoint (tests/data/hf) is given by its directory or its config.json: info
+// names the format and the stored dtype, generate runs on it, a directory that is not a
+// checkpoint is a usage error.
+TEST(CliBinary, CheckpointDirectoryIsAModel) {
+  const std::string dir = std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/hf/llama_bf16_sharded";
+  auto r = run_binary({"info", "--model", dir, "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto v = sinkscope::Json::parse(r.out);
+  EXPECT_EQ(v.at("format").get<std::string>(), "safetensors");
+  EXPECT_EQ(v.at("dtype").get<std::string>(), "BF16");
+  EXPECT_EQ(v.at("config").at("architecture").get<std::string>(), "llama");
+  EXPECT_EQ(v.at("config").at("rope_scaling").get<std::string>(), "llama3");
+  EXPECT_TRUE(v.at("config").at("rope_neox").get<bool>());
+  EXPECT_EQ(v.at("tensors").at("by_type").at("BF16").get<int64_t>(), 21);
+  EXPECT_EQ(v.at("tokenizer").at("chat_format").get<std::string>(), "llama3");
+  r = run_binary({"info", "--model", dir + "/config.json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("format            safetensors, BF16"), std::string::npos) << r.out;
+  r = run_binary({"info", "--model",
+                  std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/oracles/qwen3_tied_f32.gguf",
+                  "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  v = sinkscope::Json::parse(r.out);
+  EXPECT_EQ(v.at("format").get<std::string>(), "GGUF");
+  EXPECT_EQ(v.at("dtype").get<std::string>(), "F32");
+  r = run_binary({"generate", "--model", dir, "--prompt", "The quick brown fox", "--max-tokens",
+                  "4", "--threads", "2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("loaded llama_bf16_sharded (llama_bf16_sharded, 2 layers, safetensors)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("quick brown"), std::string::npos) << "stderr must not contain the prompt";
+  // config capacity reads the shape from config.json (qwen3: head_dim 16, not 32 / 4).
+  r = run_binary({"config", "capacity",
+                  std::string(SINKSCOPE_SOURCE_DIR) + "/resources/configs/dense-default.yaml",
+                  "--model", std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/hf/qwen3_f32",
+                  "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  v = sinkscope::Json::parse(r.out);
+  EXPECT_EQ(v.at("model").at("head_dim").get<int64_t>(), 16);
+  EXPECT_EQ(v.at("model").at("n_layer").get<int64_t>(), 2);
+  r = run_binary({"info", "--model", std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/hf/tokenizers"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("has no config.json (not a Hugging Face checkpoint)"), std::string::npos)
+      << r.err;
+}
+
 TEST(CliBinary, PerplexitySmallFile) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
   const fs::path text =

@@ -14,6 +14,7 @@
 
 #include "tests/fuzz/config_target.h"
 #include "tests/fuzz/gguf_target.h"
+#include "tests/fuzz/hf_target.h"
 #include "tests/fuzz/tokenizer_target.h"
 
 namespace sinkscope {
@@ -54,6 +55,7 @@ void replay(const std::string& target, Body body, size_t min_inputs) {
 
 TEST(MalformedCorpus, Gguf) { replay("gguf", fuzz::gguf_one_input, 5); }
 TEST(MalformedCorpus, Tokenizer) { replay("tokenizer", fuzz::tokenizer_one_input, 5); }
+TEST(MalformedCorpus, HfCheckpoint) { replay("hf", fuzz::hf_one_input, 5); }
 TEST(MalformedCorpus, Config) {
   if (!config_yaml_supported()) GTEST_SKIP() << "built without yaml-cpp";
   replay("config", fuzz::config_one_input, 5);

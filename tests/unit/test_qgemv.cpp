@@ -53,8 +53,8 @@ std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, st
 void expect_within(const QuantMatrix& w, const std::vector<float>& x, const std::vector<float>& y,
                    bool int8, const char* what) {
   std::vector<float> row(size_t(w.cols));
-  std::vector<double> step(size_t(w.cols / 32));
-  for (size_t b = 0; b < step.size(); ++b) {
+  std::vector<double> step(size_t((w.cols + 31) / 32));  // a partial last block reads as 0
+  for (size_t b = 0; b < size_t(w.cols / 32); ++b) {
     float mx = 0;
     for (int j = 0; j < 32; ++j) mx = std::max(mx, std::fabs(x[b * 32 + size_t(j)]));
     step[b] = double(mx) / 127.0;
@@ -100,6 +100,54 @@ TEST(Qgemv, EveryPathWithinItsBoundOfTheReference) {
       expect_within(w, x, y8, /*int8=*/true, (name + " int8").c_str());
       expect_within(w, x, yf, /*int8=*/false, (name + " float").c_str());
       EXPECT_EQ(y8, y8p) << name << ": the thread pool changed a result";
+    }
+  }
+}
+
+// F16 / BF16 weights (safetensors checkpoints are read in place): decode's AVX2 rows and the
+// portable path, and prefill's tiles, all within float rounding of a float64 product of the
+// stored values; widths with and without a tail past the 16-wide loop.
+TEST(Qgemv, HalfPrecisionRowsGiveTheProduct) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> gauss(0.f, 1.f);
+  ThreadPool pool(2);
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{96, 64}, {130, 72}, {33, 7}}) {
+      std::vector<uint16_t> data(size_t(rows * cols));
+      for (auto& h : data) {
+        const float v = gauss(rng) * 0.3f;
+        h = type == GgmlType::kF16 ? fp32_to_fp16(v) : fp32_to_bf16(v);
+      }
+      QuantMatrix w{type, reinterpret_cast<const uint8_t*>(data.data()), rows, cols,
+                    uint64_t(cols) * 2};
+      std::vector<float> x(static_cast<size_t>(cols));
+      for (auto& v : x) v = gauss(rng);
+      std::vector<float> y(static_cast<size_t>(rows)), yr(y), yp(y);
+      qgemv(w, x.data(), y.data(), nullptr);
+      qgemv(w, x.data(), yp.data(), &pool);
+      qgemv_reference(w, x.data(), yr.data());
+      const std::string name = std::string(ggml_type_name(type)) + " " + std::to_string(rows) +
+                               "x" + std::to_string(cols);
+      expect_within(w, x, y, /*int8=*/false, (name + " qgemv").c_str());
+      expect_within(w, x, yr, /*int8=*/false, (name + " reference").c_str());
+      EXPECT_EQ(y, yp) << name << ": the thread pool changed a result";
+      // Prefill: a batch of 3 rows of x through linear_q.
+      const int64_t m = 3;
+      std::vector<float> xs(size_t(m * cols)), ys(size_t(m * rows));
+      for (auto& v : xs) v = gauss(rng);
+      linear_q(xs.data(), w, ys.data(), m, &pool);
+      for (int64_t i = 0; i < m; ++i) {
+        std::vector<float> xi(xs.begin() + i * cols, xs.begin() + (i + 1) * cols);
+        std::vector<float> yi(ys.begin() + i * rows, ys.begin() + (i + 1) * rows);
+        expect_within(w, xi, yi, /*int8=*/false, (name + " linear_q").c_str());
+      }
+      // The values are the stored ones: every row dequantized (F16: with F16C when the width
+      // allows) equals the scalar conversion.
+      std::vector<float> all(static_cast<size_t>(rows * cols));
+      dequantize_rows(w, 0, rows, all.data());
+      for (size_t j = 0; j < all.size(); ++j)
+        ASSERT_EQ(all[j], type == GgmlType::kF16 ? fp16_to_fp32(data[j]) : bf16_to_fp32(data[j]))
+            << name << " element " << j;
     }
   }
 }

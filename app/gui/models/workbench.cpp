@@ -129,7 +129,7 @@ void Workbench::setModel(std::shared_ptr<const Model> model) {
 void Workbench::runNow() {
   m_debounce.stop();
   if (!m_modelReady) {
-    Q_EMIT runRefused(tr("No model is loaded: open a GGUF model (File > Open model)."));
+    Q_EMIT runRefused(tr("No model is loaded: open a GGUF model or a checkpoint folder (File > Open model)."));
     return;
   }
   if (m_prompt.trimmed().isEmpty()) {

@@ -71,7 +71,7 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
       kept = tr("\n\nStill using %1.").arg(QFileInfo(m_goodModel).fileName());
     } else {
       m_backend->setText(tr("Backend: <i>no model</i>"));
-      kept = tr("\n\nNo model is loaded: open a GGUF file (File > Open model).");
+      kept = tr("\n\nNo model is loaded: open a GGUF file or a checkpoint folder (File > Open model).");
     }
     showError(tr("Could not load the model"), tr("%1\n\n%2%3").arg(path, msg, kept));
   });
@@ -159,7 +159,7 @@ QWidget* MainWindow::buildCentral() {
   m_model->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
   auto* browse = new QToolButton(w);
   browse->setText(tr("Open..."));
-  browse->setToolTip(tr("Open a GGUF model (Ctrl+O)"));
+  browse->setToolTip(tr("Open a GGUF model or a Hugging Face checkpoint's config.json (Ctrl+O)"));
   m_backend = new QLabel(tr("Backend: <i>loading</i>"), w);
   m_run = new QPushButton(tr("Run"), w);
   m_run->setObjectName(QStringLiteral("run"));
@@ -370,6 +370,8 @@ void MainWindow::chooseHead(int layer, int head) {
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("Open &model..."), QKeySequence::Open, this, &MainWindow::chooseModel);
+  file->addAction(tr("Open checkpoint &folder..."), this, &MainWindow::chooseCheckpointFolder)
+      ->setObjectName(QStringLiteral("openCheckpointFolder"));
   m_recentModelMenu = file->addMenu(tr("Recent models"));
   file->addAction(tr("Load &prompt..."), this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Load prompt"));
@@ -452,9 +454,21 @@ void MainWindow::refreshRecentMenus() {
 }
 
 void MainWindow::chooseModel() {
-  const QString f = QFileDialog::getOpenFileName(this, tr("Open model"), QString(), tr("GGUF models (*.gguf);;All files (*)"));
+  const QString f = QFileDialog::getOpenFileName(
+      this, tr("Open model"), QString(),
+      tr("Models (*.gguf config.json);;GGUF models (*.gguf);;Hugging Face checkpoints "
+         "(config.json);;All files (*)"));
   if (f.isEmpty()) return;
-  loadModelPath(f);
+  // A checkpoint is named by its folder, whichever of its files was picked.
+  const QFileInfo fi(f);
+  loadModelPath(fi.fileName() == QLatin1String("config.json") ? fi.absolutePath() : f);
+}
+
+void MainWindow::chooseCheckpointFolder() {
+  const QString d = QFileDialog::getExistingDirectory(
+      this, tr("Open a Hugging Face checkpoint folder (config.json, *.safetensors, tokenizer.json)"));
+  if (d.isEmpty()) return;
+  loadModelPath(d);
 }
 
 void MainWindow::loadModelPath(const QString& path) {

@@ -51,6 +51,7 @@ class MainWindow : public QMainWindow {
   void buildDocks();
   void buildMenus();
   void chooseModel();
+  void chooseCheckpointFolder();
   void loadModelPath(const QString& path);
   void loadPromptFile(const QString& path);
   void importConfig();
