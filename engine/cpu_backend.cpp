@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
     m_cache->reset();
     const ModelConfig& c = m_model->config();
     m_probes.reset(c.n_layer, c.n_head);
+    size_layer_counts();
   }
 
   void set_attention(const AttentionSettings& s) override {
@@ -78,6 +79,7 @@ class CpuBackend final : public Backend {
     m_probes.col_n = n;
     m_probes.col_mass.assign(size_t(c.n_layer) * c.n_head * size_t(n), 0.0);
     m_probes.col_queries.assign(size_t(n), 0);
+    size_layer_counts();
   }
   const AttentionSettings& attention() const override { return m_attn; }
   const AttentionProbes& probes() const override { return m_probes; }
@@ -147,6 +149,14 @@ class CpuBackend final : public Backend {
   }
   // A windowed cache streams without end; positions stay within int.
   static constexpr int kUnboundedStream = 1 << 30;
+
+  // Column-mass query counts per layer, where some layer has a window of its own.
+  void size_layer_counts() {
+    const ModelConfig& c = m_model->config();
+    bool own = false;
+    for (int l = 0; l < c.n_layer; ++l) own = own || c.layer_window(l) > 0;
+    if (own) m_probes.col_queries_layer.assign(size_t(c.n_layer) * size_t(m_probes.col_n), 0);
+  }
 
   static void validate_attention(const AttentionSettings& s) {
     if (s.block_size != 64 && s.block_size != 128)
@@ -529,7 +539,13 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   for (int k = 0; k < m_probes.col_n && size_t(k) < m_probes.col_queries.size(); ++k)
     for (int i = 0; i < n; ++i) {
       const int64_t q = m_n_past + i;
-      if (k <= q && (k < n_sinks || window == 0 || k > q - window)) ++m_probes.col_queries[size_t(k)];
+      if (!(k <= q && (k < n_sinks || window == 0 || k > q - window))) continue;
+      ++m_probes.col_queries[size_t(k)];
+      if (!m_probes.col_queries_layer.empty())
+        for (int l = 0; l < c.n_layer; ++l) {
+          const int ow = c.layer_window(l);
+          if (ow == 0 || k > q - ow) ++m_probes.col_queries_layer[size_t(l) * m_probes.col_n + k];
+        }
     }
   m_cache->commit(n);
   m_n_past += n;

@@ -19,6 +19,7 @@
 #include "engine/json_io.h"
 #include "engine/sampler.h"
 #include "engine/sha256.h"
+#include "engine/sinks.h"
 
 namespace sinkscope {
 namespace {
@@ -446,6 +447,37 @@ TEST(FamilyOracles, GemmaLayerWindowComposesWithTheCacheWindow) {
   ASSERT_EQ(cfg.layer_window(0), 8);
   EXPECT_LE(layer_diff(0), 1e-6) << "the local layer saw kept sinks past its own window";
   EXPECT_GT(layer_diff(1), 1e-3) << "the cache window did not act on the global layer";
+}
+
+// The sink statistic alpha_k divides a key's column mass by the queries that could see it: on a
+// local layer only the window's queries (8 of 30 for key 0), on a global one all of them.
+TEST(FamilyOracles, GemmaColumnQueriesCountTheLayerWindow) {
+  const Json& c = find_case("gemma2_tied_f32");
+  auto model = Model::load(oracle_dir() / c.at("gguf").get<std::string>());
+  const ModelConfig& cfg = model->config();
+  const auto ids = ids_of(c.at("prompts")[0]);
+  const int cols = 4, n = int(ids.size());
+  auto be = make_cpu_backend(model, {});
+  be->request_column_mass(cols);
+  std::vector<float> logits;
+  be->forward(ids, LogitsMode::kLast, logits);
+  const AttentionProbes& p = be->probes();
+  ASSERT_EQ(p.col_queries_layer.size(), size_t(cfg.n_layer) * cols);
+  for (int l = 0; l < cfg.n_layer; ++l)
+    for (int k = 0; k < cols; ++k) {
+      const int want = cfg.layer_window(l) > 0 ? std::min(n - k, cfg.layer_window(l)) : n - k;
+      EXPECT_EQ(p.col_queries_layer[size_t(l) * cols + k], want) << "layer " << l << " key " << k;
+      EXPECT_EQ(p.col_queries[size_t(k)], n - k);
+    }
+  // Every local head's probabilities over the window's queries: alpha is a mean, so <= 1, and
+  // the mass of key 0 summed over the local layer's heads is 8 queries' worth at most.
+  const SinkReport r = analyze_sinks(p.n_layer, p.n_head, cols, p.col_mass, p.alpha_queries());
+  EXPECT_EQ(r.n_queries, n);
+  for (int h = 0; h < cfg.n_head; ++h) {
+    const double mass = p.col_mass[size_t(h) * cols];
+    EXPECT_NEAR(r.alpha_at(0, h, 0), mass / 8.0, 1e-12);
+    EXPECT_LE(r.alpha_at(0, h, 0), 1.0);
+  }
 }
 
 }  // namespace

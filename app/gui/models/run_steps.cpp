@@ -337,7 +337,7 @@ void RunExecutor::Run::detectSinks() {
   const AttentionProbes& pr = res->probes;
   if (pr.col_n > 0 && !pr.col_mass.empty()) {
     const SinkReport sr =
-        analyze_sinks(pr.n_layer, pr.n_head, pr.col_n, pr.col_mass, pr.col_queries);
+        analyze_sinks(pr.n_layer, pr.n_head, pr.col_n, pr.col_mass, pr.alpha_queries());
     res->sinkPositions = sr.n_pos;
     res->sinkAlpha = sr.alpha;
     res->flaggedSinks = sr.flagged;
