@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -158,9 +159,11 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   row("ffn width") << c.n_ff << "\n";
   row("vocabulary") << c.n_vocab << "\n";
   row("trained context") << c.n_ctx_train << "\n";
-  row("rope") << std::defaultfloat << "theta " << c.rope_theta << ", " << c.rope_dim << " dims, "
-              << (c.rope_neox ? "neox pairs" : "adjacent pairs") << ", scaling "
-              << rope_scaling_name(c.rope_scaling) << "\n";
+  row("rope") << std::defaultfloat << std::setprecision(6) << "theta " << c.rope_theta << ", "
+              << c.rope_dim << " dims, " << (c.rope_neox ? "neox pairs" : "adjacent pairs")
+              << ", scaling " << rope_scaling_name(c.rope_scaling);
+  if (c.rope_scaling == RopeScalingType::kLinear) out << " x" << c.rope_scale_factor;
+  out << (c.rope_theta_local > 0 ? " (global layers)\n" : "\n");
   row("rms eps") << c.rms_eps << "\n";
   row("qkv bias") << (c.qkv_bias ? "yes" : "no") << "\n";
   row("q/k norm") << (c.qk_norm ? "yes (per head, before rope)" : "no") << "\n";
@@ -176,7 +179,9 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     if (c.rope_theta_local > 0)
       row("rope (local)") << std::defaultfloat << "theta " << c.rope_theta_local
                           << ", no scaling\n";
-    row("query scale") << std::defaultfloat << c.attention_scale() << "\n";
+    const double qs = c.attention_scale();
+    row("query scale") << qs << " (1/sqrt(" << std::lround(1.0 / (qs * qs))
+                       << "), llama.cpp's choice for this size)\n";
     auto cap = [](float v) {
       std::ostringstream o;
       if (v > 0) o << v; else o << "none";
