@@ -68,13 +68,15 @@ double max_diff(const float* ours, const float* ref, size_t n, const std::string
   return worst;
 }
 
-// A copy of a GGUF file without the tensors in `drop`, its metadata changed by `edit`.
+// A copy of a GGUF file without the tensors in `drop` and the metadata keys in `drop_keys`, its
+// metadata changed by `edit`.
 fs::path copy_gguf(const fs::path& src, const std::string& tag, const std::set<std::string>& drop,
-                   const std::function<void(GgufWriter&)>& edit = {}) {
+                   const std::function<void(GgufWriter&)>& edit = {},
+                   const std::set<std::string>& drop_keys = {}) {
   const auto f = GgufFile::open(src);
   GgufWriter w(f->version(), f->alignment());
   for (const auto& [k, v] : f->metadata())
-    if (k != "general.alignment") w.set_value(k, v);
+    if (k != "general.alignment" && !drop_keys.count(k)) w.set_value(k, v);
   for (const GgufTensorInfo& t : f->tensors())
     if (!drop.count(t.name))
       w.add_raw_tensor(t.name, t.dims, t.type, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
@@ -317,6 +319,55 @@ TEST(FamilyOracles, Qwen3ValueWidthMustBeTheKeyWidth) {
   }));
   EXPECT_NE(e.find("attention.value_length 16 differs from the key length 32"), std::string::npos)
       << e;
+}
+
+ModelConfig config_of(const fs::path& p) { return read_model_config(*GgufFile::open(p)); }
+
+// What llama.cpp derives where the file says nothing: Gemma 2's window 4096 and caps 50 / 30;
+// Gemma 3 without a window has no local layers (and one RoPE); the 27B sizes (46 / 62 layers)
+// scale queries by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim).
+TEST(FamilyOracles, GemmaDefaultsAndQueryScaleAreLlamaCpps) {
+  const fs::path g2 = oracle_dir() / "gemma2_tied_f32.gguf";
+  const fs::path g3 = oracle_dir() / "gemma3_tied_q8_0.gguf";
+  ModelConfig c = config_of(copy_gguf(g2, "gemma2_bare", {}, {},
+                                      {"gemma2.attention.sliding_window",
+                                       "gemma2.attn_logit_softcapping",
+                                       "gemma2.final_logit_softcapping"}));
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.layer_window(0), 4096);
+  EXPECT_EQ(c.layer_window(1), 0);
+  EXPECT_FLOAT_EQ(c.attn_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 30.0f);
+  c = config_of(copy_gguf(g3, "gemma3_no_window", {}, {}, {"gemma3.attention.sliding_window"}));
+  EXPECT_EQ(c.sliding_window, 0);
+  for (int l = 0; l < c.n_layer; ++l) EXPECT_EQ(c.layer_window(l), 0) << "layer " << l;
+  EXPECT_EQ(c.rope_theta_local, 0.0f);
+  // 32 wide, 4 heads: 1/sqrt(8) at 27B sizes, 1/sqrt(head_dim = 16) otherwise.
+  c = config_of(copy_gguf(g2, "gemma2_46", {}, [](GgufWriter& w) {
+    w.set_u32("gemma2.block_count", 46);
+  }));
+  EXPECT_FLOAT_EQ(c.attention_scale(), 1.0f / std::sqrt(8.0f));
+  c = config_of(copy_gguf(g3, "gemma3_62", {}, [](GgufWriter& w) {
+    w.set_u32("gemma3.block_count", 62);
+  }));
+  EXPECT_FLOAT_EQ(c.attention_scale(), 1.0f / std::sqrt(8.0f));
+  // Five local to one global: layer 59 (59 % 6 == 5) is global, 60 and 61 are local.
+  EXPECT_FALSE(c.layer_local(59));
+  EXPECT_TRUE(c.layer_local(60) && c.layer_local(61));
+  c = config_of(copy_gguf(g3, "gemma3_26", {}, [](GgufWriter& w) {
+    w.set_u32("gemma3.block_count", 26);
+  }));
+  EXPECT_FLOAT_EQ(c.attention_scale(), 0.25f);
+  // A negative cap is named.
+  std::string err;
+  try {
+    config_of(copy_gguf(g2, "gemma2_bad_cap", {}, [](GgufWriter& w) {
+      w.set_f32("gemma2.attn_logit_softcapping", -1.0f);
+    }));
+  } catch (const ModelError& e) {
+    err = e.what();
+  }
+  EXPECT_NE(err.find("'gemma2.attn_logit_softcapping' = -1"), std::string::npos) << err;
 }
 
 // Max |dlogit| of a (possibly edited) oracle model's prefill against the oracle's logits.
