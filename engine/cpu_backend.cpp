@@ -353,8 +353,8 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
         }
       }
       if (c.qk_norm) {
-        // Qwen3: each head's Q and K RMS-normalised over head_dim (one gain vector per layer
-        // shared by the heads) before RoPE; the captures below see them normalised too.
+        // Qwen3, Gemma 3: each head's Q and K RMS-normalised over head_dim (one gain vector per
+        // layer shared by the heads) before RoPE; the captures below see them normalised too.
         rows([&](int i) {
           for (int h = 0; h < c.n_head; ++h) {
             float* q = &m_q[size_t(i * Q + h * c.head_dim)];
@@ -564,7 +564,8 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   }
   if (c.final_softcap > 0) {  // Gemma 2: logits tanh(z / cap) * cap
     const float cap = c.final_softcap, inv = 1.0f / cap;
-    for (int64_t i = 0; i < int64_t(rows_out) * c.n_vocab; ++i) out[i] = std::tanh(out[i] * inv) * cap;
+    for (int64_t i = 0; i < int64_t(rows_out) * c.n_vocab; ++i)
+      out[i] = std::tanh(out[i] * inv) * cap;
   }
 }
 

@@ -49,7 +49,8 @@ struct ModelConfig {
   int rope_orig_ctx = 0;
   float rms_eps = 1e-5f;
   bool qkv_bias = false;  // attn_{q,k,v}.bias (qwen2)
-  bool qk_norm = false;   // attn_{q,k}_norm.weight: RMSNorm of each head's Q and K (qwen3)
+  // attn_{q,k}_norm.weight: RMSNorm of each head's Q and K (qwen3, gemma3)
+  bool qk_norm = false;
   bool tied_embeddings = false;
 
   // Gemma 2 / 3 (llama.cpp's llm_build_gemma2_iswa / llm_build_gemma3_iswa):
