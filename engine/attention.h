@@ -106,6 +106,7 @@ struct AttentionProbes {
     all_stat.clear();
     col_mass.assign(size_t(layers) * heads * size_t(col_n), 0.0);
     col_queries.assign(size_t(col_n), 0);
+    col_queries_layer.clear();
   }
   SkipMask mask;  // filled by the prefill when mask.layer/head name a (layer, head)
   // Column mass for sink detection (engine/sinks.h), recorded when col_n > 0 (a backend's
@@ -115,6 +116,14 @@ struct AttentionProbes {
   int col_n = 0;
   std::vector<double> col_mass;
   std::vector<int64_t> col_queries;
+  // Where layers have windows of their own (Gemma's local layers), the same count per layer,
+  // col_queries_layer[layer * col_n + k]: the queries that could see k under the cache rule AND
+  // the layer's window. Empty where every layer sees what col_queries says.
+  std::vector<int64_t> col_queries_layer;
+  // The counts alpha divides by: per layer where recorded, else the shared ones.
+  const std::vector<int64_t>& alpha_queries() const {
+    return col_queries_layer.empty() ? col_queries : col_queries_layer;
+  }
   // Debug probe, off by default (Backend::request_all_skip_masks): the last prefill's skip mask
   // of EVERY (layer, head), all_masks[((layer * n_head + head) * all_rows + q tile) * all_cols +
   // KV tile], cell codes as SkipMask. all_stat (CPU backend asked with_stat only, else empty): the deciding

@@ -193,7 +193,8 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
   const int n_kvtiles_total = kv ? kv->n_pages : last_pos / bk + 1;
   const int64_t q_stride = int64_t(a.n_head) * d;    // between query tokens
   const int64_t kv_stride = int64_t(a.n_head_kv) * d;  // between cached positions
-  const int S = a.sink_count, W = a.window;
+  const int S = a.sink_count, W = a.window, OW = a.own_window;
+  const float cap = a.softcap, inv_cap = cap > 0 ? 1.0f / cap : 0.0f;
   // Tile geometry: contiguous keys (cache index == position) or the paged view.
   auto tile_pos0 = [&](int t) { return kv ? kv->page_pos0[t] : t * bk; };
   auto tile_keys = [&](int t) {
@@ -260,6 +261,8 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
       if (k0 > tile_last_pos) break;  // tiles are in position order
       // A tile all of whose keys left the first row's window is invisible to every row.
       if (W > 0 && k0 >= S && k1 - 1 <= tile_first_pos - W) continue;
+      // ... and so is one all of whose keys lie past the first row's own window (no sinks).
+      if (OW > 0 && k1 - 1 <= tile_first_pos - OW) continue;
       // Transpose the K tile once; every row of the query tile reuses it, and the score loop
       // becomes broadcast-FMA over contiguous keys (no horizontal sums).
       if (!quant) {
@@ -312,11 +315,15 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
             sr[j] = acc_s;
           }
         }
+        if (cap > 0)
+          for (int j = 0; j < vis; ++j) sr[j] = std::tanh(sr[j] * inv_cap) * cap;
         for (int j = std::max(vis, 0); j < nk; ++j) sr[j] = -INFINITY;
         if (W > 0) {  // the evicted band [S, pos - W] of this row
           const int lo = std::max(S, k0), hi = std::min(pos - W, k1 - 1);
           for (int k = lo; k <= hi; ++k) sr[k - k0] = -INFINITY;
         }
+        if (OW > 0)  // keys [.., pos - OW] lie outside the layer's own window
+          for (int k = k0, hi = std::min(pos - OW, k1 - 1); k <= hi; ++k) sr[k - k0] = -INFINITY;
         float mx = -INFINITY;
         for (int j = 0; j < vis; ++j) mx = std::max(mx, sr[j]);
         tile_max[size_t(r)] = mx;

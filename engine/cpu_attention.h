@@ -62,6 +62,14 @@ struct CpuAttentionArgs {
   // k <= q and (k < sink_count or window == 0 or k > q - window). Defaults: plain causal.
   int sink_count = 0;
   int window = 0;
+  // The layer's own sliding window (a Gemma local layer): a key at position k is visible to the
+  // query at q only if also k > q - own_window; 0: none. No sinks are kept from it: keys past
+  // it are invisible like future keys (never scored, never counted as visited or skipped).
+  int own_window = 0;
+  // Attention logit soft-capping (Gemma 2), 0 = none: each score s = scale * q.k becomes
+  // tanh(s / softcap) * softcap before the softmax and before the skip rule reads it (tile maxima
+  // and running maxima are of capped scores).
+  float softcap = 0.0f;
   // Cache position mode: the queries rotated at their cache index (cache_position()), (n_q,
   // n_head, d) like q. Scores against sink keys use them whenever the cache index differs from
   // the position (kv_cache.h explains why this replaces re-rotating keys).

@@ -22,6 +22,13 @@ class CpuBackend final : public Backend {
     const ModelConfig& c = m_model->config();
     m_max_context = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
     m_rope = RopeTable(c, m_model->weights().rope_freqs);
+    if (c.rope_theta_local > 0) {
+      // Local layers of their own RoPE (gemma3): base rope_theta_local, never scaled.
+      ModelConfig lc = c;
+      lc.rope_theta = c.rope_theta_local;
+      lc.rope_scaling = RopeScalingType::kNone;
+      m_rope_local = RopeTable(lc, {});
+    }
     set_blas_threads(1);  // linear() parallelises over our pool
     validate_attention(opt.attention);
     m_cache_settings = opt.cache;
@@ -40,6 +47,7 @@ class CpuBackend final : public Backend {
     m_cache->reset();
     const ModelConfig& c = m_model->config();
     m_probes.reset(c.n_layer, c.n_head);
+    size_layer_counts();
   }
 
   void set_attention(const AttentionSettings& s) override {
@@ -71,6 +79,7 @@ class CpuBackend final : public Backend {
     m_probes.col_n = n;
     m_probes.col_mass.assign(size_t(c.n_layer) * c.n_head * size_t(n), 0.0);
     m_probes.col_queries.assign(size_t(n), 0);
+    size_layer_counts();
   }
   const AttentionSettings& attention() const override { return m_attn; }
   const AttentionProbes& probes() const override { return m_probes; }
@@ -141,6 +150,14 @@ class CpuBackend final : public Backend {
   // A windowed cache streams without end; positions stay within int.
   static constexpr int kUnboundedStream = 1 << 30;
 
+  // Column-mass query counts per layer, where some layer has a window of its own.
+  void size_layer_counts() {
+    const ModelConfig& c = m_model->config();
+    bool own = false;
+    for (int l = 0; l < c.n_layer; ++l) own = own || c.layer_window(l) > 0;
+    if (own) m_probes.col_queries_layer.assign(size_t(c.n_layer) * size_t(m_probes.col_n), 0);
+  }
+
   static void validate_attention(const AttentionSettings& s) {
     if (s.block_size != 64 && s.block_size != 128)
       throw BackendError("attention block_size must be 64 or 128, got " +
@@ -152,6 +169,7 @@ class CpuBackend final : public Backend {
   AttentionSettings m_attn;
   AttentionProbes m_probes;
   RopeTable m_rope;
+  RopeTable m_rope_local;  // local layers' RoPE where it differs (rope_theta_local > 0)
   int m_max_context = 0;
   int m_capacity = 0;
   int m_n_past = 0;
@@ -169,6 +187,7 @@ class CpuBackend final : public Backend {
   // Scratch, reused across calls.
   std::vector<float> m_cos, m_sin, m_x, m_xn, m_q, m_kn, m_vn, m_att, m_tmp, m_gate, m_up;
   std::vector<float> m_qs, m_cos_c, m_sin_c;  // cache position mode: queries at cache indices
+  std::vector<float> m_cos_l, m_sin_l, m_cos_lc, m_sin_lc;  // the same of m_rope_local
 };
 
 void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
@@ -220,12 +239,23 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
 
   for (int i = 0; i < n; ++i)
     dequantize_rows(w.tok_embd, tokens[size_t(i)], 1, &m_x[size_t(i * D)]);
+  if (c.gemma) {  // Gemma scales the embeddings by sqrt(D) (rounded to float32 as HF does)
+    const float e = float(std::sqrt(double(D)));
+    for (int64_t i = 0; i < n * D; ++i) m_x[size_t(i)] *= e;
+  }
 
   // One cos/sin table per forward, shared by every head and layer.
   const int half = m_rope.dim() / 2;
   m_cos.resize(size_t(n) * half);
   m_sin.resize(size_t(n) * half);
   for (int i = 0; i < n; ++i) m_rope.angles(m_n_past + i, &m_cos[size_t(i) * half], &m_sin[size_t(i) * half]);
+  const bool two_ropes = c.rope_theta_local > 0;
+  if (two_ropes) {
+    m_cos_l.resize(size_t(n) * half);
+    m_sin_l.resize(size_t(n) * half);
+    for (int i = 0; i < n; ++i)
+      m_rope_local.angles(m_n_past + i, &m_cos_l[size_t(i) * half], &m_sin_l[size_t(i) * half]);
+  }
 
   // The sink-retaining window: each query sees at most S + W keys.
   const int n_sinks = m_cache->sinks(), window = m_cache->window();
@@ -259,6 +289,13 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     for (int i = 0; i < n; ++i)
       m_rope.angles(int(cache_position(m_n_past + i, n_sinks, window)), &m_cos_c[size_t(i) * half],
                     &m_sin_c[size_t(i) * half]);
+    if (two_ropes) {
+      m_cos_lc.resize(size_t(n) * half);
+      m_sin_lc.resize(size_t(n) * half);
+      for (int i = 0; i < n; ++i)
+        m_rope_local.angles(int(cache_position(m_n_past + i, n_sinks, window)),
+                            &m_cos_lc[size_t(i) * half], &m_sin_lc[size_t(i) * half]);
+    }
   }
   // One token: a GEMV over the quantized blocks (memory-bound); a batch: sgemm over tiles
   // dequantized on the fly (engine/qgemv.h).
@@ -316,8 +353,8 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
         }
       }
       if (c.qk_norm) {
-        // Qwen3: each head's Q and K RMS-normalised over head_dim (one gain vector per layer
-        // shared by the heads) before RoPE; the captures below see them normalised too.
+        // Qwen3, Gemma 3: each head's Q and K RMS-normalised over head_dim (one gain vector per
+        // layer shared by the heads) before RoPE; the captures below see them normalised too.
         rows([&](int i) {
           for (int h = 0; h < c.n_head; ++h) {
             float* q = &m_q[size_t(i * Q + h * c.head_dim)];
@@ -332,17 +369,23 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     }
     {
       prof::ScopedSpan s(m_spans, "rope");
+      // Local layers of a model with two RoPE bases use the local tables (same pairing).
+      const bool lr = two_ropes && c.layer_local(l);
+      const std::vector<float>& cos_p = lr ? m_cos_l : m_cos;
+      const std::vector<float>& sin_p = lr ? m_sin_l : m_sin;
       if (sink_queries) {
+        const std::vector<float>& cos_c = lr ? m_cos_lc : m_cos_c;
+        const std::vector<float>& sin_c = lr ? m_sin_lc : m_sin_c;
         std::copy_n(m_q.begin(), size_t(n * Q), m_qs.begin());
         rows([&](int i) {
           for (int h = 0; h < c.n_head; ++h)
-            m_rope.rotate(&m_qs[size_t(i * Q + h * c.head_dim)], &m_cos_c[size_t(i) * half],
-                          &m_sin_c[size_t(i) * half]);
+            m_rope.rotate(&m_qs[size_t(i * Q + h * c.head_dim)], &cos_c[size_t(i) * half],
+                          &sin_c[size_t(i) * half]);
         });
       }
       rows([&](int i) {
-        const float* cs = &m_cos[size_t(i) * half];
-        const float* sn = &m_sin[size_t(i) * half];
+        const float* cs = &cos_p[size_t(i) * half];
+        const float* sn = &sin_p[size_t(i) * half];
         for (int h = 0; h < c.n_head; ++h)
           m_rope.rotate(&m_q[size_t(i * Q + h * c.head_dim)], cs, sn);
         for (int h = 0; h < c.n_head_kv; ++h)
@@ -400,7 +443,9 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       a.n_head = c.n_head;
       a.n_head_kv = c.n_head_kv;
       a.d = c.head_dim;
-      a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+      a.scale = c.attention_scale();
+      a.own_window = c.layer_window(l);
+      a.softcap = c.attn_softcap;
       a.block_size = m_cache->block_size();
       if (m_probes.col_n > 0 &&
           m_probes.col_mass.size() == size_t(c.n_layer) * c.n_head * size_t(m_probes.col_n)) {
@@ -460,6 +505,11 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     {
       prof::ScopedSpan s(m_spans, "o-proj");
       proj(L.wo, m_att.data(), m_tmp.data());
+      if (!L.attn_post_norm.empty())
+        rows([&](int i) {
+          float* t = &m_tmp[size_t(i * D)];
+          rms_norm(t, L.attn_post_norm.data(), t, D, c.rms_eps);
+        });
       for (int64_t i = 0; i < n * D; ++i) m_x[size_t(i)] += m_tmp[size_t(i)];
     }
     {
@@ -469,8 +519,17 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       });
       proj(L.w_gate, m_xn.data(), m_gate.data());
       proj(L.w_up, m_xn.data(), m_up.data());
-      swiglu(m_gate.data(), m_up.data(), m_gate.data(), n * F);
+      if (c.gemma) {
+        geglu(m_gate.data(), m_up.data(), m_gate.data(), n * F);
+      } else {
+        swiglu(m_gate.data(), m_up.data(), m_gate.data(), n * F);
+      }
       proj(L.w_down, m_gate.data(), m_tmp.data());
+      if (!L.ffn_post_norm.empty())
+        rows([&](int i) {
+          float* t = &m_tmp[size_t(i * D)];
+          rms_norm(t, L.ffn_post_norm.data(), t, D, c.rms_eps);
+        });
       for (int64_t i = 0; i < n * D; ++i) m_x[size_t(i)] += m_tmp[size_t(i)];
     }
   }
@@ -480,7 +539,13 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   for (int k = 0; k < m_probes.col_n && size_t(k) < m_probes.col_queries.size(); ++k)
     for (int i = 0; i < n; ++i) {
       const int64_t q = m_n_past + i;
-      if (k <= q && (k < n_sinks || window == 0 || k > q - window)) ++m_probes.col_queries[size_t(k)];
+      if (!(k <= q && (k < n_sinks || window == 0 || k > q - window))) continue;
+      ++m_probes.col_queries[size_t(k)];
+      if (!m_probes.col_queries_layer.empty())
+        for (int l = 0; l < c.n_layer; ++l) {
+          const int ow = c.layer_window(l);
+          if (ow == 0 || k > q - ow) ++m_probes.col_queries_layer[size_t(l) * m_probes.col_n + k];
+        }
     }
   m_cache->commit(n);
   m_n_past += n;
@@ -496,6 +561,11 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     qgemv(w.lm_head(), m_xn.data(), out, &m_pool);
   } else {
     linear_q(m_xn.data(), w.lm_head(), out, rows_out, &m_pool);
+  }
+  if (c.final_softcap > 0) {  // Gemma 2: logits tanh(z / cap) * cap
+    const float cap = c.final_softcap, inv = 1.0f / cap;
+    for (int64_t i = 0; i < int64_t(rows_out) * c.n_vocab; ++i)
+      out[i] = std::tanh(out[i] * inv) * cap;
   }
 }
 

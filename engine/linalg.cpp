@@ -121,4 +121,12 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
 }  // namespace sinkscope

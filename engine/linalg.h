@@ -28,4 +28,8 @@ void rms_norm(const float* x, const float* w, float* out, int64_t n, float eps);
 // out = silu(gate) * up, element-wise.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
+// out = gelu(gate) * up, element-wise, gelu with the tanh approximation (Gemma's
+// gelu_pytorch_tanh): 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))).
+void geglu(const float* gate, const float* up, float* out, int64_t n);
+
 }  // namespace sinkscope

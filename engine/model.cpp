@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/model.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "engine/hf_checkpoint.h"
@@ -24,6 +25,47 @@ int positive_int(const GgufFile& f, const std::string& key, int64_t v) {
   return int(v);
 }
 
+// The Gemma keys and the values llama.cpp derives (src/llama-model.cpp, load_hparams for
+// LLM_ARCH_GEMMA2 / LLM_ARCH_GEMMA3).
+void read_gemma_config(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const bool gemma2 = c.architecture == "gemma2";
+  c.gemma = true;
+  auto softcap = [&](const std::string& key, double dflt) {
+    const double v = f.get_float_or(a + key, dflt);
+    if (!(v >= 0) || !std::isfinite(v))
+      throw ModelError(f.path() + ": metadata '" + a + key + "' = " + std::to_string(v) +
+                       " is not a soft-cap (must be >= 0; 0 = none)");
+    return float(v);
+  };
+  auto window = [&](int64_t dflt) {
+    const std::string key = a + "attention.sliding_window";
+    const int64_t v = f.has(key) ? f.get_int(key) : dflt;
+    if (v < 0 || v > (int64_t(1) << 30))
+      throw ModelError(f.path() + ": metadata '" + key + "' = " + std::to_string(v) +
+                       " is out of range (0 .. 2^30)");
+    return int(v);
+  };
+  if (gemma2) {
+    // llama.cpp's defaults where the file has no key: window 4096, caps 50 and 30.
+    c.sliding_window = window(4096);
+    c.swa_pattern = 2;
+    c.attn_softcap = softcap("attn_logit_softcapping", 50.0);
+    c.final_softcap = softcap("final_logit_softcapping", 30.0);
+  } else {
+    // Gemma 3 without a window (or with 0) has no local layers; with one, five local layers to
+    // one global, the local ones on RoPE base 10000 unscaled. Its attention is never capped.
+    c.sliding_window = window(0);
+    c.swa_pattern = c.sliding_window > 0 ? 6 : 0;
+    if (c.sliding_window > 0) c.rope_theta_local = 10000.0f;
+    c.final_softcap = softcap("final_logit_softcapping", 0.0);
+  }
+  if (c.sliding_window == 0) c.swa_pattern = 0;
+  // query_pre_attn_scalar is not in the file: llama.cpp takes n_embd / n_head for the 27B
+  // models (46 layers for Gemma 2, 62 for Gemma 3) and head_dim for every other size.
+  const bool is_27b = c.n_layer == (gemma2 ? 46 : 62);
+  c.query_scale = float(1.0 / std::sqrt(double(is_27b ? c.n_embd / c.n_head : c.head_dim)));
+}
+
 }  // namespace
 
 const char* model_format_name(ModelFormat f) {
@@ -38,6 +80,8 @@ std::string architecture_family(const std::string& architecture) {
   if (architecture == "llama") return "Llama";
   if (architecture == "qwen2") return "Qwen2";
   if (architecture == "qwen3") return "Qwen3";
+  if (architecture == "gemma2") return "Gemma 2";
+  if (architecture == "gemma3") return "Gemma 3";
   return architecture;
 }
 
@@ -46,9 +90,10 @@ ModelConfig read_model_config(const GgufFile& f) {
   c.architecture = f.get_string_or("general.architecture", "");
   if (c.architecture.empty())
     throw ModelError(f.path() + ": missing metadata key 'general.architecture'");
-  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3")
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
+      c.architecture != "gemma2" && c.architecture != "gemma3")
     throw ModelError(f.path() + ": architecture '" + c.architecture +
-                     "' is not supported (supported: llama, qwen2, qwen3)");
+                     "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3)");
   const std::string a = c.architecture + ".";
   auto req = [&](const std::string& k) {
     if (!f.has(a + k)) throw ModelError(f.path() + ": missing metadata key '" + a + k + "'");
@@ -81,11 +126,13 @@ ModelConfig read_model_config(const GgufFile& f) {
                      " must be even and <= head dim " + std::to_string(c.head_dim));
   c.rope_theta = float(f.get_float_or(a + "rope.freq_base", 10000.0));
   c.rms_eps = float(f.get_float_or(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  // llama.cpp writes Llama Q/K weights permuted for adjacent-pair RoPE; Qwen2 and Qwen3 keep
-  // HF's half-split (NeoX) layout.
-  c.rope_neox = c.architecture == "qwen2" || c.architecture == "qwen3";
+  const bool gemma2 = c.architecture == "gemma2", gemma3 = c.architecture == "gemma3";
+  // llama.cpp writes Llama Q/K weights permuted for adjacent-pair RoPE; Qwen2, Qwen3 and Gemma
+  // keep HF's half-split (NeoX) layout.
+  c.rope_neox = c.architecture != "llama";
   c.qkv_bias = c.architecture == "qwen2";
-  c.qk_norm = c.architecture == "qwen3";
+  c.qk_norm = c.architecture == "qwen3" || gemma3;
+  if (gemma2 || gemma3) read_gemma_config(f, a, c);
 
   const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
   if (scaling == "none" || scaling.empty()) {
@@ -208,10 +255,12 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
       L.k_norm = load(p + "attn_k_norm.weight", {c.head_dim});
     }
     L.wo = quant(p + "attn_output.weight", {Q, D});
+    if (c.gemma) L.attn_post_norm = load(p + "post_attention_norm.weight", {D});
     L.ffn_norm = load(p + "ffn_norm.weight", {D});
     L.w_gate = quant(p + "ffn_gate.weight", {D, F});
     L.w_up = quant(p + "ffn_up.weight", {D, F});
     L.w_down = quant(p + "ffn_down.weight", {F, D});
+    if (c.gemma) L.ffn_post_norm = load(p + "post_ffw_norm.weight", {D});
     tick();
   }
   return m;

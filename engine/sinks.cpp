@@ -43,8 +43,9 @@ SinkReport analyze_alpha(int n_layer, int n_head, int n_pos, std::vector<double>
 
 SinkReport analyze_sinks(int n_layer, int n_head, int n_pos, const std::vector<double>& col_mass,
                          const std::vector<int64_t>& col_queries, const SinkCriteria& c) {
+  const bool per_layer = col_queries.size() == size_t(n_layer) * size_t(n_pos) && n_layer > 1;
   if (col_mass.size() != size_t(n_layer) * n_head * size_t(n_pos) ||
-      col_queries.size() != size_t(n_pos))
+      (col_queries.size() != size_t(n_pos) && !per_layer))
     throw BackendError("analyze_sinks: column-mass arrays do not match " +
                        std::to_string(n_layer) + " layers x " + std::to_string(n_head) +
                        " heads x " + std::to_string(n_pos) + " positions");
@@ -53,11 +54,13 @@ SinkReport analyze_sinks(int n_layer, int n_head, int n_pos, const std::vector<d
   for (int lh = 0; lh < pairs; ++lh)
     for (int k = 0; k < n_pos; ++k) {
       const size_t i = size_t(lh) * n_pos + k;
-      const int64_t q = col_queries[size_t(k)];
+      const int64_t q = col_queries[per_layer ? size_t(lh / n_head) * n_pos + k : size_t(k)];
       alpha[i] = q > 0 ? col_mass[i] / double(q) : 0.0;
     }
   SinkReport r = analyze_alpha(n_layer, n_head, n_pos, std::move(alpha), c);
-  r.n_queries = n_pos > 0 ? col_queries[0] : 0;
+  // Per layer, a global layer's count of key 0 is the number of queries.
+  for (int l = 0; l < (per_layer ? n_layer : 1) && n_pos > 0; ++l)
+    r.n_queries = std::max(r.n_queries, col_queries[size_t(l) * n_pos]);
   return r;
 }
 
@@ -155,7 +158,7 @@ SinkReport detect_sinks(Backend& backend, const std::vector<TokenId>& tokens, in
   std::vector<float> logits;
   backend.forward(tokens, LogitsMode::kLast, logits);
   const AttentionProbes& p = backend.probes();
-  SinkReport r = analyze_sinks(p.n_layer, p.n_head, n_pos, p.col_mass, p.col_queries, c);
+  SinkReport r = analyze_sinks(p.n_layer, p.n_head, n_pos, p.col_mass, p.alpha_queries(), c);
   backend.request_column_mass(0);
   return r;
 }

@@ -35,7 +35,9 @@ struct SinkReport {
   }
 };
 
-// From raw column mass (layer, head, position) and per-position query counts.
+// From raw column mass (layer, head, position) and query counts: per position (n_pos), or per
+// layer and position (n_layer * n_pos, AttentionProbes::col_queries_layer) where layers have
+// windows of their own.
 SinkReport analyze_sinks(int n_layer, int n_head, int n_pos, const std::vector<double>& col_mass,
                          const std::vector<int64_t>& col_queries, const SinkCriteria& c = {});
 

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "app/cli/commands.h"
@@ -41,6 +43,24 @@ const char* rope_scaling_name(RopeScalingType t) {
       return "llama3";
   }
   return "?";
+}
+
+// Layers [0, n) with the given window as a compact list: "0, 2, 4" or "0-4, 6-10".
+std::string layer_list(const ModelConfig& c, bool local) {
+  std::string s;
+  for (int l = 0; l < c.n_layer;) {
+    if (c.layer_local(l) != local) {
+      ++l;
+      continue;
+    }
+    int e = l;
+    while (e + 1 < c.n_layer && c.layer_local(e + 1) == local) ++e;
+    if (!s.empty()) s += ", ";
+    s += std::to_string(l);
+    if (e > l) s += (e == l + 1 ? ", " : "-") + std::to_string(e);
+    l = e + 1;
+  }
+  return s.empty() ? "none" : s;
 }
 
 }  // namespace
@@ -122,6 +142,15 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     cfg["qkv_bias"] = c.qkv_bias;
     cfg["qk_norm"] = c.qk_norm;
     cfg["tied_embeddings"] = c.tied_embeddings;
+    // The model's own attention: its per-layer windows (0 = global), the query scale and
+    // soft-caps (0 = none).
+    cfg["sliding_window"] = c.sliding_window;
+    Json& lw = cfg["layer_windows"] = Json::array();
+    for (int l = 0; l < c.n_layer; ++l) lw.push_back(c.layer_window(l));
+    cfg["query_scale"] = static_cast<double>(c.attention_scale());
+    cfg["attn_softcap"] = static_cast<double>(c.attn_softcap);
+    cfg["final_softcap"] = static_cast<double>(c.final_softcap);
+    cfg["rope_theta_local"] = static_cast<double>(c.rope_theta_local);
     Json& tensors = j["tensors"];
     tensors["count"] = static_cast<unsigned long long>(ws.n_tensors);
     tensors["parameters"] = static_cast<long long>(n_params);
@@ -161,13 +190,37 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   row("ffn width") << c.n_ff << "\n";
   row("vocabulary") << c.n_vocab << "\n";
   row("trained context") << c.n_ctx_train << "\n";
-  row("rope") << std::defaultfloat << "theta " << c.rope_theta << ", " << c.rope_dim << " dims, "
-              << (c.rope_neox ? "neox pairs" : "adjacent pairs") << ", scaling "
-              << rope_scaling_name(c.rope_scaling) << "\n";
+  row("rope") << std::defaultfloat << std::setprecision(6) << "theta " << c.rope_theta << ", "
+              << c.rope_dim << " dims, " << (c.rope_neox ? "neox pairs" : "adjacent pairs")
+              << ", scaling " << rope_scaling_name(c.rope_scaling);
+  if (c.rope_scaling == RopeScalingType::kLinear) out << " x" << c.rope_scale_factor;
+  out << (c.rope_theta_local > 0 ? " (global layers)\n" : "\n");
   row("rms eps") << c.rms_eps << "\n";
   row("qkv bias") << (c.qkv_bias ? "yes" : "no") << "\n";
   row("q/k norm") << (c.qk_norm ? "yes (per head, before rope)" : "no") << "\n";
   row("tied embeddings") << (c.tied_embeddings ? "yes" : "no") << "\n";
+  if (c.gemma) {
+    if (c.sliding_window > 0) {
+      row("layer windows") << "local " << c.sliding_window << " tokens on layers "
+                           << layer_list(c, true) << "; global on " << layer_list(c, false)
+                           << "\n";
+    } else {
+      row("layer windows") << "none (every layer global)\n";
+    }
+    if (c.rope_theta_local > 0)
+      row("rope (local)") << std::defaultfloat << "theta " << c.rope_theta_local
+                          << ", no scaling\n";
+    const double qs = c.attention_scale();
+    row("query scale") << qs << " (1/sqrt(" << std::lround(1.0 / (qs * qs))
+                       << "), llama.cpp's choice for this size)\n";
+    auto cap = [](float v) {
+      std::ostringstream o;
+      if (v > 0) o << v; else o << "none";
+      return o.str();
+    };
+    row("soft-caps") << "attention " << cap(c.attn_softcap) << ", final " << cap(c.final_softcap)
+                     << "\n";
+  }
   out << "tensors: " << ws.n_tensors << " (" << std::fixed << std::setprecision(1)
       << n_params / 1e6 << " M parameters)\n";
   for (const auto& [type, n] : by_type) row(type.c_str()) << n << "\n";

@@ -299,8 +299,16 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
                                                const BackendOptions& options,
                                                const CudaBackendOptions& cuda_options) {
   if (!model) throw BackendError("make_cuda_backend: no model");
-  // The device forward has no per-head Q/K RMSNorm: refuse (before touching a device) rather
-  // than compute wrong logits; backend_factory's auto mode then falls back to the CPU.
+  // The device forward has no per-head Q/K RMSNorm and none of Gemma's additions (scaled
+  // embeddings, post-norms, GeGLU, soft-caps, per-layer windows and RoPE bases): refuse (before
+  // touching a device) rather than compute wrong logits; backend_factory's auto mode then falls
+  // back to the CPU.
+  if (const ModelConfig& c = model->config(); c.gemma)
+    throw BackendError("CUDA backend: " + c.architecture +
+                       " is supported on the CPU backend only (" +
+                       (c.name.empty() ? model->path().filename().string() : c.name) +
+                       " needs Gemma's soft-caps, post-norms, GeGLU and per-layer sliding windows, "
+                       "which the CUDA forward does not apply)");
   if (const ModelConfig& c = model->config(); c.qk_norm)
     throw BackendError("CUDA backend: " + c.architecture +
                        " is supported on the CPU backend only (" +

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <QSignalSpy>
+#include <QLabel>
 #include <QTest>
 
 #include <qcustomplot.h>
@@ -53,6 +54,36 @@ class TestAttentionMapPanel : public QObject {
     QVERIFY(map);
     QCOMPARE(map->dataScaleType(), QCPAxis::stLogarithmic);
     QVERIFY(std::abs(map->dataRange().upper / map->dataRange().lower - 1e5) < 1);
+  }
+  // A map made on a layer with a window of its own (a Gemma local layer): the panel's rule adds
+  // that window, so cells past it are grey (NaN), the hover text names the reason, and the
+  // caption says keys beyond it are invisible rather than skipped.
+  void ownWindowOfTheLayerIsPartOfTheRule() {
+    AttentionMapView view;
+    AttentionMapPanel panel(&view);
+    auto r = std::make_shared<RunResult>(*test::sampleResult());
+    r->map.ownWindow = 16;
+    view.setResult(r);
+    const AttentionMap& a = r->map;
+    QVERIFY(a.nTokens > 40);
+    const QString far = panel.describePoint(0, 40);  // key 0, query 40: 40 >= 16 back
+    QVERIFY2(far.contains(QStringLiteral("outside this layer's own window (16 tokens)")), qPrintable(far));
+    const QString near = panel.describePoint(30, 40);
+    QVERIFY2(!near.contains(QStringLiteral("not visible")), qPrintable(near));
+    const Visibility vis{0, 0, 16};
+    int grey = 0;
+    for (int row = 0; row < a.rows; ++row)
+      for (int c = 0; c < a.cols; ++c) {
+        const bool nan = std::isnan(mapCellValue(a, row, c, vis));
+        QCOMPARE(nan, !vis.anyVisible(a.rowStart[size_t(row)], a.rowStart[size_t(row) + 1],
+                                      a.colStart[size_t(c)], a.colStart[size_t(c) + 1]));
+        grey += nan;
+      }
+    QVERIFY(grey > 0);
+    const auto labels = panel.findChildren<QLabel*>();
+    bool caption = false;
+    for (const QLabel* l : labels) caption = caption || l->text().contains(QStringLiteral("own window: 16 tokens"));
+    QVERIFY(caption);
   }
   // Navigation on a real run's map (finding 9): zoom stays on the map and resets, the hover
   // text names the tokens and what the cell is, a click picks the query token, the pickers step.

@@ -4,6 +4,8 @@
 // sliding window, both position modes) and for masks shaped like the GPU's (cells by index).
 #include <QTest>
 
+#include <cmath>
+
 #include "app/gui/models/control_state.h"
 #include "app/gui/models/map_overlay.h"
 #include "app/gui/models/run_executor.h"
@@ -55,6 +57,100 @@ class TestMapOverlay : public QObject {
     QVERIFY(!win.anyVisible(0, 4, 5, 9));      // future
     QVERIFY(!win.anyVisible(20, 24, 3, 17));   // key 16 is just out of query 20's window
     QVERIFY(win.anyVisible(20, 24, 3, 18));    // key 17 is in it
+  }
+
+  void ownWindowRule() {
+    // A local layer's own window (8) keeps no sinks, with or without the cache's window.
+    const Visibility own{0, 0, 8};
+    QVERIFY(own.visible(20, 13) && own.visible(20, 20));
+    QVERIFY(!own.visible(20, 12) && !own.visible(20, 0));
+    QVERIFY(own.outsideOwnWindow(20, 12) && !own.outsideOwnWindow(20, 13));
+    const Visibility both{4, 16, 8};  // S = 4, W = 16, own 8
+    QVERIFY(!both.visible(30, 0) && !both.visible(30, 3));  // sinks kept by the cache, past 8
+    QVERIFY(both.visible(5, 0));                           // a sink inside the own window
+    QVERIFY(both.visible(30, 23) && !both.visible(30, 22));
+    // Tiles: queries 64-127 reach back to key 57 (query 64's window), 128-191 not into 0-63.
+    QVERIFY(own.anyVisible(64, 128, 0, 64));
+    QVERIFY(!own.anyVisible(128, 192, 0, 64));
+    QVERIFY(!both.anyVisible(128, 192, 0, 64));  // the cache's sinks do not bring it back
+    QVERIFY(!own.anyVisible(64, 128, 0, 57));
+    // A skipped tile's outline stays inside the own window: [q - 7, q] on every row.
+    MapRect r{64, 127, 64, 127};
+    const auto poly = visibleOutline(r, own);
+    QCOMPARE(int(poly.size()), 1);
+    for (const auto& [k, q] : poly[0]) QVERIFY2(k >= q - 8 - 1e-9, "outline outside the own window");
+    // Clipping a tile drops what only the own window hides.
+    SkipMask m;
+    m.rows = m.cols = 3;
+    m.cells.assign(9, 1);
+    m.cells[2 * 3 + 0] = 2;  // queries 128-191 x keys 0-63: past every row's own window
+    m.cells[1 * 3 + 0] = 2;  // queries 64-127 x keys 0-63: keys 57-63 for queries 64-70
+    int total = 0;
+    const auto rects = skippedMapRects(m, 64, 192, own, &total);
+    QCOMPARE(total, 2);
+    QCOMPARE(int(rects.size()), 1);
+    QCOMPARE(rects[0].qFirst, 64);
+    QCOMPARE(rects[0].qLast, 70);
+    QCOMPARE(rects[0].kFirst, 57);
+    QCOMPARE(rects[0].kLast, 63);
+  }
+
+  // A Gemma 2 model (the family oracle, local layers windowed to 8 tokens): the run's map says
+  // which window it was made under, its probabilities and alpha respect it, and the sparsity
+  // counts of a local layer hold only the tiles its window reaches (none of them "skipped" for
+  // being out of reach).
+  void gemmaLocalLayerMapAndCounts() {
+    const std::string path = std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/oracles/gemma2_tied_f32.gguf";
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.loadModel(path);
+    ControlState s;
+    s.lambdaPrefill = 0.5;
+    s.maxTokens = 1;
+    s.layer = 0;
+    s.head = 1;
+    s.compare = false;
+    std::string text;
+    for (int i = 0; i < 3; ++i) text += "The garden was quiet in the morning and the tomatoes were ripe. ";
+    RunRequest req = s.toRequest(text);
+    req.mapSize = 256;
+    RunResultPtr r;
+    try {
+      r = ex.run(req, 1);
+    } catch (const std::exception& e) {
+      QFAIL(e.what());
+    }
+    const int n = int(r->promptTokens.size());
+    QVERIFY2(n > 128 && n <= 256, "the prompt must span three query tiles");
+    const AttentionMap& a = r->map;
+    QCOMPARE(a.ownWindow, 8);
+    QCOMPARE(a.cols, n);  // one cell per pair
+    const Visibility vis{0, 0, a.ownWindow};
+    for (int q = 0; q < n; ++q) {
+      double sum = 0;
+      for (int k = 0; k <= q; ++k) {
+        const float p = a.cells[size_t(q) * a.cols + k];
+        if (!vis.visible(q, k)) QCOMPARE(p, 0.0f);
+        sum += p;
+      }
+      QVERIFY(std::abs(sum - 1.0) < 1e-4);
+    }
+    // alpha_0 is the mean over the 8 queries that see key 0, not over all n.
+    double col0 = 0;
+    for (int q = 0; q < 8; ++q) col0 += a.cells[size_t(q) * a.cols];
+    QVERIFY(std::abs(a.alpha[0] - col0 / 8.0) < 1e-5);
+    // Visited tiles: the diagonal and, for every query tile after the first, the tile its first
+    // rows' windows reach back into; a global layer: the causal triangle.
+    const int tiles = (n + 63) / 64;
+    for (int l = 0; l < r->nLayer; ++l)
+      for (int h = 0; h < r->nHead; ++h) {
+        const TileCounts& c = r->probesPrefill.prefill[size_t(l) * r->nHead + h];
+        QCOMPARE(c.visited, int64_t(l % 2 == 0 ? 2 * tiles - 1 : tiles * (tiles + 1) / 2));
+      }
+    int total = 0;
+    const auto rects = skippedMapRects(r->probes.mask, 64, n, vis, &total);
+    QCOMPARE(int64_t(total), r->probesPrefill.prefill[size_t(s.head)].skipped);
+    QCOMPARE(int(rects.size()), total);  // every skipped tile has pairs the layer can see
+    checkRects(rects, vis, n);
   }
 
   void gpuShapedMaskDropsImpossibleTiles() {

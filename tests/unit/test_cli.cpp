@@ -403,6 +403,37 @@ TEST(CliBinary, CheckpointDirectoryIsAModel) {
       << r.err;
 }
 
+// Gemma files (the transformers oracles): info names the family, which layers are local with
+// which window, the local RoPE base and the soft-caps.
+TEST(CliBinary, InfoNamesTheGemmaWindowsAndSoftCaps) {
+  const std::string dir = std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/oracles/";
+  auto r = run_binary({"info", "--model", dir + "gemma2_tied_f32.gguf", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto v = sinkscope::Json::parse(r.out);
+  const auto& c2 = v.at("config");
+  EXPECT_EQ(c2.at("family").get<std::string>(), "Gemma 2");
+  EXPECT_EQ(c2.at("sliding_window").get<int64_t>(), 8);
+  std::vector<int64_t> windows;
+  for (const auto& w : c2.at("layer_windows")) windows.push_back(w.get<int64_t>());
+  EXPECT_EQ(windows, (std::vector<int64_t>{8, 0, 8}));
+  EXPECT_DOUBLE_EQ(c2.at("attn_softcap").get<double>(), 5.0);
+  EXPECT_DOUBLE_EQ(c2.at("final_softcap").get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(c2.at("query_scale").get<double>(), 0.25);
+  r = run_binary({"info", "--model", dir + "gemma2_tied_f32.gguf"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("gemma2 (Gemma 2 family)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("local 8 tokens on layers 0, 2; global on 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attention 5, final 10"), std::string::npos) << r.out;
+  r = run_binary({"info", "--model", dir + "gemma3_tied_q8_0.gguf"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("gemma3 (Gemma 3 family)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("local 6 tokens on layers 0-4, 6; global on 5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("theta 1e+06, 16 dims, neox pairs, scaling linear x4 (global layers)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("theta 10000, no scaling"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attention none, final none"), std::string::npos) << r.out;
+}
+
 TEST(CliBinary, PerplexitySmallFile) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
   const fs::path text =

@@ -3,6 +3,7 @@
 // tile-level oracle of the skip rule written directly from the contract text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -78,7 +79,11 @@ struct SparseRef {
   int n_qtiles, n_kvtiles;
 };
 
-SparseRef reference_sparse(const Problem& p, float scale, int bq, int bk, double lambda) {
+// own_window > 0: a query at q sees only keys k > q - own_window (a Gemma local layer); cap > 0:
+// scores are cap * tanh(s / cap) (Gemma 2's soft-capping), the rule reading the capped values.
+// A tile no row of the query tile sees is not visited; the first visited one is never skipped.
+SparseRef reference_sparse(const Problem& p, float scale, int bq, int bk, double lambda,
+                           int own_window = 0, double cap = 0) {
   const int group = p.n_head / p.n_head_kv;
   SparseRef r;
   r.n_qtiles = (p.n_q + bq - 1) / bq;
@@ -97,23 +102,31 @@ SparseRef reference_sparse(const Problem& p, float scale, int bq, int bk, double
       for (int i = r0; i < r1; ++i) {
         auto& row = s[size_t(i - r0)];
         row.assign(size_t(last + 1), -INFINITY);
-        for (int j = 0; j <= p.q_pos0 + i; ++j) {
+        const int pos = p.q_pos0 + i;
+        for (int j = own_window > 0 ? std::max(0, pos - own_window + 1) : 0; j <= pos; ++j) {
           double acc = 0;
           for (int t = 0; t < p.d; ++t)
             acc += double(p.q[(size_t(i) * p.n_head + h) * p.d + t]) *
                    p.k[(size_t(j) * p.n_head_kv + g) * p.d + t];
-          row[size_t(j)] = acc * scale;
+          row[size_t(j)] = cap > 0 ? cap * std::tanh(acc * scale / cap) : acc * scale;
         }
       }
       std::vector<bool> kept(size_t(last + 1), true);
       std::vector<double> m(size_t(r1 - r0), -INFINITY);
+      bool first = true;
       for (int t = 0; t * bk <= last; ++t) {
         const int k0 = t * bk, k1 = std::min(last + 1, k0 + bk);
-        bool skip = t > 0;
-        double worst = -INFINITY;
         std::vector<double> tmax(size_t(r1 - r0), -INFINITY);
+        bool visible = false;
         for (int i = 0; i < r1 - r0; ++i) {
           for (int j = k0; j < k1; ++j) tmax[size_t(i)] = std::max(tmax[size_t(i)], s[size_t(i)][size_t(j)]);
+          visible = visible || tmax[size_t(i)] > -INFINITY;
+        }
+        if (!visible) continue;  // decision stays -1: not visited
+        bool skip = !first;
+        first = false;
+        double worst = -INFINITY;
+        for (int i = 0; i < r1 - r0; ++i) {
           if (tmax[size_t(i)] > -INFINITY) {
             const double diff = tmax[size_t(i)] - m[size_t(i)];
             worst = std::max(worst, diff - ll);
@@ -157,7 +170,7 @@ struct AttnRun {
 };
 
 AttnRun run_cpu(const Problem& p, float scale, int bq, int bk, double lambda, ThreadPool* pool,
-            int mask_head = -1, bool skip_exp = true) {
+            int mask_head = -1, bool skip_exp = true, int own_window = 0, float cap = 0) {
   AttnRun r;
   r.out.assign(size_t(p.n_q) * p.n_head * p.d, std::nanf(""));  // poison: every row must be written
   r.counts.assign(size_t(p.n_head), {});
@@ -177,6 +190,8 @@ AttnRun run_cpu(const Problem& p, float scale, int bq, int bk, double lambda, Th
   a.q_tile = bq;
   a.log_lambda = log_threshold(lambda);
   a.skip_softmax_exp = skip_exp;
+  a.own_window = own_window;
+  a.softcap = cap;
   a.counts = r.counts.data();
   a.mask_head = mask_head;
   a.mask = &r.mask;
@@ -300,6 +315,68 @@ TEST(CpuAttention, TileInvisibleToOneQueryTileIsNotCountedThere) {
     const SparseRef ref = reference_sparse(p, 0.25f, kQueryTileRows, 64, 0.99);
     EXPECT_LT(rel_err(r.out, ref.out), kTol) << "pos0 " << pos0;
   }
+}
+
+// A layer's own window and soft-capped scores (Gemma) against the contract oracle: the same
+// decisions tile for tile, tiles past every row's window neither visited nor skipped, the same
+// output; windows shorter and longer than a tile, queries starting mid-cache.
+TEST(CpuAttention, OwnWindowAndSoftCapMatchTheContractOracle) {
+  ThreadPool pool(2);
+  struct Case { int own_window; float cap; double lambda; int bk; };
+  // Strong keys at every 128th position (as key 0 of make_problem's sink): the KV tiles of 64
+  // alternate strong / weak, and a query tile whose rows all hold the previous strong key in their
+  // window can skip the weak tile after it. A cap of 3 squeezes the strong keys' lead (about 15
+  // uncapped) below 1, so lambda 0.05 (ln = -3) skips without the cap and cannot with it: the
+  // rule must read the capped scores to agree with the oracle.
+  const Case cases[] = {{200, 0.0f, 0.05, 64}, {200, 3.0f, 0.05, 64}, {200, 3.0f, 0.9, 64},
+                        {160, 0.0f, 0.05, 64}, {8, 0.0f, 0.9, 64},    {0, 2.0f, 0.9, 128},
+                        {40, 1.5f, 0.0, 128}};
+  int64_t any_skipped = 0;
+  std::vector<int64_t> skips;
+  for (const Case& cs : cases) {
+    Problem p = make_problem(300, 40, 3, 1, 64, uint32_t(cs.own_window + cs.bk), 30.0f);
+    for (int j = 128; j < p.n_kv(); j += 128) p.k[size_t(j) * p.d] = 30.0f;
+    const float scale = 0.125f;
+    const double lambda = cs.lambda > 0 ? cs.lambda : 1e-300;  // the oracle needs a log
+    const SparseRef ref = reference_sparse(p, scale, kQueryTileRows, cs.bk, lambda,
+                                           cs.own_window, cs.cap);
+    AttnRun r = run_cpu(p, scale, kQueryTileRows, cs.bk, cs.lambda, &pool, 1, true,
+                        cs.own_window, cs.cap);
+    const std::string what = "window " + std::to_string(cs.own_window) + " cap " +
+                             std::to_string(cs.cap) + " lambda " + std::to_string(cs.lambda);
+    int64_t visited = 0, skipped = 0;
+    for (size_t i = 0; i < ref.decision.size(); ++i) {
+      visited += ref.decision[i] >= 0;
+      skipped += ref.decision[i] == 1;
+    }
+    int64_t got_v = 0, got_s = 0;
+    for (const TileCounts& c : r.counts) {
+      got_v += c.visited;
+      got_s += c.skipped;
+    }
+    EXPECT_EQ(got_v, visited) << what;
+    EXPECT_EQ(got_s, skipped) << what;
+    if (cs.own_window > 0 && cs.own_window < 64) {
+      EXPECT_LT(visited, int64_t(3) * 5 * 6 / 2) << what;
+    }
+    any_skipped += skipped;
+    skips.push_back(skipped);
+    // Head 1's mask: 0 exactly where the oracle did not visit.
+    ASSERT_EQ(r.mask_cols, ref.n_kvtiles) << what;
+    for (int qt = 0; qt < ref.n_qtiles; ++qt)
+      for (int t = 0; t < ref.n_kvtiles; ++t) {
+        const int d = ref.decision[(size_t(1) * ref.n_qtiles + qt) * ref.n_kvtiles + t];
+        EXPECT_EQ(int(r.mask[size_t(qt) * r.mask_cols + t]), d < 0 ? 0 : d + 1)
+            << what << " cell (" << qt << ", " << t << ")";
+      }
+    EXPECT_LT(rel_err(r.out, ref.out), kTol) << what;
+  }
+  EXPECT_GT(any_skipped, 0) << "no case skipped a tile: the decisions compared nothing";
+  // The data does what the cases are for: the uncapped window skips, the capped one not at the
+  // same lambda, and does at a looser one.
+  EXPECT_GT(skips[0], 0);
+  EXPECT_EQ(skips[1], 0);
+  EXPECT_GT(skips[2], 0);
 }
 
 TEST(CpuAttention, SparseMatchesContractOracle) {

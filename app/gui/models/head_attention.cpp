@@ -29,7 +29,8 @@ std::vector<double> alphaFromColumns(const std::vector<double>& colSum,
 namespace {
 
 bool visible(int k, int q, const HeadMapOptions& o) {
-  return k <= q && (k < o.sinkCount || o.window == 0 || k > q - o.window);
+  return k <= q && (k < o.sinkCount || o.window == 0 || k > q - o.window) &&
+         (o.ownWindow <= 0 || k > q - o.ownWindow);
 }
 
 // Eight partial sums let the compiler vectorise the 64-wide dot without reassociating.
@@ -54,6 +55,7 @@ void probabilityRow(const float* q, const float* k, int i, int kvStride, int d, 
       continue;
     }
     p[size_t(j)] = dot(q, k + size_t(j) * size_t(kvStride), d) * scale;
+    if (o.softcap > 0) p[size_t(j)] = std::tanh(p[size_t(j)] / o.softcap) * o.softcap;
     mx = std::max(mx, p[size_t(j)]);
   }
   double sum = 0;
@@ -68,12 +70,18 @@ void probabilityRow(const float* q, const float* k, int i, int kvStride, int d, 
 
 }  // namespace
 
+void setLayerAttention(HeadMapOptions& o, const ModelConfig& c) {
+  o.ownWindow = o.layer >= 0 && o.layer < c.n_layer ? c.layer_window(o.layer) : 0;
+  o.softcap = c.attn_softcap;
+}
+
 AttentionMap headMapFromQK(const float* q, const float* k, int n, int d, float scale,
                           const HeadMapOptions& o, ThreadPool* pool) {
   AttentionMap m;
   m.layer = o.layer;
   m.head = o.head;
   m.nTokens = n;
+  m.ownWindow = o.ownWindow;
   m.rowStart = binEdges(n, o.maxCells);
   m.colStart = m.rowStart;
   m.rows = int(m.rowStart.size()) - 1;

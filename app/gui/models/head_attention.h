@@ -26,7 +26,14 @@ struct HeadMapOptions {
   // and (k < sinkCount or window == 0 or k > q - window).
   int sinkCount = 0;
   int window = 0;
+  // The layer's own attention (ModelConfig): its window (0: none; keys k <= q - ownWindow are
+  // invisible, sinks included) and its score soft-cap (0: none; s -> tanh(s / cap) * cap).
+  int ownWindow = 0;
+  float softcap = 0.0f;
 };
+
+// The options' own-window and soft-cap of `layer` of a model.
+void setLayerAttention(HeadMapOptions& o, const ModelConfig& c);
 
 // The map from one head's post-RoPE queries q (n, d) and keys k (n, d), row-major: the softmax
 // probabilities under the options' visibility rule, mean-pooled. Row bins run on the pool; the

@@ -8,6 +8,16 @@ namespace sinkscope::gui {
 
 bool Visibility::anyVisible(int q0, int q1, int k0, int k1) const {
   if (q0 >= q1 || k0 >= k1 || k0 > q1 - 1) return false;  // empty, or every key in the future
+  if (ownWindow > 0) {
+    // Row by row: the keys of row q are [max(k0, q - ownWindow + 1), min(k1 - 1, q)], cut by
+    // the cache's rule (the sinks, then [q - W + 1, q]).
+    for (int q = q0; q < q1; ++q) {
+      const int lo = std::max(k0, q - ownWindow + 1), hi = std::min(k1 - 1, q);
+      if (lo > hi) continue;
+      if (window <= 0 || lo < sinks || hi > q - window) return true;
+    }
+    return false;
+  }
   if (window <= 0 || k0 < sinks) return true;              // key k0 is visible to query q1 - 1
   return k1 - 1 > q0 - window;  // the largest key inside the smallest query's window
 }
@@ -20,14 +30,16 @@ bool clipToVisible(int q0, int q1, int k0, int k1, const Visibility& vis, MapRec
   MapRect r{q1, q0 - 1, k1, k0 - 1};
   for (int q = q0; q < q1; ++q) {
     const int hi = std::min(k1 - 1, q);  // causal
-    if (hi < k0) continue;
-    int lo = k0, top = hi;
+    // The layer's own window cuts every key of the row below q - ownWindow + 1, sinks too.
+    const int first = vis.ownWindow > 0 ? std::max(k0, q - vis.ownWindow + 1) : k0;
+    if (hi < first) continue;
+    int lo = first, top = hi;
     if (vis.window > 0) {
       // Keys of this row: the sinks [0, S) and the window [q - W + 1, q].
-      const int winLo = std::max(k0, q - vis.window + 1);
+      const int winLo = std::max(first, q - vis.window + 1);
       const int sinkHi = std::min(hi, vis.sinks - 1);
-      if (sinkHi >= k0) {
-        lo = k0;
+      if (sinkHi >= first) {
+        lo = first;
         top = winLo <= hi ? hi : sinkHi;
       } else if (winLo <= hi) {
         lo = winLo;
@@ -111,14 +123,16 @@ std::vector<MapPolygon> visibleOutline(const MapRect& r, const Visibility& vis) 
   std::vector<MapPolygon> out;
   const bool win = vis.window > 0;
   // Window (or causal) part: keys max(kFirst, S if windowed, q - W + 1) .. min(kLast, q).
+  // The layer's own window: no key below q - ownWindow + 1 in either part.
+  auto own = [&](int q) { return vis.ownWindow > 0 ? q - vis.ownWindow + 1 : r.kFirst; };
   auto lo = [&](int q) {
-    int v = r.kFirst;
+    int v = std::max(r.kFirst, own(q));
     if (win) v = std::max({v, vis.sinks, q - vis.window + 1});
     return v;
   };
   auto hi = [&](int q) { return std::min(r.kLast, q); };
-  // Sink part (windowed only): keys kFirst .. min(kLast, S - 1, q).
-  auto slo = [&](int) { return r.kFirst; };
+  // Sink part (windowed only): keys max(kFirst, own window) .. min(kLast, S - 1, q).
+  auto slo = [&](int q) { return std::max(r.kFirst, own(q)); };
   auto shi = [&](int q) { return std::min({r.kLast, vis.sinks - 1, q}); };
   auto runs = [&](auto l, auto h) {
     int start = -1;

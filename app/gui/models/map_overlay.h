@@ -13,12 +13,18 @@ namespace sinkscope::gui {
 
 // The cache's visibility rule (docs/architecture.md, "Sink-retaining KV cache"): key k is
 // visible to query q iff k <= q and (k < S or W == 0 or k > q - W). W = 0: full cache.
+// A layer with a window of its own (Gemma's local layers, ownWindow > 0) also needs
+// k > q - ownWindow, sinks included: past it a key is invisible, not skipped.
 struct Visibility {
-  int sinks = 0;   // S (only meaningful with a window)
-  int window = 0;  // W; 0 = full cache
+  int sinks = 0;      // S (only meaningful with a window)
+  int window = 0;     // W; 0 = full cache
+  int ownWindow = 0;  // the layer's own window; 0 = none (a global layer)
   bool visible(int q, int k) const {
-    return k <= q && (window <= 0 || k < sinks || k > q - window);
+    return k <= q && (window <= 0 || k < sinks || k > q - window) &&
+           (ownWindow <= 0 || k > q - ownWindow);
   }
+  // Whether the key is past the layer's own window (the reason it is not visible, if it is).
+  bool outsideOwnWindow(int q, int k) const { return ownWindow > 0 && k <= q - ownWindow; }
   // Whether any pair of queries [q0, q1) x keys [k0, k1) is visible.
   bool anyVisible(int q0, int q1, int k0, int k1) const;
 };

@@ -101,7 +101,8 @@ bool denseEquivalent(const RunRequest& r) {
 
 bool sameMapOptions(const HeadMapOptions& a, const HeadMapOptions& b) {
   return a.layer == b.layer && a.head == b.head && a.maxCells == b.maxCells &&
-         a.sinkCount == b.sinkCount && a.window == b.window;
+         a.sinkCount == b.sinkCount && a.window == b.window && a.ownWindow == b.ownWindow &&
+         a.softcap == b.softcap;
 }
 
 double elapsedSince(int64_t t0) { return double(prof::now_ns() - t0) / 1e9; }
@@ -459,9 +460,10 @@ AttentionMap RunExecutor::headMap(const std::vector<TokenId>& prompt, const Head
     cpuCaptureQK(prompt, o, q, k, nullptr);
     if (source) *source = kCpuMapSource;
   }
-  const int d = c.head_dim;
-  return headMapFromQK(q.data(), k.data(), int(prompt.size()), d,
-                       float(1.0 / std::sqrt(double(d))), o, m_pool.get());
+  HeadMapOptions lo = o;
+  setLayerAttention(lo, c);
+  return headMapFromQK(q.data(), k.data(), int(prompt.size()), c.head_dim, c.attention_scale(),
+                       lo, m_pool.get());
 }
 
 }  // namespace sinkscope::gui

@@ -69,6 +69,7 @@ void RunExecutor::Run::prepare() {
     ho.sinkCount = int(req.cache.sink_keep_count);
     ho.window = int(req.cache.window_size);
   }
+  setLayerAttention(ho, c);
   haveMap = ex.m_mapCache && ex.m_mapCache->prompt == res->promptTokens &&
             sameMapOptions(ex.m_mapCache->options, ho);
   // Progress in token-forward units: variant prefill + decode, the map, the dense run.
@@ -104,9 +105,8 @@ void RunExecutor::Run::startMapAhead() {
     mapAheadSource = ex.gpuMapSource() + ", mapped alongside the variant's run";
     stage("attention map: Q/K capture (GPU)");
     mapAhead = std::async(std::launch::async, [this] {
-      const int d = c.head_dim;
-      return headMapFromQK(aheadQ.data(), aheadK.data(), n, d, float(1.0 / std::sqrt(double(d))),
-                           ho, ex.m_pool.get());
+      return headMapFromQK(aheadQ.data(), aheadK.data(), n, c.head_dim, c.attention_scale(), ho,
+                           ex.m_pool.get());
     }).share();
     return;
   }
@@ -115,9 +115,8 @@ void RunExecutor::Run::startMapAhead() {
   mapAheadSource = std::string(kCpuMapSource) + ", alongside the GPU run";
   mapAhead = std::async(std::launch::async, [this] {
     ex.cpuCaptureQK(res->promptTokens, ho, aheadQ, aheadK, ex.m_cancel);
-    const int d = c.head_dim;
-    return headMapFromQK(aheadQ.data(), aheadK.data(), n, d, float(1.0 / std::sqrt(double(d))),
-                         ho, ex.m_pool.get());
+    return headMapFromQK(aheadQ.data(), aheadK.data(), n, c.head_dim, c.attention_scale(), ho,
+                         ex.m_pool.get());
   }).share();
 }
 
@@ -337,7 +336,7 @@ void RunExecutor::Run::detectSinks() {
   const AttentionProbes& pr = res->probes;
   if (pr.col_n > 0 && !pr.col_mass.empty()) {
     const SinkReport sr =
-        analyze_sinks(pr.n_layer, pr.n_head, pr.col_n, pr.col_mass, pr.col_queries);
+        analyze_sinks(pr.n_layer, pr.n_head, pr.col_n, pr.col_mass, pr.alpha_queries());
     res->sinkPositions = sr.n_pos;
     res->sinkAlpha = sr.alpha;
     res->flaggedSinks = sr.flagged;

@@ -40,6 +40,9 @@ struct AttentionMap {
   std::vector<int> rowStart, colStart;  // rows + 1 / cols + 1 bin edges
   // alpha_k = mean over queries i >= k of P[i, k] for every key position k (full resolution).
   std::vector<double> alpha;
+  // The layer's own window (a Gemma local layer; 0: none), under which the map was computed:
+  // the map's visibility rule adds it to the cache's.
+  int ownWindow = 0;
 };
 
 // Teacher-forced comparison of the variant against the dense baseline over the prompt, plus the

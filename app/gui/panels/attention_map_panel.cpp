@@ -132,6 +132,7 @@ Visibility AttentionMapPanel::visibility() const {
     v.window = int(r->request.cache.window_size);
     v.sinks = int(r->request.cache.sink_keep_count);
   }
+  if (m_view->hasData()) v.ownWindow = m_view->map().ownWindow;
   return v;
 }
 
@@ -272,6 +273,9 @@ void AttentionMapPanel::rebuild() {
   info += sinkText.isEmpty() ? tr("No key is a sink of this head (alpha_k > 0.3).")
                              : tr("Sinks of this head (alpha_k > 0.3): %1.").arg(sinkText.mid(0, 8).join(QStringLiteral(", ")));
   if (vis.window > 0) info += tr(" Window W = %1: grey cells are not visible.").arg(vis.window);
+  if (vis.ownWindow > 0)
+    info += tr(" This layer's own window: %1 tokens; keys beyond it are not visible (never skipped).")
+                .arg(vis.ownWindow);
   if (res) {  // how the map was made; why a mask is missing
     if (!res->mapSource.empty()) info += QLatin1Char(' ') + tr("Map: %1.").arg(QString::fromStdString(res->mapSource));
     if (!res->maskNote.empty()) info += QLatin1Char(' ') + tr("No skip mask: %1").arg(QString::fromStdString(res->maskNote));
@@ -289,8 +293,9 @@ QString AttentionMapPanel::describePoint(int k, int q) const {
   QStringList lines;
   lines << tr("query %1").arg(m_view->tokenLabel(q)) << tr("key %1").arg(m_view->tokenLabel(k));
   if (!vis.visible(q, k)) {
-    lines << (k > q ? tr("not visible: the key is in the query's future")
-                    : tr("not visible: evicted by the window (W = %1, S = %2)").arg(vis.window).arg(vis.sinks));
+    lines << (k > q                        ? tr("not visible: the key is in the query's future")
+              : vis.outsideOwnWindow(q, k) ? tr("not visible: outside this layer's own window (%1 tokens)").arg(vis.ownWindow)
+                                           : tr("not visible: evicted by the window (W = %1, S = %2)").arg(vis.window).arg(vis.sinks));
   } else if (a.cols < a.nTokens) {
     lines << tr("cell of queries %1-%2 x keys %3-%4: mean P %5, mass %6")
                  .arg(a.rowStart[size_t(r)]).arg(a.rowStart[size_t(r) + 1] - 1)
