@@ -17,6 +17,7 @@
 #include "engine/backend.h"
 #include "engine/gguf_writer.h"
 #include "engine/json_io.h"
+#include "tests/unit/oracle_support.h"
 #include "engine/sampler.h"
 #include "engine/sha256.h"
 #include "engine/sinks.h"
@@ -25,48 +26,23 @@ namespace sinkscope {
 namespace {
 
 namespace fs = std::filesystem;
+using oracle::ids_of;
+using oracle::kMaxLogitDiff;
+using oracle::max_diff;
+using oracle::read_file;
 
-constexpr double kMaxLogitDiff = 1e-3;
 const char* const kCases[] = {"qwen3_tied_f32", "qwen3_untied_q8_0", "gemma2_tied_f32",
                               "gemma3_tied_q8_0"};
 
 fs::path oracle_dir() { return fs::path(SINKSCOPE_SOURCE_DIR) / "tests" / "data" / "oracles"; }
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 const Json& manifest() {
   static const Json m = Json::parse(read_file(oracle_dir() / "manifest.json"));
   return m;
 }
 
-const Json& find_case(const std::string& name) {
-  for (const auto& c : manifest().at("cases"))
-    if (c.at("name").get<std::string>() == name) return c;
-  throw std::runtime_error(name + " missing from manifest.json");
-}
+const Json& find_case(const std::string& name) { return oracle::find_case(manifest(), name); }
 
-std::vector<TokenId> ids_of(const Json& arr) {
-  std::vector<TokenId> v;
-  for (const auto& x : arr) v.push_back(TokenId(x.get<int64_t>()));
-  return v;
-}
-
-double max_diff(const float* ours, const float* ref, size_t n, const std::string& what) {
-  double worst = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(ours[i])) {
-      ADD_FAILURE() << what << ": non-finite logit at " << i;
-      return INFINITY;
-    }
-    worst = std::max(worst, std::abs(double(ours[i]) - double(ref[i])));
-  }
-  return worst;
-}
 
 // A copy of a GGUF file without the tensors in `drop` and the metadata keys in `drop_keys`, its
 // metadata changed by `edit`.

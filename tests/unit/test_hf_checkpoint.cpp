@@ -20,6 +20,7 @@
 #include "engine/backend.h"
 #include "engine/hf_checkpoint.h"
 #include "engine/json_io.h"
+#include "tests/unit/oracle_support.h"
 #include "engine/safetensors.h"
 #include "engine/sampler.h"
 #include "engine/sha256.h"
@@ -28,19 +29,15 @@ namespace sinkscope {
 namespace {
 
 namespace fs = std::filesystem;
+using oracle::ids_of;
+using oracle::kMaxLogitDiff;
+using oracle::max_diff;
+using oracle::read_file;
 
-constexpr double kMaxLogitDiff = 1e-3;
 const char* const kCases[] = {"llama_bf16_sharded", "qwen2_f16", "qwen3_f32"};
 
 fs::path hf_dir() {
   return fs::path(SINKSCOPE_SOURCE_DIR) / "tests" / "data" / "hf";
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 void write_file(const fs::path& p, const std::string& s) {
@@ -53,29 +50,8 @@ const Json& manifest() {
   return m;
 }
 
-const Json& find_case(const std::string& name) {
-  for (const auto& c : manifest().at("cases"))
-    if (c.at("name").get<std::string>() == name) return c;
-  throw std::runtime_error(name + " missing from manifest.json");
-}
+const Json& find_case(const std::string& name) { return oracle::find_case(manifest(), name); }
 
-std::vector<TokenId> ids_of(const Json& arr) {
-  std::vector<TokenId> v;
-  for (const auto& x : arr) v.push_back(TokenId(x.get<int64_t>()));
-  return v;
-}
-
-double max_diff(const float* ours, const float* ref, size_t n, const std::string& what) {
-  double worst = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(ours[i])) {
-      ADD_FAILURE() << what << ": non-finite logit at " << i;
-      return INFINITY;
-    }
-    worst = std::max(worst, std::abs(double(ours[i]) - double(ref[i])));
-  }
-  return worst;
-}
 
 // Every prompt's logits at every position: one prefill each.
 std::vector<float> all_logits(const std::shared_ptr<const Model>& model, const Json& c) {
