@@ -380,8 +380,11 @@ int main(int argc, char** argv) {
                       std::to_string(sg.bytes_allocated) + " B (cpu " +
                       std::to_string(sc.bytes_allocated) + "), high water " +
                       std::to_string(sg.high_water_bytes) + " B (cpu " +
-                      std::to_string(sc.high_water_bytes) + (kind == 0 ? ", gate: equal)" :
-                      ", gate: >= the CPU's, <= the device pool)"));
+                      std::to_string(sc.high_water_bytes) +
+                      (protect ? ", gate: > 0 and high water >= allocated: the device keeps whole "
+                                 "bf16 pages for the protected rows)"
+                       : kind == 0 ? ", gate: equal)"
+                                   : ", gate: >= the CPU's, <= the device pool)"));
           });
         }
       }
