@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/json_io.h"
+#include "engine/sampler.h"
 #include "engine/tokenizer.h"
 
 namespace sinkscope::oracle {
@@ -53,6 +55,40 @@ inline double max_diff(const float* ours, const float* ref, size_t n, const std:
     worst = std::max(worst, std::abs(double(ours[i]) - double(ref[i])));
   }
   return worst;
+}
+
+// One prompt against the reference logits `ref` (n x V, row-major): a prefill over the whole
+// prompt, then half the prompt and one token at a time (the cache, positions > 0 in a fresh call,
+// the single-token products). Folds the worst differences and the argmax agreements into `out`.
+struct PromptAgreement {
+  double prefill = 0, decode = 0;
+  int agree = 0, agree_dec = 0, total = 0;
+};
+inline void check_prompt(Backend& be, const std::vector<TokenId>& ids,
+                         const std::vector<TokenId>& want, const float* ref, int V,
+                         const std::string& name, PromptAgreement& out) {
+  const size_t n = ids.size();
+  auto top = [&](const std::vector<float>& l, size_t i) {
+    return argmax(std::span<const float>(l.data() + i * V, size_t(V)));
+  };
+  be.reset();
+  std::vector<float> logits;
+  be.forward(ids, LogitsMode::kAll, logits);
+  ASSERT_EQ(logits.size(), n * size_t(V));
+  out.prefill = std::max(out.prefill, max_diff(logits.data(), ref, n * V, name + " prefill"));
+  for (size_t i = 0; i < n; ++i) out.agree += top(logits, i) == want[i];
+  be.reset();
+  const size_t n0 = n / 2;
+  be.forward(std::span<const TokenId>(ids.data(), n0), LogitsMode::kAll, logits);
+  out.decode = std::max(out.decode, max_diff(logits.data(), ref, n0 * V, name + " half prefill"));
+  for (size_t i = 0; i < n0; ++i) out.agree_dec += top(logits, i) == want[i];
+  for (size_t i = n0; i < n; ++i) {
+    be.forward(std::span<const TokenId>(&ids[i], 1), LogitsMode::kLast, logits);
+    ASSERT_EQ(logits.size(), size_t(V));
+    out.decode = std::max(out.decode, max_diff(logits.data(), ref + i * V, V, name + " decode"));
+    out.agree_dec += top(logits, 0) == want[i];
+  }
+  out.total += int(n);
 }
 
 }  // namespace sinkscope::oracle

@@ -183,45 +183,20 @@ TEST_P(FamilyOracle, LogitsAndArgmaxMatchTransformers) {
   BackendOptions opt;
   opt.n_threads = 2;
   auto be = make_cpu_backend(model, opt);
-  double prefill = 0, decode = 0;
-  int agree = 0, agree_dec = 0, total = 0;
+  oracle::PromptAgreement g;
   size_t row0 = 0;
   for (size_t pi = 0; pi < c.at("prompts").size(); ++pi) {
     const auto ids = ids_of(c.at("prompts")[pi]);
-    const auto want = ids_of(c.at("argmax")[pi]);
-    const float* r = ref + row0 * V;
-    const size_t n = ids.size();
-    // 1) One prefill over the prompt (batched products over dequantized tiles).
-    be->reset();
-    std::vector<float> logits;
-    be->forward(ids, LogitsMode::kAll, logits);
-    ASSERT_EQ(logits.size(), n * size_t(V));
-    prefill = std::max(prefill, max_diff(logits.data(), r, n * V, name + " prefill"));
-    for (size_t i = 0; i < n; ++i)
-      agree += argmax(std::span<const float>(logits.data() + i * V, size_t(V))) == want[i];
-    // 2) Half the prompt, then one token at a time: the cache, positions > 0 in a fresh call and
-    //    the single-token products (qgemv) with the Q/K norms.
-    be->reset();
-    const size_t n0 = n / 2;
-    be->forward(std::span<const TokenId>(ids.data(), n0), LogitsMode::kAll, logits);
-    decode = std::max(decode, max_diff(logits.data(), r, n0 * V, name + " half prefill"));
-    for (size_t i = 0; i < n0; ++i)
-      agree_dec += argmax(std::span<const float>(logits.data() + i * V, size_t(V))) == want[i];
-    for (size_t i = n0; i < n; ++i) {
-      be->forward(std::span<const TokenId>(&ids[i], 1), LogitsMode::kLast, logits);
-      ASSERT_EQ(logits.size(), size_t(V));
-      decode = std::max(decode, max_diff(logits.data(), r + i * V, V, name + " decode"));
-      agree_dec += argmax(logits) == want[i];
-    }
-    total += int(n);
-    row0 += n;
+    oracle::check_prompt(*be, ids, ids_of(c.at("argmax")[pi]), ref + row0 * V, V, name, g);
+    if (::testing::Test::HasFatalFailure()) return;
+    row0 += ids.size();
   }
-  EXPECT_LE(prefill, kMaxLogitDiff) << name << ": prefill";
-  EXPECT_LE(decode, kMaxLogitDiff) << name << ": prefill + decode";
-  EXPECT_EQ(agree, total) << name << ": argmax agreement (prefill)";
-  EXPECT_EQ(agree_dec, total) << name << ": argmax agreement (prefill + decode)";
+  EXPECT_LE(g.prefill, kMaxLogitDiff) << name << ": prefill";
+  EXPECT_LE(g.decode, kMaxLogitDiff) << name << ": prefill + decode";
+  EXPECT_EQ(g.agree, g.total) << name << ": argmax agreement (prefill)";
+  EXPECT_EQ(g.agree_dec, g.total) << name << ": argmax agreement (prefill + decode)";
   std::printf("[family-oracle] %-20s max |dlogit| prefill %.2e, prefill+decode %.2e, argmax %d/%d\n",
-              name.c_str(), prefill, decode, agree, total);
+              name.c_str(), g.prefill, g.decode, g.agree, g.total);
 }
 
 // The Q/K capture holds the normalised heads: at position 0 RoPE is the identity, so each
