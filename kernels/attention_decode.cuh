@@ -333,7 +333,7 @@ __device__ __forceinline__ uint4 decode_deq8(const uint8_t* w, int kk, int d0) {
 // KVB: the KV page format, 0 = bf16 pages, 8 / 4 = quantized (AttentionParams::kv_bits), also
 // compile-time: the bf16 kernels are unchanged. Quantized tiles are dequantised in registers as
 // the mma fragments are read; a tile whose page-table entry is < 0 is a protected bf16 page
-// (engine/kv_page_plan.h) and runs the bf16 code (a warp-uniform branch per tile).
+// (engine/cache/kv_page_plan.h) and runs the bf16 code (a warp-uniform branch per tile).
 template <int D, int BC, int MODE, bool LIST, int KVB = 0>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
@@ -406,7 +406,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     pdl_wait();
     pdl_trigger();
   }
-  // Live-page list: the sink/window rule by position (engine/kv_layout.h). Slot `off` of split
+  // Live-page list: the sink/window rule by position (engine/cache/kv_layout.h). Slot `off` of split
   // tile i; positional tiles need only the length test (done by the callers).
   const int64_t qpos = LIST ? (p.q_pos_dev ? int64_t(*p.q_pos_dev) : p.q_start) : 0;
   auto list_ok = [&](int i, int off) {

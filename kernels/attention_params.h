@@ -51,13 +51,13 @@ struct AttentionParams {
   // bf16 cache read them before waiting for their PDL predecessor (host copies and memsets, as
   // the engine and the tests use, are not PDL predecessors and are fine).
   const int32_t* page_table = nullptr;
-  // Quantized KV (kv_bits 8 or 4; engine/kv_layout.h KvQuantFormat with groups of 32, the CPU
+  // Quantized KV (kv_bits 8 or 4; engine/cache/kv_layout.h KvQuantFormat with groups of 32, the CPU
   // cache's format). Pages are then code + scale pages with the same page ids:
   //   k_codes[page][kv_head][slot][code_bytes]   (int8: head_dim bytes; int4: head_dim / 2,
   //                                               element 2i in the low nibble, stored c + 8)
   //   k_scales[page][kv_head][slot][head_dim/32]  fp16 bits;  value = c * scale
   // and a page-table entry e < 0 names page -1 - e of k_pages / v_pages: a bf16 page (pages
-  // holding protected -- unquantized -- positions, engine/kv_page_plan.h). The kernels are
+  // holding protected -- unquantized -- positions, engine/cache/kv_page_plan.h). The kernels are
   // compile-time variants per format, dequantising to bf16 in registers (decode) or into the
   // shared-memory tile (prefill) right before the tensor-core products.
   int kv_bits = 0;  // 0: bf16 pages
@@ -91,12 +91,12 @@ struct AttentionParams {
   // unless force_sparse_kernel), so it must be finite exactly when *log2_lambda_dev may be.
   const float* log2_lambda_dev = nullptr;
 
-  // ---- sink-retaining window over a list of live pages (engine/kv_page_plan.h) ----
+  // ---- sink-retaining window over a list of live pages (engine/cache/kv_page_plan.h) ----
   // When tile_pos0 is set, the KV tiles are the n_tiles live pages listed in position order:
   // tile t is pool page page_table[t] and holds positions tile_pos0[t] + slot (sink pages first).
   // q_start is then the ORIGINAL position of query 0 and kv_len = q_start + n_q_tokens; a key at
   // position k is visible to the query at q iff k <= q and (k < sink_count or window == 0 or
-  // k > q - window) (engine/kv_layout.h). Decode with n_tiles_dev: the tile count is read from
+  // k > q - window) (engine/cache/kv_layout.h). Decode with n_tiles_dev: the tile count is read from
   // device memory (n_tiles is then its upper bound: grid and workspace strides) and the query's
   // position from *q_pos_dev (kv_len / q_start are ignored by the kernels).
   const int32_t* tile_pos0 = nullptr;
@@ -106,7 +106,7 @@ struct AttentionParams {
   int sink_count = 0;
   int window = 0;
   // Cache position mode: the queries rotated at their cache index, same layout as q; scores
-  // against keys at positions < sink_count use them (engine/kv_cache.h). Decode and prefill
+  // against keys at positions < sink_count use them (engine/cache/kv_cache.h). Decode and prefill
   // kernels with a live-page list.
   const uint16_t* q_sink = nullptr;
 
@@ -118,7 +118,7 @@ struct AttentionParams {
   // true: a skipped tile skips exp(), the row-sum update and P V (the contract). false: its
   // exp() (against the unchanged running max) is still added to the row sums, only P V and the
   // V load are skipped: the softmax denominator stays exact. Same meaning on the CPU
-  // (engine/cpu_attention.h). Masks and counters are the same either way.
+  // (engine/backend/cpu_attention.h). Masks and counters are the same either way.
   bool skip_softmax_exp = true;
   // Tests: run the sparse kernels even when lambda = 0 (they must then equal dense bit for bit).
   bool force_sparse_kernel = false;

@@ -103,7 +103,7 @@ constexpr int prefill_smem_bytes() {
 // a sliding-window cache); compile-time, so the full-cache kernels carry none of its work.
 // KVB: the KV page format (0 bf16; 8 / 4 quantized, AttentionParams::kv_bits), compile-time so
 // the bf16 kernels are unchanged; a quantized tile is dequantised into shared memory as it is
-// loaded, a page-table entry < 0 is a protected bf16 page (engine/kv_page_plan.h).
+// loaded, a page-table entry < 0 is a protected bf16 page (engine/cache/kv_page_plan.h).
 // The query rows a prefill CTA owns (this kernel and attention_prefill_ws.cuh): blockIdx.x is
 // the query head, blockIdx.y counts the CTA row blocks from the last (longest causal rows first,
 // for tail balance); rows of br (kPrefillCtaRows; the three-consumer warp-specialised kernel:
@@ -359,7 +359,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
 
     const int64_t key0 = LIST ? int64_t(p.tile_pos0[tile_of(t)]) : int64_t(t) * BC;
     // ---- cache position mode: sink keys scored with the re-rotated queries ----
-    // (engine/kv_cache.h: window keys keep their relative distance, sink keys sit at cache
+    // (engine/cache/kv_cache.h: window keys keep their relative distance, sink keys sit at cache
     // indices 0..S-1 while the query sits at its cache index; the sink tiles come first.)
     if constexpr (LIST) {
       if (p.q_sink != nullptr && t < n_sink_it) {
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
     if (!LIST && mask_row && my_vis) mask_row[t] = skip ? 1 : 0;
     // A skipped tile never enters P V (and, lazy, V is loaded only when a half keeps the tile).
     // skip_softmax_exp = false still runs its exp() into the row sums below (same meaning as
-    // engine/cpu_attention.h).
+    // engine/backend/cpu_attention.h).
     if (!LAZY_V && skip && p.skip_softmax_exp) continue;
     if constexpr (LAZY_V) {
       // V only for tiles that either half computes; then K two tiles ahead (its buffer (t+2)%3

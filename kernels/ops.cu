@@ -89,7 +89,7 @@ __global__ void embed_gather_kernel(const uint16_t* __restrict__ table,
 
 // One block per row; kThreads threads. Sum of squares in fp32 per thread, then warp shuffles
 // and one shared-memory step. The scale is formed in double like the CPU reference
-// (engine/linalg.cpp rms_norm), and the product keeps its order: (x * scale) * w.
+// (engine/backend/linalg.cpp rms_norm), and the product keeps its order: (x * scale) * w.
 __global__ void __launch_bounds__(kThreads)
     rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w,
                     uint16_t* __restrict__ out, int dim, float eps) {
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kNormWarps * 32)
   }
 }
 
-// One block per token; threads stride over the q|k|v row. Pairs follow engine/rope.h:
+// One block per token; threads stride over the q|k|v row. Pairs follow engine/model/rope.h:
 // x[a] = x0*c - x1*s, x[b] = x0*s + x1*c with (a, b) = (2i, 2i+1) or (i, i + rope_dim/2).
 __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
   pdl_wait();
@@ -229,7 +229,7 @@ __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
 // ---- quantized KV append (launch_kv_quant_append) ----
 constexpr int kQuantWarpsPerBlock = 8;
 
-// The CPU's quantize_kv_row (engine/kv_quant.cpp) for one group of 32, lane i = element i,
+// The CPU's quantize_kv_row (engine/cache/kv_quant.cpp) for one group of 32, lane i = element i,
 // with correctly rounded operations so the codes equal the CPU's for the same fp32 input:
 // want = amax / qmax (IEEE division), scale = the smallest fp16 >= want (__float2half_ru ==
 // fp16_round_up), inv = 1 / s (IEEE), code = round-half-even(x * inv) clamped (== lrint).
@@ -451,7 +451,7 @@ __global__ void rope_queries_kernel(RopeQueriesParams p) {
   const int width = q_dim + 2 * p.n_head_kv * p.head_dim;
   const float* in = p.qkv + int64_t(row) * width;
   const int64_t pos = int64_t(p.pos0_dev ? *p.pos0_dev : p.pos0) + row;
-  // cache_position() of engine/kv_layout.h.
+  // cache_position() of engine/cache/kv_layout.h.
   int64_t c = pos;
   if (p.window > 0 && pos >= p.sinks) {
     const int64_t past = pos - p.sinks;

@@ -73,7 +73,7 @@ struct QkvRopeParams {
 };
 OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream);
 
-// Quantized KV append (engine/kv_layout.h KvQuantFormat, groups of 32, the CPU's
+// Quantized KV append (engine/cache/kv_layout.h KvQuantFormat, groups of 32, the CPU's
 // quantize_kv_row rounding bit for bit on the same fp32 input): the rows of QkvRopeParams::kv_f32
 // go into one layer's paged quantized cache
 //   codes  [page][kv_head][slot][code_bytes]  (int8: head_dim bytes, int4: head_dim / 2)
@@ -115,8 +115,8 @@ OpStatus launch_swiglu(const float* gate_up, uint16_t* out, int rows, int n_ff, 
 OpStatus launch_repage_kv(const uint16_t* src, uint16_t* dst, int64_t n_positions, int n_kv_heads,
                           int head_dim, int bs_src, int bs_dst, void* stream);
 
-// Cache position mode (StreamingLLM, engine/kv_cache.h): the queries rotated a second time, at
-// their cache index c = cache_position(pos, sinks, window) (engine/kv_layout.h) instead of their
+// Cache position mode (StreamingLLM, engine/cache/kv_cache.h): the queries rotated a second time, at
+// their cache index c = cache_position(pos, sinks, window) (engine/cache/kv_layout.h) instead of their
 // position, from the same fp32 q|k|v rows (+ bias) and with the same arithmetic as
 // qkv_rope_append; the attention scores sink keys with them. Nothing is appended.
 struct RopeQueriesParams {

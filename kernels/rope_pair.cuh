@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // RoPE and paged-KV device helpers shared by qkv_rope_append_kernel (kernels/ops.cu) and the
 // fused decode QKV kernel (kernels/decode_fused.cu), so both rotate and place keys identically.
-// Pairs follow engine/rope.h: (2i, 2i+1) (Llama, interleaved) or (i, i + rope_dim/2) (NeoX).
+// Pairs follow engine/model/rope.h: (2i, 2i+1) (Llama, interleaved) or (i, i + rope_dim/2) (NeoX).
 #pragma once
 
 #include <cuda_runtime.h>

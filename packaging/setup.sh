@@ -116,7 +116,7 @@ install_packages() {
 }
 
 # ---- (b) the default model -------------------------------------------------------------------
-# Same rule as engine/paths.cpp.
+# Same rule as engine/util/paths.cpp.
 cache_dir() {
   if [[ -n "${SINKSCOPE_CACHE_DIR:-}" ]]; then
     echo "$SINKSCOPE_CACHE_DIR"

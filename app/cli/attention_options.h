@@ -4,9 +4,9 @@
 #pragma once
 
 #include "app/cli/args.h"
-#include "engine/attention.h"
-#include "engine/backend_factory.h"
-#include "engine/json_io.h"
+#include "engine/backend/attention.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/util/json_io.h"
 
 namespace sinkscope::cli {
 

@@ -10,8 +10,8 @@
 #include "app/cli/attention_options.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
-#include "engine/calibration.h"
-#include "engine/json_io.h"
+#include "engine/eval/calibration.h"
+#include "engine/util/json_io.h"
 
 namespace sinkscope::cli {
 

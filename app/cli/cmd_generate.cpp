@@ -6,9 +6,9 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
-#include "engine/json_io.h"
+#include "engine/util/json_io.h"
 #include "app/cli/attention_options.h"
-#include "engine/session.h"
+#include "engine/model/session.h"
 
 namespace sinkscope::cli {
 

@@ -10,10 +10,10 @@
 
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
-#include "engine/gguf.h"
-#include "engine/json_io.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/format/gguf.h"
+#include "engine/util/json_io.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace sinkscope::cli {
 

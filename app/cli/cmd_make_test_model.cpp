@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // sinkscope-cli make-test-model: writes a random-weight GGUF in the exact shape of a deployed
-// model (engine/testmodel.h), for speed, memory and scale runs, here and in llama.cpp.
+// model (engine/format/testmodel.h), for speed, memory and scale runs, here and in llama.cpp.
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,8 +13,8 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
-#include "engine/testmodel.h"
-#include "engine/thread_pool.h"
+#include "engine/format/testmodel.h"
+#include "engine/util/thread_pool.h"
 
 namespace sinkscope::cli {
 

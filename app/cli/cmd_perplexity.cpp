@@ -8,8 +8,8 @@
 #include "app/cli/attention_options.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
-#include "engine/json_io.h"
-#include "engine/session.h"
+#include "engine/util/json_io.h"
+#include "engine/model/session.h"
 
 namespace sinkscope::cli {
 

@@ -12,9 +12,9 @@
 #include "app/cli/attention_options.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
-#include "engine/atomic_file.h"
-#include "engine/json_io.h"
-#include "engine/quality.h"
+#include "engine/util/atomic_file.h"
+#include "engine/util/json_io.h"
+#include "engine/eval/quality.h"
 #include "profiler/spans.h"
 
 namespace sinkscope::cli {

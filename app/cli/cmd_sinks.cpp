@@ -5,8 +5,8 @@
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
 #include "app/cli/kv_args.h"
-#include "engine/json_io.h"
-#include "engine/sinks.h"
+#include "engine/util/json_io.h"
+#include "engine/eval/sinks.h"
 
 namespace sinkscope::cli {
 

@@ -5,11 +5,11 @@
 #include <iostream>
 
 #include "app/cli/commands.h"
-#include "engine/atomic_file.h"
+#include "engine/util/atomic_file.h"
 #include "app/cli/common.h"
 #include "app/cli/kv_args.h"
-#include "engine/json_io.h"
-#include "engine/stream_eval.h"
+#include "engine/util/json_io.h"
+#include "engine/eval/stream_eval.h"
 
 namespace sinkscope::cli {
 

@@ -17,15 +17,15 @@
 #include "app/cli/distributed_run.h"
 #include "app/cli/interrupt.h"
 #include "app/cli/world.h"
-#include "engine/atomic_file.h"
-#include "engine/backend_factory.h"
-#include "engine/capacity.h"
-#include "engine/json_io.h"
-#include "engine/paths.h"
-#include "engine/sha256.h"
-#include "engine/sweep.h"
-#include "engine/sweep_result.h"
-#include "engine/validation.h"
+#include "engine/util/atomic_file.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/cache/capacity.h"
+#include "engine/util/json_io.h"
+#include "engine/util/paths.h"
+#include "engine/util/sha256.h"
+#include "engine/eval/sweep.h"
+#include "engine/eval/sweep_result.h"
+#include "engine/eval/validation.h"
 
 namespace sinkscope::cli {
 
@@ -125,7 +125,7 @@ std::string run_device(const ValidationOptions& o, const World& w,
   return d;
 }
 
-// What a run's results depend on (engine/work_journal.h): a journal is resumed only by the same.
+// What a run's results depend on (engine/util/work_journal.h): a journal is resumed only by the same.
 std::string run_fingerprint(const std::string& what, const RunSetup& s, const Model& m,
                             const ArgParser& p) {
   std::ostringstream f;
@@ -390,7 +390,7 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
               "Validates every point of a grid of settings against one dense baseline and marks\n"
               "the Pareto fronts: prefill sparsity vs mean KL, and KV memory vs mean KL.\n"
               "Grid keys: lambda lambda_prefill lambda_decode mode min_seq window sinks position\n"
-              "block kv group protect (engine/sweep.h). Points that make an invalid config (sinks\n"
+              "block kv group protect (engine/eval/sweep.h). Points that make an invalid config (sinks\n"
               "> window, say) are listed as invalid and skipped. Finished samples are journaled\n"
               "(--resume completes a stopped run); under mpirun / srun the points x samples are\n"
               "split among the ranks (docs/distributed.md).");
@@ -569,7 +569,7 @@ int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream
     n(r.tpot_ms); n(r.peak_kv_mib);
     csv << "," << (front_sp[i] ? 1 : 0) << "," << (front_mem[i] ? 1 : 0) << "\n";
   }
-  // JSON (engine/sweep_result.h: the schema the GUI reads back)
+  // JSON (engine/eval/sweep_result.h: the schema the GUI reads back)
   SweepResult doc;
   doc.grid = *grid_text;
   doc.dataset = setup.dataset.name;

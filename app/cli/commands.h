@@ -25,10 +25,10 @@ int run_passkey(const PasskeyArgs& args, std::ostream& out, std::ostream& err);
 int run_config(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 int run_quality(std::span<const std::string> args, std::ostream& out, std::ostream& err);
-// Validation against the dense baseline and grid sweeps (engine/validation.h, engine/sweep.h).
+// Validation against the dense baseline and grid sweeps (engine/eval/validation.h, engine/eval/sweep.h).
 int run_validate(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 int run_sweep(std::span<const std::string> args, std::ostream& out, std::ostream& err);
-// Random-weight GGUF models of real shapes for benchmarks (engine/testmodel.h).
+// Random-weight GGUF models of real shapes for benchmarks (engine/format/testmodel.h).
 int run_make_test_model(std::span<const std::string> args, std::ostream& out, std::ostream& err);
 
 // The whole program after argv: dispatches a subcommand, prints errors, returns the status

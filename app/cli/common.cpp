@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "app/cli/args.h"
-#include "engine/paths.h"
+#include "engine/util/paths.h"
 
 namespace sinkscope::cli {
 

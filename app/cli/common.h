@@ -13,8 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "engine/backend.h"
-#include "engine/model.h"
+#include "engine/backend/backend.h"
+#include "engine/model/model.h"
 
 namespace sinkscope::cli {
 

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "app/cli/args.h"
-#include "engine/config.h"
-#include "engine/serving_export.h"
+#include "engine/config/config.h"
+#include "engine/config/serving_export.h"
 
 namespace sinkscope::cli {
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "app/cli/args.h"
-#include "engine/json_io.h"
+#include "engine/util/json_io.h"
 
 namespace sinkscope::cli {
 

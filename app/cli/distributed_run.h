@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The work units of one validate / sweep run (samples, or point x sample pairs), split among
-// the world's processes (app/cli/world.h) and journaled (engine/work_journal.h):
+// the world's processes (app/cli/world.h) and journaled (engine/util/work_journal.h):
 //   1. rank 0 reads the journal when resuming (a journal left without --resume is an error, so
 //      nothing of an unfinished run is overwritten) and tells every rank which units are done;
 //   2. the units still to run are dealt out in order, unit k of them to rank k % size;
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "app/cli/world.h"
-#include "engine/work_journal.h"
+#include "engine/util/work_journal.h"
 
 namespace sinkscope::cli {
 

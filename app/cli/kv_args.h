@@ -3,7 +3,7 @@
 // through a bounded cache) and passkey (retrieval accuracy), and the cache options they share.
 #pragma once
 
-#include "engine/attention.h"
+#include "engine/backend/attention.h"
 
 #include <optional>
 #include <span>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "app/cli/args.h"
-#include "engine/backend_factory.h"
-#include "engine/cache_settings.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/cache/cache_settings.h"
 
 namespace sinkscope::cli {
 

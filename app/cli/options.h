@@ -8,8 +8,8 @@
 #include <span>
 #include <string>
 
-#include "engine/attention.h"
-#include "engine/backend_factory.h"
+#include "engine/backend/attention.h"
+#include "engine/backend/backend_factory.h"
 
 namespace sinkscope::cli {
 

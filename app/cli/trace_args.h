@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-#include "engine/backend_factory.h"
+#include "engine/backend/backend_factory.h"
 
 namespace sinkscope::cli {
 

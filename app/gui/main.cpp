@@ -24,8 +24,8 @@
 #include "app/gui/models/sample_prompts.h"
 #include "app/gui/models/workbench.h"
 #include "app/gui/panels/main_window.h"
-#include "engine/backend_factory.h"
-#include "engine/paths.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/util/paths.h"
 
 using namespace sinkscope;
 using namespace sinkscope::gui;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA backend: the whole Llama-family forward on one GPU, mirroring the CPU reference
-// (engine/cpu_backend.cpp) step for step. Precision: bf16 weights and GEMM inputs, fp32
+// (engine/backend/cpu_backend.cpp) step for step. Precision: bf16 weights and GEMM inputs, fp32
 // accumulation, fp32 residual stream, bf16 paged KV cache, fp32 logits. No CUDA headers here.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 
 namespace sinkscope {
 

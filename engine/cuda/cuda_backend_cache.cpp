@@ -47,7 +47,7 @@ void CudaBackendImpl::set_attention(const AttentionSettings& s) {
 }
 
 // A quantized full cache with protected positions: the page table names the protected bf16
-// pages (-1 - j, engine/kv_page_plan.h) for the current page size; identity otherwise.
+// pages (-1 - j, engine/cache/kv_page_plan.h) for the current page size; identity otherwise.
 void CudaBackendImpl::upload_full_page_table() {
   if (!m_kv_bits || m_plan->windowed()) return;
   const std::vector<int32_t> t = m_plan->full_page_table(m_alloc_pos / m_attn.block_size);

@@ -25,9 +25,9 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_errors.h"
 #include "engine/cuda/device_buffer.h"
-#include "engine/kv_page_plan.h"
-#include "engine/rope.h"
-#include "engine/thread_pool.h"
+#include "engine/cache/kv_page_plan.h"
+#include "engine/model/rope.h"
+#include "engine/util/thread_pool.h"
 #include "profiler/graph_capture.h"
 #include "kernels/attention.h"
 
@@ -106,7 +106,7 @@ struct DecodeGraph {
 };
 
 // Device step record of a decode step (int32 slots of m_step / m_h_step).
-// kStepPos is the append position (the ring position of a windowed cache, engine/kv_page_plan.h);
+// kStepPos is the append position (the ring position of a windowed cache, engine/cache/kv_page_plan.h);
 // kStepPosOrig the original position and kStepNTiles the live-page count (windowed caches).
 enum StepSlot : int {
   kStepToken = 0,
@@ -226,7 +226,7 @@ class CudaBackendImpl final : public CudaBackend {
   // forward.
   void logit_rows_to_host(int nc, float* dst, int64_t stats_row0, const float* x = nullptr);
   kernels::AttentionParams attention_params(int layer, const Pass& p) const;
-  // bf16 pages of layer l (a quantized cache: its protected bf16 pages, engine/kv_page_plan.h).
+  // bf16 pages of layer l (a quantized cache: its protected bf16 pages, engine/cache/kv_page_plan.h).
   uint16_t* k_layer(int l) const { return m_k.as<uint16_t>() + size_t(l) * m_layer_kv_elems; }
   uint16_t* v_layer(int l) const { return m_v.as<uint16_t>() + size_t(l) * m_layer_kv_elems; }
   // Quantized cache: codes and fp16 scales of layer l (same page ids as the bf16 layout).
@@ -246,7 +246,7 @@ class CudaBackendImpl final : public CudaBackend {
                std::vector<float>& logits, bool sinkq = false, bool deferred = false,
                float* stage = nullptr);
   void decode_step(TokenId token, double lambda, std::vector<float>& logits, bool sinkq = false);
-  // A sliding-window cache: the tokens in chunks (engine/kv_page_plan.h), page tables and RoPE
+  // A sliding-window cache: the tokens in chunks (engine/cache/kv_page_plan.h), page tables and RoPE
   // ring rows uploaded before each, evictions after.
   void forward_windowed(std::span<const TokenId> tokens, LogitsMode mode,
                         std::vector<float>& logits);
@@ -288,7 +288,7 @@ class CudaBackendImpl final : public CudaBackend {
   std::unique_ptr<KvPagePlan> m_plan;  // budgets, stats; pages of a windowed cache
   int m_window_batch = 0;              // windowed: the device batch the pool was sized for
   size_t m_layer_kv_elems = 0;
-  // Quantized KV (cache.quantization, engine/kv_layout.h): 8 / 4, 0 = the bf16 cache.
+  // Quantized KV (cache.quantization, engine/cache/kv_layout.h): 8 / 4, 0 = the bf16 cache.
   int m_kv_bits = 0;
   size_t m_layer_code_bytes = 0, m_layer_scale_elems = 0;
   int m_n_prot_extra = 0;
@@ -317,7 +317,7 @@ class CudaBackendImpl final : public CudaBackend {
   // (the append kernels' output, quantized by launch_kv_quant_append); the sorted
   // protected_positions (device).
   DeviceBuffer m_kc, m_vc, m_ks, m_vs, m_kv32, m_prot_extra;
-  // Windowed cache (engine/kv_page_plan.h): m_page_table is the append table (ring position /
+  // Windowed cache (engine/cache/kv_page_plan.h): m_page_table is the append table (ring position /
   // block_size -> page), the attention reads the live-page list (first positions, page ids), and
   // m_rope_cos/sin hold ring rows. Cache position mode: angles of cache indices [0, S + W) and
   // the re-rotated queries.

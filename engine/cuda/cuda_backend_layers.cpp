@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA backend's per-layer device work of one pass, mirroring engine/cpu_backend.cpp:
+// The CUDA backend's per-layer device work of one pass, mirroring engine/backend/cpu_backend.cpp:
 //   RMSNorm (fp32 -> bf16) -> fused QKV GEMM (fp32 out) -> bias + RoPE + paged KV append
 //   -> attention (kernels::launch_attention) -> O GEMM with the residual add fused (beta = 1)
 //   -> RMSNorm -> fused gate|up GEMM -> SwiGLU -> down GEMM with the residual add fused;

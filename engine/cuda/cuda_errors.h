@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/cuda/fault_injection.h"
 
 namespace sinkscope::gpu {

@@ -17,11 +17,11 @@
 #include <thread>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/model.h"
-#include "engine/paths.h"
-#include "engine/sampler.h"
-#include "engine/thread_pool.h"
+#include "engine/backend/backend.h"
+#include "engine/model/model.h"
+#include "engine/util/paths.h"
+#include "engine/model/sampler.h"
+#include "engine/util/thread_pool.h"
 #include "engine/version.h"
 
 using namespace sinkscope;

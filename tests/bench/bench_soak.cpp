@@ -9,7 +9,7 @@
 //   bench_soak [--runs N] [--backend cpu|cuda] [--model FILE] [--threads N] [--ctx N] [--seed S]
 //              [--warmup N] [--max-growth-pct P]
 //
-// Without --model a random-weight model (engine/gguf_writer.h) is written to a temporary file, so
+// Without --model a random-weight model (engine/format/gguf_writer.h) is written to a temporary file, so
 // the soak is fast and needs no download (head_dim 64 for --backend cuda, which the attention
 // kernels need); --model runs the real one. With --max-growth-pct the exit status is 1 when RSS,
 // or the device memory in use, grew by more than P percent from the end of the warm-up. It
@@ -34,11 +34,11 @@
 #include <thread>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/backend_factory.h"
-#include "engine/gguf_writer.h"
-#include "engine/model.h"
-#include "engine/session.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/model/model.h"
+#include "engine/model/session.h"
 
 using namespace sinkscope;
 namespace fs = std::filesystem;

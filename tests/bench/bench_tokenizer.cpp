@@ -9,8 +9,8 @@
 #include <random>
 #include <string>
 
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "engine/format/gguf.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace {
 

@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend_factory.h"
+#include "engine/backend/backend_factory.h"
 #if SINKSCOPE_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
 #endif
-#include "engine/model.h"
-#include "engine/paths.h"
-#include "engine/session.h"
+#include "engine/model/model.h"
+#include "engine/util/paths.h"
+#include "engine/model/session.h"
 #include "profiler/nvtx.h"
 #include "profiler/profiler.h"
 

@@ -35,9 +35,9 @@
 #include <vector>
 
 #include "app/gui/models/run_executor.h"
-#include "engine/backend_factory.h"
-#include "engine/paths.h"
-#include "engine/thread_pool.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/util/paths.h"
+#include "engine/util/thread_pool.h"
 
 using namespace sinkscope;
 

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // Fuzz body for the config parser: parse_config() must never throw, every problem must carry a
 // message, and a config that parsed without errors must survive format_config() -> parse_config()
-// unchanged and without errors (the writer's promise in engine/config.h).
+// unchanged and without errors (the writer's promise in engine/config/config.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace sinkscope::fuzz {

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/format/gguf.h"
+#include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace sinkscope::fuzz {

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/hf_checkpoint.h"
-#include "engine/safetensors.h"
-#include "engine/tokenizer.h"
+#include "engine/format/hf_checkpoint.h"
+#include "engine/format/safetensors.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace sinkscope::fuzz {

@@ -21,10 +21,10 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/gguf_writer.h"
-#include "engine/paths.h"
-#include "engine/tokenizer.h"
+#include "engine/format/gguf.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/util/paths.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/fuzz/fuzz_check.h"
 
 #ifndef SINKSCOPE_SOURCE_DIR

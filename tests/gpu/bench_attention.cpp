@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/kv_quant.h"
+#include "engine/cache/kv_quant.h"
 #include "kernels/ops.h"
 #include "tests/gpu/attention_problem.h"
 #include "tests/gpu/bench_floor.h"

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend_factory.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/model.h"
-#include "engine/paths.h"
+#include "engine/model/model.h"
+#include "engine/util/paths.h"
 #include "gpu_model.h"
 
 using namespace sinkscope;

@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/backend_factory.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/model.h"
-#include "engine/paths.h"
+#include "engine/model/model.h"
+#include "engine/util/paths.h"
 #include "qkv_file.h"
 #include "sample_text.h"
 #include "gpu_model.h"

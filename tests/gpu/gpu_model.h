@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend_factory.h"
-#include "engine/model.h"
-#include "engine/paths.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/model/model.h"
+#include "engine/util/paths.h"
 #include "sample_text.h"
 
 namespace sinkscope::gpu_test {

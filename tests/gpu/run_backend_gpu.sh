@@ -47,7 +47,7 @@ if [[ -z "${SINKSCOPE_MODEL:-}" ]]; then
     fi
   fi
 fi
-echo "model: ${SINKSCOPE_MODEL:-<default path of engine/paths.h>}"
+echo "model: ${SINKSCOPE_MODEL:-<default path of engine/util/paths.h>}"
 
 echo "== configure + build (sm_90) =="
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKSCOPE_CUDA=ON \

@@ -23,7 +23,7 @@
 //     kernel (prefer_ws = false) the alternative: <= 1e-2, its mask equal to the reference off
 //     the ambiguous tiles, the same visible tiles, its skipped counter equal to its mask;
 //   - skip_softmax_exp true and false against the engine's own CPU attention
-//     (engine/cpu_attention.cpp, float32, the CPU backend's code) on the same bf16 inputs.
+//     (engine/backend/cpu_attention.cpp, float32, the CPU backend's code) on the same bf16 inputs.
 //   - quantized KV (int8 / int4 pages, protected bf16 pages, run_quant_case): bit-exact against
 //     the bf16 kernels on the dequantised values, <= 1e-2 against the float64 reference;
 //   - decode with the length (and log2 lambda) read from device memory, under several upper
@@ -43,9 +43,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cpu_attention.h"
-#include "engine/kv_quant.h"
-#include "engine/thread_pool.h"
+#include "engine/backend/cpu_attention.h"
+#include "engine/cache/kv_quant.h"
+#include "engine/util/thread_pool.h"
 #include "kernels/ops.h"
 #include "tests/gpu/attention_problem.h"
 #include "tests/gpu/attention_reference.h"
@@ -1042,10 +1042,10 @@ int run_cpu_engine_cases(std::mt19937_64& rng, bool quick) {
   return failed;
 }
 
-// ---- quantized KV (int8 / int4 pages: AttentionParams::kv_bits, engine/kv_layout.h) ----
+// ---- quantized KV (int8 / int4 pages: AttentionParams::kv_bits, engine/cache/kv_layout.h) ----
 // K and V quantized on the host with the CPU cache's own quantize_kv_row; protected positions
 // (4 sinks + a few scattered ones) keep their bf16 values in bf16 pages (page-table entry
-// -1 - j, engine/kv_page_plan.h), the other rows of such a page hold bf16(c * s). Unused code
+// -1 - j, engine/cache/kv_page_plan.h), the other rows of such a page hold bf16(c * s). Unused code
 // slots hold garbage codes with finite scales, unused bf16 rows NaN, the output is NaN-poisoned.
 // Checks per case:
 //   - no NaN in the output (fully written, nothing invisible read);

@@ -20,15 +20,15 @@
 #include <thread>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/backend_factory.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/cuda/cuda_backend.h"
 #include "kernels/attention.h"
 #include "engine/cuda/fault_injection.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "gpu_agreement.h"
 #include "sample_text.h"
-#include "engine/paths.h"
+#include "engine/util/paths.h"
 #include "gpu_checks.h"
 #include "gpu_model.h"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// KV-cache policies on the CUDA backend against the CPU backend (engine/kv_page_plan.h,
+// KV-cache policies on the CUDA backend against the CPU backend (engine/cache/kv_page_plan.h,
 // docs/architecture.md "Sink-retaining KV cache"). Plain executable: "PASS|FAIL <check>:
 // <numbers>" per check, "RESULT: ..." last, exit 1 on a failure; "SKIP: <reason>" and exit 0
 // without a GPU or without the model ($SINKSCOPE_MODEL, else the default path). An argument
@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/backend_factory.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/kv_page_plan.h"
-#include "engine/model.h"
-#include "engine/paths.h"
+#include "engine/cache/kv_page_plan.h"
+#include "engine/model/model.h"
+#include "engine/util/paths.h"
 #include "gpu_agreement.h"
 #include "sample_text.h"
 #include "gpu_checks.h"
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
           "budget_global", msg.empty() ? "no error" : msg);
   });
 
-  // 3. Quantized KV (int8 / int4 codes + fp16 scales, groups of 32; engine/kv_page_plan.h):
+  // 3. Quantized KV (int8 / int4 codes + fp16 scales, groups of 32; engine/cache/kv_page_plan.h):
   //    GPU vs the CPU backend on the same settings, full cache and window W = 256 + 4 sinks, each
   //    with and without protect_sink_positions (sinks + protected_positions {50, 300} kept
   //    16-bit). Both quantize their own fp32 K/V (the GPU's come from bf16 GEMMs), so a code can

@@ -23,12 +23,12 @@
 #include <unistd.h>
 #include <vector>
 
-#include "engine/backend_factory.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/json_io.h"
-#include "engine/model.h"
-#include "engine/paths.h"
-#include "engine/session.h"
+#include "engine/util/json_io.h"
+#include "engine/model/model.h"
+#include "engine/util/paths.h"
+#include "engine/model/session.h"
 #include "profiler/chrome_trace.h"
 #include "profiler/nvtx.h"
 #include "profiler/profiler.h"

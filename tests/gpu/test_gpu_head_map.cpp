@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "app/gui/models/head_attention.h"
-#include "engine/backend.h"
-#include "engine/backend_factory.h"
-#include "engine/model.h"
-#include "engine/thread_pool.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/model/model.h"
+#include "engine/util/thread_pool.h"
 #include "gpu_agreement.h"
 #include "gpu_checks.h"
 #include "gpu_model.h"

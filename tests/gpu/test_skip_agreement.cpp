@@ -41,12 +41,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/attention.h"
-#include "engine/backend.h"
-#include "engine/backend_factory.h"
+#include "engine/backend/attention.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/model.h"
-#include "engine/paths.h"
+#include "engine/model/model.h"
+#include "engine/util/paths.h"
 #include "sample_text.h"
 #include "gpu_checks.h"
 #include "gpu_model.h"

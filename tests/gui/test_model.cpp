@@ -5,8 +5,8 @@
 #include <QFileInfo>
 #include <QCoreApplication>
 
-#include "engine/gguf_writer.h"
-#include "engine/paths.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/util/paths.h"
 
 namespace sinkscope::gui::test {
 

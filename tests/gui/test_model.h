@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 namespace sinkscope::gui::test {
 

@@ -13,7 +13,7 @@
 #include <fstream>
 
 #include "app/gui/panels/sweep_panel.h"
-#include "engine/work_journal.h"
+#include "engine/util/work_journal.h"
 
 using namespace sinkscope;
 using namespace sinkscope::gui;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <QTest>
 
-#include "engine/rouge.h"
+#include "engine/eval/rouge.h"
 
 using namespace sinkscope;
 

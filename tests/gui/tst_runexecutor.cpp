@@ -9,7 +9,7 @@
 
 #include "app/gui/models/control_state.h"
 #include "app/gui/models/head_attention.h"
-#include "engine/thread_pool.h"
+#include "engine/util/thread_pool.h"
 #include "app/gui/models/run_executor.h"
 #include "app/gui/models/view_models.h"
 #include "tests/gui/test_model.h"

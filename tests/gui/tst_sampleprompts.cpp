@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "app/gui/models/sample_prompts.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "engine/format/gguf.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "tests/gui/test_model.h"
 
 using namespace sinkscope;

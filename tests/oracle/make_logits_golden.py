@@ -6,7 +6,7 @@ Run with the oracle virtual environment (torch, transformers >= 5, gguf, acceler
 
     /opt/oracle-venv/bin/python tests/oracle/make_logits_golden.py [MODEL.gguf] [--out DIR]
 
-The model defaults to the cache path used by packaging/setup.sh and engine/paths.h.
+The model defaults to the cache path used by packaging/setup.sh and engine/util/paths.h.
 HF dequantizes the GGUF weights to float32 itself, so these logits are an independent
 float32 reference for the C++ engine (which dequantizes with its own code).
 

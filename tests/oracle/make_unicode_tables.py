@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Regenerates the Unicode range tables inside engine/unicode.cpp from Python's unicodedata.
+"""Regenerates the Unicode range tables inside engine/tokenizer/unicode.cpp from Python's unicodedata.
 
 The pre-tokenizer regexes only need three classes: letters (\\p{L}), numbers (\\p{N}) and
 whitespace (\\s). Letters and numbers are stored as sorted [first, last] code point ranges and

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
-#include "engine/json_io.h"
-#include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "engine/backend/backend.h"
+#include "engine/util/json_io.h"
+#include "engine/model/sampler.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace sinkscope::oracle {
 

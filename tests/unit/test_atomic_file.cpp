@@ -13,7 +13,7 @@
 #include <string>
 #include <system_error>
 
-#include "engine/atomic_file.h"
+#include "engine/util/atomic_file.h"
 
 namespace fs = std::filesystem;
 using namespace sinkscope;

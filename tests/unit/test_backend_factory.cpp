@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// The run-time backend choice (engine/backend_factory.h). CI has no GPU: auto must fall back
+// The run-time backend choice (engine/backend/backend_factory.h). CI has no GPU: auto must fall back
 // to the CPU backend and an explicit CUDA request must fail with a clear reason. On a machine
 // with a GPU the same tests check the CUDA side instead.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
-#include "engine/backend_factory.h"
-#include "engine/gguf_writer.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/format/gguf_writer.h"
 
 namespace sinkscope {
 namespace {

@@ -7,9 +7,9 @@
 #include <random>
 #include <sstream>
 
-#include "engine/calibration.h"
-#include "engine/gguf_writer.h"
-#include "engine/json_io.h"
+#include "engine/eval/calibration.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/util/json_io.h"
 #include "test_support.h"
 
 namespace sinkscope {

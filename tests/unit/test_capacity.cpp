@@ -8,7 +8,7 @@
 
 #include <stdexcept>
 
-#include "engine/capacity.h"
+#include "engine/cache/capacity.h"
 
 using namespace sinkscope;
 

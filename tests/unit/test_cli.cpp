@@ -16,7 +16,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
-#include "engine/json_io.h"
+#include "engine/util/json_io.h"
 #include "cli_test_support.h"
 #include "test_support.h"
 

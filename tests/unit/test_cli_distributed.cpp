@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cli_test_support.h"
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "validation_fixture.h"
 
 namespace sinkscope {

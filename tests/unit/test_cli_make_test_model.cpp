@@ -13,10 +13,10 @@
 
 #include "app/cli/commands.h"
 #include "cli_test_support.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/testmodel.h"
-#include "engine/tokenizer.h"
+#include "engine/format/gguf.h"
+#include "engine/model/model.h"
+#include "engine/format/testmodel.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace sinkscope {
 namespace {

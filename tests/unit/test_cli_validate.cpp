@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "cli_test_support.h"
-#include "engine/config.h"
-#include "engine/json_io.h"
+#include "engine/config/config.h"
+#include "engine/util/json_io.h"
 #include "validation_fixture.h"
 
 namespace sinkscope {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "test_support.h"
 
 namespace fs = std::filesystem;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/config.h"
-#include "engine/llama_cpp_export.h"
+#include "engine/config/config.h"
+#include "engine/config/llama_cpp_export.h"
 
 using namespace sinkscope;
 

@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "engine/cpu_attention.h"
-#include "engine/thread_pool.h"
+#include "engine/backend/cpu_attention.h"
+#include "engine/util/thread_pool.h"
 
 namespace sinkscope {
 namespace {
@@ -241,7 +241,7 @@ TEST(CpuAttention, CountsOnlyCausallyVisibleTiles) {
   EXPECT_EQ(r.mask, (std::vector<uint8_t>{1, 0, 1, 1}));
 }
 
-// The query tile of the contract's rule is kQueryTileRows = 64 rows (engine/attention.h; the CUDA
+// The query tile of the contract's rule is kQueryTileRows = 64 rows (engine/backend/attention.h; the CUDA
 // kernels use the same, two per 128-row CTA). Hand-built scores, d = 8, scale 1: key 0 is a sink
 // (score 10 for every row); the keys of KV tile 1 (positions 64..127) score c_i along a second
 // direction, every other key 0. Queries at positions 64..191 (n_q = 128, one 128-row CTA on the
@@ -456,7 +456,7 @@ TEST(CpuAttention, KeepingExpInDenominatorOnlyDropsPv) {
   EXPECT_LT(rel_err(b.out, dense), 0.2);
 }
 
-// skip_softmax_exp, by hand (docs/config.md; engine/cpu_attention.h): scale 1, q = e0,
+// skip_softmax_exp, by hand (docs/config.md; engine/backend/cpu_attention.h): scale 1, q = e0,
 // k_j = s_j e0, so the scores are the chosen s_j exactly. KV tiles of 2 keys, scores
 //   tile 0 {3, 1} (first: never skipped), tile 1 {-2, -4}: max -2 - 3 = -5 < ln 0.01 -> skipped,
 //   tile 2 {0.5, -3}: 0.5 - 3 = -2.5 > ln 0.01 -> computed.

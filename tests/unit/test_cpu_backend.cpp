@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/attention.h"
-#include "engine/backend.h"
-#include "engine/qgemv.h"
-#include "engine/gguf_writer.h"
-#include "engine/sampler.h"
-#include "engine/session.h"
+#include "engine/backend/attention.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/qgemv.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/model/sampler.h"
+#include "engine/model/session.h"
 
 namespace sinkscope {
 namespace {

@@ -14,13 +14,13 @@
 #include <set>
 #include <sstream>
 
-#include "engine/backend.h"
-#include "engine/gguf_writer.h"
-#include "engine/json_io.h"
+#include "engine/backend/backend.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/util/json_io.h"
 #include "tests/unit/oracle_support.h"
-#include "engine/sampler.h"
-#include "engine/sha256.h"
-#include "engine/sinks.h"
+#include "engine/model/sampler.h"
+#include "engine/util/sha256.h"
+#include "engine/eval/sinks.h"
 
 namespace sinkscope {
 namespace {

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/ggml_types.h"
-#include "engine/gguf.h"
-#include "engine/gguf_writer.h"
+#include "engine/format/ggml_types.h"
+#include "engine/format/gguf.h"
+#include "engine/format/gguf_writer.h"
 #include "test_support.h"
 
 namespace sinkscope {

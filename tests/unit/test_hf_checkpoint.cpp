@@ -17,13 +17,13 @@
 #include <set>
 #include <sstream>
 
-#include "engine/backend.h"
-#include "engine/hf_checkpoint.h"
-#include "engine/json_io.h"
+#include "engine/backend/backend.h"
+#include "engine/format/hf_checkpoint.h"
+#include "engine/util/json_io.h"
 #include "tests/unit/oracle_support.h"
-#include "engine/safetensors.h"
-#include "engine/sampler.h"
-#include "engine/sha256.h"
+#include "engine/format/safetensors.h"
+#include "engine/model/sampler.h"
+#include "engine/util/sha256.h"
 
 namespace sinkscope {
 namespace {

@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// engine/json_io.h (what SinkScope asks of nlohmann-json: key order, invalid UTF-8, NaN, errors
-// that name the source) and the sweep result schema (engine/sweep_result.h), both ways.
+// engine/util/json_io.h (what SinkScope asks of nlohmann-json: key order, invalid UTF-8, NaN, errors
+// that name the source) and the sweep result schema (engine/eval/sweep_result.h), both ways.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
-#include "engine/json_io.h"
-#include "engine/sweep_result.h"
+#include "engine/util/json_io.h"
+#include "engine/eval/sweep_result.h"
 
 namespace sinkscope {
 namespace {

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <random>
 
-#include "engine/backend.h"
-#include "engine/cpu_attention.h"
-#include "engine/ggml_types.h"
-#include "engine/kv_cache.h"
-#include "engine/kv_quant.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu_attention.h"
+#include "engine/format/ggml_types.h"
+#include "engine/cache/kv_cache.h"
+#include "engine/cache/kv_quant.h"
 
 namespace sinkscope {
 namespace {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA backend's host-side KV bookkeeping (engine/kv_page_plan.h) against the CPU cache
-// (engine/kv_cache.h): same live pages, evictions, statistics and budget errors; page ids
+// The CUDA backend's host-side KV bookkeeping (engine/cache/kv_page_plan.h) against the CPU cache
+// (engine/cache/kv_cache.h): same live pages, evictions, statistics and budget errors; page ids
 // recycled; the append ring never wraps inside a pass; unsupported settings named.
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 #include <random>
 #include <set>
 
-#include "engine/attention.h"
-#include "engine/backend.h"
-#include "engine/kv_cache.h"
-#include "engine/kv_page_plan.h"
+#include "engine/backend/attention.h"
+#include "engine/backend/backend.h"
+#include "engine/cache/kv_cache.h"
+#include "engine/cache/kv_page_plan.h"
 
 namespace sinkscope {
 namespace {

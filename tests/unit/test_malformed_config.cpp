@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 namespace sinkscope {
 namespace {

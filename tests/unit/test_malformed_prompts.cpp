@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "app/cli/commands.h"
-#include "engine/backend.h"
-#include "engine/gguf_writer.h"
-#include "engine/json_io.h"
-#include "engine/model.h"
-#include "engine/session.h"
+#include "engine/backend/backend.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/util/json_io.h"
+#include "engine/model/model.h"
+#include "engine/model/session.h"
 
 namespace sinkscope {
 namespace {

@@ -9,11 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/backend.h"
-#include "engine/json_io.h"
-#include "engine/sampler.h"
-#include "engine/session.h"
-#include "engine/sha256.h"
+#include "engine/backend/backend.h"
+#include "engine/util/json_io.h"
+#include "engine/model/sampler.h"
+#include "engine/model/session.h"
+#include "engine/util/sha256.h"
 #include "test_support.h"
 
 namespace sinkscope {

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "engine/gguf_writer.h"
-#include "engine/passkey.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/eval/passkey.h"
 
 namespace sinkscope {
 namespace {

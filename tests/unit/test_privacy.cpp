@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "app/cli/commands.h"
-#include "engine/gguf_writer.h"
+#include "engine/format/gguf_writer.h"
 
 namespace sinkscope {
 namespace {

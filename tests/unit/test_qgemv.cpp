@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The single-token products straight from GGUF blocks (engine/qgemv.h) against the reference
+// The single-token products straight from GGUF blocks (engine/backend/qgemv.h) against the reference
 // (dequantize the row, float dot in double here): the float-activation paths within float
 // rounding, the 8-bit-activation paths (Q4_0, Q4_1, Q8_0) within their stated bound -- per block
 // of 32, d_x / 2 * Σ|w_j| with d_x = max|x| / 127 -- and every path independent of the thread
@@ -11,9 +11,9 @@
 #include <random>
 #include <vector>
 
-#include "engine/ggml_types.h"
-#include "engine/qgemv.h"
-#include "engine/thread_pool.h"
+#include "engine/format/ggml_types.h"
+#include "engine/backend/qgemv.h"
+#include "engine/util/thread_pool.h"
 
 namespace sinkscope {
 namespace {

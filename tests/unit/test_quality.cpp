@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/gguf_writer.h"
-#include "engine/quality.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/eval/quality.h"
 
 namespace sinkscope {
 namespace {

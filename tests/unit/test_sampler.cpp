@@ -5,7 +5,7 @@
 #include <map>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "engine/model/sampler.h"
 
 namespace sinkscope {
 namespace {

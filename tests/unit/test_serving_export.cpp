@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// `config export --to trtllm|vllm|sglang|llamacpp` (engine/serving_export.h): every output is
+// `config export --to trtllm|vllm|sglang|llamacpp` (engine/config/serving_export.h): every output is
 // checked against the keys, types and value sets of that engine's documented format (the subset
 // written here), carries the config's values, and names every setting it cannot express.
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <sstream>
 #include <string>
 
-#include "engine/config.h"
-#include "engine/serving_export.h"
+#include "engine/config/config.h"
+#include "engine/config/serving_export.h"
 
 #ifdef SINKSCOPE_HAVE_YAML_CPP
 #include <yaml-cpp/yaml.h>

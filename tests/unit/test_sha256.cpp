@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "engine/sha256.h"
+#include "engine/util/sha256.h"
 
 namespace sinkscope {
 namespace {

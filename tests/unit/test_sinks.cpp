@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/cpu_attention.h"
-#include "engine/gguf_writer.h"
-#include "engine/sinks.h"
+#include "engine/backend/cpu_attention.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/eval/sinks.h"
 
 namespace sinkscope {
 namespace {

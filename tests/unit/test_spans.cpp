@@ -6,7 +6,7 @@
 #include <set>
 #include <thread>
 
-#include "engine/thread_pool.h"
+#include "engine/util/thread_pool.h"
 #include "profiler/nvtx.h"
 #include "profiler/span_timeline.h"
 #include "profiler/spans.h"

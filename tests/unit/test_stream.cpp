@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/backend.h"
-#include "engine/qgemv.h"
-#include "engine/gguf_writer.h"
-#include "engine/stream_eval.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/qgemv.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/eval/stream_eval.h"
 
 namespace sinkscope {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Random-weight models of real shapes (engine/testmodel.h): the quantizers' round trip through
+// Random-weight models of real shapes (engine/format/testmodel.h): the quantizers' round trip through
 // the engine's dequantizer, llama.cpp's Q4_K_M mix and the Llama 3 RoPE factors, the SmolLM2
 // shape against the real file, determinism, and files of every shape and type that the engine
 // loads and runs (one layer, a reduced vocabulary, to stay fast).
@@ -11,15 +11,15 @@
 #include <random>
 #include <set>
 
-#include "engine/backend.h"
-#include "engine/backend_factory.h"
-#include "engine/gguf.h"
-#include "engine/gguf_writer.h"
-#include "engine/model.h"
-#include "engine/qgemv.h"
-#include "engine/sha256.h"
-#include "engine/testmodel.h"
-#include "engine/thread_pool.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/format/gguf.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/model/model.h"
+#include "engine/backend/qgemv.h"
+#include "engine/util/sha256.h"
+#include "engine/format/testmodel.h"
+#include "engine/util/thread_pool.h"
 #include "test_support.h"
 
 namespace sinkscope {

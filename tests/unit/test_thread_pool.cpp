@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The engine's thread pool (engine/thread_pool.h): every item of many back-to-back small
+// The engine's thread pool (engine/util/thread_pool.h): every item of many back-to-back small
 // parallel_fors runs exactly once (the spin-then-sleep hand-off loses none), an item's exception
 // reaches the caller and the pool stays usable, and an idle pool does not keep spinning (its
 // workers sleep once the short spin after a parallel_for has passed).
@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/thread_pool.h"
+#include "engine/util/thread_pool.h"
 
 namespace sinkscope {
 namespace {

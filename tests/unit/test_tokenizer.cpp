@@ -6,11 +6,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/gguf.h"
-#include "engine/gguf_writer.h"
-#include "engine/json_io.h"
-#include "engine/tokenizer.h"
-#include "engine/unicode.h"
+#include "engine/format/gguf.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/util/json_io.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/unicode.h"
 #include "tests/unit/test_support.h"
 
 namespace sinkscope {

@@ -8,7 +8,7 @@
 #include <map>
 #include <sstream>
 
-#include "engine/json_io.h"
+#include "engine/util/json_io.h"
 #include "profiler/chrome_trace.h"
 #include "profiler/span_timeline.h"
 #include "profiler/spans.h"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The validation suite (engine/validation.h), its dataset manifest (engine/validation_dataset.h)
-// and sweeps (engine/sweep.h), on a random-weight model and a small generated dataset.
+// The validation suite (engine/eval/validation.h), its dataset manifest (engine/eval/validation_dataset.h)
+// and sweeps (engine/eval/sweep.h), on a random-weight model and a small generated dataset.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/config.h"
-#include "engine/gguf_writer.h"
-#include "engine/sha256.h"
-#include "engine/sweep.h"
-#include "engine/validation.h"
+#include "engine/config/config.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/util/sha256.h"
+#include "engine/eval/sweep.h"
+#include "engine/eval/validation.h"
 #include "validation_fixture.h"
 
 namespace sinkscope {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The journal of finished units (engine/work_journal.h): outcomes round-trip exactly, each rank
+// The journal of finished units (engine/util/work_journal.h): outcomes round-trip exactly, each rank
 // appends to its own file and a reader sees all of them, a torn last line is ignored and cut
 // off before the next append, another run's journal is refused, a damaged middle line is named.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "engine/work_journal.h"
+#include "engine/util/work_journal.h"
 
 namespace sinkscope {
 namespace {

@@ -11,9 +11,9 @@
 
 #include <unistd.h>
 
-#include "engine/gguf_writer.h"
-#include "engine/model.h"
-#include "engine/sha256.h"
+#include "engine/format/gguf_writer.h"
+#include "engine/model/model.h"
+#include "engine/util/sha256.h"
 
 namespace sinkscope::test {
 

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The workbench's controls as one value: what a run uses, what a config file records. Converts
-// to a RunRequest and to / from the engine's SinkScopeConfig (engine/config.h), so export and
+// to a RunRequest and to / from the engine's SinkScopeConfig (engine/config/config.h), so export and
 // import go through the engine's own schema and checker.
 #pragma once
 
 #include <string>
 
 #include "app/gui/models/run_types.h"
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 namespace sinkscope::gui {
 

@@ -4,7 +4,7 @@
 #include <QMetaObject>
 
 #include "app/gui/models/engine_worker.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 namespace sinkscope::gui {
 

@@ -21,7 +21,7 @@
 
 #include "app/gui/models/request_queue.h"
 #include "app/gui/models/run_types.h"
-#include "engine/backend_factory.h"
+#include "engine/backend/backend_factory.h"
 
 Q_DECLARE_METATYPE(sinkscope::gui::RunResultPtr)
 

@@ -4,7 +4,7 @@
 #include <QFileInfo>
 
 #include "app/gui/models/engine_controller.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 namespace sinkscope::gui {
 

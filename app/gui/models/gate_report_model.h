@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The quality gates of one validation (engine/config.h GateReport) as a table: gate, PASS/FAIL,
+// The quality gates of one validation (engine/config/config.h GateReport) as a table: gate, PASS/FAIL,
 // the measured value, the bound it is held to, and the reason.
 #pragma once
 
 #include <QAbstractTableModel>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 namespace sinkscope::gui {
 

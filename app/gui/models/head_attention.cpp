@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/attention.h"
-#include "engine/thread_pool.h"
+#include "engine/backend/attention.h"
+#include "engine/util/thread_pool.h"
 
 namespace sinkscope::gui {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "app/gui/models/run_types.h"
-#include "engine/model.h"
+#include "engine/model/model.h"
 
 namespace sinkscope {
 class ThreadPool;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// A running sweep or validation seen through its journal (engine/work_journal.h): the sweep view
+// A running sweep or validation seen through its journal (engine/util/work_journal.h): the sweep view
 // opens any BASE.rank-R file of a `sinkscope-cli sweep` / `validate` that is still running, on
 // one host or under MPI, and shows the units finished by all its processes and the time left,
 // re-read every couple of seconds until the run removes its journal (its outputs are written).
@@ -11,7 +11,7 @@
 
 #include <filesystem>
 
-#include "engine/work_journal.h"
+#include "engine/util/work_journal.h"
 
 namespace sinkscope::gui {
 

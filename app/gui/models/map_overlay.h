@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "engine/attention.h"
+#include "engine/backend/attention.h"
 
 namespace sinkscope::gui {
 

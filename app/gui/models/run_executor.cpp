@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "app/gui/models/run_executor_internal.h"
-#include "engine/logit_stats.h"
+#include "engine/eval/logit_stats.h"
 
 namespace sinkscope::gui {
 

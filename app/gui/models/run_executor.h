@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "app/gui/models/run_types.h"
-#include "engine/backend.h"
-#include "engine/backend_factory.h"
-#include "engine/model.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/backend_factory.h"
+#include "engine/model/model.h"
 
 namespace sinkscope {
 class ThreadPool;

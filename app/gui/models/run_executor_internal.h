@@ -12,7 +12,7 @@
 
 #include "app/gui/models/head_attention.h"
 #include "app/gui/models/run_executor.h"
-#include "engine/thread_pool.h"
+#include "engine/util/thread_pool.h"
 #include "profiler/profiler.h"
 
 namespace sinkscope::gui {

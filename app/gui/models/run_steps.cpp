@@ -5,9 +5,9 @@
 #include <stdexcept>
 
 #include "app/gui/models/run_executor_internal.h"
-#include "engine/logit_stats.h"
-#include "engine/rouge.h"
-#include "engine/sinks.h"
+#include "engine/eval/logit_stats.h"
+#include "engine/eval/rouge.h"
+#include "engine/eval/sinks.h"
 
 namespace sinkscope::gui {
 

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/attention.h"
-#include "engine/cache_settings.h"
-#include "engine/tokenizer.h"
+#include "engine/backend/attention.h"
+#include "engine/cache/cache_settings.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "profiler/timeline.h"
 
 namespace sinkscope::gui {
@@ -75,7 +75,7 @@ struct RunResult {
   AttentionProbes probes;            // after the whole run (prefill + decode counts, skip mask)
   AttentionMap map;
   int sinkKeep = 0;                  // sink_keep_count of the request's cache settings
-  // Sink detection over the prompt (column-mass probe, engine/sinks.h); empty when the backend
+  // Sink detection over the prompt (column-mass probe, engine/eval/sinks.h); empty when the backend
   // lacks the probe.
   int sinkPositions = 0;
   std::vector<double> sinkAlpha;     // (layer, head, position)

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string_view>
 
-#include "engine/json_io.h"
-#include "engine/sweep_result.h"
+#include "engine/util/json_io.h"
+#include "engine/eval/sweep_result.h"
 
 namespace sinkscope::gui {
 

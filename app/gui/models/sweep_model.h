@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A sweep's results as the GUI reads them: the JSON document `sinkscope-cli sweep --json-out`
-// writes, read through its one schema (engine/sweep_result.h) -- points with their label,
+// writes, read through its one schema (engine/eval/sweep_result.h) -- points with their label,
 // validity, results, gate summary, Pareto flags (sparsity vs KL, KV memory vs KL) and each
 // point's config_yaml -- and a table model of its points for the sweep view. A malformed file
 // becomes a message that names the file and the offending key, never a crash; the previous
@@ -14,7 +14,7 @@
 #include <optional>
 #include <vector>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 namespace sinkscope::gui {
 

@@ -4,8 +4,8 @@
 #include <QElapsedTimer>
 #include <QFileInfo>
 
-#include "engine/model.h"
-#include "engine/paths.h"
+#include "engine/model/model.h"
+#include "engine/util/paths.h"
 
 namespace sinkscope::gui {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// "Export validated config" without the widgets: runs engine/validation.h's run_validation for
+// "Export validated config" without the widgets: runs engine/eval/validation.h's run_validation for
 // one config on a dataset (the default one, a chosen manifest, or a quick subset of short texts
 // and passkey tasks) on a worker thread of its own, and hands back an immutable outcome that
 // the dialog shows (gates, results) and writes atomically.
@@ -23,15 +23,15 @@
 #include <memory>
 #include <mutex>
 
-#include "engine/config.h"
-#include "engine/validation.h"
+#include "engine/config/config.h"
+#include "engine/eval/validation.h"
 
 namespace sinkscope::gui {
 
 struct ValidationJob {
   SinkScopeConfig config;              // the settings to validate
   std::shared_ptr<const Model> model;  // null: loaded from config.model.path on the worker
-  QString manifest;                    // empty: the default dataset (engine/paths.h)
+  QString manifest;                    // empty: the default dataset (engine/util/paths.h)
   int quickPerClass = 0;      // > 0: short texts and passkey tasks only, this many of each
   ValidationOptions options;  // its cancel flag is the controller's
   std::string device;         // provenance.device (empty: the CPU's description)

@@ -10,11 +10,11 @@
 
 #include "app/gui/models/kernel_summary_model.h"
 #include "app/gui/models/run_types.h"
-#include "engine/sinks.h"
+#include "engine/eval/sinks.h"
 
 namespace sinkscope::gui {
 
-// The sink detector's report of a run, rebuilt from its alpha (engine/sinks.h); empty (no
+// The sink detector's report of a run, rebuilt from its alpha (engine/eval/sinks.h); empty (no
 // positions) when the run has no column mass or the sizes disagree.
 SinkReport sinkReportOf(const RunResult& r);
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The workbench's state and wiring, without widgets: the controls, the prompt and the model; a
 // debounced auto re-run (newest wins); the engine thread; one view-model per dock fed from each
-// run's snapshot; config export and import through engine/config.h. The panels only bind to
+// run's snapshot; config export and import through engine/config/config.h. The panels only bind to
 // this object, and the tests drive it directly.
 #pragma once
 

@@ -37,7 +37,7 @@
 #include "app/gui/panels/timeline_panel.h"
 #include "app/gui/panels/token_strip.h"
 #include "app/gui/panels/validation_dialog.h"
-#include "engine/paths.h"
+#include "engine/util/paths.h"
 
 namespace sinkscope::gui {
 
@@ -303,7 +303,7 @@ void MainWindow::buildDocks() {
     return d;
   };
   m_controls = new ControlsPanel(this);
-  m_controls->setQuantizationAvailable(true);  // engine/cache_settings.h: int8 / int4 KV
+  m_controls->setQuantizationAvailable(true);  // engine/cache/cache_settings.h: int8 / int4 KV
   auto* controlsScroll = new QScrollArea(this);
   controlsScroll->setWidget(m_controls);
   controlsScroll->setWidgetResizable(true);

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// The backend interface: one forward over a batch of new tokens, appending to the backend's KV
+// cache. The CPU backend is the reference; a CUDA backend slots in beside it.
+#pragma once
+
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/backend/attention.h"
+#include "engine/cache/cache_settings.h"
+#include "engine/util/errors.h"
+#include "engine/cache/kv_cache.h"
+#include "engine/model/model.h"
+#include "profiler/spans.h"
+
+namespace sinkscope {
+
+enum class LogitsMode { kLast, kAll };
+
+// Post-RoPE attention inputs of one layer (Backend::request_qkv_capture): q (n_q, n_head,
+// head_dim) of the tokens at positions [q_start, q_start + n_q); k, v (n_kv, n_head_kv, head_dim)
+// of cache positions [0, n_kv). The CUDA backend records bf16 bit patterns (q, k, v), the CPU
+// backend float32 (qf, kf, vf; vf of the request's `layer` only); q_at / k_at read either.
+struct QkvCapture {
+  int layer = -1;
+  int n_q = 0, q_start = 0, n_kv = 0;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  std::vector<uint16_t> q, k, v;
+  std::vector<float> qf, kf, vf;
+
+  // Element i of q / k in the layouts above.
+  float q_at(size_t i) const { return qf.empty() ? bf16_to_fp32(q[i]) : qf[i]; }
+  float k_at(size_t i) const { return kf.empty() ? bf16_to_fp32(k[i]) : kf[i]; }
+  // True when the capture holds q of every query and k of every key (either precision).
+  bool complete() const {
+    const size_t nq = size_t(n_q) * n_head * head_dim, nk = size_t(n_kv) * n_head_kv * head_dim;
+    return layer >= 0 && nq > 0 && (qf.size() >= nq || q.size() >= nq) &&
+           (kf.size() >= nk || k.size() >= nk);
+  }
+};
+
+// What a Q/K/V capture records and how its prefill runs (Backend::request_qkv_capture).
+struct QkvCaptureRequest {
+  int layer = -1;  // -1: no capture
+  // A sink-retaining window's visibility rule applied over a full cache, nothing evicted: key k
+  // is visible to the query at q iff k <= q and (k < sink_count or window == 0 or
+  // k > q - window), in every layer of the capture's prefill (the reference forward of a
+  // windowed attention map). window 0: causal attention.
+  int sink_count = 0, window = 0;
+  // The capture's prefill ends after the last captured layer: its logits are NaN and the cache
+  // holds no complete forward (reset() before the next one).
+  bool stop_after_layer = false;
+  // CPU backend only: also capture Q/K (no V) of the layers in [more_first, more_last] besides
+  // `layer` while the capture's float32 bytes stay within max_bytes (0: no bound; `layer` itself
+  // always is), so that one prefill feeds the maps of many layers (Backend::qkv_capture_of).
+  // With stop_after_layer the prefill then ends after max(layer, more_last). -1: none.
+  int more_first = 0, more_last = -1;
+  size_t max_bytes = 0;
+};
+struct BackendOptions {
+  int n_threads = 0;    // 0: hardware concurrency
+  int max_context = 0;  // KV capacity in tokens; 0: the model's trained context
+  AttentionSettings attention;
+  // KV-cache policy, budgets and quantization (engine/cache/cache_settings.h). The default -- full
+  // cache, float32 -- is the cache the backend always had.
+  CacheSettings cache;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu" or the device name
+  virtual const Model& model() const = 0;
+
+  // Runs tokens at positions [n_past, n_past + n) and appends their K/V. Writes logits for the
+  // last token (n_vocab floats) or every token (n * n_vocab). Throws BackendError when the
+  // context would overflow (nothing is appended then), Cancelled when `cancel` is raised.
+  virtual void forward(std::span<const TokenId> tokens, LogitsMode mode,
+                       std::vector<float>& logits) = 0;
+
+  virtual int n_past() const = 0;
+  virtual int capacity() const = 0;
+  virtual void reset() = 0;  // empties the KV cache and the probes
+
+  virtual void set_attention(const AttentionSettings& s) = 0;
+  virtual const AttentionSettings& attention() const = 0;
+  virtual const AttentionProbes& probes() const = 0;
+  // Asks the next prefill to record the skip mask of (layer, head); -1, -1 stops it.
+  virtual void request_skip_mask(int layer, int head) = 0;
+
+  // Debug probe, off by default (tests/gpu/test_skip_agreement.cpp): later prefills record the
+  // skip mask of every (layer, head) into AttentionProbes::all_masks. with_stat: the CPU also
+  // records each cell's deciding statistic (all_stat, 4 bytes a cell: 1 GB for 32 layers x 32
+  // heads at 32K tokens, so only the CPU-vs-GPU agreement test asks for it). Full cache only.
+  virtual void request_all_skip_masks(bool on, bool with_stat = false) {
+    (void)with_stat;
+    if (on) throw BackendError(name() + " backend: the all-heads skip-mask probe is not supported");
+  }
+  // Debug capture, off by default: the next prefill copies the post-RoPE queries of its tokens
+  // and the cached keys and values of r.layer (every position) into qkv_capture(); layer -1
+  // stops it.
+  virtual void request_qkv_capture(const QkvCaptureRequest& r) {
+    if (r.layer >= 0) throw BackendError(name() + " backend: the Q/K/V capture is not supported");
+  }
+  virtual const QkvCapture& qkv_capture() const {
+    static const QkvCapture none;
+    return none;
+  }
+  // The capture of `layer` from the last capture prefill (a request's range of layers on the
+  // CPU backend), or nullptr where that layer was not captured.
+  virtual const QkvCapture* qkv_capture_of(int layer) const {
+    const QkvCapture& c = qkv_capture();
+    return layer >= 0 && c.layer == layer ? &c : nullptr;
+  }
+
+  // Per-row log-sum-exp (natural log, summed in double) and argmax (first index of the maximum)
+  // of the logits of the last forward, when it was LogitsMode::kAll and the backend computed
+  // them next to the logits (the CUDA backend does, on the device); false otherwise, and the
+  // caller computes them from the logits. Any later forward replaces them.
+  virtual bool last_row_stats(std::vector<double>* lse, std::vector<int>* top1) const {
+    (void)lse;
+    (void)top1;
+    return false;
+  }
+
+  // Goes back to the state after the first n_past positions: drops every later position from
+  // the KV cache and sets the probes to `probes` (a copy of probes() taken at that point), so
+  // a forward from there runs as if the later positions had never been. False, with nothing
+  // changed, where the backend or its cache cannot (a windowed cache has evicted; a backend
+  // without it): then reset() and run the positions again.
+  virtual bool rewind(int n_past, const AttentionProbes& probes) {
+    (void)n_past;
+    (void)probes;
+    return false;
+  }
+
+  // The KV cache's token and memory accounting (engine/cache/kv_cache.h); zeros where unsupported.
+  virtual KvCacheStats cache_stats() const { return {}; }
+  // Records the column-mass probe (AttentionProbes::col_mass, engine/eval/sinks.h) for key positions
+  // < n in later forwards; 0 stops it. Takes effect from the next reset().
+  virtual void request_column_mass(int n) {
+    if (n != 0) throw BackendError(name() + " backend: the column-mass probe is not supported");
+  }
+
+  void set_cancel_flag(const std::atomic<bool>* flag) { m_cancel = flag; }
+  void set_span_recorder(prof::SpanRecorder* r) { m_spans = r; }
+  // Called on the forward's thread as a multi-token forward advances: the share of its work
+  // done, in [0, 1] (per layer of each chunk, where a backend reports it). Empty: none.
+  void set_progress_callback(std::function<void(double)> fn) { m_progress = std::move(fn); }
+
+ protected:
+  void check_cancel() const {
+    if (m_cancel && m_cancel->load(std::memory_order_relaxed)) throw Cancelled();
+  }
+  void report_progress(double fraction) const {
+    if (m_progress) m_progress(fraction);
+  }
+  const std::atomic<bool>* m_cancel = nullptr;
+  prof::SpanRecorder* m_spans = nullptr;
+  std::function<void(double)> m_progress;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Model> model,
+                                          const BackendOptions& options);
+
+}  // namespace sinkscope

@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine/backend/backend_factory.h"
+
+#ifdef SINKSCOPE_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
+
+namespace sinkscope {
+
+const char* backend_kind_name(BackendKind k) {
+  switch (k) {
+    case BackendKind::kAuto:
+      return "auto";
+    case BackendKind::kCpu:
+      return "cpu";
+    case BackendKind::kCuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+std::optional<BackendKind> parse_backend_kind(std::string_view text) {
+  if (text == "auto") return BackendKind::kAuto;
+  if (text == "cpu") return BackendKind::kCpu;
+  if (text == "cuda") return BackendKind::kCuda;
+  return std::nullopt;
+}
+
+bool cuda_available(std::string* why) {
+#ifdef SINKSCOPE_HAVE_CUDA
+  return gpu::probe_device(why, nullptr);
+#else
+  if (why) *why = "built without CUDA";
+  return false;
+#endif
+}
+
+int select_cuda_device(int ordinal, std::string* why) {
+#ifdef SINKSCOPE_HAVE_CUDA
+  return gpu::select_device(ordinal, why);
+#else
+  (void)ordinal;
+  if (why) *why = "built without CUDA";
+  return -1;
+#endif
+}
+
+std::string cuda_device_name() {
+#ifdef SINKSCOPE_HAVE_CUDA
+  std::string name;
+  if (gpu::probe_device(nullptr, &name)) return name;
+#endif
+  return {};
+}
+
+bool cuda_memory_info(uint64_t* free_bytes, uint64_t* total_bytes, std::string* why) {
+#ifdef SINKSCOPE_HAVE_CUDA
+  if (!gpu::probe_device(why, nullptr)) return false;
+  return gpu::memory_info(free_bytes, total_bytes, why);
+#else
+  (void)free_bytes;
+  (void)total_bytes;
+  if (why) *why = "built without CUDA";
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(std::shared_ptr<const Model> model,
+                                      const BackendOptions& options, BackendKind kind,
+                                      std::string* note) {
+  if (!model) throw BackendError("make_backend: no model");
+  if (kind == BackendKind::kCpu) {
+    if (note) *note = "cpu backend (requested)";
+    return make_cpu_backend(std::move(model), options);
+  }
+  std::string why;
+  if (!cuda_available(&why)) {
+    if (kind == BackendKind::kCuda)
+      throw BackendError("CUDA backend requested but not available: " + why);
+    if (note) *note = "cpu backend (CUDA not available: " + why + ")";
+    return make_cpu_backend(std::move(model), options);
+  }
+#ifdef SINKSCOPE_HAVE_CUDA
+  if (kind == BackendKind::kCuda) {
+    auto be = make_cuda_backend(model, options);
+    if (note) *note = "cuda backend on " + be->device_name() + " (requested)";
+    return be;
+  }
+  try {
+    auto be = make_cuda_backend(model, options);
+    if (note) *note = "cuda backend on " + be->device_name();
+    return be;
+  } catch (const BackendError& e) {
+    if (note) *note = std::string("cpu backend (CUDA backend failed: ") + e.what() + ")";
+  }
+#endif
+  return make_cpu_backend(std::move(model), options);
+}
+
+}  // namespace sinkscope

@@ -1,0 +1,24 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine/backend/simd.h"
+
+#ifdef SINKSCOPE_X86
+#include <cpuid.h>
+#endif
+
+namespace sinkscope::simd {
+
+bool have_avx2() {
+#ifdef SINKSCOPE_X86
+  // F16C is read from CPUID directly: clang before 15 rejects __builtin_cpu_supports("f16c").
+  static const bool ok = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
+
+}  // namespace sinkscope::simd

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+// Threshold calibration for dynamic-sparse attention, after TensorRT-LLM's skip-softmax
+// calibration: measure prefill sparsity s over a grid of fixed lambdas at several lengths L,
+// fit  lambda * L = a * exp(b * s)  by least squares on ln(lambda * L) = ln a + b s, and give
+// c = a * exp(b * s_target) for `length_scaled` mode (lambda = c / L_kv).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+
+namespace sinkscope {
+
+struct CalibrationPoint {
+  int length = 0;
+  double lambda = 0;
+  double sparsity = 0;  // prefill skipped / visited tiles, all layers and heads
+};
+
+struct CalibrationFit {
+  double a = 0, b = 0;  // lambda * L = a * exp(b * s)
+  double r2 = 0;        // of the linear fit in log space
+  int n_points = 0;     // points used (0 < s < 1)
+  double c_for(double target_sparsity) const;
+};
+
+// Least-squares fit over points with sparsity strictly inside (s_lo, s_hi); throws
+// std::invalid_argument when fewer than 2 usable points or no spread in sparsity.
+CalibrationFit fit_calibration(const std::vector<CalibrationPoint>& points, double s_lo = 0.01,
+                               double s_hi = 0.99);
+
+struct CalibrationOptions {
+  std::vector<int> lengths = {1024, 2048, 4096};
+  std::vector<double> lambdas = {1e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1};
+  double target_sparsity = 0.5;
+  int block_size = 64;
+  bool verify = true;  // rerun each length in length_scaled mode with the fitted c
+};
+
+struct CalibrationResult {
+  std::vector<CalibrationPoint> points;
+  CalibrationFit fit;
+  double c = 0;
+  // lambda = c / L per length and the sparsity measured with it; NaN where c / L >= 1 (the
+  // target is out of reach at that length: every later tile would be skipped).
+  std::vector<CalibrationPoint> verification;
+};
+
+struct CalibrationProgress {
+  int done = 0, total = 0;
+  double eta_s = 0;
+};
+
+// Runs the grid on `backend` (its attention settings are restored afterwards). The text must
+// hold at least max(lengths) tokens; each length uses the first L tokens. Throws BackendError
+// on bad options (target outside (0, 1), lambdas outside (0, 1), lengths < 2 * block_size).
+CalibrationResult calibrate(Backend& backend, const std::vector<TokenId>& tokens,
+                            const CalibrationOptions& options,
+                            const std::function<void(const CalibrationProgress&)>& progress = {});
+
+}  // namespace sinkscope

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sink detection (docs/architecture.md, "Sink detection"): alpha_k = mean over queries i >= k of
+// the attention probability P[i, k], per (layer, head), from the attention's column-mass probe
+// (AttentionProbes::col_mass). Key k is a sink of a head when alpha_k > epsilon (0.3, after Gu et
+// al. 2024); per position we report the share of (layer, head) pairs where it is a sink and
+// recommend the smallest sink_keep_count covering every position flagged in >= 10 % of heads
+// (capped at 16). The helpers below read a report per head and say what a given S keeps.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/backend/backend.h"
+
+namespace sinkscope {
+
+struct SinkCriteria {
+  double epsilon = 0.3;         // alpha threshold for "sink of this head"
+  double min_head_share = 0.1;  // a position needs this share of (layer, head) pairs
+  int max_keep = 16;            // cap of the recommendation
+};
+
+struct SinkReport {
+  int n_layer = 0, n_head = 0, n_pos = 0;
+  SinkCriteria criteria;
+  std::vector<double> alpha;        // (layer, head, position)
+  std::vector<int> sink_heads;      // per position: (layer, head) pairs where alpha > epsilon
+  std::vector<double> head_share;   // per position: sink_heads / (n_layer * n_head)
+  std::vector<int> flagged;         // positions with head_share >= min_head_share, ascending
+  int recommended_sink_keep = 0;    // max(flagged) + 1, capped; 0 when nothing is flagged
+  int64_t n_queries = 0;            // tokens the statistics were gathered over
+  double alpha_at(int layer, int head, int pos) const {
+    return alpha[(size_t(layer) * n_head + head) * n_pos + pos];
+  }
+};
+
+// From raw column mass (layer, head, position) and query counts: per position (n_pos), or per
+// layer and position (n_layer * n_pos, AttentionProbes::col_queries_layer) where layers have
+// windows of their own.
+SinkReport analyze_sinks(int n_layer, int n_head, int n_pos, const std::vector<double>& col_mass,
+                         const std::vector<int64_t>& col_queries, const SinkCriteria& c = {});
+
+// The same analysis from alpha (layer, head, position) already divided by the query counts;
+// n_queries stays 0. Throws BackendError when the sizes disagree.
+SinkReport analyze_alpha(int n_layer, int n_head, int n_pos, std::vector<double> alpha,
+                         const SinkCriteria& c = {});
+
+// The smallest count covering every flagged position, capped (the contract's recommendation).
+int recommend_sink_keep(const std::vector<int>& flagged, int cap);
+
+// The sinks of one (layer, head): positions with alpha_k > epsilon, ascending. Empty for a
+// (layer, head) outside the report.
+std::vector<int> head_sinks(const SinkReport& r, int layer, int head);
+
+// What keeping the first `keep` keys does to the flagged positions. A flagged position at or
+// beyond `keep` is evicted by a sliding window once the sequence moves past it; keeping it would
+// need a larger S, which the cap may forbid.
+struct SinkCoverage {
+  int keep = 0;                // the S considered
+  std::vector<int> kept;       // flagged positions < keep
+  std::vector<int> not_kept;   // flagged positions >= keep
+  bool beyond_cap = false;     // some not-kept position needs S > criteria.max_keep
+};
+SinkCoverage sink_coverage(const SinkReport& r, int keep);
+
+// The model-level verdict: each flagged position with its share of (layer, head) pairs, most
+// shared first, e.g. "position 0 in 87 % of heads; 42 in 12 %"; "no position ..." when none is
+// flagged.
+std::string sink_verdict(const SinkReport& r);
+
+// What S = keep does in words: which flagged positions it keeps, which it does not and why (a
+// position beyond the first S keys, which a larger S would keep, or beyond the cap, which only a
+// larger window protects).
+std::string describe_sink_keep(const SinkReport& r, int keep);
+// The same for the recommended S, prefixed "recommended sink_keep_count = S: ".
+std::string sink_recommendation(const SinkReport& r);
+
+// Runs tokens once through a fresh cache with the column-mass probe over the first n_pos
+// positions and analyses it. The backend is reset before and left holding the tokens.
+SinkReport detect_sinks(Backend& backend, const std::vector<TokenId>& tokens, int n_pos,
+                        const SinkCriteria& c = {});
+
+}  // namespace sinkscope

@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine/format/hf_checkpoint.h"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "engine/util/json_io.h"
+#include "engine/util/sha256.h"
+#include "engine/format/testmodel.h"
+
+namespace sinkscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::ostringstream s;
+  s << '[';
+  for (size_t i = 0; i < d.size(); ++i) s << (i ? ", " : "") << d[i];
+  s << ']';
+  return s.str();
+}
+
+// A file's text; "" with *found = false when it does not exist.
+std::string read_text(const fs::path& p, bool required, bool* found = nullptr) {
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) {
+    if (found) *found = false;
+    if (required) throw ModelError(p.string() + ": missing (a Hugging Face checkpoint needs it)");
+    return {};
+  }
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in && !in.eof()) throw ModelError(p.string() + ": cannot read the file");
+  if (found) *found = true;
+  return ss.str();
+}
+
+Json parse_object(const std::string& text, const std::string& file) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& e) {
+    throw ModelError(file + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw ModelError(file + ": not a JSON object");
+  return j;
+}
+
+class ConfigReader {
+ public:
+  ConfigReader(const Json& j, std::string file) : m_j(j), m_file(std::move(file)) {}
+  [[noreturn]] void fail(const std::string& what) const { throw ModelError(m_file + ": " + what); }
+  bool has(const char* key) const {
+    auto it = m_j.find(key);
+    return it != m_j.end() && !it->is_null();
+  }
+  int get_int(const char* key) const {
+    if (!has(key)) fail(std::string("missing key '") + key + "'");
+    return positive(key, m_j.at(key));
+  }
+  int get_int_or(const char* key, int fallback) const { return has(key) ? get_int(key) : fallback; }
+  double get_float_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const Json& v = m_j.at(key);
+    if (!v.is_number()) fail(std::string("'") + key + "' is not a number");
+    return v.get<double>();
+  }
+  bool get_bool_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const Json& v = m_j.at(key);
+    if (!v.is_boolean()) fail(std::string("'") + key + "' is not true or false");
+    return v.get<bool>();
+  }
+  std::string get_string_or(const char* key, std::string fallback) const {
+    if (!has(key)) return fallback;
+    const Json& v = m_j.at(key);
+    if (!v.is_string()) fail(std::string("'") + key + "' is not a string");
+    return v.get<std::string>();
+  }
+  int positive(const std::string& key, const Json& v) const {
+    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (int64_t(1) << 30))
+      fail("'" + key + "' = " + v.dump() + " is not an integer in 1 .. 2^30");
+    return int(v.get<int64_t>());
+  }
+  const Json& json() const { return m_j; }
+
+ private:
+  const Json& m_j;
+  std::string m_file;
+};
+
+}  // namespace
+
+fs::path hf_checkpoint_dir(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return path;
+  if (path.filename() == "config.json") {
+    const fs::path parent = path.parent_path();
+    return parent.empty() ? fs::path(".") : parent;
+  }
+  return {};
+}
+
+namespace {
+
+ModelConfig read_hf_config_json(const std::string& text, const std::string& file) {
+  const Json j = parse_object(text, file);
+  const ConfigReader r(j, file);
+  ModelConfig c;
+  const std::string type = r.get_string_or("model_type", "");
+  if (type.empty()) r.fail("missing key 'model_type'");
+  if (type == "llama" || type == "mistral") {
+    c.architecture = "llama";
+  } else if (type == "qwen2" || type == "qwen3") {
+    c.architecture = type;
+  } else {
+    r.fail("model_type '" + type + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
+  }
+  c.name = r.get_string_or("_name_or_path", "");
+  c.n_layer = r.get_int("num_hidden_layers");
+  c.n_embd = r.get_int("hidden_size");
+  c.n_ff = r.get_int("intermediate_size");
+  c.n_head = r.get_int("num_attention_heads");
+  c.n_head_kv = r.get_int_or("num_key_value_heads", c.n_head);
+  c.n_vocab = r.get_int("vocab_size");
+  c.n_ctx_train = r.get_int_or("max_position_embeddings", 2048);
+  if (c.n_head % c.n_head_kv != 0)
+    r.fail("num_attention_heads " + std::to_string(c.n_head) +
+           " is not a multiple of num_key_value_heads " + std::to_string(c.n_head_kv));
+  const bool own_head_dim = r.has("head_dim");
+  c.head_dim = own_head_dim ? r.get_int("head_dim") : c.n_embd / c.n_head;
+  if (c.head_dim % 2 != 0 || (!own_head_dim && c.n_embd % c.n_head != 0))
+    r.fail("head dimension " + std::to_string(c.head_dim) +
+           " is not usable (must be even and divide hidden_size)");
+  c.rope_dim = c.head_dim;
+  c.rms_eps = float(r.get_float_or("rms_norm_eps", 1e-6));
+  // HF keeps Q/K in the half-split layout for every family here (its rotate_half), so RoPE
+  // pairs i and i + d/2; llama.cpp's GGUF converter permutes Llama's rows to adjacent pairs.
+  c.rope_neox = true;
+  c.qkv_bias = c.architecture == "qwen2";
+  c.qk_norm = c.architecture == "qwen3";
+  c.tied_embeddings = r.get_bool_or("tie_word_embeddings", false);
+
+  const std::string act = r.get_string_or("hidden_act", "silu");
+  if (act != "silu") r.fail("hidden_act '" + act + "' is not supported (silu)");
+  if (c.architecture != "qwen2" && r.get_bool_or("attention_bias", false))
+    r.fail("attention_bias true (biases on q/k/v/o_proj) is not supported for " + type);
+  if (r.get_bool_or("mlp_bias", false)) r.fail("mlp_bias true is not supported");
+  // The engine attends over the whole context: a model trained with a sliding window would be
+  // run wrongly beyond it, so it is refused rather than approximated.
+  const bool sliding = c.architecture == "llama" ? r.has("sliding_window")
+                                                 : r.get_bool_or("use_sliding_window", false);
+  if (sliding)
+    r.fail("sliding_window attention is not supported yet (set for this " + type + " model)");
+
+  // RoPE: transformers 4 writes rope_theta and rope_scaling, transformers 5 rope_parameters.
+  const Json* rope = nullptr;
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    auto it = j.find(key);
+    if (it != j.end() && it->is_object()) {
+      rope = &*it;
+      break;
+    }
+  }
+  double theta = 10000.0;
+  if (rope && rope->contains("rope_theta") && (*rope)["rope_theta"].is_number())
+    theta = (*rope)["rope_theta"].get<double>();
+  theta = r.get_float_or("rope_theta", theta);
+  if (!(theta > 0)) r.fail("rope_theta must be > 0");
+  c.rope_theta = float(theta);
+  std::string scaling = "default";
+  if (rope) {
+    for (const char* key : {"rope_type", "type"}) {
+      if (rope->contains(key) && (*rope)[key].is_string()) {
+        scaling = (*rope)[key].get<std::string>();
+        break;
+      }
+    }
+  }
+  auto rope_float = [&](const char* key) {
+    if (!rope->contains(key) || !(*rope)[key].is_number())
+      r.fail(std::string("rope scaling '") + scaling + "' needs the number '" + key + "'");
+    const double v = (*rope)[key].get<double>();
+    if (!(v > 0)) r.fail(std::string("rope scaling '") + key + "' must be > 0");
+    return float(v);
+  };
+  if (scaling == "default") {
+    c.rope_scaling = RopeScalingType::kNone;
+  } else if (scaling == "linear") {
+    c.rope_scaling = RopeScalingType::kLinear;
+    c.rope_scale_factor = rope_float("factor");
+  } else if (scaling == "llama3") {
+    c.rope_scaling = RopeScalingType::kLlama3;
+    c.rope_scale_factor = rope_float("factor");
+    if (!rope->contains("original_max_position_embeddings"))
+      r.fail("rope scaling 'llama3' needs 'original_max_position_embeddings'");
+    c.rope_orig_ctx =
+        r.positive("original_max_position_embeddings", (*rope)["original_max_position_embeddings"]);
+    if (rope_float("high_freq_factor") <= rope_float("low_freq_factor"))
+      r.fail("rope scaling 'llama3' needs high_freq_factor > low_freq_factor");
+  } else {
+    r.fail("rope scaling '" + scaling + "' is not supported (supported: default, linear, llama3)");
+  }
+  return c;
+}
+
+}  // namespace
+
+ModelConfig read_hf_config(const std::string& text, const std::string& file) {
+  try {
+    return read_hf_config_json(text, file);
+  } catch (const Json::exception& e) {
+    // A value of an unexpected JSON type that no check anticipated.
+    throw ModelError(file + ": unexpected content: " + e.what());
+  }
+}
+
+namespace {
+
+// The per-pair frequency factors of Llama 3's RoPE scaling, as config.json gives it.
+std::vector<float> hf_rope_freqs(const Json& j, const ModelConfig& c) {
+  if (c.rope_scaling != RopeScalingType::kLlama3) return {};
+  const Json& rope = j.contains("rope_scaling") && j["rope_scaling"].is_object()
+                         ? j["rope_scaling"]
+                         : j["rope_parameters"];
+  return llama3_rope_factors(c.rope_dim, c.rope_theta, c.rope_scale_factor,
+                             float(rope["low_freq_factor"].get<double>()),
+                             float(rope["high_freq_factor"].get<double>()), c.rope_orig_ctx);
+}
+
+// Opens the shards: model.safetensors.index.json's, else model.safetensors.
+void open_shards(HfCheckpoint& ck) {
+  const fs::path index = ck.dir / "model.safetensors.index.json";
+  const fs::path single = ck.dir / "model.safetensors";
+  bool has_index = false;
+  const std::string text = read_text(index, false, &has_index);
+  std::vector<std::pair<std::string, std::string>> wanted;  // tensor -> shard file name
+  std::vector<std::string> shard_names;
+  if (has_index) {
+    ck.files.push_back(index);
+    const Json j = parse_object(text, index.string());
+    auto wm = j.find("weight_map");
+    if (wm == j.end() || !wm->is_object() || wm->empty())
+      throw ModelError(index.string() + ": 'weight_map' is missing or empty");
+    std::set<std::string> seen;
+    for (const auto& [name, file] : wm->items()) {
+      if (!file.is_string())
+        throw ModelError(index.string() + ": weight_map['" + name + "'] is not a file name");
+      const std::string f = file.get<std::string>();
+      // Shards live in the checkpoint directory itself.
+      if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+        throw ModelError(index.string() + ": weight_map['" + name + "'] names '" + f +
+                         "', not a file in the checkpoint directory");
+      wanted.emplace_back(name, f);
+      if (seen.insert(f).second) shard_names.push_back(f);
+    }
+  } else {
+    std::error_code ec;
+    if (!fs::is_regular_file(single, ec))
+      throw ModelError(ck.dir.string() +
+                       ": no model.safetensors or model.safetensors.index.json (a Hugging Face "
+                       "checkpoint needs its weights as safetensors)");
+    shard_names.push_back("model.safetensors");
+  }
+  std::unordered_map<std::string, const SafetensorsFile*> by_name;
+  for (const std::string& name : shard_names) {
+    const fs::path p = ck.dir / name;
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec))
+      throw ModelError(p.string() + ": missing (shard named by " +
+                       (has_index ? index.filename().string() : std::string("the checkpoint")) +
+                       ")");
+    ck.shards.push_back(SafetensorsFile::open(p));
+    ck.files.push_back(p);
+    by_name[name] = ck.shards.back().get();
+    for (const SafetensorsTensor& t : ck.shards.back()->tensors()) {
+      if (!ck.tensors.emplace(t.name, &t).second)
+        throw ModelError(p.string() + ": tensor '" + t.name + "' is also in another shard");
+    }
+  }
+  for (const auto& [name, file] : wanted) {
+    const SafetensorsFile* f = by_name[file];
+    if (!f->find(name))
+      throw ModelError(f->path() + ": tensor '" + name + "' is missing (" +
+                       index.filename().string() + " places it in this shard)");
+  }
+}
+
+}  // namespace
+
+namespace {
+
+HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgress)>& progress) {
+  HfModelParts parts;
+  parts.checkpoint = std::make_unique<HfCheckpoint>();
+  HfCheckpoint& ck = *parts.checkpoint;
+  ck.dir = dir;
+
+  const fs::path config_path = dir / "config.json";
+  const std::string config_text = read_text(config_path, true);
+  ck.files.push_back(config_path);
+  parts.config = read_hf_config(config_text, config_path.string());
+  ModelConfig& c = parts.config;
+  const Json config = parse_object(config_text, config_path.string());
+  for (const char* key : {"torch_dtype", "dtype"})
+    if (config.contains(key) && config[key].is_string()) ck.dtype = config[key].get<std::string>();
+  if (c.name.empty()) c.name = fs::absolute(dir).lexically_normal().filename().string();
+  if (c.name.empty())
+    c.name = fs::absolute(dir).lexically_normal().parent_path().filename().string();
+
+  HfTokenizerFiles tf;
+  tf.source = dir.string();
+  tf.tokenizer_json = read_text(dir / "tokenizer.json", true);
+  ck.files.push_back(dir / "tokenizer.json");
+  bool found = false;
+  for (const char* name :
+       {"tokenizer_config.json", "chat_template.jinja", "generation_config.json"}) {
+    std::string text = read_text(dir / name, false, &found);
+    if (!found) continue;
+    ck.files.push_back(dir / name);
+    if (std::string(name) == "tokenizer_config.json") tf.tokenizer_config_json = std::move(text);
+    if (std::string(name) == "chat_template.jinja") tf.chat_template = std::move(text);
+    if (std::string(name) == "generation_config.json") tf.generation_config_json = std::move(text);
+  }
+  tf.config_json = config_text;
+  parts.tokenizer = Tokenizer::from_hf(tf);
+  if (parts.tokenizer->vocab_size() > c.n_vocab)
+    throw ModelError((dir / "tokenizer.json").string() + ": tokenizer has " +
+                     std::to_string(parts.tokenizer->vocab_size()) +
+                     " tokens but config.json's vocab_size is only " + std::to_string(c.n_vocab));
+
+  open_shards(ck);
+
+  const int total = 3 + c.n_layer;
+  int done = 0;
+  auto tick = [&] {
+    ++done;
+    if (progress) progress({done, total});
+  };
+  auto find = [&](const std::string& name, bool optional) -> const SafetensorsTensor* {
+    auto it = ck.tensors.find(name);
+    if (it != ck.tensors.end()) return it->second;
+    if (optional) return nullptr;
+    throw ModelError(dir.string() + ": missing tensor '" + name + "'");
+  };
+  auto where = [&](const SafetensorsTensor& t) {
+    for (const auto& s : ck.shards)
+      if (&t >= s->tensors().data() && &t < s->tensors().data() + s->tensors().size())
+        return s->path();
+    return dir.string();
+  };
+  auto checked = [&](const std::string& name, const std::vector<int64_t>& want,
+                     bool optional) -> const SafetensorsTensor* {
+    const SafetensorsTensor* t = find(name, optional);
+    if (!t) return nullptr;
+    if (t->shape != want)
+      throw ModelError(where(*t) + ": tensor '" + name + "' has shape " + dims_str(t->shape) +
+                       ", expected " + dims_str(want));
+    if (!t->ggml_type())
+      throw ModelError(where(*t) + ": tensor '" + name + "' has dtype " + t->dtype +
+                       ", which SinkScope cannot read (F32, F16, BF16)");
+    const size_t elem = t->dtype == "F32" ? 4 : 2;
+    if (reinterpret_cast<uintptr_t>(t->data) % elem != 0)
+      throw ModelError(where(*t) + ": tensor '" + name + "' data is not aligned to its " +
+                       std::to_string(elem) + "-byte elements");
+    return t;
+  };
+  // Small vectors: converted to float32.
+  auto vec = [&](const std::string& name, int64_t n, bool optional = false) -> std::vector<float> {
+    const SafetensorsTensor* t = checked(name, {n}, optional);
+    if (!t) return {};
+    std::vector<float> out(static_cast<size_t>(n));
+    dequantize_row(*t->ggml_type(), t->data, out.data(), n);
+    return out;
+  };
+  // Projections: views into the mapping ([out, in] row-major is the engine's (rows, cols)).
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols,
+                 bool optional = false) -> QuantMatrix {
+    const SafetensorsTensor* t = checked(name, {rows, cols}, optional);
+    if (!t) return {};
+    QuantMatrix q;
+    q.type = *t->ggml_type();
+    q.data = t->data;
+    q.rows = rows;
+    q.cols = cols;
+    q.row_bytes = ggml_row_bytes(q.type, cols);
+    return q;
+  };
+
+  ModelWeights& w = parts.weights;
+  const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
+  w.tok_embd = mat("model.embed_tokens.weight", V, D);
+  tick();
+  w.output_norm = vec("model.norm.weight", D);
+  // Tied models may still store lm_head.weight (a copy); the embedding stands in either way.
+  if (!c.tied_embeddings) w.output = mat("lm_head.weight", V, D);
+  tick();
+  w.rope_freqs = hf_rope_freqs(config, c);
+  tick();
+  w.layers.resize(size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[size_t(l)];
+    L.attn_norm = vec(p + "input_layernorm.weight", D);
+    L.wq = mat(p + "self_attn.q_proj.weight", Q, D);
+    L.wk = mat(p + "self_attn.k_proj.weight", KV, D);
+    L.wv = mat(p + "self_attn.v_proj.weight", KV, D);
+    if (c.qkv_bias) {
+      L.bq = vec(p + "self_attn.q_proj.bias", Q);
+      L.bk = vec(p + "self_attn.k_proj.bias", KV);
+      L.bv = vec(p + "self_attn.v_proj.bias", KV);
+    }
+    if (c.qk_norm) {
+      L.q_norm = vec(p + "self_attn.q_norm.weight", c.head_dim);
+      L.k_norm = vec(p + "self_attn.k_norm.weight", c.head_dim);
+    }
+    L.wo = mat(p + "self_attn.o_proj.weight", D, Q);
+    L.ffn_norm = vec(p + "post_attention_layernorm.weight", D);
+    L.w_gate = mat(p + "mlp.gate_proj.weight", F, D);
+    L.w_up = mat(p + "mlp.up_proj.weight", F, D);
+    L.w_down = mat(p + "mlp.down_proj.weight", D, F);
+    tick();
+  }
+  return parts;
+}
+
+}  // namespace
+
+HfModelParts load_hf_checkpoint(const fs::path& dir,
+                                const std::function<void(LoadProgress)>& progress) {
+  try {
+    return load_parts(dir, progress);
+  } catch (const Json::exception& e) {
+    // A value of an unexpected JSON type (config.json, the index) that no check anticipated.
+    throw ModelError(dir.string() + ": unexpected content: " + e.what());
+  }
+}
+
+std::string hf_checkpoint_sha256(const HfCheckpoint& c) {
+  std::vector<std::pair<std::string, fs::path>> files;
+  for (const fs::path& p : c.files) files.emplace_back(p.filename().string(), p);
+  std::sort(files.begin(), files.end());
+  Sha256 h;
+  for (const auto& [name, path] : files) {
+    const std::string line = name + " " + sha256_file(path) + "\n";
+    h.update(line.data(), line.size());
+  }
+  return h.hex_digest();
+}
+
+}  // namespace sinkscope

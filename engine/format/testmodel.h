@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+// Random-weight GGUF models of the exact shapes of deployed models (Llama 3.1 8B, Qwen2.5 7B,
+// Mistral 7B v0.3, SmolLM2 135M), for speed, memory and scale runs where the real weights are
+// not at hand. Metadata keys, tensor names, shapes and the quantization mix are those llama.cpp's
+// convert_hf_to_gguf.py and llama-quantize write, so llama.cpp loads the same files.
+//
+// The writer streams: the header first (tensor offsets follow from the declared types and
+// shapes), then each tensor in batches of rows generated and quantized on a ThreadPool, into a
+// temporary file renamed over the target at the end. Peak memory is one batch, not one model.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/format/ggml_types.h"
+
+namespace sinkscope {
+
+class ThreadPool;
+
+// How the vocabulary is laid out (which tokenizer, where the specials sit).
+enum class TestVocabKind {
+  kLlama3,   // gpt2 BPE, pre "llama-bpe": bytes + merges, then 256 specials (<|begin_of_text|>...)
+  kQwen2,    // gpt2 BPE, pre "qwen2": bytes + merges, 22 specials, [PADn] up to n_vocab
+  kSmolLM,   // gpt2 BPE, pre "smollm": 17 specials first, then bytes + merges
+  kMistral,  // llama SPM: <unk> <s> </s>, 768 control tokens, <0xNN> bytes, then pieces
+};
+
+struct TestShape {
+  std::string id;            // the --shape name, e.g. "llama3-8b"
+  std::string display_name;  // the real model, e.g. "Llama-3.1-8B-Instruct"
+  std::string architecture;  // llama | qwen2
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int n_ff = 0;
+  int n_vocab = 0;
+  int n_ctx = 0;  // context_length (trained context)
+  float rope_theta = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied_embeddings = false;  // no output.weight
+  bool qkv_bias = false;         // attn_{q,k,v}.bias (qwen2)
+  // Llama 3.1 RoPE scaling, written as the rope_freqs.weight tensor (llama.cpp's converter does
+  // not write rope.scaling.* keys for it).
+  bool llama3_rope = false;
+  float rope_factor = 8.0f, rope_low_freq_factor = 1.0f, rope_high_freq_factor = 4.0f;
+  int rope_orig_ctx = 8192;
+  TestVocabKind vocab = TestVocabKind::kLlama3;
+
+  int head_dim() const { return n_embd / n_head; }
+};
+
+// The shapes by --shape name, in the order documented; nullopt for an unknown name.
+const std::vector<TestShape>& test_model_shapes();
+std::optional<TestShape> find_test_model_shape(std::string_view id);
+std::string test_model_shape_names();  // "llama3-8b, qwen2.5-7b, mistral-7b, smollm2-135m"
+
+// The file types of `--type`: llama.cpp's file types of the same names.
+enum class TestModelType { kQ4_K_M, kQ8_0, kBF16, kF32 };
+std::optional<TestModelType> parse_test_model_type(std::string_view name);
+const char* test_model_type_name(TestModelType t);  // "q4_k_m" ...
+std::string test_model_type_names();                // "q4_k_m, q8_0, bf16, f32"
+uint32_t test_model_file_type(TestModelType t);     // general.file_type (llama_ftype)
+
+// The fewest tokens a vocabulary of this kind can have (bytes and specials).
+int test_model_min_vocab(TestVocabKind kind);
+
+// What initialises a tensor.
+enum class TestTensorInit {
+  kWeight,     // N(0, 0.02)
+  kNorm,       // 1 + N(0, 0.02)
+  kBias,       // N(0, 0.02)
+  kRopeFreqs,  // llama3_rope_factors()
+};
+
+struct TestTensorPlan {
+  std::string name;
+  std::vector<int64_t> dims;  // ggml order: dims[0] is the row length
+  GgmlType type = GgmlType::kF32;
+  TestTensorInit init = TestTensorInit::kWeight;
+};
+
+// The tensors of a shape in file order with the type `type` gives each (llama.cpp's rules:
+// 1-D tensors f32; for q4_k_m Q4_K, with Q6_K for output.weight (token_embd.weight when tied) and
+// for attn_v / ffn_down in the layers use_more_bits picks, and llama.cpp's fallback Q4_K -> Q5_0,
+// Q6_K -> Q8_0 for rows that are not a multiple of 256).
+std::vector<TestTensorPlan> plan_test_model_tensors(const TestShape& shape,
+                                                    TestModelType type);
+
+// Llama 3's RoPE frequency factors, as llama.cpp's converter computes rope_freqs.weight:
+// 1 for wavelengths below orig_ctx / high_freq_factor, `factor` above orig_ctx / low_freq_factor,
+// a smooth blend between. head_dim / 2 values.
+std::vector<float> llama3_rope_factors(int head_dim, float theta, float factor,
+                                       float low_freq_factor, float high_freq_factor,
+                                       int orig_ctx);
+
+struct TestModelProgress {
+  int tensor = 0;             // 1-based index of the tensor being written
+  int n_tensors = 0;
+  std::string name;           // its name
+  bool tensor_done = false;   // its last batch of rows is written
+  uint64_t bytes_written = 0;
+  uint64_t total_bytes = 0;
+};
+
+struct TestModelOptions {
+  TestShape shape;   // n_layer, n_ctx and n_vocab may be changed from the real values
+  TestModelType type = TestModelType::kQ4_K_M;
+  uint64_t seed = 0;
+  ThreadPool* pool = nullptr;  // null: the calling thread only
+  std::function<void(const TestModelProgress&)> progress;  // after each batch of rows
+};
+
+struct TestModelResult {
+  uint64_t file_size = 0;
+  int n_tensors = 0;
+  uint64_t n_params = 0;
+  double seconds = 0;
+};
+
+// Writes the model atomically to `out` (temp file + rename). Deterministic for a seed: each row's
+// values come from its own generator, so the thread count does not change the file. Throws
+// std::invalid_argument for an inconsistent shape (layers, vocabulary below the minimum, widths
+// not multiples of 32) and std::system_error / std::runtime_error for I/O failures.
+TestModelResult write_test_model(const TestModelOptions& options,
+                                 const std::filesystem::path& out);
+
+}  // namespace sinkscope

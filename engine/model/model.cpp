@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "engine/model/model.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "engine/format/hf_checkpoint.h"
+#include "engine/util/sha256.h"
+
+namespace sinkscope {
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::ostringstream s;
+  s << '[';
+  for (size_t i = 0; i < d.size(); ++i) s << (i ? ", " : "") << d[i];
+  s << ']';
+  return s.str();
+}
+
+int positive_int(const GgufFile& f, const std::string& key, int64_t v) {
+  if (v <= 0 || v > (int64_t(1) << 30))
+    throw ModelError(f.path() + ": metadata '" + key + "' = " + std::to_string(v) +
+                     " is out of range (1 .. 2^30)");
+  return int(v);
+}
+
+// The Gemma keys and the values llama.cpp derives (src/llama-model.cpp, load_hparams for
+// LLM_ARCH_GEMMA2 / LLM_ARCH_GEMMA3).
+void read_gemma_config(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const bool gemma2 = c.architecture == "gemma2";
+  c.gemma = true;
+  auto softcap = [&](const std::string& key, double dflt) {
+    const double v = f.get_float_or(a + key, dflt);
+    if (!(v >= 0) || !std::isfinite(v))
+      throw ModelError(f.path() + ": metadata '" + a + key + "' = " + std::to_string(v) +
+                       " is not a soft-cap (must be >= 0; 0 = none)");
+    return float(v);
+  };
+  auto window = [&](int64_t dflt) {
+    const std::string key = a + "attention.sliding_window";
+    const int64_t v = f.has(key) ? f.get_int(key) : dflt;
+    if (v < 0 || v > (int64_t(1) << 30))
+      throw ModelError(f.path() + ": metadata '" + key + "' = " + std::to_string(v) +
+                       " is out of range (0 .. 2^30)");
+    return int(v);
+  };
+  if (gemma2) {
+    // llama.cpp's defaults where the file has no key: window 4096, caps 50 and 30.
+    c.sliding_window = window(4096);
+    c.swa_pattern = 2;
+    c.attn_softcap = softcap("attn_logit_softcapping", 50.0);
+    c.final_softcap = softcap("final_logit_softcapping", 30.0);
+  } else {
+    // Gemma 3 without a window (or with 0) has no local layers; with one, five local layers to
+    // one global, the local ones on RoPE base 10000 unscaled. Its attention is never capped.
+    c.sliding_window = window(0);
+    c.swa_pattern = c.sliding_window > 0 ? 6 : 0;
+    if (c.sliding_window > 0) c.rope_theta_local = 10000.0f;
+    c.final_softcap = softcap("final_logit_softcapping", 0.0);
+  }
+  if (c.sliding_window == 0) c.swa_pattern = 0;
+  // query_pre_attn_scalar is not in the file: llama.cpp takes n_embd / n_head for the 27B
+  // models (46 layers for Gemma 2, 62 for Gemma 3) and head_dim for every other size.
+  const bool is_27b = c.n_layer == (gemma2 ? 46 : 62);
+  c.query_scale = float(1.0 / std::sqrt(double(is_27b ? c.n_embd / c.n_head : c.head_dim)));
+}
+
+}  // namespace
+
+const char* model_format_name(ModelFormat f) {
+  return f == ModelFormat::kGguf ? "GGUF" : "safetensors";
+}
+
+bool is_hf_checkpoint_path(const std::filesystem::path& path) {
+  return !hf_checkpoint_dir(path).empty();
+}
+
+std::string architecture_family(const std::string& architecture) {
+  if (architecture == "llama") return "Llama";
+  if (architecture == "qwen2") return "Qwen2";
+  if (architecture == "qwen3") return "Qwen3";
+  if (architecture == "gemma2") return "Gemma 2";
+  if (architecture == "gemma3") return "Gemma 3";
+  return architecture;
+}
+
+ModelConfig read_model_config(const GgufFile& f) {
+  ModelConfig c;
+  c.architecture = f.get_string_or("general.architecture", "");
+  if (c.architecture.empty())
+    throw ModelError(f.path() + ": missing metadata key 'general.architecture'");
+  if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
+      c.architecture != "gemma2" && c.architecture != "gemma3")
+    throw ModelError(f.path() + ": architecture '" + c.architecture +
+                     "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3)");
+  const std::string a = c.architecture + ".";
+  auto req = [&](const std::string& k) {
+    if (!f.has(a + k)) throw ModelError(f.path() + ": missing metadata key '" + a + k + "'");
+    return positive_int(f, a + k, f.get_int(a + k));
+  };
+  c.name = f.get_string_or("general.name", "");
+  c.n_layer = req("block_count");
+  c.n_embd = req("embedding_length");
+  c.n_ff = req("feed_forward_length");
+  c.n_head = req("attention.head_count");
+  c.n_head_kv = f.has(a + "attention.head_count_kv") ? req("attention.head_count_kv") : c.n_head;
+  c.n_ctx_train = f.has(a + "context_length") ? req("context_length") : 2048;
+  if (c.n_head % c.n_head_kv != 0)
+    throw ModelError(f.path() + ": head_count " + std::to_string(c.n_head) +
+                     " is not a multiple of head_count_kv " + std::to_string(c.n_head_kv));
+  c.head_dim = f.has(a + "attention.key_length") ? req("attention.key_length")
+                                                  : c.n_embd / c.n_head;
+  if (c.head_dim % 2 != 0 || (!f.has(a + "attention.key_length") && c.n_embd % c.n_head != 0))
+    throw ModelError(f.path() + ": head dimension " + std::to_string(c.head_dim) +
+                     " is not usable (must be even and divide the width)");
+  // K and V heads share one width here: a file whose value heads differ cannot be read.
+  if (f.has(a + "attention.value_length") && req("attention.value_length") != c.head_dim)
+    throw ModelError(f.path() + ": attention.value_length " +
+                     std::to_string(f.get_int(a + "attention.value_length")) +
+                     " differs from the key length " + std::to_string(c.head_dim) +
+                     " (not supported)");
+  c.rope_dim = f.has(a + "rope.dimension_count") ? req("rope.dimension_count") : c.head_dim;
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0)
+    throw ModelError(f.path() + ": rope.dimension_count " + std::to_string(c.rope_dim) +
+                     " must be even and <= head dim " + std::to_string(c.head_dim));
+  c.rope_theta = float(f.get_float_or(a + "rope.freq_base", 10000.0));
+  c.rms_eps = float(f.get_float_or(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  const bool gemma2 = c.architecture == "gemma2", gemma3 = c.architecture == "gemma3";
+  // llama.cpp writes Llama Q/K weights permuted for adjacent-pair RoPE; Qwen2, Qwen3 and Gemma
+  // keep HF's half-split (NeoX) layout.
+  c.rope_neox = c.architecture != "llama";
+  c.qkv_bias = c.architecture == "qwen2";
+  c.qk_norm = c.architecture == "qwen3" || gemma3;
+  if (gemma2 || gemma3) read_gemma_config(f, a, c);
+
+  const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
+  if (scaling == "none" || scaling.empty()) {
+    c.rope_scaling = RopeScalingType::kNone;
+  } else if (scaling == "linear") {
+    c.rope_scaling = RopeScalingType::kLinear;
+    c.rope_scale_factor = float(f.get_float_or(a + "rope.scaling.factor", 1.0));
+    if (!(c.rope_scale_factor > 0))
+      throw ModelError(f.path() + ": rope.scaling.factor must be > 0");
+  } else {
+    throw ModelError(f.path() + ": rope scaling '" + scaling +
+                     "' is not supported (supported: none, linear, llama3 rope_freqs)");
+  }
+  c.rope_orig_ctx = int(f.get_int_or(a + "rope.scaling.original_context_length", 0));
+
+  const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (!embd) throw ModelError(f.path() + ": missing tensor 'token_embd.weight'");
+  if (embd->dims.size() != 2 || embd->dims[0] != c.n_embd)
+    throw ModelError(f.path() + ": tensor 'token_embd.weight' has shape " + dims_str(embd->dims) +
+                     ", expected [" + std::to_string(c.n_embd) + ", n_vocab]");
+  c.n_vocab = int(embd->dims[1]);
+  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
+                                         const std::function<void(LoadProgress)>& progress) {
+  std::shared_ptr<Model> m(new Model());
+  if (const std::filesystem::path dir = hf_checkpoint_dir(path); !dir.empty()) {
+    HfModelParts parts = load_hf_checkpoint(dir, progress);
+    m->m_path = dir;
+    m->m_config = std::move(parts.config);
+    m->m_weights = std::move(parts.weights);
+    m->m_tokenizer = std::move(parts.tokenizer);
+    m->m_checkpoint = std::move(parts.checkpoint);
+    return m;
+  }
+  m->m_path = path;
+  m->m_file = GgufFile::open(path);
+  const GgufFile& f = *m->m_file;
+  m->m_config = read_model_config(f);
+  const ModelConfig& c = m->m_config;
+  m->m_tokenizer = Tokenizer::from_gguf(f);
+  if (m->m_tokenizer->vocab_size() > c.n_vocab)
+    throw ModelError(f.path() + ": tokenizer has " +
+                     std::to_string(m->m_tokenizer->vocab_size()) +
+                     " tokens but token_embd.weight has only " + std::to_string(c.n_vocab) +
+                     " rows");
+
+  const int total = 3 + c.n_layer;
+  int done = 0;
+  auto tick = [&] {
+    ++done;
+    if (progress) progress({done, total});
+  };
+
+  // Loads a tensor, checking its shape against the expectation (ggml order: [in, out]).
+  auto load = [&](const std::string& name, std::vector<int64_t> want,
+                  bool optional = false) -> std::vector<float> {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (!t) {
+      if (optional) return {};
+      throw ModelError(f.path() + ": missing tensor '" + name + "'");
+    }
+    if (t->dims != want)
+      throw ModelError(f.path() + ": tensor '" + name + "' has shape " + dims_str(t->dims) +
+                       ", expected " + dims_str(want));
+    return f.dequantize(*t);
+  };
+
+  // A projection in its GGUF encoding, its shape checked like load()'s; its type must have a
+  // CPU dequantizer (every product reads it through one).
+  auto quant = [&](const std::string& name, std::vector<int64_t> want,
+                   bool optional = false) -> QuantMatrix {
+    const GgufTensorInfo* t = f.find_tensor(name);
+    if (!t) {
+      if (optional) return {};
+      throw ModelError(f.path() + ": missing tensor '" + name + "'");
+    }
+    if (t->dims != want)
+      throw ModelError(f.path() + ": tensor '" + name + "' has shape " + dims_str(t->dims) +
+                       ", expected " + dims_str(want));
+    const GgmlTypeTraits* tr = ggml_type_traits(uint32_t(t->type));
+    if (!tr || !tr->can_dequantize)
+      throw ModelError(f.path() + ": tensor '" + name + "' has type " +
+                       ggml_type_name(t->type) + ", which SinkScope cannot read");
+    QuantMatrix q;
+    q.type = t->type;
+    q.data = t->data;
+    q.cols = t->dims[0];
+    q.rows = t->rows();
+    q.row_bytes = ggml_row_bytes(t->type, t->dims[0]);
+    return q;
+  };
+
+  ModelWeights& w = m->m_weights;
+  const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
+  w.tok_embd = quant("token_embd.weight", {D, V});
+  tick();
+  w.output_norm = load("output_norm.weight", {D});
+  w.output = quant("output.weight", {D, V}, /*optional=*/true);
+  tick();
+  w.rope_freqs = load("rope_freqs.weight", {c.rope_dim / 2}, /*optional=*/true);
+  tick();
+  w.layers.resize(size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[size_t(l)];
+    L.attn_norm = load(p + "attn_norm.weight", {D});
+    L.wq = quant(p + "attn_q.weight", {D, Q});
+    L.wk = quant(p + "attn_k.weight", {D, KV});
+    L.wv = quant(p + "attn_v.weight", {D, KV});
+    if (c.qkv_bias) {
+      L.bq = load(p + "attn_q.bias", {Q});
+      L.bk = load(p + "attn_k.bias", {KV});
+      L.bv = load(p + "attn_v.bias", {KV});
+    }
+    if (c.qk_norm) {
+      L.q_norm = load(p + "attn_q_norm.weight", {c.head_dim});
+      L.k_norm = load(p + "attn_k_norm.weight", {c.head_dim});
+    }
+    L.wo = quant(p + "attn_output.weight", {Q, D});
+    if (c.gemma) L.attn_post_norm = load(p + "post_attention_norm.weight", {D});
+    L.ffn_norm = load(p + "ffn_norm.weight", {D});
+    L.w_gate = quant(p + "ffn_gate.weight", {D, F});
+    L.w_up = quant(p + "ffn_up.weight", {D, F});
+    L.w_down = quant(p + "ffn_down.weight", {F, D});
+    if (c.gemma) L.ffn_post_norm = load(p + "post_ffw_norm.weight", {D});
+    tick();
+  }
+  return m;
+}
+
+Model::~Model() = default;
+
+const GgufFile& Model::gguf() const {
+  if (!m_file) throw ModelError(m_path.string() + ": not a GGUF model (loaded from safetensors)");
+  return *m_file;
+}
+
+WeightSummary Model::weight_summary() const {
+  WeightSummary s;
+  if (m_file) {
+    for (const GgufTensorInfo& t : m_file->tensors()) {
+      ++s.by_type[ggml_type_name(t.type)];
+      s.n_params += t.n_elements;
+      s.bytes += t.n_bytes;
+      ++s.n_tensors;
+    }
+  } else if (m_checkpoint) {
+    for (const auto& shard : m_checkpoint->shards) {
+      for (const SafetensorsTensor& t : shard->tensors()) {
+        ++s.by_type[t.dtype];
+        s.n_params += t.n_elements;
+        s.bytes += t.n_bytes;
+        ++s.n_tensors;
+      }
+    }
+  }
+  return s;
+}
+
+std::string Model::sha256() const {
+  std::call_once(m_sha256_once, [this] {
+    m_sha256 = m_checkpoint ? hf_checkpoint_sha256(*m_checkpoint) : sha256_file(m_path);
+  });
+  return m_sha256;
+}
+
+}  // namespace sinkscope
