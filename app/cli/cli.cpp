@@ -40,7 +40,7 @@ const char* const kTopHelp =
     "\n"
     "Without --model the default model is used: $SINKSCOPE_MODEL, else\n"
     "SmolLM2-135M-Instruct.Q4_1.gguf in $SINKSCOPE_CACHE_DIR, $XDG_CACHE_HOME/sinkscope or\n"
-    "~/.cache/sinkscope (packaging/setup.sh fetches it).\n"
+    "~/.cache/sinkscope (scripts/setup.sh fetches it).\n"
     "Exit status: 0 success, 1 runtime error, 2 usage error.\n";
 
 std::string version_line() {

@@ -68,7 +68,7 @@ RunSetup setup_run(const ArgParser& p) {
                                                             : default_dataset_manifest();
   if (!p.get("--dataset") && !std::filesystem::exists(manifest))
     throw std::runtime_error("the default validation dataset is missing (" + manifest.string() +
-                             "); run `bash packaging/setup.sh --eval-data` to assemble it, or "
+                             "); run `bash scripts/setup.sh --eval-data` to assemble it, or "
                              "pass --dataset MANIFEST");
   Dataset full = load_dataset(manifest);
   std::vector<SampleClass> classes;

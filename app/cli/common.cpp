@@ -40,7 +40,7 @@ fs::path resolve_model_path(const std::optional<std::string>& given) {
     const bool from_env = std::getenv("SINKSCOPE_MODEL") && *std::getenv("SINKSCOPE_MODEL");
     throw std::runtime_error("default model not found at " + p.string() +
                              (from_env ? " (from $SINKSCOPE_MODEL)" : "") +
-                             "; run 'bash packaging/setup.sh' to fetch it, or pass --model FILE");
+                             "; run 'bash scripts/setup.sh' to fetch it, or pass --model FILE");
   }
   return p;
 }

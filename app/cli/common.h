@@ -19,7 +19,7 @@
 namespace sinkscope::cli {
 
 // --model when given (must exist: UsageError otherwise), else the default model path (missing:
-// runtime error that says to run packaging/setup.sh).
+// runtime error that says to run scripts/setup.sh).
 std::filesystem::path resolve_model_path(const std::optional<std::string>& given);
 
 // Reads a whole file named by an option; UsageError when it is missing or not a regular file.

@@ -826,7 +826,7 @@ ConfigParseResult parse_config(std::string_view) {
   ConfigParseResult r;
   r.problems.push_back({Severity::kError, "", 0, 0,
                         "this build has no YAML reader (yaml-cpp was not found at configure "
-                        "time; packaging/setup.sh installs libyaml-cpp-dev)"});
+                        "time; scripts/setup.sh installs libyaml-cpp-dev)"});
   return r;
 }
 

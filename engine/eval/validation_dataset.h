@@ -2,7 +2,7 @@
 // The validation dataset (issue 8): a manifest (JSON) listing text samples -- each a file with
 // its sha256, a kind (prose, technical, code, qa, ...) and a length class -- and generated
 // passkey tasks (length, depth, seed). The default dataset is assembled by
-// packaging/make_dataset.py (run by `packaging/setup.sh --eval-data`) from packaged public texts.
+// scripts/make_dataset.py (run by `scripts/setup.sh --eval-data`) from packaged public texts.
 //
 // Manifest format ("format": "sinkscope-dataset-1"):
 //   {"format": "sinkscope-dataset-1", "name": "...", "sha256": "<dataset hash, optional>",

@@ -16,7 +16,7 @@ const char* env_nonempty(const char* name) {
 }  // namespace
 
 std::filesystem::path cache_dir() {
-  // Keep in step with packaging/setup.sh (cache_dir()) and tests/unit/test_support.h.
+  // Keep in step with scripts/setup.sh (cache_dir()) and tests/unit/test_support.h.
   if (const char* d = env_nonempty("SINKSCOPE_CACHE_DIR")) return std::filesystem::path(d);
   if (const char* x = env_nonempty("XDG_CACHE_HOME")) return std::filesystem::path(x) / "sinkscope";
   const char* home = env_nonempty("HOME");

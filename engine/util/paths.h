@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Where the default model and data live. The set-up script (packaging/setup.sh) uses the
+// Where the default model and data live. The set-up script (scripts/setup.sh) uses the
 // same rules: $SINKSCOPE_CACHE_DIR, else $XDG_CACHE_HOME/sinkscope, else ~/.cache/sinkscope.
 #pragma once
 
@@ -16,7 +16,7 @@ std::filesystem::path cache_dir();
 // $SINKSCOPE_MODEL when set, else cache_dir()/kDefaultModelFile (may not exist).
 std::filesystem::path default_model_path();
 
-// The default validation dataset (packaging/make_dataset.py, run by `setup.sh --eval-data`):
+// The default validation dataset (scripts/make_dataset.py, run by `setup.sh --eval-data`):
 // $SINKSCOPE_DATASET when set, else <cache_dir>/eval/<kDefaultDatasetDir>/manifest.json.
 inline constexpr const char* kDefaultDatasetDir = "validation-v1";
 std::filesystem::path default_dataset_manifest();

@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
   try {
     std::ifstream probe(path);
     if (!probe)
-      throw std::runtime_error("model not found: " + path + " (run 'bash packaging/setup.sh')");
+      throw std::runtime_error("model not found: " + path + " (run 'bash scripts/setup.sh')");
     const auto t_load = std::chrono::steady_clock::now();
     auto model = Model::load(path);
     const double load_s = seconds_since(t_load);

@@ -3,14 +3,14 @@
 # Issue 5's streaming evaluation on the CUDA backend (SmolLM2, trained context 8K), every run
 # through `sinkscope-cli` so that the numbers are the ones a user reproduces:
 #   1. perplexity per segment over >= 100K tokens of real text (the King James Bible of
-#      `packaging/setup.sh --eval-data`): dense (full cache, degrades past 8K), window only
+#      `scripts/setup.sh --eval-data`): dense (full cache, degrades past 8K), window only
 #      (S = 0), window + S sinks for S in 1 2 4 8, and sliding window with re-computation (the
 #      reference), for W in 256 1024; every run scores the same tokens (every KV_STRIDE-th);
 #   2. int8 / int4 KV, each with and without sink protection, against unquantized KV under the
 #      same policy (W = 1024, S = 4): perplexity change, mean KL, top-1 (stream-ppl --vs-unquantized);
 #   3. passkey retrieval vs window and sink count.
-# Then prints the tables (packaging/kv_eval_table.py) and writes the plot.
-#   BUILD=<dir> (default build-gpu, built by run_backend_gpu.sh or packaging/gpu.sh BUILD_ONLY=1)
+# Then prints the tables (scripts/kv_eval_table.py) and writes the plot.
+#   BUILD=<dir> (default build-gpu, built by run_backend_gpu.sh or scripts/gpu.sh BUILD_ONLY=1)
 #   OUT=<dir> (default build/gpu-results/kv)   KV_TEXT=<file> (default .model/kjv.txt, else the set-up script's copy)
 #   KV_TOKENS (default 102400)  KV_STRIDE (default 4)  KV_SEGMENT (default 8192)
 #   KV_BACKEND (default cuda)   KV_QUANT_TOKENS (default 8192)   KV_RUNS (below)
@@ -22,10 +22,10 @@ BUILD=${BUILD:-$ROOT/build-gpu}
 OUT=${OUT:-$ROOT/build/gpu-results/kv}
 mkdir -p "$OUT"
 CLI="$BUILD/app/cli/sinkscope-cli"
-[[ -x "$CLI" ]] || { echo "SKIP: $CLI not built (run packaging/gpu.sh BUILD_ONLY=1 first)"; exit 0; }
+[[ -x "$CLI" ]] || { echo "SKIP: $CLI not built (run scripts/gpu.sh BUILD_ONLY=1 first)"; exit 0; }
 TEXT=${KV_TEXT:-$ROOT/.model/kjv.txt}
 [[ -f "$TEXT" ]] || TEXT=${XDG_CACHE_HOME:-$HOME/.cache}/sinkscope/eval/kjv.txt
-[[ -f "$TEXT" ]] || { echo "SKIP: no evaluation text (KV_TEXT, or packaging/setup.sh --eval-data)"; exit 0; }
+[[ -f "$TEXT" ]] || { echo "SKIP: no evaluation text (KV_TEXT, or scripts/setup.sh --eval-data)"; exit 0; }
 N=${KV_TOKENS:-102400}
 STRIDE=${KV_STRIDE:-4}
 SEG=${KV_SEGMENT:-8192}
@@ -104,5 +104,5 @@ if [[ "${SKIP_PASSKEY:-0}" != 1 ]]; then
 fi
 
 echo "== tables =="
-python3 "$ROOT/packaging/kv_eval_table.py" "$OUT" --svg "$OUT/kv_stream_ppl.svg" || rc=1
+python3 "$ROOT/scripts/kv_eval_table.py" "$OUT" --svg "$OUT/kv_stream_ppl.svg" || rc=1
 exit $rc

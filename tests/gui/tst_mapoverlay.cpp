@@ -203,8 +203,8 @@ class TestMapOverlay : public QObject {
     const QString path = test::defaultModelPath();
     if (path.isEmpty()) {
       if (qEnvironmentVariableIntValue("SINKSCOPE_REQUIRE_MODEL"))
-        QFAIL("the default model is missing (bash packaging/setup.sh fetches it)");
-      QSKIP("the default model is not present (bash packaging/setup.sh fetches it)");
+        QFAIL("the default model is missing (bash scripts/setup.sh fetches it)");
+      QSKIP("the default model is not present (bash scripts/setup.sh fetches it)");
     }
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.loadModel(path.toStdString());

@@ -72,7 +72,7 @@ class TestRequestQueue : public QObject {
     QVERIFY(q.cancelRunning());
     QVERIFY(cancel);
   }
-  // Posts, takes and cancels from several threads at once (run under TSan by packaging/test.sh):
+  // Posts, takes and cancels from several threads at once (run under TSan by scripts/test.sh):
   // every id is taken at most once, and all survivors are drained.
   void concurrentPostTakeCancel() {
     RequestQueue q;

@@ -89,8 +89,8 @@ class TestSamplePrompts : public QObject {
     const QString path = test::defaultModelPath();
     if (path.isEmpty()) {
       const char* req = std::getenv("SINKSCOPE_REQUIRE_MODEL");
-      if (req && QByteArray(req) == "1") QFAIL("the default model is not present (bash packaging/setup.sh fetches it)");
-      QSKIP("the default model is not present (bash packaging/setup.sh fetches it)");
+      if (req && QByteArray(req) == "1") QFAIL("the default model is not present (bash scripts/setup.sh fetches it)");
+      QSKIP("the default model is not present (bash scripts/setup.sh fetches it)");
     }
     // The tokenizer alone: header and metadata, no weights.
     const std::unique_ptr<GgufFile> file = GgufFile::open(path.toStdString());

@@ -164,7 +164,7 @@ class TestValidationController : public QObject {
     const QByteArray missing = dir.filePath(QStringLiteral("nowhere/manifest.json")).toUtf8();
     qputenv("SINKSCOPE_DATASET", missing);
     const QString msg = ValidationController::missingDatasetMessage({});
-    QVERIFY(msg.contains(QStringLiteral("bash packaging/setup.sh --eval-data")));
+    QVERIFY(msg.contains(QStringLiteral("bash scripts/setup.sh --eval-data")));
     QVERIFY(msg.contains(QString::fromUtf8(missing)));
     auto wb = makeWorkbench();
     QVERIFY(wb);

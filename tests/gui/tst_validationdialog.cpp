@@ -163,7 +163,7 @@ class TestValidationDialog : public QObject {
     QVERIFY(wb);
     ValidationDialog d(wb.get(), dir.filePath(QStringLiteral("x.yaml")));
     QLabel* hint = child<QLabel>(&d, "datasetHint");
-    QVERIFY(hint->text().contains(QStringLiteral("bash packaging/setup.sh --eval-data")));
+    QVERIFY(hint->text().contains(QStringLiteral("bash scripts/setup.sh --eval-data")));
     QTest::mouseClick(child<QPushButton>(&d, "validate"), Qt::LeftButton);
     QVERIFY(!wb->validation()->running());  // nothing started
     QVERIFY(statusOf(d).contains(QStringLiteral("--eval-data")));

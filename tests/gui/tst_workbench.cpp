@@ -224,7 +224,7 @@ class TestWorkbench : public QObject {
   }
   void defaultModelRun() {
     const QString path = test::defaultModelPath();
-    if (path.isEmpty()) QSKIP("the default model is not present (bash packaging/setup.sh fetches it)");
+    if (path.isEmpty()) QSKIP("the default model is not present (bash scripts/setup.sh fetches it)");
     Workbench wb(BackendKind::kCpu, 2);
     QSignalSpy ready(&wb, &Workbench::resultReady);
     QSignalSpy failed(&wb, &Workbench::runFailed);

@@ -6,7 +6,7 @@ Run with the oracle virtual environment (torch, transformers >= 5, gguf, acceler
 
     /opt/oracle-venv/bin/python tests/oracle/make_logits_golden.py [MODEL.gguf] [--out DIR]
 
-The model defaults to the cache path used by packaging/setup.sh and engine/util/paths.h.
+The model defaults to the cache path used by scripts/setup.sh and engine/util/paths.h.
 HF dequantizes the GGUF weights to float32 itself, so these logits are an independent
 float32 reference for the C++ engine (which dequantizes with its own code).
 
@@ -172,7 +172,7 @@ def main() -> int:
 
     model_path = pathlib.Path(args.model).resolve()
     if not model_path.is_file():
-        print(f"error: model not found: {model_path} (run packaging/setup.sh)", file=sys.stderr)
+        print(f"error: model not found: {model_path} (run scripts/setup.sh)", file=sys.stderr)
         return 1
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)

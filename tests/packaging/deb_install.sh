@@ -13,7 +13,7 @@ work="$BUILD/deb-test"
 rm -rf "$work"
 mkdir -p "$work"
 fail() { echo "deb_install: FAIL: $*"; exit 1; }
-# CPack's dependency scan (CPACK_DEBIAN_PACKAGE_SHLIBDEPS) runs both; packaging/setup.sh installs them.
+# CPack's dependency scan (CPACK_DEBIAN_PACKAGE_SHLIBDEPS) runs both; scripts/setup.sh installs them.
 for tool in file dpkg-shlibdeps; do
   command -v "$tool" >/dev/null 2>&1 || fail "$tool not found (install dpkg-dev and file)"
 done

@@ -256,7 +256,7 @@ TEST(CliBinary, StatusesWithoutModel) {
   r = run_binary({"generate", "--prompt", "hello"},
                  "env -u SINKSCOPE_MODEL SINKSCOPE_CACHE_DIR=/nonexistent/sinkscope-cache");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("packaging/setup.sh"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("scripts/setup.sh"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/sinkscope-cache"), std::string::npos) << r.err;
 }
 

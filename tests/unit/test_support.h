@@ -34,8 +34,8 @@ inline std::filesystem::path default_model_path() {
   const std::filesystem::path var = ::sinkscope::test::default_model_path();                   \
   if (var.empty()) {                                                                           \
     const char* req = std::getenv("SINKSCOPE_REQUIRE_MODEL");                                  \
-    if (req && std::string(req) == "1") FAIL() << "default model not found (run packaging/setup.sh)"; \
-    GTEST_SKIP() << "default model not found; run packaging/setup.sh to fetch it";             \
+    if (req && std::string(req) == "1") FAIL() << "default model not found (run scripts/setup.sh)"; \
+    GTEST_SKIP() << "default model not found; run scripts/setup.sh to fetch it";             \
   }
 
 inline std::filesystem::path golden_dir() { return SINKSCOPE_GOLDEN_DIR; }

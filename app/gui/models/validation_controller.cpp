@@ -62,7 +62,7 @@ QString ValidationController::missingDatasetMessage(const QString& manifest) {
   if (QFileInfo::exists(path)) return {};
   if (!manifest.isEmpty()) return tr("The dataset manifest %1 does not exist.").arg(path);
   return tr("The default validation dataset is missing (%1).\n\nAssemble it once with\n"
-            "    bash packaging/setup.sh --eval-data\nor choose a dataset manifest.")
+            "    bash scripts/setup.sh --eval-data\nor choose a dataset manifest.")
       .arg(path);
 }
 

@@ -4,7 +4,7 @@
 
 Sources (none written by us; versions and hashes pinned, provenance in the manifest):
   prose      King James Version (1611, public domain), Debian package bible-kjv-text, as
-             extracted by `packaging/setup.sh --eval-data` (kjv.txt)
+             extracted by `scripts/setup.sh --eval-data` (kjv.txt)
   technical  Django 4.2.16 documentation, docs/topics + docs/ref + docs/howto (BSD-3-Clause),
              from the PyPI sdist Django-4.2.16.tar.gz
   code       Django 4.2.16 Python sources, django/**/*.py without migrations (BSD-3-Clause)

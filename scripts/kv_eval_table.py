@@ -4,7 +4,7 @@
 JSON files: streaming perplexity per segment for every cache policy against the sliding window
 with re-computation, int8/int4 KV against unquantized KV, passkey accuracy vs window and sinks.
 
-  python3 packaging/kv_eval_table.py OUT_DIR [--svg FILE]
+  python3 scripts/kv_eval_table.py OUT_DIR [--svg FILE]
 """
 import argparse
 import json

@@ -3,7 +3,7 @@
 # Builds the libFuzzer targets (tests/fuzz) with clang into build-fuzz/ and runs each for a chosen
 # time, then prints executions, coverage and crashes per target.
 #
-#   bash packaging/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s; targets:
+#   bash scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     (default 60 s; targets:
 #                                                                gguf tokenizer config hf)
 #
 # Seeds come from tests/fuzz/corpus/<target>/ and the reproducers in tests/fuzz/regressions/

@@ -3,7 +3,7 @@
 # The main job: set up (quietly when already done), then start the SinkScope workbench with the
 # default model. Without a display (no $DISPLAY / $WAYLAND_DISPLAY) it runs the headless CLI
 # instead. Arguments select the CLI and are passed through, e.g.
-#   bash packaging/run.sh generate --prompt "Hi" --max-tokens 32
+#   bash scripts/run.sh generate --prompt "Hi" --max-tokens 32
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,14 +12,14 @@ GUI="$ROOT/build/app/gui/sinkscope"
 SAMPLE_PROMPT="$ROOT/resources/prompts/attention-sinks.txt"
 
 if (($# == 0)) && [[ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]]; then
-  bash "$ROOT/packaging/setup.sh" --quiet --gui --target sinkscope
+  bash "$ROOT/scripts/setup.sh" --quiet --gui --target sinkscope
   if [[ -x "$GUI" ]]; then
     exec "$GUI"
   fi
   echo "run: the workbench was not built (Qt 6 missing?); starting the CLI instead" >&2
 fi
 
-bash "$ROOT/packaging/setup.sh" --quiet --target sinkscope-cli
+bash "$ROOT/scripts/setup.sh" --quiet --target sinkscope-cli
 [[ -x "$CLI" ]] || { echo "run: error: $CLI was not built" >&2; exit 1; }
 if (($# == 0)); then
   echo "run: no display; running the CLI (the workbench needs a display)" >&2

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # The test command: set up (packages + model), build everything including the tests, run ctest.
 # Tests that need the default model fail (rather than skip) when it is missing.
-# Extra arguments go to ctest, e.g.  bash packaging/test.sh -R Json
+# Extra arguments go to ctest, e.g.  bash scripts/test.sh -R Json
 #
 # Then two more stages, each switchable by an environment variable:
 #  - SINKSCOPE_TEST_SANITIZE=1 (default): the CPU unit tests again, built with ASan + UBSan (gcc,
@@ -13,13 +13,13 @@
 #    request queue (coalescing, cancel) and the GUI hand-off (tests/gui), the thread pool and the
 #    CPU backend's cancel (tests/unit); Qt-internal reports are suppressed by tests/tsan/qt.supp;
 #  - SINKSCOPE_TEST_FUZZ_SECONDS=20 (default; 0 skips): each libFuzzer target for that long
-#    (packaging/fuzz.sh), when clang is installed.
+#    (scripts/fuzz.sh), when clang is installed.
 # The status is non-zero when any stage fails.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-bash "$ROOT/packaging/setup.sh" --gui
+bash "$ROOT/scripts/setup.sh" --gui
 
 export SINKSCOPE_REQUIRE_MODEL=1
 jobs="${SINKSCOPE_TEST_JOBS:-2}"
@@ -109,14 +109,14 @@ fuzz_seconds="${SINKSCOPE_TEST_FUZZ_SECONDS:-20}"
 if [[ "$fuzz_seconds" != 0 ]]; then
   if command -v clang++ >/dev/null 2>&1 || command -v clang++-14 >/dev/null 2>&1; then
     echo "test: fuzzing each target for $fuzz_seconds s"
-    if bash "$ROOT/packaging/fuzz.sh" "$fuzz_seconds"; then
+    if bash "$ROOT/scripts/fuzz.sh" "$fuzz_seconds"; then
       echo "test: fuzz smoke passed"
     else
       echo "test: FAILED: fuzz smoke (see above)" >&2
       status=1
     fi
   else
-    echo "test: clang not found; skipping the fuzz smoke (packaging/setup.sh installs it)"
+    echo "test: clang not found; skipping the fuzz smoke (scripts/setup.sh installs it)"
   fi
 fi
 

