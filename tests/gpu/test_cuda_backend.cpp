@@ -186,6 +186,7 @@ int main() {
     auto fam = make_cuda_backend(model, {}, fco);  // the wgmma family's dense prefill
     BackendOptions so;
     so.attention.type = AttentionType::kDynamicSparse;
+    so.attention.threshold_prefill = so.attention.threshold_decode = 0.0;  // lambda 0
     // Which prefill kernels the default backend really runs (SINKSCOPE_PREFILL_WS=0, a device
     // other than sm_90 or a build without sm_90a code leave the warp-specialised ones out; the
     // warp-specialised sparse kernel is selected at head_dim 128 only).
