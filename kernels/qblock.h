@@ -19,8 +19,10 @@
 
 #if defined(__CUDACC__)
 #define SINKSCOPE_QB_FN __host__ __device__ __forceinline__
+#define SINKSCOPE_QB_CONSTEXPR __host__ __device__ constexpr
 #else
 #define SINKSCOPE_QB_FN inline
+#define SINKSCOPE_QB_CONSTEXPR constexpr
 #endif
 
 namespace sinkscope::qblock {
@@ -31,12 +33,12 @@ enum QType : int { kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_
 
 constexpr int kChunk = 8;  // elements decoded per call
 
-SINKSCOPE_QB_FN bool supported(int type) {
+SINKSCOPE_QB_CONSTEXPR bool supported(int type) {
   return type == kQ4_0 || type == kQ4_1 || type == kQ8_0 || type == kQ4_K || type == kQ5_K ||
          type == kQ6_K;
 }
 // Elements per block (0 for an unsupported type).
-SINKSCOPE_QB_FN int block_elems(int type) {
+SINKSCOPE_QB_CONSTEXPR int block_elems(int type) {
   switch (type) {
     case kQ4_0: case kQ4_1: case kQ8_0: return 32;
     case kQ4_K: case kQ5_K: case kQ6_K: return 256;
@@ -44,7 +46,7 @@ SINKSCOPE_QB_FN int block_elems(int type) {
   }
 }
 // Bytes per block (0 for an unsupported type).
-SINKSCOPE_QB_FN int block_bytes(int type) {
+SINKSCOPE_QB_CONSTEXPR int block_bytes(int type) {
   switch (type) {
     case kQ4_0: return 18;
     case kQ4_1: return 20;
