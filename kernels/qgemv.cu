@@ -13,6 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <string>
 
 #include "kernels/cuda_check.h"
@@ -21,9 +22,10 @@
 namespace sinkscope::kernels {
 namespace {
 
-constexpr int kWarps = 8;  // rows per CTA
+constexpr int kWarps = 8;
+constexpr int kMaxCols = 227 * 1024 / 4;  // the fp32 activation stage in sm_90 shared memory  // rows per CTA
 constexpr int kThreads = kWarps * 32;
-constexpr int kDefaultSmem = 48 * 1024;  // usable without opting in
+constexpr size_t kDefaultSmem = 48 * 1024;  // usable without opting in
 
 template <int T>
 __global__ void __launch_bounds__(kThreads)
@@ -87,15 +89,28 @@ __global__ void __launch_bounds__(256)
   }
 }
 
+// The dynamic shared memory qgemv_kernel<T> may use as set so far (process-wide; a process that
+// drives several devices sets it on the first one only, see qgemv.h).
+template <int T>
+std::atomic<size_t>& smem_limit() {
+  static std::atomic<size_t> v{kDefaultSmem};
+  return v;
+}
+
+template <int T>
+cudaError_t raise_smem(size_t smem) {
+  if (smem <= smem_limit<T>().load()) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(
+      qgemv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e == cudaSuccess) smem_limit<T>().store(smem);
+  return e;
+}
+
 template <int T>
 cudaError_t launch_gemv_t(const void* w, int rows, int cols, int64_t row_bytes, const uint16_t* v,
                           float* y, bool accumulate, cudaStream_t st) {
   const size_t smem = static_cast<size_t>(cols) * sizeof(float);
-  if (smem > static_cast<size_t>(kDefaultSmem)) {
-    const cudaError_t e = cudaFuncSetAttribute(
-        qgemv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e != cudaSuccess) return e;
-  }
+  if (const cudaError_t e = raise_smem<T>(smem); e != cudaSuccess) return e;
   const int grid = (rows + kWarps - 1) / kWarps;
   qgemv_kernel<T><<<grid, kThreads, smem, st>>>(static_cast<const uint8_t*>(w), rows, cols,
                                                 row_bytes, v, y, accumulate ? 1 : 0);
@@ -135,6 +150,22 @@ std::string qgemv_shape_error(int type, int64_t rows, int64_t cols) {
   return {};
 }
 
+OpStatus qgemv_prepare(int max_cols) {
+  if (max_cols <= 0 || max_cols > kMaxCols) {
+    return OpStatus::error("qgemv_prepare: max_cols " + std::to_string(max_cols) +
+                           " outside 1.." + std::to_string(kMaxCols));
+  }
+  const size_t smem = static_cast<size_t>(max_cols) * sizeof(float);
+  for (const cudaError_t e : {raise_smem<qblock::kQ4_0>(smem), raise_smem<qblock::kQ4_1>(smem),
+                              raise_smem<qblock::kQ8_0>(smem), raise_smem<qblock::kQ4_K>(smem),
+                              raise_smem<qblock::kQ5_K>(smem), raise_smem<qblock::kQ6_K>(smem)}) {
+    if (e != cudaSuccess) {
+      return OpStatus::error(cuda_error_text(e, "qgemv_prepare", __FILE__, __LINE__));
+    }
+  }
+  return {};
+}
+
 OpStatus launch_qgemv(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,
                       bool accumulate, void* stream) {
   static constexpr const char* fn = "launch_qgemv: ";
@@ -143,8 +174,7 @@ OpStatus launch_qgemv(int type, const void* w, int rows, int cols, const uint16_
   if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
     return OpStatus::error(fn + why);
   }
-  // The fp32 activation stage must fit the opt-in shared memory of sm_90 (227 KiB).
-  if (static_cast<int64_t>(cols) * 4 > 227 * 1024) {
+  if (cols > kMaxCols) {
     return OpStatus::error(std::string(fn) + "row length " + std::to_string(cols) +
                            " exceeds the shared-memory activation stage");
   }

@@ -19,6 +19,11 @@ int64_t qweight_row_bytes(int type, int64_t cols);
 // Empty when a [rows][cols] matrix of `type` can go through launch_qgemv; else why not.
 std::string qgemv_shape_error(int type, int64_t rows, int64_t cols);
 
+// Raises the GEMV kernels' dynamic shared-memory limit for rows up to max_cols on the current
+// device. launch_qgemv does so itself when a row needs more than has been set; a caller that
+// captures launches into a CUDA graph calls this first, outside the capture.
+OpStatus qgemv_prepare(int max_cols);
+
 // y[r] = W[r] . v  (accumulate: y[r] += W[r] . v) for r < rows, fp32 accumulation.
 // w: rows * qweight_row_bytes(type, cols) bytes (rows packed back to back, any alignment);
 // v: [cols] bf16; y: [rows] fp32. v and y must not overlap w.

@@ -218,13 +218,13 @@ void bench() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!sinkscope::testing::have_gpu("test_qgemv")) return 0;
+  if (!sinkscope::testing::have_gpu("test_qgemv_gpu")) return 0;
   bool do_bench = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--bench") == 0) {
       do_bench = true;
     } else {
-      std::fprintf(stderr, "test_qgemv: unknown argument '%s' (use --bench)\n", argv[i]);
+      std::fprintf(stderr, "test_qgemv_gpu: unknown argument '%s' (use --bench)\n", argv[i]);
       return 2;
     }
   }
