@@ -22,8 +22,8 @@
 namespace sinkscope::kernels {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kMaxCols = 227 * 1024 / 4;  // the fp32 activation stage in sm_90 shared memory  // rows per CTA
+constexpr int kWarps = 8;  // rows per CTA
+constexpr int kMaxCols = 227 * 1024 / 4;  // the fp32 activation stage in sm_90 shared memory
 constexpr int kThreads = kWarps * 32;
 constexpr size_t kDefaultSmem = 48 * 1024;  // usable without opting in
 
@@ -146,7 +146,11 @@ std::string qgemv_shape_error(int type, int64_t rows, int64_t cols) {
     return "row length " + std::to_string(cols) + " is not a multiple of the block size " +
            std::to_string(qblock::block_elems(type));
   }
-  if (rows > (int64_t(1) << 30) || cols > (int64_t(1) << 30)) return "matrix too large";
+  if (rows > (int64_t(1) << 30)) return "matrix too large";
+  if (cols > kMaxCols) {
+    return "row length " + std::to_string(cols) + " exceeds the GEMV's shared-memory stage (" +
+           std::to_string(kMaxCols) + ")";
+  }
   return {};
 }
 
@@ -173,10 +177,6 @@ OpStatus launch_qgemv(int type, const void* w, int rows, int cols, const uint16_
   if (!w || !v || !y) return OpStatus::error(std::string(fn) + "a required pointer is null");
   if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
     return OpStatus::error(fn + why);
-  }
-  if (cols > kMaxCols) {
-    return OpStatus::error(std::string(fn) + "row length " + std::to_string(cols) +
-                           " exceeds the shared-memory activation stage");
   }
   const int64_t rb = qweight_row_bytes(type, cols);
   const auto st = static_cast<cudaStream_t>(stream);

@@ -16,7 +16,9 @@ namespace sinkscope::kernels {
 // decode (qblock::supported) or cols is not a positive multiple of its block size.
 int64_t qweight_row_bytes(int type, int64_t cols);
 
-// Empty when a [rows][cols] matrix of `type` can go through launch_qgemv; else why not.
+// Empty when a [rows][cols] matrix of `type` can go through launch_qgemv; else why not (a type
+// without a device decode, a row length off the block size or beyond the fp32 activation stage
+// in shared memory, 58112 elements).
 std::string qgemv_shape_error(int type, int64_t rows, int64_t cols);
 
 // Raises the GEMV kernels' dynamic shared-memory limit for rows up to max_cols on the current

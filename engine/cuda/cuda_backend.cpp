@@ -226,7 +226,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   if (wplan.scratch_elems) {
     m_wscratch = alloc(wplan.scratch_elems * 2, "bf16 scratch of dequantized weights (prefill)");
     // Shared-memory limits of the quantized GEMV set now: not while a decode graph is captured.
-    SS_LAUNCH(kernels::qgemv_prepare(std::max({c.n_embd, c.q_dim(), c.n_ff})));
+    // (Native projections have rows within the stage, qgemv_shape_error; clamp the others.)
+    SS_LAUNCH(kernels::qgemv_prepare(std::min(std::max({c.n_embd, c.q_dim(), c.n_ff}), 227 * 1024 / 4)));
   }
   m_q = alloc(B * Q * 2, "rotated queries");
   m_att = alloc(B * Q * 2, "attention output");
