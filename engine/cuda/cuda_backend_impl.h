@@ -312,7 +312,7 @@ class CudaBackendImpl final : public CudaBackend {
   std::shared_ptr<const Model> m_model;
   AttentionSettings m_attn;
   CudaBackendOptions m_copt;
-  GpuWeights m_gpu_weights = GpuWeights::kNative;  // BackendOptions::gpu_weights
+  GpuWeights m_gpu_weights = GpuWeights::kBf16;  // BackendOptions::gpu_weights
   AttentionProbes m_probes;
   int m_device = 0;
   std::string m_device_name;

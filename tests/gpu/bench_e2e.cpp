@@ -87,7 +87,7 @@ Result bench(CudaBackend& be, const std::vector<TokenId>& prompt, int n_decode, 
 int main(int argc, char** argv) {
   std::string csv, ids_path;
   int n_prompt = 2048, n_decode = 256, reps = 5;
-  GpuWeights weights = GpuWeights::kNative;
+  GpuWeights weights = GpuWeights::kBf16;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };

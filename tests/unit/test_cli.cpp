@@ -98,9 +98,9 @@ TEST(CliArgs, UsageErrorsNameTheProblem) {
 }
 
 TEST(CliArgs, GpuWeightsOption) {
-  // Default: projections in their file format; bf16 on request; anything else names the option.
+  // Default: bf16; the file format on request; anything else names the option.
   EXPECT_EQ(sinkscope::cli::parse_generate_args(argv_of({"--prompt", "Hi"})).gpu_weights,
-            sinkscope::GpuWeights::kNative);
+            sinkscope::GpuWeights::kBf16);
   EXPECT_EQ(sinkscope::cli::parse_generate_args(
                 argv_of({"--prompt", "Hi", "--gpu-weights", "bf16"})).gpu_weights,
             sinkscope::GpuWeights::kBf16);
