@@ -150,6 +150,20 @@ TEST(GptOss, WithoutItsSinksTheLogitsMoveFarPastTheTolerance) {
   EXPECT_GT(g.prefill, 100 * kMaxLogitDiff);
 }
 
+// YaRN and the expert routing matter too: without the YaRN keys (plain RoPE), or with one expert
+// per token instead of two, the logits leave the tolerance by far.
+TEST(GptOss, YarnAndTopKRoutingEachMoveTheLogits) {
+  const oracle::PromptAgreement no_yarn = run_oracle(Model::load(copy_gguf(
+      "no_yarn", {}, {},
+      {"gpt-oss.rope.scaling.type", "gpt-oss.rope.scaling.factor",
+       "gpt-oss.rope.scaling.original_context_length"})));
+  EXPECT_GT(no_yarn.prefill, 100 * kMaxLogitDiff);
+  const oracle::PromptAgreement top1 = run_oracle(Model::load(copy_gguf(
+      "top1", {}, [](GgufWriter& w) { w.set_u32("gpt-oss.expert_used_count", 1); },
+      {"gpt-oss.expert_used_count"})));
+  EXPECT_GT(top1.prefill, 100 * kMaxLogitDiff);
+}
+
 // Every query's probability splits between the keys it sees and the sink: with the column-mass
 // probe covering every position, mean column mass summed over keys + mean sink mass = 1 for each
 // (layer, head), and the sink takes a real share (|sink logits| ~ 1.5 in the oracle).
