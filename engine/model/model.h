@@ -7,7 +7,7 @@
 // (scaled embeddings, norms after attention and FFN, GeGLU, local sliding-window layers of the
 // model's own; gemma2 soft-caps attention scores and logits, gemma3 normalises Q and K and gives
 // its local layers a RoPE base of their own; GGUF only), gpt-oss (learned attention sinks,
-// mixture of experts, YaRN; GGUF only).
+// mixture of experts, YaRN; GGUF or a checkpoint with unpacked experts).
 #pragma once
 
 #include <cmath>
@@ -146,6 +146,9 @@ struct ModelWeights {
   QuantMatrix output;              // (n_vocab, D); empty when tied to tok_embd
   std::vector<float> rope_freqs;   // (rope_dim/2) optional per-pair frequency factors (llama3)
   std::vector<LayerWeights> layers;
+  // Float32 copies the views above may point into, where the stored layout is not the engine's
+  // (a Hugging Face gpt-oss checkpoint's experts: x @ W with gate and up interleaved).
+  std::vector<std::vector<float>> owned;
   const QuantMatrix& lm_head() const { return output.empty() ? tok_embd : output; }
 };
 
