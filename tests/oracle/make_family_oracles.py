@@ -27,6 +27,15 @@ for every size but the 27B models), so the HF configs here set it to head_dim. T
 smaller than the first prompt, so the local layers really window; the soft-caps are small enough
 (5 on scores, 10 on logits) that leaving one out moves the logits far past the tolerance.
 
+gpt-oss (GptOssModel in convert_hf_to_gguf.py): attn_{q,k,v,output}.bias, attn_sinks.weight,
+post_attention_norm.weight as the FFN norm, the router as ffn_gate_inp (weight and bias), and the
+experts split out of HF's gate_up_proj (x @ W, gate and up interleaved in the columns) into
+ffn_gate_exps / ffn_up_exps (E, F, D) and ffn_down_exps (E, D, F) with their biases (the `expand`
+hook). The expert weights are MXFP4 (gguf-py's quantizer; the HF model runs on its dequantized
+values, so the logits also check SinkScope's MXFP4 dequantizer); YaRN and the sliding window are
+in the metadata as llama.cpp writes them. transformers' GGUF loader has no gpt-oss, so that case
+has no round-trip self-check. `--case NAME` rewrites one case and keeps the manifest's others.
+
 Tokenizer: the engine needs tokenizer metadata it can load, so each GGUF carries a minimal GPT-2
 byte-level BPE vocabulary made here: the 256 byte tokens, merges learnt from a fixed sentence,
 then <|endoftext|>, <|im_start|>, <|im_end|>. The prompts are token ids; nothing is tokenized.
