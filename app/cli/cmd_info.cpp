@@ -112,6 +112,24 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   const uint64_t kv_per_token = 2ull * uint64_t(c.n_layer) * uint64_t(c.kv_dim()) * sizeof(float);
   const uint64_t kv_trained = kv_per_token * uint64_t(std::max(0, c.n_ctx_train));
 
+  // gpt-oss's learned sink logits, per layer (n_head each): read from the file (a few floats
+  // per layer) or the loaded checkpoint.
+  std::vector<std::vector<float>> sinks;
+  if (c.attn_sinks) {
+    for (int l = 0; l < c.n_layer; ++l) {
+      if (hf) {
+        sinks.push_back(hf->weights().layers[size_t(l)].sinks);
+        continue;
+      }
+      const std::string name = "blk." + std::to_string(l) + ".attn_sinks.weight";
+      const GgufTensorInfo* t = file->find_tensor(name);
+      if (!t || t->n_elements != c.n_head)
+        throw ModelError(path.string() + ": tensor '" + name + "' is missing or not " +
+                         std::to_string(c.n_head) + " values");
+      sinks.push_back(file->dequantize(*t));
+    }
+  }
+
   if (a.json) {
     Json j;
     j["path"] = path.string();
@@ -151,6 +169,22 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     cfg["attn_softcap"] = static_cast<double>(c.attn_softcap);
     cfg["final_softcap"] = static_cast<double>(c.final_softcap);
     cfg["rope_theta_local"] = static_cast<double>(c.rope_theta_local);
+    if (c.rope_scaling == RopeScalingType::kYarn) {
+      cfg["rope_scale_factor"] = static_cast<double>(c.rope_scale_factor);
+      cfg["rope_orig_ctx"] = c.rope_orig_ctx;
+    }
+    // gpt-oss: learned sink logits per layer and head (score units), experts.
+    cfg["attn_sinks"] = c.attn_sinks;
+    if (c.attn_sinks) {
+      Json& ls = cfg["learned_sinks"] = Json::array();
+      for (const std::vector<float>& layer : sinks) {
+        Json per = Json::array();
+        for (float v : layer) per.push_back(static_cast<double>(v));
+        ls.push_back(per);
+      }
+    }
+    cfg["n_expert"] = c.n_expert;
+    cfg["n_expert_used"] = c.n_expert_used;
     Json& tensors = j["tensors"];
     tensors["count"] = static_cast<unsigned long long>(ws.n_tensors);
     tensors["parameters"] = static_cast<long long>(n_params);
@@ -194,6 +228,8 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
               << c.rope_dim << " dims, " << (c.rope_neox ? "neox pairs" : "adjacent pairs")
               << ", scaling " << rope_scaling_name(c.rope_scaling);
   if (c.rope_scaling == RopeScalingType::kLinear) out << " x" << c.rope_scale_factor;
+  if (c.rope_scaling == RopeScalingType::kYarn)
+    out << " x" << c.rope_scale_factor << " from " << c.rope_orig_ctx << " positions";
   out << (c.rope_theta_local > 0 ? " (global layers)\n" : "\n");
   row("rms eps") << c.rms_eps << "\n";
   row("qkv bias") << (c.qkv_bias ? "yes" : "no") << "\n";
@@ -220,6 +256,26 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     };
     row("soft-caps") << "attention " << cap(c.attn_softcap) << ", final " << cap(c.final_softcap)
                      << "\n";
+  }
+  if (c.gpt_oss) {
+    if (c.sliding_window > 0)
+      row("layer windows") << "local " << c.sliding_window << " tokens on layers "
+                           << layer_list(c, true) << "; global on " << layer_list(c, false)
+                           << "\n";
+    row("experts") << c.n_expert << ", " << c.n_expert_used << " used per token (clamped SwiGLU, "
+                   << "alpha " << c.swiglu_alpha << ", limit " << c.swiglu_limit << ")\n";
+  }
+  if (c.attn_sinks) {
+    // The learned sink logits: a per-head logit in every softmax's denominator, no key.
+    float lo = INFINITY, hi = -INFINITY;
+    for (const std::vector<float>& layer : sinks)
+      for (float v : layer) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    row("learned sinks") << "yes, one logit per head and layer (" << c.n_layer << " x "
+                         << c.n_head << "), from " << std::defaultfloat << std::setprecision(4)
+                         << lo << " to " << hi << "\n";
   }
   out << "tensors: " << ws.n_tensors << " (" << std::fixed << std::setprecision(1)
       << n_params / 1e6 << " M parameters)\n";

@@ -53,6 +53,15 @@ int run_sinks(const SinksArgs& a, std::ostream& out, std::ostream& err) {
     }
     j["flagged"] = r.flagged;
     j["recommended_sink_keep_count"] = r.recommended_sink_keep;
+    // Learned sinks (gpt-oss): mean probability per query of each head's sink logit, per layer.
+    if (!r.learned_mass.empty()) {
+      Json& ls = j["learned_sink_mass"] = Json::array();
+      for (int l = 0; l < r.n_layer; ++l) {
+        Json per = Json::array();
+        for (int h = 0; h < r.n_head; ++h) per.push_back(r.learned_at(l, h));
+        ls.push_back(per);
+      }
+    }
     out << dump_json(j) << "\n";
     return 0;
   }
@@ -76,6 +85,16 @@ int run_sinks(const SinksArgs& a, std::ostream& out, std::ostream& err) {
   for (int k : r.flagged) out << " " << k;
   out << (r.flagged.empty() ? " none" : "") << "\nrecommended sink_keep_count: "
       << r.recommended_sink_keep << "\n";
+  if (!r.learned_mass.empty()) {
+    // Next to alpha_k of the keys: the mass each head's learned sink logit takes per query.
+    out << learned_sink_summary(r) << "\nlearned sink mass per head:\n";
+    for (int l = 0; l < r.n_layer; ++l) {
+      out << "  layer " << std::setw(3) << l << ":";
+      for (int h = 0; h < r.n_head; ++h)
+        out << " " << std::fixed << std::setprecision(3) << r.learned_at(l, h);
+      out << "\n";
+    }
+  }
   return 0;
 }
 

@@ -115,6 +115,8 @@ struct AttentionProbes {
     col_mass.assign(size_t(layers) * heads * size_t(col_n), 0.0);
     col_queries.assign(size_t(col_n), 0);
     col_queries_layer.clear();
+    sink_mass.clear();
+    sink_queries = 0;
   }
   SkipMask mask;  // filled by the prefill when mask.layer/head name a (layer, head)
   // Column mass for sink detection (engine/eval/sinks.h), recorded when col_n > 0 (a backend's
@@ -128,6 +130,12 @@ struct AttentionProbes {
   // col_queries_layer[layer * col_n + k]: the queries that could see k under the cache rule AND
   // the layer's window. Empty where every layer sees what col_queries says.
   std::vector<int64_t> col_queries_layer;
+  // Learned sinks (gpt-oss, ModelConfig::attn_sinks): sink_mass[layer * n_head + head] sums the
+  // probability the head's sink logit takes over every query since reset; sink_queries counts
+  // those queries. Their ratio is the head's mean learned sink mass, reported next to alpha_k.
+  // Empty for a model without learned sinks.
+  std::vector<double> sink_mass;
+  int64_t sink_queries = 0;
   // The counts alpha divides by: per layer where recorded, else the shared ones.
   const std::vector<int64_t>& alpha_queries() const {
     return col_queries_layer.empty() ? col_queries : col_queries_layer;

@@ -219,6 +219,7 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
   }
   std::vector<TileCounts> local(size_t(a.n_head) * n_qtiles);
   std::vector<double> local_cm(size_t(a.n_head) * n_qtiles * size_t(col_n), 0.0);
+  std::vector<double> local_sink(a.sink_mass ? size_t(a.n_head) * n_qtiles : 0, 0.0);
 #ifdef SINKSCOPE_X86
   const bool use_avx2 = simd::have_avx2();
 #endif
@@ -232,6 +233,10 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
     const int tile_first_pos = a.q_pos0 + r0;
 
     std::vector<float> m(size_t(rows), -INFINITY), l(size_t(rows), 0.0f);
+    if (a.sink_logits) {  // the learned sink: exp(sink - m) = 1 with m = sink
+      std::fill(m.begin(), m.end(), a.sink_logits[h]);
+      std::fill(l.begin(), l.end(), 1.0f);
+    }
     std::vector<float> acc(size_t(rows) * d, 0.0f);
     std::vector<float> s(size_t(rows) * bk);
     std::vector<float> tile_max(static_cast<size_t>(rows));
@@ -427,6 +432,12 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
       const float* ar = acc.data() + size_t(r) * d;
       for (int i = 0; i < d; ++i) o[i] = ar[i] * inv;
     }
+    if (a.sink_logits && a.sink_mass) {
+      double sm = 0.0;
+      for (int r = 0; r < rows; ++r)
+        if (l[size_t(r)] > 0) sm += std::exp(double(a.sink_logits[h]) - m[size_t(r)]) / double(l[size_t(r)]);
+      local_sink[size_t(task)] = sm;
+    }
     if (col_n > 0) {
       double* dst = local_cm.data() + size_t(task) * col_n;
       for (int r = 0; r < rows; ++r) {
@@ -454,6 +465,9 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
         a.counts[h].add(local[size_t(h) * n_qtiles + qt]);
       }
   }
+  if (a.sink_logits && a.sink_mass)
+    for (int h = 0; h < a.n_head; ++h)
+      for (int qt = 0; qt < n_qtiles; ++qt) a.sink_mass[h] += local_sink[size_t(h) * n_qtiles + qt];
   if (col_n > 0)
     for (int h = 0; h < a.n_head; ++h)
       for (int qt = 0; qt < n_qtiles; ++qt)

@@ -70,6 +70,15 @@ struct CpuAttentionArgs {
   // tanh(s / softcap) * softcap before the softmax and before the skip rule reads it (tile maxima
   // and running maxima are of capped scores).
   float softcap = 0.0f;
+  // Learned attention sinks (gpt-oss), null = none: sink_logits[h] is a logit in score units
+  // (after scale and soft-cap) that joins head h's softmax denominator with no value: every
+  // row's softmax runs over [its visible keys, the sink], and the sink's probability is dropped.
+  // It enters the online softmax as its starting state (running max = sink logit, row sum = 1),
+  // so the skip rule compares tile maxima against a running max that already includes it
+  // (docs/architecture.md, "Learned sinks and the skip rule").
+  const float* sink_logits = nullptr;
+  // Probe: sink_mass[h] += the sink's probability summed over this call's queries.
+  double* sink_mass = nullptr;
   // Cache position mode: the queries rotated at their cache index (cache_position()), (n_q,
   // n_head, d) like q. Scores against sink keys use them whenever the cache index differs from
   // the position (kv_cache.h explains why this replaces re-rotating keys).

@@ -139,6 +139,8 @@ class CpuBackend final : public Backend {
   // One piece of a forward that the cache takes at once; writes logits of every token (all)
   // or of the last one to out (nullptr: none).
   void forward_chunk(std::span<const TokenId> tokens, bool all, float* out);
+  // gpt-oss mixture of experts: y (n, D) from the normed x (n, D).
+  void moe(const LayerWeights& L, int n, const float* x, float* y);
 
   void make_cache() {
     const ModelConfig& c = m_model->config();
@@ -446,6 +448,12 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       a.scale = c.attention_scale();
       a.own_window = c.layer_window(l);
       a.softcap = c.attn_softcap;
+      if (!L.sinks.empty()) {
+        a.sink_logits = L.sinks.data();
+        if (m_probes.sink_mass.size() != size_t(c.n_layer) * c.n_head)
+          m_probes.sink_mass.assign(size_t(c.n_layer) * c.n_head, 0.0);
+        a.sink_mass = &m_probes.sink_mass[size_t(l) * c.n_head];
+      }
       a.block_size = m_cache->block_size();
       if (m_probes.col_n > 0 &&
           m_probes.col_mass.size() == size_t(c.n_layer) * c.n_head * size_t(m_probes.col_n)) {
@@ -505,6 +513,9 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     {
       prof::ScopedSpan s(m_spans, "o-proj");
       proj(L.wo, m_att.data(), m_tmp.data());
+      if (!L.bo.empty())
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < D; ++j) m_tmp[size_t(i * D + j)] += L.bo[size_t(j)];
       if (!L.attn_post_norm.empty())
         rows([&](int i) {
           float* t = &m_tmp[size_t(i * D)];
@@ -517,6 +528,11 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       rows([&](int i) {
         rms_norm(&m_x[size_t(i * D)], L.ffn_norm.data(), &m_xn[size_t(i * D)], D, c.rms_eps);
       });
+      if (c.n_expert > 0) {
+        moe(L, n, m_xn.data(), m_tmp.data());
+        for (int64_t i = 0; i < n * D; ++i) m_x[size_t(i)] += m_tmp[size_t(i)];
+        continue;
+      }
       proj(L.w_gate, m_xn.data(), m_gate.data());
       proj(L.w_up, m_xn.data(), m_up.data());
       if (c.gemma) {
@@ -534,6 +550,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     }
   }
   rollback.armed = false;
+  if (!m_probes.sink_mass.empty()) m_probes.sink_queries += n;
   if (capturing) m_captures.swap(fresh);
   // Queries i >= k that could see key k, for the column-mass probe's means.
   for (int k = 0; k < m_probes.col_n && size_t(k) < m_probes.col_queries.size(); ++k)
@@ -566,6 +583,50 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     const float cap = c.final_softcap, inv = 1.0f / cap;
     for (int64_t i = 0; i < int64_t(rows_out) * c.n_vocab; ++i)
       out[i] = std::tanh(out[i] * inv) * cap;
+  }
+}
+
+// Per token: router logits z = R x + b; the n_expert_used largest (ties: the lower index first,
+// as torch.topk returns them) are softmaxed among themselves; each chosen expert e gives
+// W_down,e h + b_down,e with h the clamped SwiGLU of its gate and up projections (model.h), and
+// y is the weighted sum.
+void CpuBackend::moe(const LayerWeights& L, int n, const float* x, float* y) {
+  const ModelConfig& c = m_model->config();
+  const int D = c.n_embd, F = c.n_ff, E = c.n_expert, K = c.n_expert_used;
+  std::vector<float> z(static_cast<size_t>(E)), g(static_cast<size_t>(F)), u(static_cast<size_t>(F)),
+      o(static_cast<size_t>(D));
+  std::vector<int> idx(static_cast<size_t>(E));
+  const float alpha = c.swiglu_alpha, limit = c.swiglu_limit;
+  for (int i = 0; i < n; ++i) {
+    const float* xi = x + int64_t(i) * D;
+    float* yi = y + int64_t(i) * D;
+    std::fill_n(yi, D, 0.0f);
+    qgemv(L.router, xi, z.data(), &m_pool);
+    for (int e = 0; e < E; ++e) z[size_t(e)] += L.router_bias[size_t(e)];
+    for (int e = 0; e < E; ++e) idx[size_t(e)] = e;
+    std::partial_sort(idx.begin(), idx.begin() + K, idx.end(), [&](int p, int q) {
+      return z[size_t(p)] > z[size_t(q)] || (z[size_t(p)] == z[size_t(q)] && p < q);
+    });
+    const float zmax = z[size_t(idx[0])];
+    double sum = 0.0;
+    std::vector<double> wts(static_cast<size_t>(K));
+    for (int k = 0; k < K; ++k) sum += (wts[size_t(k)] = std::exp(double(z[size_t(idx[size_t(k)])]) - zmax));
+    for (int k = 0; k < K; ++k) {
+      const int e = idx[size_t(k)];
+      qgemv(L.exp_gate[size_t(e)], xi, g.data(), &m_pool);
+      qgemv(L.exp_up[size_t(e)], xi, u.data(), &m_pool);
+      const float* bg = &L.exp_gate_b[size_t(e) * F];
+      const float* bu = &L.exp_up_b[size_t(e) * F];
+      for (int j = 0; j < F; ++j) {
+        const float gj = std::min(g[size_t(j)] + bg[j], limit);
+        const float uj = std::clamp(u[size_t(j)] + bu[j], -limit, limit);
+        g[size_t(j)] = (uj + 1.0f) * (gj / (1.0f + std::exp(-alpha * gj)));
+      }
+      qgemv(L.exp_down[size_t(e)], g.data(), o.data(), &m_pool);
+      const float w = float(wts[size_t(k)] / sum);
+      const float* bd = &L.exp_down_b[size_t(e) * D];
+      for (int j = 0; j < D; ++j) yi[j] += w * (o[size_t(j)] + bd[j]);
+    }
   }
 }
 

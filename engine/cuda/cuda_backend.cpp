@@ -321,6 +321,14 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
                        (c.name.empty() ? model->path().filename().string() : c.name) +
                        " needs Gemma's soft-caps, post-norms, GeGLU and per-layer sliding windows, "
                        "which the CUDA forward does not apply)");
+  // gpt-oss: learned sink logits in the softmax denominator, a mixture-of-experts FFN with
+  // MXFP4 experts, output-projection bias and YaRN, none of which the device forward has.
+  if (const ModelConfig& c = model->config(); c.gpt_oss || c.attn_sinks || c.n_expert > 0)
+    throw BackendError("CUDA backend: " + c.architecture +
+                       " is supported on the CPU backend only (" +
+                       (c.name.empty() ? model->path().filename().string() : c.name) +
+                       " needs learned attention sinks, mixture-of-experts layers and YaRN RoPE, "
+                       "which the CUDA forward does not apply)");
   if (const ModelConfig& c = model->config(); c.qk_norm)
     throw BackendError("CUDA backend: " + c.architecture +
                        " is supported on the CPU backend only (" +

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 namespace sinkscope {
@@ -148,6 +149,23 @@ std::string sink_recommendation(const SinkReport& r) {
          describe_sink_keep(r, r.recommended_sink_keep);
 }
 
+std::string learned_sink_summary(const SinkReport& r) {
+  if (r.learned_mass.empty()) return "";
+  double sum = 0, best = -1;
+  size_t at = 0;
+  for (size_t i = 0; i < r.learned_mass.size(); ++i) {
+    sum += r.learned_mass[i];
+    if (r.learned_mass[i] > best) best = r.learned_mass[i], at = i;
+  }
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "learned sinks: mean mass %.3f per query over %zu heads, largest %.3f (layer %zu, "
+                "head %zu); parameters, not keys: always kept, outside sink_keep_count",
+                sum / double(r.learned_mass.size()), r.learned_mass.size(), best,
+                at / size_t(std::max(1, r.n_head)), at % size_t(std::max(1, r.n_head)));
+  return buf;
+}
+
 SinkReport detect_sinks(Backend& backend, const std::vector<TokenId>& tokens, int n_pos,
                         const SinkCriteria& c) {
   if (tokens.empty()) throw BackendError("detect_sinks: no tokens");
@@ -159,6 +177,11 @@ SinkReport detect_sinks(Backend& backend, const std::vector<TokenId>& tokens, in
   backend.forward(tokens, LogitsMode::kLast, logits);
   const AttentionProbes& p = backend.probes();
   SinkReport r = analyze_sinks(p.n_layer, p.n_head, n_pos, p.col_mass, p.alpha_queries(), c);
+  if (!p.sink_mass.empty() && p.sink_queries > 0) {
+    r.learned_mass.resize(p.sink_mass.size());
+    for (size_t i = 0; i < p.sink_mass.size(); ++i)
+      r.learned_mass[i] = p.sink_mass[i] / double(p.sink_queries);
+  }
   backend.request_column_mass(0);
   return r;
 }

@@ -5,6 +5,8 @@
 // al. 2024); per position we report the share of (layer, head) pairs where it is a sink and
 // recommend the smallest sink_keep_count covering every position flagged in >= 10 % of heads
 // (capped at 16). The helpers below read a report per head and say what a given S keeps.
+// Learned sinks (a per-head logit in the softmax denominator, gpt-oss) are reported apart, as the
+// mean probability they take per query (learned_mass), next to alpha_k of the real keys.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,13 @@ struct SinkReport {
   std::vector<int> flagged;         // positions with head_share >= min_head_share, ascending
   int recommended_sink_keep = 0;    // max(flagged) + 1, capped; 0 when nothing is flagged
   int64_t n_queries = 0;            // tokens the statistics were gathered over
+  // Learned sinks (gpt-oss): the mean probability each (layer, head)'s sink logit takes per
+  // query, (layer, head); empty for a model without them. They are parameters, not keys: no
+  // window evicts them and the recommendation above (of positions to keep) does not count them.
+  std::vector<double> learned_mass;
+  double learned_at(int layer, int head) const {
+    return learned_mass.empty() ? 0.0 : learned_mass[size_t(layer) * n_head + head];
+  }
   double alpha_at(int layer, int head, int pos) const {
     return alpha[(size_t(layer) * n_head + head) * n_pos + pos];
   }
@@ -75,6 +84,10 @@ std::string sink_verdict(const SinkReport& r);
 std::string describe_sink_keep(const SinkReport& r, int keep);
 // The same for the recommended S, prefixed "recommended sink_keep_count = S: ".
 std::string sink_recommendation(const SinkReport& r);
+
+// The learned sinks in words: their mean mass over every (layer, head) and the largest with its
+// (layer, head); "" for a report without them.
+std::string learned_sink_summary(const SinkReport& r);
 
 // Runs tokens once through a fresh cache with the column-mass probe over the first n_pos
 // positions and analyses it. The backend is reset before and left holding the tokens.

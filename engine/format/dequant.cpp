@@ -102,6 +102,22 @@ void dq_q8_0(const uint8_t* src, float* y, int64_t nb) {
   }
 }
 
+// MXFP4 (OCP microscaling, gpt-oss experts): {u8 e; u8 qs[16]}; element j < 16 is the low
+// nibble of qs[j], element j + 16 the high nibble. Each nibble is an E2M1 code; ggml keeps the
+// E2M1 values doubled (kMxfp4Doubled) and halves the E8M0 scale instead, so
+// value = kMxfp4Doubled[code] * 2^(e - 128).
+constexpr int8_t kMxfp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+void dq_mxfp4(const uint8_t* src, float* y, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, src += 17, y += 32) {
+    const float d = std::ldexp(1.0f, int(src[0]) - 128);
+    const uint8_t* qs = src + 1;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = float(kMxfp4Doubled[qs[j] & 0x0F]) * d;
+      y[j + 16] = float(kMxfp4Doubled[qs[j] >> 4]) * d;
+    }
+  }
+}
+
 // The 12 scale bytes of Q4_K/Q5_K hold eight 6-bit scales and eight 6-bit mins:
 //   bytes 0..3 : low 6 bits = scale j (j<4),  top 2 bits = bits 4..5 of scale j+4
 //   bytes 4..7 : low 6 bits = min j   (j<4),  top 2 bits = bits 4..5 of min j+4
@@ -233,6 +249,8 @@ void dequantize_row(GgmlType t, const void* src_v, float* dst, int64_t n) {
       return dq_q5_1(src, dst, nb);
     case GgmlType::kQ8_0:
       return dq_q8_0(src, dst, nb);
+    case GgmlType::kMXFP4:
+      return dq_mxfp4(src, dst, nb);
     case GgmlType::kQ4_K:
       return dq_q4_k(src, dst, nb);
     case GgmlType::kQ5_K:

@@ -51,6 +51,7 @@ constexpr TypeEntry kTypes[] = {
     {28, {"F64", 1, 8, false}},
     {29, {"IQ1_M", kQK, kQK / 8 + kQK / 16 + kQK / 32, false}},
     {30, {"BF16", 1, 2, true}},
+    {39, {"MXFP4", 32, 1 + 16, true}},
     {34, {"TQ1_0", kQK, 2 + 4 * 13, false}},
     {35, {"TQ2_0", kQK, 2 + 64, false}},
     {39, {"MXFP4", 32, 1 + 16, false}},

@@ -30,6 +30,7 @@ enum class GgmlType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  kMXFP4 = 39,
 };
 
 struct GgmlTypeTraits {

@@ -118,9 +118,13 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
     c.architecture = "llama";
   } else if (type == "qwen2" || type == "qwen3") {
     c.architecture = type;
+  } else if (type == "gpt_oss") {
+    c.architecture = "gpt-oss";
   } else {
-    r.fail("model_type '" + type + "' is not supported (supported: llama, mistral, qwen2, qwen3)");
+    r.fail("model_type '" + type +
+           "' is not supported (supported: llama, mistral, qwen2, qwen3, gpt_oss)");
   }
+  const bool gpt_oss = c.architecture == "gpt-oss";
   c.name = r.get_string_or("_name_or_path", "");
   c.n_layer = r.get_int("num_hidden_layers");
   c.n_embd = r.get_int("hidden_size");
@@ -145,16 +149,42 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
   c.qkv_bias = c.architecture == "qwen2";
   c.qk_norm = c.architecture == "qwen3";
   c.tied_embeddings = r.get_bool_or("tie_word_embeddings", false);
+  if (gpt_oss) {
+    // GptOssForCausalLM: Q/K/V/O biases, learned sinks, experts, sliding and full layers.
+    c.gpt_oss = c.attn_sinks = c.o_bias = c.qkv_bias = true;
+    c.n_expert = r.get_int("num_local_experts");
+    c.n_expert_used = r.get_int("num_experts_per_tok");
+    if (c.n_expert_used > c.n_expert)
+      r.fail("num_experts_per_tok " + std::to_string(c.n_expert_used) + " exceeds num_local_experts " +
+             std::to_string(c.n_expert));
+    c.swiglu_limit = float(r.get_float_or("swiglu_limit", 7.0));
+    c.swiglu_alpha = float(r.get_float_or("swiglu_alpha", 1.702));
+    c.sliding_window = r.get_int_or("sliding_window", 0);
+    c.swa_pattern = c.sliding_window > 0 ? 2 : 0;
+    // The engine's rule is llama.cpp's: sliding layers first, then alternating.
+    auto lt = j.find("layer_types");
+    if (lt != j.end() && lt->is_array()) {
+      if (int(lt->size()) != c.n_layer) r.fail("layer_types has " + std::to_string(lt->size()) +
+                                               " entries for " + std::to_string(c.n_layer) + " layers");
+      for (int l = 0; l < c.n_layer; ++l) {
+        const std::string want = c.layer_local(l) ? "sliding_attention" : "full_attention";
+        if (!(*lt)[size_t(l)].is_string() || (*lt)[size_t(l)].get<std::string>() != want)
+          r.fail("layer_types[" + std::to_string(l) + "] is not '" + want +
+                 "' (supported: sliding and full layers alternating, sliding first)");
+      }
+    }
+  }
 
   const std::string act = r.get_string_or("hidden_act", "silu");
   if (act != "silu") r.fail("hidden_act '" + act + "' is not supported (silu)");
-  if (c.architecture != "qwen2" && r.get_bool_or("attention_bias", false))
+  if (c.architecture != "qwen2" && !gpt_oss && r.get_bool_or("attention_bias", false))
     r.fail("attention_bias true (biases on q/k/v/o_proj) is not supported for " + type);
   if (r.get_bool_or("mlp_bias", false)) r.fail("mlp_bias true is not supported");
   // The engine attends over the whole context: a model trained with a sliding window would be
   // run wrongly beyond it, so it is refused rather than approximated.
-  const bool sliding = c.architecture == "llama" ? r.has("sliding_window")
-                                                 : r.get_bool_or("use_sliding_window", false);
+  const bool sliding = gpt_oss ? false
+                      : c.architecture == "llama" ? r.has("sliding_window")
+                                                  : r.get_bool_or("use_sliding_window", false);
   if (sliding)
     r.fail("sliding_window attention is not supported yet (set for this " + type + " model)");
 
@@ -203,8 +233,25 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
         r.positive("original_max_position_embeddings", (*rope)["original_max_position_embeddings"]);
     if (rope_float("high_freq_factor") <= rope_float("low_freq_factor"))
       r.fail("rope scaling 'llama3' needs high_freq_factor > low_freq_factor");
+  } else if (scaling == "yarn") {
+    c.rope_scaling = RopeScalingType::kYarn;
+    c.rope_scale_factor = rope_float("factor");
+    if (!rope->contains("original_max_position_embeddings"))
+      r.fail("rope scaling 'yarn' needs 'original_max_position_embeddings'");
+    c.rope_orig_ctx =
+        r.positive("original_max_position_embeddings", (*rope)["original_max_position_embeddings"]);
+    for (const char* key : {"attention_factor", "mscale", "mscale_all_dim"})
+      if (rope->contains(key) && !(*rope)[key].is_null())
+        r.fail(std::string("rope scaling 'yarn' with '") + key + "' is not supported");
+    if (rope->contains("beta_fast") && !(*rope)["beta_fast"].is_null())
+      c.yarn_beta_fast = rope_float("beta_fast");
+    if (rope->contains("beta_slow") && !(*rope)["beta_slow"].is_null())
+      c.yarn_beta_slow = rope_float("beta_slow");
+    c.yarn_truncate = !(rope->contains("truncate") && (*rope)["truncate"].is_boolean())
+                          ? true : (*rope)["truncate"].get<bool>();
   } else {
-    r.fail("rope scaling '" + scaling + "' is not supported (supported: default, linear, llama3)");
+    r.fail("rope scaling '" + scaling +
+           "' is not supported (supported: default, linear, llama3, yarn)");
   }
   return c;
 }
@@ -394,6 +441,66 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
 
   ModelWeights& w = parts.weights;
   const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
+  // A whole tensor as float32.
+  auto floats = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    const SafetensorsTensor* t = checked(name, shape, false);
+    std::vector<float> out(static_cast<size_t>(t->n_elements));
+    dequantize_row(*t->ggml_type(), t->data, out.data(), t->n_elements);
+    return out;
+  };
+  // gpt-oss experts as transformers stores them: gate_up_proj (E, D, 2F) multiplied as x @ W
+  // with gate and up in the even and odd columns, down_proj (E, F, D), biases (E, 2F) / (E, D).
+  // Rewritten once into the engine's (out, in) rows per expert, float32, held by the weights.
+  auto load_experts = [&](const std::string& p, LayerWeights& L) {
+    const int64_t E = c.n_expert;
+    const std::string x = p + "mlp.experts.";
+    if (find(x + "gate_up_proj_blocks", true) || find(x + "down_proj_blocks", true))
+      throw ModelError(dir.string() + ": tensor '" + x +
+                       "gate_up_proj_blocks': MXFP4-packed experts are not read from safetensors "
+                       "(convert the checkpoint to GGUF with llama.cpp's convert_hf_to_gguf.py)");
+    L.router = mat(p + "mlp.router.weight", E, D);
+    L.router_bias = vec(p + "mlp.router.bias", E);
+    const std::vector<float> gu = floats(x + "gate_up_proj", {E, D, 2 * F});
+    const std::vector<float> gub = floats(x + "gate_up_proj_bias", {E, 2 * F});
+    const std::vector<float> dn = floats(x + "down_proj", {E, F, D});
+    L.exp_down_b = floats(x + "down_proj_bias", {E, D});
+    // Emplaced first, referenced after: a later emplace may move the outer vector (the buffers
+    // themselves never move).
+    const size_t base = w.owned.size();
+    for (int i = 0; i < 3; ++i) w.owned.emplace_back(size_t(E * F * D));
+    std::vector<float>& g = w.owned[base];
+    std::vector<float>& u = w.owned[base + 1];
+    std::vector<float>& d = w.owned[base + 2];
+    L.exp_gate_b.resize(size_t(E * F));
+    L.exp_up_b.resize(size_t(E * F));
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t i = 0; i < D; ++i)
+        for (int64_t f = 0; f < F; ++f) {
+          g[size_t((e * F + f) * D + i)] = gu[size_t((e * D + i) * 2 * F + 2 * f)];
+          u[size_t((e * F + f) * D + i)] = gu[size_t((e * D + i) * 2 * F + 2 * f + 1)];
+        }
+      for (int64_t f = 0; f < F; ++f) {
+        L.exp_gate_b[size_t(e * F + f)] = gub[size_t(e * 2 * F + 2 * f)];
+        L.exp_up_b[size_t(e * F + f)] = gub[size_t(e * 2 * F + 2 * f + 1)];
+        for (int64_t i = 0; i < D; ++i) d[size_t((e * D + i) * F + f)] = dn[size_t((e * F + f) * D + i)];
+      }
+    }
+    auto views = [&](const std::vector<float>& all, int64_t rows, int64_t cols) {
+      std::vector<QuantMatrix> out(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) {
+        QuantMatrix& q = out[size_t(e)];
+        q.type = GgmlType::kF32;
+        q.data = reinterpret_cast<const uint8_t*>(all.data() + e * rows * cols);
+        q.rows = rows;
+        q.cols = cols;
+        q.row_bytes = uint64_t(cols) * sizeof(float);
+      }
+      return out;
+    };
+    L.exp_gate = views(g, F, D);
+    L.exp_up = views(u, F, D);
+    L.exp_down = views(d, D, F);
+  };
   w.tok_embd = mat("model.embed_tokens.weight", V, D);
   tick();
   w.output_norm = vec("model.norm.weight", D);
@@ -421,6 +528,13 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
     }
     L.wo = mat(p + "self_attn.o_proj.weight", D, Q);
     L.ffn_norm = vec(p + "post_attention_layernorm.weight", D);
+    if (c.gpt_oss) {
+      L.bo = vec(p + "self_attn.o_proj.bias", D);
+      L.sinks = vec(p + "self_attn.sinks", c.n_head);
+      load_experts(p, L);
+      tick();
+      continue;
+    }
     L.w_gate = mat(p + "mlp.gate_proj.weight", F, D);
     L.w_up = mat(p + "mlp.up_proj.weight", F, D);
     L.w_down = mat(p + "mlp.down_proj.weight", D, F);

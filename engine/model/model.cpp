@@ -66,6 +66,30 @@ void read_gemma_config(const GgufFile& f, const std::string& a, ModelConfig& c) 
   c.query_scale = float(1.0 / std::sqrt(double(is_27b ? c.n_embd / c.n_head : c.head_dim)));
 }
 
+// gpt-oss (llama.cpp's LLM_ARCH_OPENAI_MOE hparams): experts, the sliding window of the local
+// layers (alternating, local first), YaRN with HF's gpt-oss defaults (beta 32 / 1, range ends
+// not truncated). The clamped SwiGLU's alpha 1.702 and limit 7 are fixed by the architecture and
+// not in the file.
+void read_gpt_oss_config(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  c.gpt_oss = true;
+  c.attn_sinks = true;
+  c.o_bias = true;
+  c.qkv_bias = true;
+  auto req = [&](const std::string& k) {
+    if (!f.has(a + k)) throw ModelError(f.path() + ": missing metadata key '" + a + k + "'");
+    return positive_int(f, a + k, f.get_int(a + k));
+  };
+  c.n_expert = req("expert_count");
+  c.n_expert_used = req("expert_used_count");
+  if (c.n_expert_used > c.n_expert)
+    throw ModelError(f.path() + ": expert_used_count " + std::to_string(c.n_expert_used) +
+                     " exceeds expert_count " + std::to_string(c.n_expert));
+  if (f.has(a + "expert_feed_forward_length")) c.n_ff = req("expert_feed_forward_length");
+  c.sliding_window = f.has(a + "attention.sliding_window") ? req("attention.sliding_window") : 0;
+  c.swa_pattern = c.sliding_window > 0 ? 2 : 0;
+  c.yarn_truncate = false;
+}
+
 }  // namespace
 
 const char* model_format_name(ModelFormat f) {
@@ -82,6 +106,7 @@ std::string architecture_family(const std::string& architecture) {
   if (architecture == "qwen3") return "Qwen3";
   if (architecture == "gemma2") return "Gemma 2";
   if (architecture == "gemma3") return "Gemma 3";
+  if (architecture == "gpt-oss") return "gpt-oss";
   return architecture;
 }
 
@@ -91,9 +116,10 @@ ModelConfig read_model_config(const GgufFile& f) {
   if (c.architecture.empty())
     throw ModelError(f.path() + ": missing metadata key 'general.architecture'");
   if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
-      c.architecture != "gemma2" && c.architecture != "gemma3")
+      c.architecture != "gemma2" && c.architecture != "gemma3" && c.architecture != "gpt-oss")
     throw ModelError(f.path() + ": architecture '" + c.architecture +
-                     "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3)");
+                     "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, "
+                     "gpt-oss)");
   const std::string a = c.architecture + ".";
   auto req = [&](const std::string& k) {
     if (!f.has(a + k)) throw ModelError(f.path() + ": missing metadata key '" + a + k + "'");
@@ -133,6 +159,7 @@ ModelConfig read_model_config(const GgufFile& f) {
   c.qkv_bias = c.architecture == "qwen2";
   c.qk_norm = c.architecture == "qwen3" || gemma3;
   if (gemma2 || gemma3) read_gemma_config(f, a, c);
+  if (c.architecture == "gpt-oss") read_gpt_oss_config(f, a, c);
 
   const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
   if (scaling == "none" || scaling.empty()) {
@@ -142,11 +169,21 @@ ModelConfig read_model_config(const GgufFile& f) {
     c.rope_scale_factor = float(f.get_float_or(a + "rope.scaling.factor", 1.0));
     if (!(c.rope_scale_factor > 0))
       throw ModelError(f.path() + ": rope.scaling.factor must be > 0");
+  } else if (scaling == "yarn") {
+    c.rope_scaling = RopeScalingType::kYarn;
+    c.rope_scale_factor = float(f.get_float_or(a + "rope.scaling.factor", 1.0));
+    if (!(c.rope_scale_factor >= 1) || !std::isfinite(c.rope_scale_factor))
+      throw ModelError(f.path() + ": rope.scaling.factor must be >= 1 for YaRN");
+    if (!f.has(a + "rope.scaling.original_context_length"))
+      throw ModelError(f.path() + ": YaRN needs metadata key '" + a +
+                       "rope.scaling.original_context_length'");
   } else {
     throw ModelError(f.path() + ": rope scaling '" + scaling +
-                     "' is not supported (supported: none, linear, llama3 rope_freqs)");
+                     "' is not supported (supported: none, linear, yarn, llama3 rope_freqs)");
   }
   c.rope_orig_ctx = int(f.get_int_or(a + "rope.scaling.original_context_length", 0));
+  if (c.rope_scaling == RopeScalingType::kYarn && c.rope_orig_ctx <= 0)
+    throw ModelError(f.path() + ": rope.scaling.original_context_length must be > 0 for YaRN");
 
   const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
   if (!embd) throw ModelError(f.path() + ": missing tensor 'token_embd.weight'");
@@ -255,7 +292,36 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
       L.k_norm = load(p + "attn_k_norm.weight", {c.head_dim});
     }
     L.wo = quant(p + "attn_output.weight", {Q, D});
+    if (c.o_bias) L.bo = load(p + "attn_output.bias", {D});
+    if (c.attn_sinks) L.sinks = load(p + "attn_sinks.weight", {c.n_head});
     if (c.gemma) L.attn_post_norm = load(p + "post_attention_norm.weight", {D});
+    if (c.n_expert > 0) {
+      // gpt-oss names the FFN's input norm post_attention_norm (llama.cpp's ATTN_POST_NORM).
+      const int64_t E = c.n_expert;
+      L.ffn_norm = load(p + "post_attention_norm.weight", {D});
+      L.router = quant(p + "ffn_gate_inp.weight", {D, E});
+      L.router_bias = load(p + "ffn_gate_inp.bias", {E});
+      const QuantMatrix g = quant(p + "ffn_gate_exps.weight", {D, F, E});
+      const QuantMatrix u = quant(p + "ffn_up_exps.weight", {D, F, E});
+      const QuantMatrix dn = quant(p + "ffn_down_exps.weight", {F, D, E});
+      // quant() counted rows over every expert; each expert is a block of rows.
+      auto split = [&](const QuantMatrix& all, int64_t rows) {
+        std::vector<QuantMatrix> out(size_t(E), all);
+        for (int64_t e = 0; e < E; ++e) {
+          out[size_t(e)].rows = rows;
+          out[size_t(e)].data = all.data + uint64_t(e) * uint64_t(rows) * all.row_bytes;
+        }
+        return out;
+      };
+      L.exp_gate = split(g, F);
+      L.exp_up = split(u, F);
+      L.exp_down = split(dn, D);
+      L.exp_gate_b = load(p + "ffn_gate_exps.bias", {F, E});
+      L.exp_up_b = load(p + "ffn_up_exps.bias", {F, E});
+      L.exp_down_b = load(p + "ffn_down_exps.bias", {D, E});
+      tick();
+      continue;
+    }
     L.ffn_norm = load(p + "ffn_norm.weight", {D});
     L.w_gate = quant(p + "ffn_gate.weight", {D, F});
     L.w_up = quant(p + "ffn_up.weight", {D, F});

@@ -6,7 +6,8 @@
 // RMSNorm of Q and K before RoPE, head_dim given apart from the width), gemma2 and gemma3
 // (scaled embeddings, norms after attention and FFN, GeGLU, local sliding-window layers of the
 // model's own; gemma2 soft-caps attention scores and logits, gemma3 normalises Q and K and gives
-// its local layers a RoPE base of their own; GGUF only).
+// its local layers a RoPE base of their own; GGUF only), gpt-oss (learned attention sinks,
+// mixture of experts, YaRN; GGUF or a checkpoint with unpacked experts).
 #pragma once
 
 #include <cmath>
@@ -33,7 +34,7 @@ class ModelError : public std::runtime_error {
 enum class RopeScalingType { kNone, kLinear, kYarn, kLlama3 };
 
 struct ModelConfig {
-  std::string architecture;  // "llama" | "qwen2" | "qwen3" | "gemma2" | "gemma3"
+  std::string architecture;  // "llama" | "qwen2" | "qwen3" | "gemma2" | "gemma3" | "gpt-oss"
   std::string name;          // general.name
   int n_layer = 0;
   int n_embd = 0;       // model width D
@@ -77,6 +78,26 @@ struct ModelConfig {
   // global layers only). 0: local layers rotate like the global ones.
   float rope_theta_local = 0.0f;
 
+  // gpt-oss (HF GptOssForCausalLM, llama.cpp arch "gpt-oss"): Q/K/V/O biases, a learned sink
+  // logit per query head (attn_sinks), a mixture-of-experts FFN (router with bias, softmax over
+  // the n_expert_used largest router logits, each expert a clamped SwiGLU with biases:
+  // g = min(gate, limit), u = clamp(up, -limit, limit), h = (u + 1) * g * sigmoid(alpha * g)),
+  // YaRN RoPE, local (sliding_window) and global layers alternating, local first.
+  bool gpt_oss = false;
+  bool attn_sinks = false;     // blk.N.attn_sinks.weight: learned per-head sink logits
+  bool o_bias = false;         // attn_output.bias
+  int n_expert = 0;            // 0: a dense FFN
+  int n_expert_used = 0;
+  float swiglu_alpha = 1.702f;
+  float swiglu_limit = 7.0f;
+  // YaRN (rope_scaling kYarn): frequencies blended between interpolated (/ factor) and
+  // extrapolated by a linear ramp over the correction range of beta_fast .. beta_slow rotations
+  // in rope_orig_ctx; cos and sin times the attention factor 0.1 ln(factor) + 1. truncate
+  // floors/ceils the range ends (HF's default; gpt-oss sets it false).
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  bool yarn_truncate = true;
+
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
   bool layer_local(int layer) const {
@@ -107,6 +128,16 @@ struct LayerWeights {
   QuantMatrix w_up;               // (n_ff, D)
   QuantMatrix w_down;             // (D, n_ff)
   std::vector<float> ffn_post_norm;   // (D) gemma: RMSNorm of the FFN output; else empty
+  // gpt-oss
+  std::vector<float> bo;          // (D) attn_output.bias; empty without
+  std::vector<float> sinks;       // (n_head) learned sink logits (score units); empty without
+  QuantMatrix router;             // (n_expert, D) ffn_gate_inp
+  std::vector<float> router_bias; // (n_expert)
+  // One (n_ff, D) gate / up and (D, n_ff) down matrix per expert: views into the 3-D GGUF
+  // tensors ffn_{gate,up,down}_exps (any ggml type, MXFP4 included).
+  std::vector<QuantMatrix> exp_gate, exp_up, exp_down;
+  std::vector<float> exp_gate_b, exp_up_b;  // (n_expert, n_ff)
+  std::vector<float> exp_down_b;            // (n_expert, D)
 };
 
 struct ModelWeights {
@@ -115,6 +146,9 @@ struct ModelWeights {
   QuantMatrix output;              // (n_vocab, D); empty when tied to tok_embd
   std::vector<float> rope_freqs;   // (rope_dim/2) optional per-pair frequency factors (llama3)
   std::vector<LayerWeights> layers;
+  // Float32 copies the views above may point into, where the stored layout is not the engine's
+  // (a Hugging Face gpt-oss checkpoint's experts: x @ W with gate and up interleaved).
+  std::vector<std::vector<float>> owned;
   const QuantMatrix& lm_head() const { return output.empty() ? tok_embd : output; }
 };
 

@@ -5,6 +5,7 @@
 // rope_freqs) and positions divided by the linear scaling factor.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -25,14 +26,15 @@ class RopeTable {
       if (!freq_factors.empty()) f /= double(freq_factors[size_t(i)]);
       m_inv_freq[size_t(i)] = f;
     }
+    if (c.rope_scaling == RopeScalingType::kYarn) yarn(c);
   }
 
   // cos/sin of every rotation pair at absolute position pos (dim()/2 values each).
   void angles(int pos, float* cs, float* sn) const {
     for (size_t i = 0; i < m_inv_freq.size(); ++i) {
       const double ang = double(pos) * m_pos_scale * m_inv_freq[i];
-      cs[i] = float(std::cos(ang));
-      sn[i] = float(std::sin(ang));
+      cs[i] = float(std::cos(ang) * m_mscale);
+      sn[i] = float(std::sin(ang) * m_mscale);
     }
   }
 
@@ -49,11 +51,40 @@ class RopeTable {
   }
 
   int dim() const { return m_dim; }
+  double attention_factor() const { return m_mscale; }
 
  private:
+  // YaRN as HF transformers computes it (_compute_yarn_parameters): pair i keeps its frequency
+  // where it turns more than beta_fast times in the original context, is divided by the factor
+  // where it turns fewer than beta_slow times, and is blended linearly in between; cos and sin
+  // carry the attention factor 0.1 ln(factor) + 1 (so scores scale by its square).
+  void yarn(const ModelConfig& c) {
+    const double factor = c.rope_scale_factor, base = c.rope_theta, dim = m_dim;
+    const double orig = c.rope_orig_ctx;
+    auto corr_dim = [&](double rotations) {
+      return dim * std::log(orig / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
+    };
+    double lo = corr_dim(c.yarn_beta_fast), hi = corr_dim(c.yarn_beta_slow);
+    if (c.yarn_truncate) {
+      lo = std::floor(lo);
+      hi = std::ceil(hi);
+    }
+    lo = std::max(lo, 0.0);
+    hi = std::min(hi, dim - 1);
+    if (lo == hi) hi += 0.001;
+    for (int i = 0; i < m_dim / 2; ++i) {
+      const double ramp = std::clamp((i - lo) / (hi - lo), 0.0, 1.0);
+      const double extrap = 1.0 - ramp;  // weight of the unscaled frequency
+      const double f = m_inv_freq[size_t(i)];
+      m_inv_freq[size_t(i)] = f / factor * (1.0 - extrap) + f * extrap;
+    }
+    m_mscale = factor > 1 ? 0.1 * std::log(factor) + 1.0 : 1.0;
+  }
+
   int m_dim = 0;
   bool m_neox = false;
   double m_pos_scale = 1.0;
+  double m_mscale = 1.0;  // YaRN attention factor on cos and sin
   std::vector<double> m_inv_freq;
 };
 

@@ -19,8 +19,9 @@ gguf.GGUFWriter, so the C++ test also cross-checks our reader against gguf-py's 
       values, every stride-th value, and float64 sum / sum|x| / sum x^2 of the whole tensor.
 
 Data sources per type:
-  * gguf.quants.quantize exists (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, BF16): half the rows are quantized
-    from random floats (with zero and constant blocks), half are random valid block bytes;
+  * gguf.quants.quantize exists (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, MXFP4, BF16): half the rows are
+    quantized from random floats (with zero and constant blocks), half are random valid block
+    bytes (MXFP4: scale bytes 112 .. 139, every E2M1 code);
   * otherwise (Q4_K, Q5_K, Q6_K): random block bytes whose fp16 super-scales are set to sane
     finite values.
 Run with: /opt/oracle-venv/bin/python tests/oracle/make_dequant_golden.py [--model PATH]
@@ -44,14 +45,18 @@ FP16_FIELDS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
     T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
 }
-QUANTIZABLE = {T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0}
+QUANTIZABLE = {T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.MXFP4}
+# byte offsets of E8M0 scale bytes (2^(e - 127)), per type
+E8M0_FIELDS = {T.MXFP4: [0]}
 
 
 def random_blocks(rng, qtype, n_blocks):
     """Random block bytes; fp16 scale fields replaced by finite values in [1e-3, 0.1]."""
     _, type_size = gguf.GGML_QUANT_SIZES[qtype]
     raw = rng.integers(0, 256, size=(n_blocks, type_size), dtype=np.uint8)
-    for off in FP16_FIELDS[qtype]:
+    for off in E8M0_FIELDS.get(qtype, []):
+        raw[:, off] = rng.integers(112, 140, size=n_blocks, dtype=np.uint8)  # 2^-15 .. 2^12
+    for off in FP16_FIELDS.get(qtype, []):
         s = (10.0 ** rng.uniform(-3, -1, size=n_blocks)).astype(np.float16)
         s *= np.where(rng.random(n_blocks) < 0.2, -1, 1).astype(np.float16)  # some negative scales
         raw[:, off:off + 2] = s.view(np.uint8).reshape(n_blocks, 2)
@@ -240,9 +245,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=os.environ.get("SINKSCOPE_MODEL", DEFAULT_MODEL),
                     help="SmolLM2-135M-Instruct.Q4_1.gguf for the real-model reference values")
+    ap.add_argument("--only", help="write only this quantized type's file (e.g. MXFP4)")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    for qtype in [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K]:
+    if args.only:
+        make_quant(T[args.only], np.random.default_rng(1000 + int(T[args.only])))
+        return
+    for qtype in [T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q4_K, T.Q5_K, T.Q6_K, T.MXFP4]:
         make_quant(qtype, np.random.default_rng(1000 + int(qtype)))
     make_f16(np.random.default_rng(1))
     make_bf16(np.random.default_rng(30))

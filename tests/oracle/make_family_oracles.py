@@ -27,6 +27,15 @@ for every size but the 27B models), so the HF configs here set it to head_dim. T
 smaller than the first prompt, so the local layers really window; the soft-caps are small enough
 (5 on scores, 10 on logits) that leaving one out moves the logits far past the tolerance.
 
+gpt-oss (GptOssModel in convert_hf_to_gguf.py): attn_{q,k,v,output}.bias, attn_sinks.weight,
+post_attention_norm.weight as the FFN norm, the router as ffn_gate_inp (weight and bias), and the
+experts split out of HF's gate_up_proj (x @ W, gate and up interleaved in the columns) into
+ffn_gate_exps / ffn_up_exps (E, F, D) and ffn_down_exps (E, D, F) with their biases (the `expand`
+hook). The expert weights are MXFP4 (gguf-py's quantizer; the HF model runs on its dequantized
+values, so the logits also check SinkScope's MXFP4 dequantizer); YaRN and the sliding window are
+in the metadata as llama.cpp writes them. transformers' GGUF loader has no gpt-oss, so that case
+has no round-trip self-check. `--case NAME` rewrites one case and keeps the manifest's others.
+
 Tokenizer: the engine needs tokenizer metadata it can load, so each GGUF carries a minimal GPT-2
 byte-level BPE vocabulary made here: the 256 byte tokens, merges learnt from a fixed sentence,
 then <|endoftext|>, <|im_start|>, <|im_end|>. The prompts are token ids; nothing is tokenized.
@@ -264,6 +273,98 @@ def qwen3_extra_kv(wr, c: dict) -> None:
     wr.add_value_length(c["head_dim"])
 
 
+def gpt_oss_hf_config(c: dict):
+    cfg = transformers.GptOssConfig(
+        vocab_size=c["n_vocab"], hidden_size=c["d"], intermediate_size=c["n_ff"],
+        num_hidden_layers=c["n_layer"], num_attention_heads=c["n_head"],
+        num_key_value_heads=c["n_head_kv"], head_dim=c["head_dim"],
+        num_local_experts=c["n_expert"], num_experts_per_tok=c["n_expert_used"],
+        max_position_embeddings=c["n_ctx"], rms_norm_eps=c["eps"], sliding_window=c["window"],
+        tie_word_embeddings=c["tied"], attn_implementation="eager")
+    cfg.rope_parameters = {"rope_type": "yarn", "rope_theta": c["theta"], "factor": c["yarn_factor"],
+                           "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                           "original_max_position_embeddings": c["yarn_orig_ctx"]}
+    assert cfg.layer_types == ["sliding_attention" if i % 2 == 0 else "full_attention"
+                               for i in range(c["n_layer"])], cfg.layer_types
+    return cfg
+
+
+GPT_OSS_LAYER_NAMES = dict(LAYER_NAMES)
+GPT_OSS_LAYER_NAMES.update({
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.bias": "attn_output.bias",
+    "self_attn.sinks": "attn_sinks.weight",
+    "mlp.router.weight": "ffn_gate_inp.weight",
+    "mlp.router.bias": "ffn_gate_inp.bias",
+})
+
+
+def gpt_oss_gguf_name(hf: str) -> str | None:
+    parts = hf.split(".")
+    if parts[:2] == ["model", "layers"]:
+        suffix = ".".join(parts[3:])
+        if suffix in GPT_OSS_LAYER_NAMES:
+            return f"blk.{parts[2]}.{GPT_OSS_LAYER_NAMES[suffix]}"
+        if suffix.startswith("mlp.experts."):
+            return f"blk.{parts[2]}.{suffix}"  # expanded by gpt_oss_expand
+        raise SystemExit(f"no GGUF name for {hf}")
+    return llama_style_gguf_name(hf)
+
+
+def gpt_oss_expand(gg: str, a: np.ndarray):
+    """GptOssModel.modify_tensors: HF's experts hold x @ W with gate and up interleaved in the
+    columns of gate_up_proj (E, D, 2F); GGUF holds per expert W^T split into gate and up,
+    ffn_{gate,up}_exps (E, F, D) and ffn_down_exps (E, D, F), biases (E, F) / (E, D).
+    Returns [(gguf name, array)] and the function that rebuilds HF's tensor from their values."""
+    blk = gg.rsplit(".mlp.experts.", 1)[0]
+    kind = gg.rsplit(".", 1)[1]
+    if kind == "gate_up_proj":
+        parts = [(f"{blk}.ffn_gate_exps.weight", np.ascontiguousarray(a[:, :, ::2].transpose(0, 2, 1))),
+                 (f"{blk}.ffn_up_exps.weight", np.ascontiguousarray(a[:, :, 1::2].transpose(0, 2, 1)))]
+
+        def back(v):
+            out = np.empty(a.shape, np.float32)
+            out[:, :, ::2] = v[0].transpose(0, 2, 1)
+            out[:, :, 1::2] = v[1].transpose(0, 2, 1)
+            return out
+    elif kind == "gate_up_proj_bias":
+        parts = [(f"{blk}.ffn_gate_exps.bias", np.ascontiguousarray(a[:, ::2])),
+                 (f"{blk}.ffn_up_exps.bias", np.ascontiguousarray(a[:, 1::2]))]
+
+        def back(v):
+            out = np.empty(a.shape, np.float32)
+            out[:, ::2], out[:, 1::2] = v[0], v[1]
+            return out
+    elif kind == "down_proj":
+        parts = [(f"{blk}.ffn_down_exps.weight", np.ascontiguousarray(a.transpose(0, 2, 1)))]
+
+        def back(v):
+            return np.ascontiguousarray(v[0].transpose(0, 2, 1))
+    elif kind == "down_proj_bias":
+        parts = [(f"{blk}.ffn_down_exps.bias", a)]
+
+        def back(v):
+            return v[0]
+    else:
+        raise SystemExit(f"no GGUF name for expert tensor {gg}")
+    return parts, back
+
+
+def gpt_oss_extra_kv(wr, c: dict) -> None:
+    wr.add_key_length(c["head_dim"])
+    wr.add_value_length(c["head_dim"])
+    wr.add_sliding_window(c["window"])
+    wr.add_expert_count(c["n_expert"])
+    wr.add_expert_used_count(c["n_expert_used"])
+    wr.add_expert_feed_forward_length(c["n_ff"])
+    wr.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    wr.add_rope_scaling_factor(c["yarn_factor"])
+    wr.add_rope_scaling_orig_ctx_len(c["yarn_orig_ctx"])
+
+
 FAMILIES = {
     "qwen3": dict(arch="qwen3", hf_config=qwen3_hf_config, model_class="Qwen3ForCausalLM",
                   gguf_name=llama_style_gguf_name, extra_kv=qwen3_extra_kv),
@@ -273,6 +374,8 @@ FAMILIES = {
     "gemma3": dict(arch="gemma3", hf_config=gemma3_hf_config, model_class="Gemma3ForCausalLM",
                    gguf_name=gemma_gguf_name, extra_kv=gemma3_extra_kv, to_gguf=gemma_to_gguf,
                    norm_offset=1.0),
+    "gpt-oss": dict(arch="gpt-oss", hf_config=gpt_oss_hf_config, model_class="GptOssForCausalLM",
+                    gguf_name=gpt_oss_gguf_name, extra_kv=gpt_oss_extra_kv, expand=gpt_oss_expand),
 }
 
 # Each case: a family, sizes and encodings. proj: encoding of the 2-D weights other than
@@ -292,6 +395,12 @@ CASES = [
     dict(name="gemma3_tied_q8_0", family="gemma3", n_vocab=320, d=32, n_head=4, n_head_kv=2,
          head_dim=16, n_ff=64, n_layer=7, n_ctx=256, theta=1e6, eps=1e-6, tied=True,
          window=6, rope_linear=4.0, proj="Q8_0", embd="F16", seed=42),
+    # Layers local (window 8), global; 4 experts, 2 used, in MXFP4 (the other weights float32);
+    # YaRN factor 32 over an original context of 64; learned sinks of magnitude ~2.
+    dict(name="gpt_oss_mxfp4", family="gpt-oss", n_vocab=320, d=32, n_head=4, n_head_kv=2,
+         head_dim=16, n_ff=32, n_layer=2, n_ctx=2048, theta=150000.0, eps=1e-5, tied=False,
+         window=8, n_expert=4, n_expert_used=2, yarn_factor=32.0, yarn_orig_ctx=64,
+         proj="F32", embd="F16", exps="MXFP4", seed=51),
 ]
 
 
@@ -307,7 +416,11 @@ def random_state(model, seed: int, norm_offset: float = 0.0) -> dict:
     out = {}
     for name, p in model.state_dict().items():
         shape = tuple(p.shape)
-        if name.endswith("embed_tokens.weight"):
+        if name.endswith("sinks"):
+            a = 1.5 * rng.standard_normal(shape)
+        elif name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
+            a = rng.standard_normal(shape) / math.sqrt(shape[1])
+        elif name.endswith("embed_tokens.weight"):
             a = 0.5 * rng.standard_normal(shape)
         elif "norm" in name:
             # Gains near 1: w itself, or w where the model multiplies by 1 + w (Gemma).
@@ -324,7 +437,7 @@ def random_state(model, seed: int, norm_offset: float = 0.0) -> dict:
 
 def encode(a: np.ndarray, enc: str) -> tuple:
     """(array to write, raw ggml type or None, the float32 values the file now holds)."""
-    if enc == "F32" or a.ndim == 1:
+    if enc == "F32" or a.ndim == 1 or (a.ndim == 2 and enc == "MXFP4"):
         return a.astype(np.float32), None, a.astype(np.float32)
     if enc == "F16":
         h = a.astype(np.float16)
@@ -332,6 +445,23 @@ def encode(a: np.ndarray, enc: str) -> tuple:
     qt = QT[enc]
     q = gguf.quants.quantize(a, qt)
     return q, qt, gguf.quants.dequantize(q, qt).reshape(a.shape).astype(np.float32)
+
+
+def check_mxfp4(a: np.ndarray, q: np.ndarray) -> float:
+    """The gguf package's MXFP4 round trip of a weight (its quantize_blocks, then its
+    dequantize_blocks): the worst error of a block relative to the block's largest magnitude.
+    Its scale 2^(floor(log2 max) - 3) with codes up to 12 clips values above 1.5 *
+    2^floor(log2 max), so the error stays at most a quarter of the block max; more means the
+    layout is not what this script assumes. The C++ dequantizer is checked against the
+    same bytes through the logits (the HF model runs on these dequantized values)."""
+    deq = gguf.quants.dequantize(q, QT.MXFP4).reshape(a.shape)
+    blocks = a.reshape(-1, 32)
+    err = np.abs(deq.reshape(-1, 32) - blocks).max(-1)
+    amax = np.abs(blocks).max(-1)
+    rel = float((err / np.maximum(amax, 1e-30)).max())
+    if rel > 0.25 + 1e-6:
+        raise SystemExit(f"MXFP4 round trip error {rel} of the block max is too large")
+    return rel
 
 
 def logits_from_gguf(path: pathlib.Path, c: dict, ref_cfg) -> np.ndarray:
@@ -381,7 +511,8 @@ def write_case(c: dict, out: pathlib.Path) -> dict:
         wr.add_rope_freq_base(c["theta"])
     wr.add_layer_norm_rms_eps(c["eps"])
     fam["extra_kv"](wr, c)
-    wr.add_file_type({"F32": gguf.LlamaFileType.ALL_F32,
+    wr.add_file_type({"F32": gguf.LlamaFileType.ALL_F32 if "exps" not in c else
+                      gguf.LlamaFileType.MOSTLY_MXFP4_MOE,
                       "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[c["proj"]])
     wr.add_tokenizer_model("gpt2")
     wr.add_tokenizer_pre(vocab["pre"])
@@ -396,9 +527,24 @@ def write_case(c: dict, out: pathlib.Path) -> dict:
     # The HF model gets the values the file holds (quantized weights dequantized), so the
     # logits compared are those of the same function.
     held = {}
+    mxfp4_checks = []
     for hf_name, a in state.items():
         gg = fam["gguf_name"](hf_name)
         if gg is None:
+            continue
+        if ".mlp.experts." in gg:
+            parts, back = fam["expand"](gg, a)
+            vals = []
+            for pg, pa in parts:
+                enc = c["exps"] if pg.endswith(".weight") else "F32"
+                data, raw, values = encode(pa, enc)
+                if raw is None:
+                    wr.add_tensor(pg, data)
+                else:
+                    wr.add_tensor(pg, data, raw_dtype=raw)
+                    mxfp4_checks.append(check_mxfp4(pa, data) if raw == QT.MXFP4 else None)
+                vals.append(values.reshape(pa.shape))
+            held[hf_name] = torch.from_numpy(back(vals))
             continue
         enc = c["embd"] if gg == "token_embd.weight" else c["proj"]
         to_gguf = fam.get("to_gguf")
@@ -421,6 +567,8 @@ def write_case(c: dict, out: pathlib.Path) -> dict:
         held["lm_head.weight"] = held["model.embed_tokens.weight"]
     missing, unexpected = model.load_state_dict(held, strict=False)
     missing = [k for k in missing if "rotary_emb" not in k]
+    if c["tied"] is False and "lm_head.weight" in missing:
+        raise SystemExit("untied model without lm_head")
     assert not missing and not unexpected, (missing, unexpected)
 
     logits = []
@@ -458,7 +606,8 @@ def write_case(c: dict, out: pathlib.Path) -> dict:
         "min_top2_gap": float((srt[:, -1] - srt[:, -2]).min()),
         "logits_std": float(allv.std()),
         "hf_model_class": fam["model_class"],
-        "self_checks": {"max_abs_diff_vs_transformers_gguf_loader": round_trip},
+        "self_checks": {"max_abs_diff_vs_transformers_gguf_loader": round_trip,
+                        **({"mxfp4_max_rel_err": max(mxfp4_checks)} if mxfp4_checks else {})},
     }
 
 
@@ -466,11 +615,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parents[1] / "data" / "oracles"))
+    ap.add_argument("--case", action="append", default=[],
+                    help="write only this case (repeatable); the manifest keeps the others")
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_grad_enabled(False)
-    entries = [write_case(c, out) for c in CASES]
+    if args.case:
+        unknown = set(args.case) - {c["name"] for c in CASES}
+        if unknown:
+            raise SystemExit(f"unknown case(s): {sorted(unknown)}")
+        old = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["cases"]
+        fresh = {c["name"]: write_case(c, out) for c in CASES if c["name"] in args.case}
+        kept = {e["name"]: e for e in old}
+        kept.update(fresh)
+        entries = [kept[c["name"]] for c in CASES if c["name"] in kept]
+    else:
+        entries = [write_case(c, out) for c in CASES]
     manifest = {
         "format_version": 1,
         "generator": "tests/oracle/make_family_oracles.py",

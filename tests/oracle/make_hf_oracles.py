@@ -150,6 +150,14 @@ CASES = [
     dict(name="qwen3_f32", family="qwen3", tokenizer="qwen2", dtype="float32", shard=None,
          d=32, n_head=4, n_head_kv=2, head_dim=16, n_ff=64, n_layer=2, n_ctx=256, theta=1e6,
          eps=1e-6, tied=True, pad_vocab=0, seed=43),
+    # gpt-oss: learned sinks, 4 experts (2 used) stored unpacked in bfloat16 (x @ W, gate and up
+    # interleaved), YaRN, a sliding layer (window 8) then a full one.
+    dict(name="gpt_oss_bf16", family="gpt_oss", tokenizer="qwen2", dtype="bfloat16", shard=None,
+         d=32, n_head=4, n_head_kv=2, head_dim=16, n_ff=32, n_layer=2, n_ctx=2048,
+         theta=150000.0, eps=1e-5, tied=False, pad_vocab=0, seed=44, window=8, n_expert=4,
+         n_expert_used=2,
+         rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                       "truncate": False, "original_max_position_embeddings": 64}),
 ]
 TOKENIZER_VOCAB = 400  # bytes + merges, before the specials
 
@@ -164,6 +172,11 @@ def hf_config(c: dict, n_vocab: int, bos: int, eos: int):
         cfg = transformers.LlamaConfig(**common, attention_bias=False, mlp_bias=False)
     elif c["family"] == "qwen2":
         cfg = transformers.Qwen2Config(**common, use_sliding_window=False)
+    elif c["family"] == "gpt_oss":
+        cfg = transformers.GptOssConfig(**common, head_dim=c["head_dim"],
+                                        num_local_experts=c["n_expert"],
+                                        num_experts_per_tok=c["n_expert_used"],
+                                        sliding_window=c["window"], attn_implementation="eager")
     else:
         cfg = transformers.Qwen3Config(**common, head_dim=c["head_dim"], attention_bias=False,
                                        use_sliding_window=False)
@@ -185,7 +198,11 @@ def random_state(model, seed: int) -> dict:
     out = {}
     for name, p in model.state_dict().items():
         shape = tuple(p.shape)
-        if name.endswith("embed_tokens.weight"):
+        if name.endswith("sinks"):
+            a = 1.5 * rng.standard_normal(shape)
+        elif name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
+            a = rng.standard_normal(shape) / math.sqrt(shape[1])
+        elif name.endswith("embed_tokens.weight"):
             a = 0.5 * rng.standard_normal(shape)
         elif "norm" in name:
             a = 1.0 + 0.2 * rng.standard_normal(shape)
@@ -294,7 +311,8 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
                     fast.convert_tokens_to_ids(eos))
     torch.manual_seed(c["seed"])
     model = getattr(transformers, {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                                   "qwen3": "Qwen3ForCausalLM"}[c["family"]])(cfg).eval()
+                                   "qwen3": "Qwen3ForCausalLM",
+                                   "gpt_oss": "GptOssForCausalLM"}[c["family"]])(cfg).eval()
     state = random_state(model, c["seed"])
     if c["tied"]:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
@@ -374,6 +392,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(pathlib.Path(__file__).resolve().parents[1] / "data" / "hf"))
+    ap.add_argument("--case", action="append", default=[],
+                    help="write only this case (repeatable); the manifest keeps the others")
     args = ap.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -398,7 +418,12 @@ def main() -> int:
             "with_special": tok.encode("<|im_start|>user\nhi<|im_end|>x<|eot_id|>",
                                        add_special_tokens=False).ids,
         }
-    entries = [write_case(c, out, toks) for c in CASES]
+    if args.case:
+        old = {e["name"]: e for e in json.loads((out / "manifest.json").read_text("utf-8"))["cases"]}
+        old.update({c["name"]: write_case(c, out, toks) for c in CASES if c["name"] in args.case})
+        entries = [old[c["name"]] for c in CASES if c["name"] in old]
+    else:
+        entries = [write_case(c, out, toks) for c in CASES]
     manifest = {
         "format_version": 1,
         "generator": "tests/oracle/make_hf_oracles.py",

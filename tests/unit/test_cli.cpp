@@ -16,6 +16,7 @@
 #include "app/cli/args.h"
 #include "app/cli/commands.h"
 #include "app/cli/options.h"
+#include "engine/model/model.h"
 #include "engine/util/json_io.h"
 #include "cli_test_support.h"
 #include "test_support.h"
@@ -449,6 +450,60 @@ TEST(CliBinary, InfoNamesTheGemmaWindowsAndSoftCaps) {
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("theta 10000, no scaling"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("attention none, final none"), std::string::npos) << r.out;
+}
+
+// gpt-oss (the transformers oracle): info names the learned sinks (their logits, per layer and
+// head, as the file holds them), the experts and YaRN; sinks reports each head's learned sink
+// mass next to the keys' alpha.
+TEST(CliBinary, InfoAndSinksNameTheLearnedSinksOfGptOss) {
+  const std::string path = std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/oracles/gpt_oss_mxfp4.gguf";
+  const auto model = sinkscope::Model::load(path);
+  auto r = run_binary({"info", "--model", path, "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto v = sinkscope::Json::parse(r.out);
+  const auto& c = v.at("config");
+  EXPECT_EQ(c.at("family").get<std::string>(), "gpt-oss");
+  EXPECT_TRUE(c.at("attn_sinks").get<bool>());
+  EXPECT_EQ(c.at("n_expert").get<int64_t>(), 4);
+  EXPECT_EQ(c.at("n_expert_used").get<int64_t>(), 2);
+  EXPECT_EQ(c.at("rope_scaling").get<std::string>(), "yarn");
+  EXPECT_DOUBLE_EQ(c.at("rope_scale_factor").get<double>(), 32.0);
+  EXPECT_EQ(c.at("rope_orig_ctx").get<int64_t>(), 64);
+  const auto& ls = c.at("learned_sinks");
+  ASSERT_EQ(ls.size(), 2u);
+  for (size_t l = 0; l < 2; ++l) {
+    ASSERT_EQ(ls[l].size(), 4u);
+    for (size_t h = 0; h < 4; ++h)
+      EXPECT_DOUBLE_EQ(ls[l][h].get<double>(), double(model->weights().layers[l].sinks[h]));
+  }
+  r = run_binary({"info", "--model", path});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("gpt-oss (gpt-oss family)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("scaling yarn x32 from 64 positions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("local 8 tokens on layers 0; global on 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("4, 2 used per token"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("learned sinks     yes, one logit per head and layer (2 x 4)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MXFP4"), std::string::npos) << r.out;
+
+  r = run_binary({"sinks", "--model", path, "--prompt", "the quick brown fox jumps over the dog",
+                  "--threads", "1", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  v = sinkscope::Json::parse(r.out);
+  const auto& lm = v.at("learned_sink_mass");
+  ASSERT_EQ(lm.size(), 2u);
+  for (const auto& layer : lm) {
+    ASSERT_EQ(layer.size(), 4u);
+    for (const auto& x : layer) {
+      EXPECT_GT(x.get<double>(), 0.0);
+      EXPECT_LT(x.get<double>(), 1.0);
+    }
+  }
+  r = run_binary({"sinks", "--model", path, "--prompt", "the quick brown fox jumps over the dog",
+                  "--threads", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("learned sinks: mean mass"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("learned sink mass per head:"), std::string::npos) << r.out;
 }
 
 TEST(CliBinary, PerplexitySmallFile) {

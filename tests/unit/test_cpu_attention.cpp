@@ -82,8 +82,14 @@ struct SparseRef {
 // own_window > 0: a query at q sees only keys k > q - own_window (a Gemma local layer); cap > 0:
 // scores are cap * tanh(s / cap) (Gemma 2's soft-capping), the rule reading the capped values.
 // A tile no row of the query tile sees is not visited; the first visited one is never skipped.
+// sinks (n_head, or empty): learned sink logits; each row's running max starts at its head's
+// sink and its softmax denominator holds exp(sink - max) (the sink has no value). sink_prob, when
+// given, receives per head the sink's probability summed over the rows.
 SparseRef reference_sparse(const Problem& p, float scale, int bq, int bk, double lambda,
-                           int own_window = 0, double cap = 0) {
+                           int own_window = 0, double cap = 0,
+                           const std::vector<double>& sinks = {},
+                           std::vector<double>* sink_prob = nullptr) {
+  if (sink_prob) sink_prob->assign(size_t(p.n_head), 0.0);
   const int group = p.n_head / p.n_head_kv;
   SparseRef r;
   r.n_qtiles = (p.n_q + bq - 1) / bq;
@@ -112,7 +118,7 @@ SparseRef reference_sparse(const Problem& p, float scale, int bq, int bk, double
         }
       }
       std::vector<bool> kept(size_t(last + 1), true);
-      std::vector<double> m(size_t(r1 - r0), -INFINITY);
+      std::vector<double> m(size_t(r1 - r0), sinks.empty() ? -INFINITY : sinks[size_t(h)]);
       bool first = true;
       for (int t = 0; t * bk <= last; ++t) {
         const int k0 = t * bk, k1 = std::min(last + 1, k0 + bk);
@@ -144,11 +150,15 @@ SparseRef reference_sparse(const Problem& p, float scale, int bq, int bk, double
       }
       for (int i = r0; i < r1; ++i) {
         const auto& row = s[size_t(i - r0)];
-        double mx = -INFINITY, sum = 0;
+        double mx = sinks.empty() ? -INFINITY : sinks[size_t(h)], sum = 0;
         for (int j = 0; j <= p.q_pos0 + i; ++j)
           if (kept[size_t(j)]) mx = std::max(mx, row[size_t(j)]);
         for (int j = 0; j <= p.q_pos0 + i; ++j)
           if (kept[size_t(j)]) sum += std::exp(row[size_t(j)] - mx);
+        if (!sinks.empty()) {
+          sum += std::exp(sinks[size_t(h)] - mx);
+          if (sink_prob) (*sink_prob)[size_t(h)] += std::exp(sinks[size_t(h)] - mx) / sum;
+        }
         for (int j = 0; j <= p.q_pos0 + i; ++j) {
           if (!kept[size_t(j)]) continue;
           const double w = std::exp(row[size_t(j)] - mx) / sum;
@@ -170,7 +180,8 @@ struct AttnRun {
 };
 
 AttnRun run_cpu(const Problem& p, float scale, int bq, int bk, double lambda, ThreadPool* pool,
-            int mask_head = -1, bool skip_exp = true, int own_window = 0, float cap = 0) {
+            int mask_head = -1, bool skip_exp = true, int own_window = 0, float cap = 0,
+            const float* sink_logits = nullptr, double* sink_mass = nullptr) {
   AttnRun r;
   r.out.assign(size_t(p.n_q) * p.n_head * p.d, std::nanf(""));  // poison: every row must be written
   r.counts.assign(size_t(p.n_head), {});
@@ -192,6 +203,8 @@ AttnRun run_cpu(const Problem& p, float scale, int bq, int bk, double lambda, Th
   a.skip_softmax_exp = skip_exp;
   a.own_window = own_window;
   a.softcap = cap;
+  a.sink_logits = sink_logits;
+  a.sink_mass = sink_mass;
   a.counts = r.counts.data();
   a.mask_head = mask_head;
   a.mask = &r.mask;
@@ -377,6 +390,62 @@ TEST(CpuAttention, OwnWindowAndSoftCapMatchTheContractOracle) {
   EXPECT_GT(skips[0], 0);
   EXPECT_EQ(skips[1], 0);
   EXPECT_GT(skips[2], 0);
+}
+
+// Learned sinks (gpt-oss): the sink logit starts each row's running max, so the rule compares
+// tile maxima against max(sink, scores so far). Random keys (scores of std ~1, no strong key);
+// head 0 has a weak sink (it changes little), head 1 one above most scores, head 2 one far above
+// every score: at the same lambda head 2
+// skips every tile after the first, which the oracle must agree with tile by tile.
+TEST(CpuAttention, LearnedSinksMatchTheContractOracle) {
+  ThreadPool pool(2);
+  const std::vector<double> sinks = {-2.0, 3.5, 40.0};
+  const std::vector<float> sinks_f(sinks.begin(), sinks.end());
+  struct Case { double lambda; int own_window; float cap; };
+  const Case cases[] = {{0.0, 0, 0.0f}, {0.05, 0, 0.0f}, {0.05, 100, 0.0f}, {0.2, 0, 3.0f}};
+  for (const Case& cs : cases) {
+    Problem p = make_problem(200, 70, 3, 1, 64, 77);
+    const float scale = 0.125f;
+    const double lambda = cs.lambda > 0 ? cs.lambda : 1e-300;
+    std::vector<double> ref_sink;
+    const SparseRef ref = reference_sparse(p, scale, kQueryTileRows, 64, lambda, cs.own_window,
+                                           cs.cap, sinks, &ref_sink);
+    std::vector<double> got_sink(3, 0.0);
+    AttnRun r = run_cpu(p, scale, kQueryTileRows, 64, cs.lambda, &pool, 2, true, cs.own_window,
+                        cs.cap, sinks_f.data(), got_sink.data());
+    const std::string what = "lambda " + std::to_string(cs.lambda) + " window " +
+                             std::to_string(cs.own_window) + " cap " + std::to_string(cs.cap);
+    EXPECT_LT(rel_err(r.out, ref.out), kTol) << what;
+    for (int h = 0; h < 3; ++h) {
+      EXPECT_NEAR(got_sink[size_t(h)], ref_sink[size_t(h)], 1e-4 * p.n_q) << what << " head " << h;
+      int64_t v = 0, sk = 0;
+      for (int qt = 0; qt < ref.n_qtiles; ++qt)
+        for (int t = 0; t < ref.n_kvtiles; ++t) {
+          const int dec = ref.decision[(size_t(h) * ref.n_qtiles + qt) * ref.n_kvtiles + t];
+          v += dec >= 0;
+          sk += dec == 1;
+        }
+      EXPECT_EQ(r.counts[size_t(h)].visited, v) << what << " head " << h;
+      EXPECT_EQ(r.counts[size_t(h)].skipped, sk) << what << " head " << h;
+      if (cs.lambda > 0 && h == 2) {
+        // The dominant sink: every visited tile but each query tile's first is skipped.
+        EXPECT_EQ(sk, v - ref.n_qtiles) << what;
+      }
+    }
+    ASSERT_EQ(r.mask_cols, ref.n_kvtiles);
+    for (int qt = 0; qt < ref.n_qtiles; ++qt)
+      for (int t = 0; t < ref.n_kvtiles; ++t) {
+        const int d = ref.decision[(size_t(2) * ref.n_qtiles + qt) * ref.n_kvtiles + t];
+        EXPECT_EQ(int(r.mask[size_t(qt) * r.mask_cols + t]), d < 0 ? 0 : d + 1) << what;
+      }
+  }
+  // Without the sinks the same data at lambda 0.05 skips less on head 2: the sink is what made
+  // its tiles skippable.
+  Problem p = make_problem(200, 70, 3, 1, 64, 77);
+  AttnRun plain = run_cpu(p, 0.125f, kQueryTileRows, 64, 0.05, &pool);
+  AttnRun sunk = run_cpu(p, 0.125f, kQueryTileRows, 64, 0.05, &pool, -1, true, 0, 0.0f,
+                         sinks_f.data());
+  EXPECT_GT(sunk.counts[2].skipped, plain.counts[2].skipped);
 }
 
 TEST(CpuAttention, SparseMatchesContractOracle) {

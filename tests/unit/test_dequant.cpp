@@ -96,7 +96,7 @@ TEST_P(DequantGolden, MatchesGgufPy) {
 
 INSTANTIATE_TEST_SUITE_P(GoldenTypes, DequantGolden,
                          ::testing::Values("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1",
-                                           "Q8_0", "Q4_K", "Q5_K", "Q6_K"),
+                                           "Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(Fp16Conversion, EncodingMatchesNumpy) {
@@ -207,6 +207,7 @@ TEST(GgmlTypes, TraitsAndRowBytes) {
       {GgmlType::kQ3_K, 256, 110, false}, {GgmlType::kQ4_K, 256, 144, true},
       {GgmlType::kQ5_K, 256, 176, true},  {GgmlType::kQ6_K, 256, 210, true},
       {GgmlType::kQ8_K, 256, 292, false}, {GgmlType::kI32, 1, 4, false},
+      {GgmlType::kMXFP4, 32, 17, true},
   };
   for (const Want& w : wants) {
     const GgmlTypeTraits* tr = ggml_type_traits(static_cast<uint32_t>(w.t));

@@ -75,9 +75,10 @@ std::string load_error(const fs::path& p) {
 
 TEST(FamilyOracles, ManifestListsTheCasesAndFilesAreIntact) {
   std::set<std::string> want(std::begin(kCases), std::end(kCases)), got;
+  want.insert("gpt_oss_mxfp4");  // tested by test_gpt_oss.cpp (its own config and probes)
   uint64_t total = 0;
   for (const auto& e : fs::directory_iterator(oracle_dir())) total += e.file_size();
-  EXPECT_LT(total, 1200u * 1000) << "tests/data/oracles should stay under 1.2 MB";
+  EXPECT_LT(total, 1400u * 1000) << "tests/data/oracles should stay under 1.4 MB";
   for (const auto& c : manifest().at("cases")) {
     const std::string name = c.at("name").get<std::string>();
     got.insert(name);

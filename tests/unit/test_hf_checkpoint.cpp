@@ -71,8 +71,9 @@ TEST(HfCheckpoint, ManifestFilesAreIntactAndSmall) {
   uint64_t total = 0;
   for (const auto& e : fs::recursive_directory_iterator(hf_dir()))
     if (e.is_regular_file()) total += e.file_size();
-  EXPECT_LT(total, 1000u * 1000) << "tests/data/hf should stay under 1 MB";
+  EXPECT_LT(total, 1100u * 1000) << "tests/data/hf should stay under 1.1 MB";
   std::set<std::string> want(std::begin(kCases), std::end(kCases)), got;
+  want.insert("gpt_oss_bf16");  // its own tests below (experts, sinks)
   for (const auto& c : manifest().at("cases")) {
     const std::string name = c.at("name").get<std::string>();
     got.insert(name);
@@ -438,6 +439,61 @@ std::string load_error(const fs::path& p) {
   return "(loaded without error)";
 }
 
+// gpt-oss from its Hugging Face checkpoint (tests/data/hf/gpt_oss_bf16, transformers'
+// GptOssForCausalLM saved in bfloat16): config, the experts rewritten into the engine's rows,
+// and the logits against transformers' at the tolerance of every oracle.
+TEST(HfCheckpoint, GptOssConfigAndLogitsMatchTransformers) {
+  const std::string name = "gpt_oss_bf16";
+  const Json& c = find_case(name);
+  const Json& p = c.at("params");
+  auto model = Model::load(hf_dir() / c.at("dir").get<std::string>());
+  const ModelConfig& cfg = model->config();
+  EXPECT_EQ(cfg.architecture, "gpt-oss");
+  EXPECT_TRUE(cfg.gpt_oss && cfg.attn_sinks && cfg.o_bias && cfg.qkv_bias);
+  EXPECT_EQ(cfg.n_expert, p.at("n_expert").get<int>());
+  EXPECT_EQ(cfg.n_expert_used, p.at("n_expert_used").get<int>());
+  EXPECT_EQ(cfg.layer_window(0), p.at("window").get<int>());
+  EXPECT_EQ(cfg.layer_window(1), 0);
+  EXPECT_EQ(cfg.rope_scaling, RopeScalingType::kYarn);
+  EXPECT_FLOAT_EQ(cfg.rope_scale_factor, 32.0f);
+  EXPECT_EQ(cfg.rope_orig_ctx, 64);
+  EXPECT_FALSE(cfg.yarn_truncate);
+  for (const LayerWeights& L : model->weights().layers) {
+    EXPECT_EQ(L.sinks.size(), size_t(cfg.n_head));
+    ASSERT_EQ(L.exp_gate.size(), size_t(cfg.n_expert));
+    EXPECT_EQ(L.exp_gate[0].type, GgmlType::kF32);
+    EXPECT_EQ(L.exp_down[3].rows, cfg.n_embd);
+    EXPECT_EQ(L.exp_down[3].cols, cfg.n_ff);
+    EXPECT_EQ(L.router.type, GgmlType::kBF16);
+  }
+  const int V = cfg.n_vocab;
+  const std::string bin = read_file(hf_dir() / c.at("logits_file").get<std::string>());
+  size_t rows = 0;
+  for (const auto& pr : c.at("prompts")) rows += pr.at("ids").size();
+  ASSERT_EQ(bin.size(), rows * size_t(V) * sizeof(float)) << "logits file is truncated";
+  const float* ref = reinterpret_cast<const float*>(bin.data());
+  BackendOptions opt;
+  opt.n_threads = 2;
+  auto be = make_cpu_backend(model, opt);
+  oracle::PromptAgreement g;
+  size_t row0 = 0;
+  for (size_t pi = 0; pi < c.at("prompts").size(); ++pi) {
+    const auto ids = ids_of(c.at("prompts")[pi].at("ids"));
+    // The text prompts tokenize as transformers did.
+    if (c.at("prompts")[pi].contains("text"))
+      EXPECT_EQ(model->tokenizer().encode(c.at("prompts")[pi].at("text").get<std::string>()), ids);
+    oracle::check_prompt(*be, ids, ids_of(c.at("argmax")[pi]), ref + row0 * V, V, name, g);
+    if (::testing::Test::HasFatalFailure()) return;
+    row0 += ids.size();
+  }
+  EXPECT_LE(g.prefill, kMaxLogitDiff) << "prefill";
+  EXPECT_LE(g.decode, kMaxLogitDiff) << "prefill + decode";
+  EXPECT_EQ(g.agree, g.total);
+  EXPECT_EQ(g.agree_dec, g.total);
+  std::printf("[hf-oracle] %-20s max |dlogit| prefill %.2e, prefill+decode %.2e, argmax %d/%d\n",
+              name.c_str(), g.prefill, g.decode, g.agree, g.total);
+}
+
 void edit_json(const fs::path& file, const std::function<void(Json&)>& edit) {
   Json j = Json::parse(read_file(file));
   edit(j);
@@ -514,6 +570,42 @@ TEST(HfCheckpoint, MissingTensorsAreNamed) {
   EXPECT_LOAD_ERROR(d, "missing tensor 'lm_head.weight'");
 }
 
+TEST(HfCheckpoint, GptOssErrorsAreNamed) {
+  fs::path d = copy_case("gpt_oss_bf16", "no_sinks", [](const fs::path& d) {
+    edit_shard(d / "model.safetensors",
+               [](Json& h, std::string&) { h.erase("model.layers.1.self_attn.sinks"); });
+  });
+  EXPECT_LOAD_ERROR(d, "missing tensor 'model.layers.1.self_attn.sinks'");
+  d = copy_case("gpt_oss_bf16", "no_down_bias", [](const fs::path& d) {
+    edit_shard(d / "model.safetensors", [](Json& h, std::string&) {
+      h.erase("model.layers.0.mlp.experts.down_proj_bias");
+    });
+  });
+  EXPECT_LOAD_ERROR(d, "missing tensor 'model.layers.0.mlp.experts.down_proj_bias'");
+  d = copy_case("gpt_oss_bf16", "experts_width", [](const fs::path& d) {
+    edit_json(d / "config.json", [](Json& j) { j["intermediate_size"] = 16; });
+  });
+  EXPECT_LOAD_ERROR(d, "'model.layers.0.mlp.experts.gate_up_proj' has shape [4, 32, 64], "
+                       "expected [4, 32, 32]");
+  // MXFP4-packed experts (as the released checkpoints store them) are named, not misread.
+  d = copy_case("gpt_oss_bf16", "packed", [](const fs::path& d) {
+    edit_shard(d / "model.safetensors", [](Json& h, std::string&) {
+      h["model.layers.0.mlp.experts.down_proj_blocks"] = h["model.layers.0.mlp.experts.down_proj"];
+      h.erase("model.layers.0.mlp.experts.down_proj");
+    });
+  });
+  EXPECT_LOAD_ERROR(d, "MXFP4-packed experts are not read from safetensors");
+  d = copy_case("gpt_oss_bf16", "layer_types", [](const fs::path& d) {
+    edit_json(d / "config.json",
+              [](Json& j) { j["layer_types"] = {"full_attention", "sliding_attention"}; });
+  });
+  EXPECT_LOAD_ERROR(d, "layer_types[0] is not 'sliding_attention'");
+  d = copy_case("gpt_oss_bf16", "top_k", [](const fs::path& d) {
+    edit_json(d / "config.json", [](Json& j) { j["num_experts_per_tok"] = 5; });
+  });
+  EXPECT_LOAD_ERROR(d, "num_experts_per_tok 5 exceeds num_local_experts 4");
+}
+
 TEST(HfCheckpoint, ShapeAndDtypeMismatchesAreNamed) {
   fs::path d = copy_case("qwen2_f16", "ffn_width", [](const fs::path& d) {
     edit_json(d / "config.json", [](Json& j) { j["intermediate_size"] = 96; });
@@ -557,7 +649,7 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
   };
   EXPECT_LOAD_ERROR(with_config("gemma", [](Json& j) { j["model_type"] = "gemma2"; }),
                     "config.json: model_type 'gemma2' is not supported (supported: llama, "
-                    "mistral, qwen2, qwen3)");
+                    "mistral, qwen2, qwen3, gpt_oss)");
   EXPECT_LOAD_ERROR(with_config("no_type", [](Json& j) { j.erase("model_type"); }),
                     "config.json: missing key 'model_type'");
   EXPECT_LOAD_ERROR(with_config("no_width", [](Json& j) { j.erase("hidden_size"); }),
@@ -568,7 +660,14 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
                                 [](Json& j) {
                                   j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
                                 }),
-                    "rope scaling 'yarn' is not supported");
+                    "rope scaling 'yarn' needs 'original_max_position_embeddings'");
+  EXPECT_LOAD_ERROR(with_config("yarn_mscale",
+                                [](Json& j) {
+                                  j["rope_parameters"] = {{"rope_type", "yarn"}, {"factor", 4.0},
+                                                          {"original_max_position_embeddings", 64},
+                                                          {"mscale", 0.7}};
+                                }),
+                    "rope scaling 'yarn' with 'mscale' is not supported");
   EXPECT_LOAD_ERROR(with_config("window", [](Json& j) { j["use_sliding_window"] = true; }),
                     "sliding_window attention is not supported yet");
   EXPECT_LOAD_ERROR(with_config("gelu", [](Json& j) { j["hidden_act"] = "gelu"; }),

@@ -211,6 +211,40 @@ TEST(Sinks, DetectionOnARandomModelIsConsistent) {
   be->forward(ids, LogitsMode::kLast, with);
   EXPECT_EQ(with, without);
   EXPECT_EQ(be->probes().col_queries[3], 97);
+  // No learned sinks in a Llama: nothing reported for them.
+  EXPECT_TRUE(r.learned_mass.empty());
+  EXPECT_EQ(learned_sink_summary(r), "");
+}
+
+// gpt-oss (the transformers oracle's tiny model): the report carries each head's learned sink
+// mass, and on a global layer with every position examined it is exactly what the keys' alpha
+// leaves of each query (alpha_k * queries summed over k, plus the sink mass, is one per query).
+// The recommendation counts keys only.
+TEST(Sinks, LearnedSinksAreReportedNextToAlpha) {
+  auto model = Model::load(std::filesystem::path(SINKSCOPE_SOURCE_DIR) / "tests" / "data" /
+                           "oracles" / "gpt_oss_mxfp4.gguf");
+  const ModelConfig& c = model->config();
+  auto be = make_cpu_backend(model, {});
+  std::mt19937 rng(5);
+  const int n = 40;
+  std::vector<TokenId> ids(static_cast<size_t>(n));
+  for (auto& t : ids) t = TokenId(rng() % uint32_t(c.n_vocab));
+  const SinkReport r = detect_sinks(*be, ids, n);
+  ASSERT_EQ(r.learned_mass.size(), size_t(c.n_layer) * c.n_head);
+  for (int l = 0; l < c.n_layer; ++l)
+    for (int h = 0; h < c.n_head; ++h) {
+      const double sink = r.learned_at(l, h);
+      EXPECT_GT(sink, 0.0);
+      EXPECT_LT(sink, 1.0);
+      if (c.layer_window(l) != 0) continue;  // the global layer: every query sees every key
+      double keys = 0;
+      for (int k = 0; k < n; ++k) keys += r.alpha_at(l, h, k) * double(n - k);
+      EXPECT_NEAR(keys / n + sink, 1.0, 1e-5) << "layer " << l << " head " << h;
+    }
+  const std::string summary = learned_sink_summary(r);
+  EXPECT_NE(summary.find("learned sinks: mean mass"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("outside sink_keep_count"), std::string::npos) << summary;
+  EXPECT_LE(r.recommended_sink_keep, r.criteria.max_keep);
 }
 
 }  // namespace

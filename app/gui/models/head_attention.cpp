@@ -48,7 +48,7 @@ inline float dot(const float* a, const float* b, int d) {
 // k: the head's keys, kvStride apart.
 void probabilityRow(const float* q, const float* k, int i, int kvStride, int d, float scale,
                     const HeadMapOptions& o, std::vector<float>& p) {
-  float mx = -INFINITY;
+  float mx = o.sinkLogit;  // -inf without a learned sink
   for (int j = 0; j <= i; ++j) {
     if (!visible(j, i, o)) {
       p[size_t(j)] = -INFINITY;
@@ -58,7 +58,7 @@ void probabilityRow(const float* q, const float* k, int i, int kvStride, int d, 
     if (o.softcap > 0) p[size_t(j)] = std::tanh(p[size_t(j)] / o.softcap) * o.softcap;
     mx = std::max(mx, p[size_t(j)]);
   }
-  double sum = 0;
+  double sum = std::isinf(o.sinkLogit) ? 0.0 : std::exp(double(o.sinkLogit) - mx);
   for (int j = 0; j <= i; ++j) {
     const float e = std::isinf(p[size_t(j)]) ? 0.0f : std::exp(p[size_t(j)] - mx);
     p[size_t(j)] = e;
@@ -70,9 +70,15 @@ void probabilityRow(const float* q, const float* k, int i, int kvStride, int d, 
 
 }  // namespace
 
-void setLayerAttention(HeadMapOptions& o, const ModelConfig& c) {
-  o.ownWindow = o.layer >= 0 && o.layer < c.n_layer ? c.layer_window(o.layer) : 0;
+void setLayerAttention(HeadMapOptions& o, const ModelConfig& c, const ModelWeights* w) {
+  const bool in = o.layer >= 0 && o.layer < c.n_layer;
+  o.ownWindow = in ? c.layer_window(o.layer) : 0;
   o.softcap = c.attn_softcap;
+  o.sinkLogit = -INFINITY;
+  if (w && in && size_t(o.layer) < w->layers.size()) {
+    const std::vector<float>& s = w->layers[size_t(o.layer)].sinks;
+    if (o.head >= 0 && size_t(o.head) < s.size()) o.sinkLogit = s[size_t(o.head)];
+  }
 }
 
 AttentionMap headMapFromQK(const float* q, const float* k, int n, int d, float scale,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -30,10 +31,13 @@ struct HeadMapOptions {
   // invisible, sinks included) and its score soft-cap (0: none; s -> tanh(s / cap) * cap).
   int ownWindow = 0;
   float softcap = 0.0f;
+  // The head's learned sink logit (gpt-oss; -inf: none): it joins every row's softmax
+  // denominator and has no column, so a row's probabilities sum to 1 - p_sink.
+  float sinkLogit = -INFINITY;
 };
 
-// The options' own-window and soft-cap of `layer` of a model.
-void setLayerAttention(HeadMapOptions& o, const ModelConfig& c);
+// The options' own-window, soft-cap and (with the weights) learned sink of `layer` of a model.
+void setLayerAttention(HeadMapOptions& o, const ModelConfig& c, const ModelWeights* w = nullptr);
 
 // The map from one head's post-RoPE queries q (n, d) and keys k (n, d), row-major: the softmax
 // probabilities under the options' visibility rule, mean-pooled. Row bins run on the pool; the

@@ -33,6 +33,9 @@ QVariant HeadStatsModel::data(const QModelIndex& index, int role) const {
     case SparsityPrefill: return pct(r.probesPrefill.prefill[size_t(row)].sparsity());
     case SparsityDecode: return pct(r.probes.decode[size_t(row)].sparsity());
     case FirstMass: return size_t(row) < r.firstMass.size() ? pct(r.firstMass[size_t(row)]) : QVariant();
+    case LearnedSink:  // "none": the model has no learned sinks (no value to sort by)
+      if (size_t(row) < r.learnedSinkMass.size()) return pct(r.learnedSinkMass[size_t(row)]);
+      return raw ? QVariant() : QVariant(tr("none"));
     case MassBound: {
       const double v = r.probes.prefill[size_t(row)].mass_bound_max;
       return raw ? QVariant(v) : QVariant(QString::number(v, 'g', 3));
@@ -49,6 +52,7 @@ QVariant HeadStatsModel::headerData(int section, Qt::Orientation o, int role) co
     case SparsityPrefill: return tr("Skipped (prefill)");
     case SparsityDecode: return tr("Skipped (decode)");
     case FirstMass: return tr("Mass on first S");
+    case LearnedSink: return tr("Learned sink mass");
     case MassBound: return tr("Lost mass bound");
     default: return {};
   }

@@ -12,7 +12,9 @@ namespace sinkscope::gui {
 class HeadStatsModel : public QAbstractTableModel {
   Q_OBJECT
  public:
-  enum Column { Layer, Head, SparsityPrefill, SparsityDecode, FirstMass, MassBound, ColumnCount };
+  // LearnedSink: the mean mass per query of the head's learned sink logit (gpt-oss), next to
+  // the emergent sinks' FirstMass; empty cells for a model without learned sinks.
+  enum Column { Layer, Head, SparsityPrefill, SparsityDecode, FirstMass, LearnedSink, MassBound, ColumnCount };
   // Each cell's number (int or double) for sorting; DisplayRole holds the formatted text.
   static constexpr int SortRole = Qt::UserRole;
   using QAbstractTableModel::QAbstractTableModel;

@@ -103,7 +103,7 @@ bool denseEquivalent(const RunRequest& r) {
 bool sameMapOptions(const HeadMapOptions& a, const HeadMapOptions& b) {
   return a.layer == b.layer && a.head == b.head && a.maxCells == b.maxCells &&
          a.sinkCount == b.sinkCount && a.window == b.window && a.ownWindow == b.ownWindow &&
-         a.softcap == b.softcap;
+         a.softcap == b.softcap && a.sinkLogit == b.sinkLogit;
 }
 
 double elapsedSince(int64_t t0) { return double(prof::now_ns() - t0) / 1e9; }
@@ -451,7 +451,7 @@ AttentionMap RunExecutor::headMap(const std::vector<TokenId>& prompt, const Head
     if (source) *source = kCpuMapSource;
   }
   HeadMapOptions lo = o;
-  setLayerAttention(lo, c);
+  setLayerAttention(lo, c, &m_model->weights());
   return headMapFromQK(q.data(), k.data(), int(prompt.size()), c.head_dim, c.attention_scale(),
                        lo, m_pool.get());
 }

@@ -69,7 +69,7 @@ void RunExecutor::Run::prepare() {
     ho.sinkCount = int(req.cache.sink_keep_count);
     ho.window = int(req.cache.window_size);
   }
-  setLayerAttention(ho, c);
+  setLayerAttention(ho, c, &ex.m_model->weights());
   haveMap = ex.m_mapCache && ex.m_mapCache->prompt == res->promptTokens &&
             sameMapOptions(ex.m_mapCache->options, ho);
   // Progress in token-forward units: variant prefill + decode, the map, the dense run.
@@ -351,6 +351,11 @@ void RunExecutor::Run::detectSinks() {
     }
   } else if (res->sinkNote.empty()) {
     res->sinkNote = "the backend recorded no column mass";
+  }
+  if (!pr.sink_mass.empty() && pr.sink_queries > 0) {
+    res->learnedSinkMass.resize(pr.sink_mass.size());
+    for (size_t lh = 0; lh < pr.sink_mass.size(); ++lh)
+      res->learnedSinkMass[lh] = pr.sink_mass[lh] / double(pr.sink_queries);
   }
   stage("sinks");
 }

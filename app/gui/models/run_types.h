@@ -80,6 +80,9 @@ struct RunResult {
   int sinkPositions = 0;
   std::vector<double> sinkAlpha;     // (layer, head, position)
   std::vector<double> firstMass;     // (layer, head): mean mass on the first max(S, 1) keys
+  // (layer, head): mean mass per query of the head's learned sink logit (gpt-oss,
+  // AttentionProbes::sink_mass); empty for a model without learned sinks.
+  std::vector<double> learnedSinkMass;
   std::vector<int> flaggedSinks;
   int recommendedSinkKeep = 0;
   std::string sinkNote;              // why sink detection is missing, when it is

@@ -86,6 +86,13 @@ void SinksView::setResult(const RunResultPtr& r) {
                      ? tr("Head L%1 H%2: no sink (no key with alpha_k > %3).").arg(m_layer).arg(m_head).arg(kEpsilon)
                      : tr("Head L%1 H%2: sinks (alpha_k > %3) at %4.")
                            .arg(m_layer).arg(m_head).arg(kEpsilon).arg(positions(m_headSinks));
+    // A learned sink (gpt-oss) is named next to the emergent ones: it is a logit of the head's
+    // own, not a key, so it has no position.
+    if (const size_t lh = size_t(m_layer) * size_t(std::max(1, r->nHead)) + size_t(m_head);
+        m_layer >= 0 && m_head >= 0 && lh < r->learnedSinkMass.size())
+      m_headText += QLatin1Char(' ') +
+                    tr("Learned sink: %1% of each query's mass.")
+                        .arg(r->learnedSinkMass[lh] * 100, 0, 'f', 1);
     if (!r->sinkNote.empty()) {
       m_verdict = tr("Sink detection unavailable: %1").arg(QString::fromStdString(r->sinkNote));
     } else if (const SinkReport rep = sinkReportOf(*r); rep.n_pos > 0) {
