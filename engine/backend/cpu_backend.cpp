@@ -340,9 +340,14 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     }
     {
       prof::ScopedSpan s(m_spans, "qkv");
-      proj(L.wq, m_xn.data(), m_q.data());
-      proj(L.wk, m_xn.data(), m_kn.data());
-      proj(L.wv, m_xn.data(), m_vn.data());
+      if (n == 1) {  // one fork-join for the three products (x quantized once)
+        const QgemvJob jobs[3] = {{&L.wq, m_q.data()}, {&L.wk, m_kn.data()}, {&L.wv, m_vn.data()}};
+        qgemv_many(jobs, 3, m_xn.data(), &m_pool);
+      } else {
+        proj(L.wq, m_xn.data(), m_q.data());
+        proj(L.wk, m_xn.data(), m_kn.data());
+        proj(L.wv, m_xn.data(), m_vn.data());
+      }
       if (c.qkv_bias) {
         for (int i = 0; i < n; ++i) {
           for (int64_t j = 0; j < Q; ++j) m_q[size_t(i * Q + j)] += L.bq[size_t(j)];
@@ -517,8 +522,13 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       rows([&](int i) {
         rms_norm(&m_x[size_t(i * D)], L.ffn_norm.data(), &m_xn[size_t(i * D)], D, c.rms_eps);
       });
-      proj(L.w_gate, m_xn.data(), m_gate.data());
-      proj(L.w_up, m_xn.data(), m_up.data());
+      if (n == 1) {
+        const QgemvJob jobs[2] = {{&L.w_gate, m_gate.data()}, {&L.w_up, m_up.data()}};
+        qgemv_many(jobs, 2, m_xn.data(), &m_pool);
+      } else {
+        proj(L.w_gate, m_xn.data(), m_gate.data());
+        proj(L.w_up, m_xn.data(), m_up.data());
+      }
       if (c.gemma) {
         geglu(m_gate.data(), m_up.data(), m_gate.data(), n * F);
       } else {
