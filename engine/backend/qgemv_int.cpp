@@ -207,44 +207,62 @@ SINKSCOPE_AVX2 inline __m256i bit4_lanes(uint32_t bits) {
   return _mm256_and_si256(_mm256_cmpeq_epi16(v, sel), _mm256_set1_epi16(16));
 }
 
+// One instantiation per type, so the inner loop has no type tests.
+template <GgmlType t>
 SINKSCOPE_AVX2 void rows_small_avx2(const QuantMatrix& w, const XQ16& x, float* y, int64_t r0,
                                     int64_t r1) {
   const int64_t nb = w.cols / 32;
   const __m128i m4 = _mm_set1_epi8(0x0f);
-  const GgmlType t = w.type;
-  const bool has_off = t == GgmlType::kQ4_1 || t == GgmlType::kQ5_1;
-  const int bsz = t == GgmlType::kQ4_0 ? 18 : t == GgmlType::kQ4_1 ? 20 : t == GgmlType::kQ5_0 ? 22
+  constexpr bool has_off = t == GgmlType::kQ4_1 || t == GgmlType::kQ5_1;
+  constexpr int bsz = t == GgmlType::kQ4_0 ? 18 : t == GgmlType::kQ4_1 ? 20 : t == GgmlType::kQ5_0 ? 22
                   : t == GgmlType::kQ5_1 ? 24 : 34;
   // Codes are stored unsigned with a bias for Q4_0 (8) and Q5_0 (16).
   const __m256i bias = _mm256_set1_epi16(t == GgmlType::kQ4_0 ? 8 : t == GgmlType::kQ5_0 ? 16 : 0);
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* p = w.data + uint64_t(r) * w.row_bytes;
-    __m256 acc = _mm256_setzero_ps();
-    float macc = 0.0f;
-    for (int64_t b = 0; b < nb; ++b, p += bsz) {
-      const int16_t* xq = x.q.data() + b * 32;
-      __m256i w0, w1;
-      if (t == GgmlType::kQ8_0) {
-        w0 = _mm256_cvtepi8_epi16(load16(p + 2));
-        w1 = _mm256_cvtepi8_epi16(load16(p + 18));
-      } else {
-        const int qs_at = t == GgmlType::kQ4_0 ? 2 : t == GgmlType::kQ4_1 ? 4 : t == GgmlType::kQ5_0 ? 6 : 8;
-        const __m128i raw = load16(p + qs_at);
-        w0 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4));
-        w1 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
-        if (t == GgmlType::kQ5_0 || t == GgmlType::kQ5_1) {
-          uint32_t qh;
-          std::memcpy(&qh, p + (t == GgmlType::kQ5_0 ? 2 : 4), 4);
-          w0 = _mm256_or_si256(w0, bit4_lanes(qh));
-          w1 = _mm256_or_si256(w1, bit4_lanes(qh >> 16));
-        }
+  // Σ code * xq of block b as 8 int32 lanes.
+  auto block = [&](const uint8_t* p, int64_t b) SINKSCOPE_AVX2 {
+    const int16_t* xq = x.q.data() + b * 32;
+    __m256i w0, w1;
+    if constexpr (t == GgmlType::kQ8_0) {
+      w0 = _mm256_cvtepi8_epi16(load16(p + 2));
+      w1 = _mm256_cvtepi8_epi16(load16(p + 18));
+    } else {
+      constexpr int qs_at = t == GgmlType::kQ4_0 ? 2 : t == GgmlType::kQ4_1 ? 4 : t == GgmlType::kQ5_0 ? 6 : 8;
+      const __m128i raw = load16(p + qs_at);
+      w0 = _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4));
+      w1 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+      if constexpr (t == GgmlType::kQ5_0 || t == GgmlType::kQ5_1) {
+        uint32_t qh;
+        std::memcpy(&qh, p + (t == GgmlType::kQ5_0 ? 2 : 4), 4);
+        w0 = _mm256_or_si256(w0, bit4_lanes(qh));
+        w1 = _mm256_or_si256(w1, bit4_lanes(qh >> 16));
+      }
+      if constexpr (t == GgmlType::kQ4_0 || t == GgmlType::kQ5_0) {
         w0 = _mm256_sub_epi16(w0, bias);
         w1 = _mm256_sub_epi16(w1, bias);
       }
-      acc = fma_block(h2f(p) * x.d[size_t(b)], dot32(w0, w1, xq), acc);
-      if (has_off) macc += h2f(p + 2) * x.s[size_t(b)];
     }
-    y[r] = hsum(acc) + macc;
+    return dot32(w0, w1, xq);
+  };
+  // Blocks in pairs on two accumulators: the float adds of consecutive blocks overlap.
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* p = w.data + uint64_t(r) * w.row_bytes;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float macc0 = 0.0f, macc1 = 0.0f;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2, p += 2 * bsz) {
+      const __m256i i0 = block(p, b), i1 = block(p + bsz, b + 1);
+      acc0 = fma_block(h2f(p) * x.d[size_t(b)], i0, acc0);
+      acc1 = fma_block(h2f(p + bsz) * x.d[size_t(b + 1)], i1, acc1);
+      if constexpr (has_off) {
+        macc0 += h2f(p + 2) * x.s[size_t(b)];
+        macc1 += h2f(p + bsz + 2) * x.s[size_t(b + 1)];
+      }
+    }
+    if (b < nb) {
+      acc0 = fma_block(h2f(p) * x.d[size_t(b)], block(p, b), acc0);
+      if constexpr (has_off) macc0 += h2f(p + 2) * x.s[size_t(b)];
+    }
+    y[r] = hsum(_mm256_add_ps(acc0, acc1)) + (macc0 + macc1);
   }
 }
 
@@ -256,7 +274,7 @@ SINKSCOPE_AVX2 void rows_q45k_avx2(const QuantMatrix& w, const XQ16& x, float* y
   const __m256i one = _mm256_set1_epi16(1);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + uint64_t(r) * w.row_bytes;
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // per sub-block parity
     float macc = 0.0f;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* b = row + sb * (five ? 176 : 144);
@@ -282,12 +300,12 @@ SINKSCOPE_AVX2 void rows_q45k_avx2(const QuantMatrix& w, const XQ16& x, float* y
           k_scale_min(s, b + 4, &sc, &m);
           const int64_t g = sb * 8 + s;
           const float dx = x.d[size_t(g)];
-          acc = fma_block(d * float(sc) * dx, dot32(w0, w1, x.q.data() + g * 32), acc);
+          acc[k] = fma_block(d * float(sc) * dx, dot32(w0, w1, x.q.data() + g * 32), acc[k]);
           macc += -(dmin * float(m)) * x.s[size_t(g)];
         }
       }
     }
-    y[r] = hsum(acc) + macc;
+    y[r] = hsum(_mm256_add_ps(acc[0], acc[1])) + macc;
   }
 }
 
@@ -298,7 +316,7 @@ SINKSCOPE_AVX2 void rows_q6k_avx2(const QuantMatrix& w, const XQ16& x, float* y,
   const __m256i k32 = _mm256_set1_epi16(32);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + uint64_t(r) * w.row_bytes;
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // first / second 16 of a group
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* b = row + sb * 210;
       const float d = h2f(b + 208);
@@ -320,13 +338,14 @@ SINKSCOPE_AVX2 void rows_q6k_avx2(const QuantMatrix& w, const XQ16& x, float* y,
           const int64_t g = sb * 8 + h * 4 + k;
           const int16_t* xq = x.q.data() + g * 32;
           const float dx = x.d[size_t(g)];
-          acc = fma_block(d * float(sc[2 * k]) * dx, _mm256_madd_epi16(code(s0, h0), xload(xq)), acc);
-          acc = fma_block(d * float(sc[2 * k + 1]) * dx,
-                          _mm256_madd_epi16(code(s1, h1), xload(xq + 16)), acc);
+          acc[0] = fma_block(d * float(sc[2 * k]) * dx, _mm256_madd_epi16(code(s0, h0), xload(xq)),
+                             acc[0]);
+          acc[1] = fma_block(d * float(sc[2 * k + 1]) * dx,
+                             _mm256_madd_epi16(code(s1, h1), xload(xq + 16)), acc[1]);
         }
       }
     }
-    y[r] = hsum(acc);
+    y[r] = hsum(_mm256_add_ps(acc[0], acc[1]));
   }
 }
 
@@ -406,8 +425,11 @@ void rows(const QuantMatrix& w, const XQ16& x, float* y, int64_t r0, int64_t r1,
         return rows_q45k_avx2(w, x, y, r0, r1);
       case GgmlType::kQ6_K:
         return rows_q6k_avx2(w, x, y, r0, r1);
-      default:
-        return rows_small_avx2(w, x, y, r0, r1);
+      case GgmlType::kQ4_0: return rows_small_avx2<GgmlType::kQ4_0>(w, x, y, r0, r1);
+      case GgmlType::kQ4_1: return rows_small_avx2<GgmlType::kQ4_1>(w, x, y, r0, r1);
+      case GgmlType::kQ5_0: return rows_small_avx2<GgmlType::kQ5_0>(w, x, y, r0, r1);
+      case GgmlType::kQ5_1: return rows_small_avx2<GgmlType::kQ5_1>(w, x, y, r0, r1);
+      default: return rows_small_avx2<GgmlType::kQ8_0>(w, x, y, r0, r1);
     }
   }
 #endif
