@@ -38,7 +38,14 @@ if [[ ! -x "$BENCH" ]]; then
     mv "$LC"/llama_cpp_python-*/vendor/llama.cpp "$LC/src"
   fi
   echo "llama_cpp_compare: building llama-bench (CPU) in $LC/src/build, once"
+  # GGML_NATIVE enables AMX where the CPU lists it, but a virtual machine may not let a process
+  # use the AMX tiles (ldtilecfg faults: "Illegal instruction"): build without them.
+  noamx=""
+  if echo 'int main(){}' | cc -x c -mno-amx-tile -mno-amx-int8 -mno-amx-bf16 -o /dev/null - 2>/dev/null; then
+    noamx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  fi
   cmake -S "$LC/src" -B "$LC/src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    -DCMAKE_C_FLAGS="$noamx" -DCMAKE_CXX_FLAGS="$noamx" \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
     >"$LC/configure.log" 2>&1
   cmake --build "$LC/src/build" --target llama-bench -j "$(nproc)" >"$LC/build.log" 2>&1
