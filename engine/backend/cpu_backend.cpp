@@ -18,7 +18,8 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const Model> model, const BackendOptions& opt)
-      : m_model(std::move(model)), m_pool(opt.n_threads), m_attn(opt.attention) {
+      : m_model(std::move(model)), m_pool(opt.n_threads), m_attn(opt.attention),
+        m_qmode(opt.decode_products) {
     const ModelConfig& c = m_model->config();
     m_max_context = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
     m_rope = RopeTable(c, m_model->weights().rope_freqs);
@@ -167,6 +168,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const Model> m_model;
   ThreadPool m_pool;
   AttentionSettings m_attn;
+  QgemvMode m_qmode;  // the single-token products' path (BackendOptions::decode_products)
   AttentionProbes m_probes;
   RopeTable m_rope;
   RopeTable m_rope_local;  // local layers' RoPE where it differs (rope_theta_local > 0)
@@ -301,7 +303,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   // dequantized on the fly (engine/backend/qgemv.h).
   auto proj = [&](const QuantMatrix& wq, const float* x, float* y) {
     if (n == 1) {
-      qgemv(wq, x, y, &m_pool);
+      qgemv(wq, x, y, &m_pool, m_qmode);
     } else {
       linear_q(x, wq, y, n, &m_pool);
     }
@@ -342,7 +344,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       prof::ScopedSpan s(m_spans, "qkv");
       if (n == 1) {  // one fork-join for the three products (x quantized once)
         const QgemvJob jobs[3] = {{&L.wq, m_q.data()}, {&L.wk, m_kn.data()}, {&L.wv, m_vn.data()}};
-        qgemv_many(jobs, 3, m_xn.data(), &m_pool);
+        qgemv_many(jobs, 3, m_xn.data(), &m_pool, m_qmode);
       } else {
         proj(L.wq, m_xn.data(), m_q.data());
         proj(L.wk, m_xn.data(), m_kn.data());
@@ -524,7 +526,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
       });
       if (n == 1) {
         const QgemvJob jobs[2] = {{&L.w_gate, m_gate.data()}, {&L.w_up, m_up.data()}};
-        qgemv_many(jobs, 2, m_xn.data(), &m_pool);
+        qgemv_many(jobs, 2, m_xn.data(), &m_pool, m_qmode);
       } else {
         proj(L.w_gate, m_xn.data(), m_gate.data());
         proj(L.w_up, m_xn.data(), m_up.data());
@@ -568,7 +570,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     rms_norm(&m_x[size_t(i * D)], w.output_norm.data(), &m_xn[size_t((i - first) * D)], D,
              c.rms_eps);
   if (rows_out == 1) {
-    qgemv(w.lm_head(), m_xn.data(), out, &m_pool);
+    qgemv(w.lm_head(), m_xn.data(), out, &m_pool, m_qmode);
   } else {
     linear_q(m_xn.data(), w.lm_head(), out, rows_out, &m_pool);
   }
