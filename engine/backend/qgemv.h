@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Matrix-vector products straight from quantized GGUF weights, for decode (one token): reading
 // 4.5-bit Q4_1 blocks instead of float32 moves ~6x fewer bytes, and decode on the CPU is
-// memory-bound. Values equal the dequantized float weights; only the summation order differs.
+// memory-bound. The weights' values are the dequantized ones; with float activations only the
+// summation order differs from a float product, the integer modes also round x (QgemvMode).
 #pragma once
 
 #include <cstdint>
@@ -31,12 +32,13 @@ enum class QgemvMode {
   // once per product and each weight block is multiplied in integers, as llama.cpp does; per
   // block of 32 an error of up to d_x / 2 * Σ|w_j| (x rounded to its step), which moves decode
   // logits by up to ~0.3 on small models and changes greedy continuations of the golden
-  // prompts. Opt-in: SINKSCOPE_QGEMV=int8.
+  // prompts. Other types take the 16-bit path below. Opt-in: SINKSCOPE_QGEMV=int8.
   kInt8Activations,
   // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (AVX2 and portable): x is quantized to
   // 16-bit blocks (d = max|x| / 32767) once per product and the weights' integer codes are
   // multiplied with it in int32 (engine/backend/qgemv_int.h); error at most d_x / 2 * Σ|w_j| per
-  // block, ~260x below the 8-bit path's. Other types take the float path. The default.
+  // block, ~260x below the 8-bit path's. Other types (F32, F16, BF16, ...) take the float path.
+  // The default.
   kInt16Activations,
 };
 
