@@ -14,29 +14,39 @@
 
 #include "kernels/attention_launch.h"
 #include "kernels/cuda_check.h"
+#include "kernels/ops.h"
 
 namespace sinkscope::kernels {
-namespace detail {
+namespace {
+std::mutex g_tuning_mu;
+bool g_tuning_set = false;
+GpuTuning g_tuning;
+}  // namespace
 
-bool env_not_zero(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr || std::strcmp(v, "0") != 0;
+GpuTuning gpu_tuning() {
+  std::lock_guard<std::mutex> lock(g_tuning_mu);
+  if (!g_tuning_set) {
+    g_tuning = gpu_tuning_from_environment();
+    g_tuning_set = true;
+  }
+  return g_tuning;
 }
 
-int env_int_in(const char* name, int lo, int hi) {
-  const char* e = std::getenv(name);
-  if (e == nullptr || *e == '\0') return -1;
-  char* end = nullptr;
-  const long x = std::strtol(e, &end, 10);
-  return *end == '\0' && x >= lo && x <= hi ? int(x) : -1;
+void set_gpu_tuning(const GpuTuning& t) {
+  bool pdl_changed = false;
+  {
+    std::lock_guard<std::mutex> lock(g_tuning_mu);
+    pdl_changed = !g_tuning_set || g_tuning.pdl != t.pdl;
+    g_tuning = t;
+    g_tuning_set = true;
+  }
+  // Only a change of the setting: a run-time fallback (set_pdl_enabled(false) after a rejected
+  // launch or capture) stays in force otherwise.
+  if (pdl_changed) set_pdl_enabled(t.pdl);
 }
-
-}  // namespace detail
 
 namespace {
 
-using detail::env_int_in;
-using detail::env_not_zero;
 
 struct DeviceInfo {
   int sms = 0;
@@ -68,51 +78,6 @@ DeviceInfo current_device_info() {
   return d;
 }
 
-// SINKSCOPE_PREFILL_WS=0 turns the warp-specialised prefill off (read once per process).
-bool ws_prefill_env_enabled() {
-  static const bool enabled = env_not_zero("SINKSCOPE_PREFILL_WS");
-  return enabled;
-}
-
-// SINKSCOPE_PREFILL_WS_SPARSE=0 keeps sparse prefill off the warp-specialised kernel (read once
-// per process).
-bool ws_sparse_prefill_env_enabled() {
-  static const bool enabled = env_not_zero("SINKSCOPE_PREFILL_WS_SPARSE");
-  return enabled;
-}
-
-// SINKSCOPE_WS_SPARSE_VARIANT (read once): the variant (ws_sparse_variant_valid()), or -1. The
-// values with bits 8 / 16 other than 9, 13, 25 and 29 (combinations no kernel has) are rejected
-// as 30 is.
-std::atomic<int> g_ws_sparse_variant_override{-1};
-int ws_sparse_variant_env() {
-  static const int v = [] {
-    const int x = env_int_in("SINKSCOPE_WS_SPARSE_VARIANT", 0, kWsSparseArriveVoteD64);
-    return ws_sparse_variant_valid(x) ? x : -1;
-  }();
-  return v;
-}
-
-// SINKSCOPE_WS_DENSE_CONSUMERS (read once): 2, 3, or -1.
-std::atomic<int> g_ws_dense_consumers_override{-1};
-int ws_dense_consumers_env() {
-  static const int n = [] {
-    const char* e = std::getenv("SINKSCOPE_WS_DENSE_CONSUMERS");
-    const std::string s = e ? e : "";
-    return s == "2" ? 2 : (s == "3" ? 3 : -1);
-  }();
-  return n;
-}
-
-// SINKSCOPE_DECODE_CTAS_PER_SM (read once): 1 .. kDecodeMaxCtasPerSm, or -1.
-// The override of set_decode_split_policy() / set_decode_ctas_per_sm(): ctas -1 = none.
-std::atomic<int> g_decode_ctas_override{-1}, g_decode_max_ctas_override{0},
-    g_decode_min_tiles_override{0};
-int decode_ctas_env() {
-  static const int n = env_int_in("SINKSCOPE_DECODE_CTAS_PER_SM", 1, kDecodeMaxCtasPerSm);
-  return n;
-}
-
 int64_t query_rows(const AttentionParams& p) { return int64_t(p.n_q_heads) * p.n_q_tokens; }
 
 // The selection inputs on this device: the wgmma prefill needs sm_90 and sm_90a code.
@@ -121,8 +86,9 @@ AttentionShape device_shape(const AttentionParams& p, const DeviceInfo& dev) {
 #if defined(SINKSCOPE_KERNELS_WGMMA)
   s.wgmma_ok = p.prefer_wgmma && dev.cc == 90;
 #endif
-  s.prefer_ws = p.prefer_ws && ws_prefill_env_enabled() && detail::ws_prefill_tma_ok(p);
-  s.prefer_ws_sparse = p.prefer_ws_sparse && ws_sparse_prefill_env_enabled();
+  // The caller's choice (the CUDA backend passes its tuning's prefill_ws / prefill_ws_sparse).
+  s.prefer_ws = p.prefer_ws && detail::ws_prefill_tma_ok(p);
+  s.prefer_ws_sparse = p.prefer_ws_sparse;
   return s;
 }
 
@@ -132,35 +98,26 @@ bool is_decode(AttentionVariant v) {
 
 }  // namespace
 
-int ws_sparse_variant(const AttentionParams& p) {
-  const int o = g_ws_sparse_variant_override.load(std::memory_order_relaxed);
-  if (ws_sparse_variant_valid(o)) return o;
-  if (const int e = ws_sparse_variant_env(); e >= 0) return e;
-  // From the size: three consumers without the empty commit group (13; d = 128 runs it as 9),
-  // else 9 (d = 64 runs it as 1). Variant 29 (bit 16) stays opt-in: see attention.h.
-  return query_rows(p) >= kWsThreeConsumerRowsSparse ? kWsSparseNoEmptyGroupD64
-                                                     : kWsSparseNoEmptyGroupD128;
+namespace {
+int consumers_for(int setting, const AttentionParams& p, int64_t three_from_rows) {
+  if (setting == 2 || setting == 3) return setting;
+  return query_rows(p) >= three_from_rows ? 3 : 2;
 }
-
-void set_ws_sparse_variant(int v) { g_ws_sparse_variant_override.store(v, std::memory_order_relaxed); }
+}  // namespace
 
 int ws_dense_consumers(const AttentionParams& p) {
-  const int o = g_ws_dense_consumers_override.load(std::memory_order_relaxed);
-  if (o == 2 || o == 3) return o;
-  if (const int e = ws_dense_consumers_env(); e > 0) return e;
-  return query_rows(p) >= kWsThreeConsumerRowsDense ? 3 : 2;
+  return consumers_for(gpu_tuning().ws_dense_consumers, p, kWsThreeConsumerRowsDense);
 }
 
-void set_ws_dense_consumers(int n) { g_ws_dense_consumers_override.store(n, std::memory_order_relaxed); }
+int ws_sparse_consumers(const AttentionParams& p) {
+  return consumers_for(gpu_tuning().ws_sparse_consumers, p, kWsThreeConsumerRowsSparse);
+}
 
 DecodeSplitPolicy decode_split_policy(int head_dim, int block_size) {
-  const int c = g_decode_ctas_override.load(std::memory_order_relaxed);
-  if (c >= 1 && c <= kDecodeMaxCtasPerSm) {
-    const int mx = g_decode_max_ctas_override.load(std::memory_order_relaxed);
-    const int mt = g_decode_min_tiles_override.load(std::memory_order_relaxed);
-    return {c, std::clamp(mx, 0, kDecodeMaxCtasPerSm), std::clamp(mt, 0, kDecodeMaxTilesPerSplit)};
-  }
-  if (const int e = decode_ctas_env(); e > 0) return {e, 0, 0};
+  const GpuTuning t = gpu_tuning();
+  if (t.decode_ctas_per_sm >= 1 && t.decode_ctas_per_sm <= kDecodeMaxCtasPerSm)
+    return {t.decode_ctas_per_sm, std::clamp(t.decode_max_ctas_per_sm, 0, kDecodeMaxCtasPerSm),
+            std::clamp(t.decode_min_tiles, 0, kDecodeMaxTilesPerSplit)};
   return decode_default_policy(head_dim, block_size);
 }
 
@@ -171,14 +128,6 @@ DecodeSplitPlan decode_plan(const AttentionShape& s, const DeviceInfo& dev) {
   return decode_launch_plan(s, dev.sms, decode_split_policy(s.head_dim, s.block_size));
 }
 }  // namespace
-
-void set_decode_split_policy(DecodeSplitPolicy pol) {
-  g_decode_max_ctas_override.store(pol.max_ctas_per_sm, std::memory_order_relaxed);
-  g_decode_min_tiles_override.store(pol.min_tiles, std::memory_order_relaxed);
-  g_decode_ctas_override.store(pol.ctas_per_sm, std::memory_order_relaxed);
-}
-
-void set_decode_ctas_per_sm(int n) { set_decode_split_policy({n, 0, 0}); }
 
 AttentionStatus attention_supported(const AttentionParams& p) {
   const AttentionChoice c = select_attention_kernel(shape_of(p));

@@ -3,6 +3,7 @@
 #include "kernels/attention_decode.cuh"
 #include "kernels/attention_launch.h"
 #include "kernels/cuda_check.h"
+#include "kernels/tuning.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -12,27 +13,10 @@
 namespace sinkscope::kernels::detail {
 namespace {
 
-std::atomic<int> g_fused_combine_override{-1};
-
-// SINKSCOPE_DECODE_EARLY_LOADS=0: the dense / pass-1 decode kernels issue no cache copies before
-// griddepcontrol.wait (for A/B measurements; read once).
-bool early_loads_enabled() {
-  static const bool on = env_not_zero("SINKSCOPE_DECODE_EARLY_LOADS");
-  return on;
-}
-
+bool early_loads_enabled() { return gpu_tuning().decode_early_loads; }
 // Whether the split combine is folded into the decode kernel (the last split CTA of each KV head
-// merges the group's heads): set_decode_fused_combine()'s override, else SINKSCOPE_FUSED_COMBINE
-// (read once; 1 on, 0 off), else off.
-bool fused_combine_enabled() {
-  const int o = g_fused_combine_override.load(std::memory_order_relaxed);
-  if (o == 0 || o == 1) return o == 1;
-  static const bool on = [] {
-    const char* env = std::getenv("SINKSCOPE_FUSED_COMBINE");
-    return env && std::strcmp(env, "1") == 0;
-  }();
-  return on;
-}
+// merges the group's heads).
+bool fused_combine_enabled() { return gpu_tuning().decode_fused_combine; }
 
 template <int D, int BC, int MODE, bool LIST, int KVB>
 cudaError_t set_smem_attr() {
@@ -128,9 +112,3 @@ AttentionStatus launch_decode(const AttentionParams& p, AttentionVariant v,
 }
 
 }  // namespace sinkscope::kernels::detail
-
-namespace sinkscope::kernels {
-void set_decode_fused_combine(int on) {
-  detail::g_fused_combine_override.store(on, std::memory_order_relaxed);
-}
-}  // namespace sinkscope::kernels

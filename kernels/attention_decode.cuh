@@ -40,7 +40,7 @@ namespace sinkscope::kernels::detail {
 
 constexpr int kDecodeWarps = 4;
 
-// Fused combine (opt-in with SINKSCOPE_FUSED_COMBINE=1; the separate combine kernel is the default):
+// Fused combine (opt-in, GpuTuning::decode_fused_combine; the separate combine kernel is the default):
 // after writing its partials each split CTA bumps an arrival counter of its KV head; the last
 // CTA to arrive (of the ACTUAL splits) merges the group's heads with exactly the arithmetic and
 // order of attention_decode_combine_kernel, then resets the counter to 0 for the next launch.
@@ -339,7 +339,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     attention_decode_kernel(const AttentionParams p, const DecodeSplitPlan plan,
                             const DecodeWorkspaceLayout wl, const int launch_flags) {
   // launch_flags: bit 0 the fused combine, bit 1 no early cache loads
-  // (SINKSCOPE_DECODE_EARLY_LOADS=0).
+  // (GpuTuning::decode_early_loads off).
   // PDL (kernels/pdl.cuh). The dense / pass-1 kernels over a positional bf16 cache start early
   // (kEarly): before griddepcontrol.wait they read only what their predecessor does not write
   // (the length and the page table: host copies; the cache tiles before the newest row; see

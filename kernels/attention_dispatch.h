@@ -53,10 +53,10 @@ struct AttentionShape {
   bool sink_queries = false;  // AttentionParams::q_sink
   int kv_bits = 0;            // AttentionParams::kv_bits: 0 bf16, 8 / 4 quantized pages
   // Warp-specialised prefill (dense and sparse) allowed (AttentionParams::prefer_ws, and on the
-  // device launcher's side SINKSCOPE_PREFILL_WS != 0); it also needs wgmma_ok.
+  // device launcher's side GpuTuning::prefill_ws); it also needs wgmma_ok.
   bool prefer_ws = true;
   // Sparse prefill: the warp-specialised sparse kernel allowed (AttentionParams::
-  // prefer_ws_sparse, and on the device side SINKSCOPE_PREFILL_WS_SPARSE != 0).
+  // prefer_ws_sparse, and on the device side GpuTuning::prefill_ws_sparse).
   bool prefer_ws_sparse = true;
 };
 

@@ -31,10 +31,4 @@ AttentionStatus launch_decode(const AttentionParams& p, AttentionVariant v,
                               const DecodeSplitPlan& plan, const DecodeWorkspaceLayout& wl,
                               cudaStream_t s);
 
-// Environment readers of the kernels' host code (attention.cu), each value read once by its
-// caller: a switch on unless `name` is "0"; a whole number in [lo, hi], else -1 (unset, empty,
-// not a whole number or out of range: atoi would read "" or a typo as 0).
-bool env_not_zero(const char* name);
-int env_int_in(const char* name, int lo, int hi);
-
 }  // namespace sinkscope::kernels::detail

@@ -129,12 +129,12 @@ struct AttentionParams {
   // warpgroup, ping-ponged consumers; attention_prefill_ws.cuh) (default). false = the wgmma
   // kernels above (sparse: lazy or eager V as skip_value_load says; the warp-specialised sparse
   // kernel always loads V).
-  // The environment variable SINKSCOPE_PREFILL_WS=0 turns it off process-wide.
+  // GpuTuning::prefill_ws = false (kernels/tuning.h) turns it off process-wide.
   bool prefer_ws = true;
   // Sparse prefill only: false = the wgmma sparse kernels (lazy or eager V as skip_value_load
   // says) even where the warp-specialised sparse kernel would be chosen (benchmarks compare
-  // both; select_attention_kernel has the rule). SINKSCOPE_PREFILL_WS_SPARSE=0 turns it off
-  // process-wide.
+  // both; select_attention_kernel has the rule). GpuTuning::prefill_ws_sparse = false turns it
+  // off process-wide.
   bool prefer_ws_sparse = true;
 
   // ---- probes (optional, device memory) ----

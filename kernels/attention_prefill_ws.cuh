@@ -51,68 +51,39 @@ namespace sinkscope::kernels::detail {
 
 inline constexpr int kWsKeys = 128;  // keys per KV tile (one or two pages)
 
-// Variants of the SPARSE kernel (SINKSCOPE_WS_SPARSE_VARIANT, read once on the host;
-// ws_sparse_variant(p) in attention.cu; by default 13 from kWsThreeConsumerRowsSparse query rows, else 9),
-// bit flags, 0 = the kernel below with the dense kernel's ping-pong:
+// Variants (VAR, bit flags). Dense: 0 (two consumers, ping-ponged) or kWsVarThreeConsumers.
+// Sparse: the variant launch_prefill_ws_sparse_t() picks from ws_sparse_consumers(p)
+// (attention.cu): 13 (three consumers) or 1 at d = 64, 9 at d = 128. All give the same outputs,
+// masks and counters bit for bit.
 //   kWsVarNoPingPong (1): no turn barriers (named barriers 1 / 2): both consumers issue their
 //     GEMMs as soon as their operands are ready and the tensor cores arbitrate. The barriers only
 //     order issue (no data passes through them), so dropping them changes no value.
-//   kWsVarEarlyV (2): a tile t-1 whose units are all skipped (sk == 3: no k16 step of its P V is
-//     issued) does not put V(t-1)'s full barrier in front of iteration t's QK issue: its wait
-//     and the slot's release move to right after S(t) landed (and K(t) was released), so the
-//     producer also gets the slot back before the softmax of t instead of after it. The
-//     release still follows the wait on full_v, so the producer never re-arms a slot whose
-//     copy is in flight (nor a phase that has not completed), and no wgmma reads V(t-1).
 //   kWsVarThreeConsumers (4): three consumer warpgroups (192 query rows per CTA, 512 threads),
 //     for d = 64 only (ws_consumers()): more warps per SM to hide the latency of the S wait and
-//     the max / vote chain. No ping-pong (the turn barriers are defined for two consumers:
-//     bit 1 is implied); bit 2 as above. d = 128 runs variant var & 3 (registers: at 512
-//     threads a consumer gets 160, the d = 128 O and S alone take 128).
-//   kWsVarNoEmptyGroup (8; in the defaults 13 / 9): no empty commit group, and each P V
-//     commit group is one straight sequence of wgmma. The other variants issue the P V of t-1
-//     as one branch per unit and commit after both (an empty group when t-1 was skipped whole):
-//     ptxas 13.0 closes that group with a dummy HGMMA.64x8x16 that runs on every iteration,
-//     kept or skipped, and ends each unit's branch in a scoreboard group of its own (gsb0), so
-//     the WARPGROUP.DEPBAR.LE gsb0, 1 of the wait_group 1 lets only the dummy run on: as the
-//     SASS reads, the softmax of t starts after the kept P V of t-1, not beside it. Here the decision of t-1 picks one of
-//     three straight sequences (both units, the first, the second; block_size 128: both), each
-//     closed by its own commit and wait_group 1 (no dummy; S(t) and P V are the only two gsb0
-//     groups, so the wait is for S(t) alone); t-1 skipped whole commits nothing and waits with
+//     the max / vote chain. No ping-pong (the turn barriers are defined for two consumers).
+//     d = 128 has no such kernel (registers: at 512 threads a consumer gets 160, the d = 128 O
+//     and S alone take 128).
+//   kWsVarNoEmptyGroup (8): no empty commit group, and each P V commit group is one straight
+//     sequence of wgmma. Without it the P V of t-1 is issued as one branch per unit and
+//     committed after both (an empty group when t-1 was skipped whole): ptxas 13.0 closes that
+//     group with a dummy HGMMA.64x8x16 that runs on every iteration, kept or skipped, and ends
+//     each unit's branch in a scoreboard group of its own (gsb0), so the WARPGROUP.DEPBAR.LE
+//     gsb0, 1 of the wait_group 1 lets only the dummy run on: the softmax of t would start
+//     after the kept P V of t-1, not beside it. Here the decision of t-1 picks one of three
+//     straight sequences (both units, the first, the second; block_size 128: both), each closed
+//     by its own commit and wait_group 1 (no dummy; S(t) and P V are the only two gsb0 groups,
+//     so the wait is for S(t) alone); t-1 skipped whole commits nothing and waits with
 //     wait_group 0 for S(t), the only group in flight. The last P V after the loop likewise.
 //     The same wgmma in the same order on the same accumulators: the same bits. Sparse and
 //     without ping-pong only (the turn barrier's arrive sits between the second commit and the
-//     wait), and instantiated only next to each head dim's default: 13 (= 5 | 8) at d = 64, 9
-//     (= 1 | 8) at d = 128 (launch_prefill_ws_sparse_t() drops the bit elsewhere;
-//     ws_sparse_variant_valid() in attention.h bounds what the host accepts).
-// Dense: VAR must be 0 (its code is unchanged).
-// kWsVarCount: variants 0 .. kWsVarCount-1 are every combination of bits 1, 2, 4; bit 8 lies
-// past them (kWsVarNoEmptyGroup == kWsVarCount) and exists in the two combinations above only.
-inline constexpr int kWsVarNoPingPong = 1, kWsVarEarlyV = 2, kWsVarThreeConsumers = 4, kWsVarCount = 8;
-inline constexpr int kWsVarNoEmptyGroup = 8;
-//   kWsVarArriveVote (16; only as 29 = 13 | 16 at d = 64 and 25 = 9 | 16 at d = 128): the vote
-//     without a full barrier for warps that keep. Each warp posts its two skip votes (a byte in
-//     shared memory, one slot per tile parity); a warp that keeps both units knows the query tile
-//     keeps them (a unit is skipped only if all 64 rows vote so) and only arrives on the vote
-//     barrier (bar.arrive: no wait); a warp that votes to skip a unit syncs on it and ANDs the
-//     four posted bytes. So on kept tiles no warp waits for the slowest of its warpgroup, and on
-//     skipped tiles the decision is the bar.red.popc one. Same decisions, so the same bits. The
-//     barrier must not mix generations: a warp reaches the vote of tile t + 1 only after S(t + 1)
-//     landed, and if a warpgroup's wgmma completes only once all four warps issued it (the waiting
-//     warps issue S(t + 1) after reading the votes of t), no warp arrives twice in one
-//     generation. The PTX ISA promises .sync per warp and .aligned per warpgroup, not that
-//     completion, so the variant is opt-in; a stress test that delays one warp, or a protocol
-//     that does not rely on it, would make it a default candidate.
-static_assert(kWsVarCount == kWsSparseVariants, "attention.h's variant count and the kernel's");
-static_assert(kWsVarNoEmptyGroup == kWsVarCount, "bit 8 lies past the variants 0 .. kWsVarCount-1");
-static_assert(kWsSparseNoEmptyGroupD64 ==
-                  (kWsVarThreeConsumers | kWsVarNoPingPong | kWsVarNoEmptyGroup),
-              "attention.h's d = 64 variant with bit 8 and the kernel's");
-static_assert(kWsSparseNoEmptyGroupD128 == (kWsVarNoPingPong | kWsVarNoEmptyGroup),
-              "attention.h's d = 128 variant with bit 8 and the kernel's");
-inline constexpr int kWsVarArriveVote = 16;
-static_assert(kWsSparseArriveVoteD64 == (kWsSparseNoEmptyGroupD64 | kWsVarArriveVote) &&
-                  kWsSparseArriveVoteD128 == (kWsSparseNoEmptyGroupD128 | kWsVarArriveVote),
-              "attention.h's variants with bit 16 and the kernel's");
+//     wait). At d = 64 the two-consumer sparse kernel runs without it (1, not 9): it was no
+//     faster there, and each instantiation costs build time.
+// Sparse kernels that lost their timing comparisons and left the tree are listed in
+// docs/performance.md ("What we tried and why it lost").
+inline constexpr int kWsVarNoPingPong = 1, kWsVarThreeConsumers = 4, kWsVarNoEmptyGroup = 8;
+inline constexpr int kWsSparseD64Two = kWsVarNoPingPong;
+inline constexpr int kWsSparseD64Three = kWsVarThreeConsumers | kWsVarNoPingPong | kWsVarNoEmptyGroup;
+inline constexpr int kWsSparseD128 = kWsVarNoPingPong | kWsVarNoEmptyGroup;
 
 // Consumer warpgroups (one 64-row query tile each) of the variant; the CTA has one producer
 // warpgroup more, and kPrefillQueryTile * NC query rows.
@@ -137,18 +108,13 @@ template <int D, int NC = 2>
 constexpr int ws_probe_offset() {
   return (8 * (1 + 4 * ws_stages<D, NC>()) + 15) / 16 * 16;
 }
-// kWsVarArriveVote's posted votes behind the probe slots: [tile parity][consumer][warp] bytes.
-template <int NC>
-constexpr int ws_vote_bytes() {
-  return 2 * NC * 4;
-}
 template <int D, int NC>
 constexpr int ws_smem_bytes() {
   // + 1 KB to align the tiles to 1024 bytes (swizzle atoms), then the mbarriers:
   // full Q, STAGES x (full K, full V, empty K, empty V), then the NC consumers' probe slots.
   // The Q tile is the CTA's NC query tiles ([64 NC][D]).
   return (kPrefillQueryTile * NC * D + ws_stages<D, NC>() * 2 * kWsKeys * D) * 2 + 1024 +
-         ws_probe_offset<D, NC>() + NC * 16 + ws_vote_bytes<NC>();
+         ws_probe_offset<D, NC>() + NC * 16;
 }
 static_assert(ws_smem_bytes<128, 2>() <= 227 * 1024 && ws_smem_bytes<64, 3>() <= 227 * 1024,
               "the Q tile and the K/V ring must fit the shared-memory opt-in");
@@ -272,12 +238,9 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
   static_assert(SPARSE || VAR == 0 || VAR == kWsVarThreeConsumers,
                 "the dense kernel: ping-ponged, or three consumers (ws_dense_consumers(p))");
   constexpr bool kPingPong = NC == 2 && !(VAR & kWsVarNoPingPong);
-  constexpr bool kEarlyV = (VAR & kWsVarEarlyV) != 0;
   constexpr bool kNoEmptyGroup = (VAR & kWsVarNoEmptyGroup) != 0;
   static_assert(!kNoEmptyGroup || (SPARSE && !kPingPong),
                 "kWsVarNoEmptyGroup: sparse, without ping-pong (the turns sit between commits)");
-  constexpr bool kArriveVote = (VAR & kWsVarArriveVote) != 0;
-  static_assert(!kArriveVote || (SPARSE && !kPingPong), "kWsVarArriveVote: sparse, without ping-pong");
 
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem_base = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -570,8 +533,6 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
   // The first thread of each consumer writes its query tile's probes (skipped units; the mask's
   // 1 entries). Its mask row and visited unit count wait in its shared probe slot.
   const bool probe = SPARSE && (tid & 127) == 0;
-  uint8_t* const vote_sm =
-      reinterpret_cast<uint8_t*>(sv + ST * BN * D) + ws_probe_offset<D, NC>() + NC * 16;
   uint32_t n_skipped = 0;
   // Mask, row maxima, votes, decision, then the online softmax of the kept units of tile t.
   // Returns the decision (warp-uniform): bit 0 the first 64-key unit skipped, bit 1 the second
@@ -610,29 +571,12 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
     const bool w0 = first ? false : __all_sync(0xffffffffu, agree0);
     const bool v1 = __all_sync(0xffffffffu, agree1);
     const bool w1 = one ? w0 : v1;
-    int sk_own;
-    if constexpr (kArriveVote) {
-      // This warp's skip votes (bit 0 unit 0, bit 1 unit 1; warp-uniform), posted for the warps
-      // that wait; a warp that keeps both units decides without them (see kWsVarArriveVote).
-      const uint32_t mine = (w0 ? 1u : 0u) | (w1 ? 2u : 0u);
-      volatile uint8_t* slot = vote_sm + ((t & 1) * NC + c) * 4;
-      if (lane == 0) slot[cw & 3] = static_cast<uint8_t>(mine);
-      if (mine == 0) {
-        named_bar_arrive(kBarVote0 + c, 128);
-        sk_own = 0;
-      } else {
-        named_bar_sync(kBarVote0 + c, 128);
-        const uint32_t all = *reinterpret_cast<volatile const uint32_t*>(slot);
-        sk_own = static_cast<int>(all & (all >> 8) & (all >> 16) & (all >> 24) & 3u);
-      }
-    } else {
-      // The warpgroup's AND of both units' votes in one reduction: lane 0 of each warp counts 1
-      // when its warp keeps unit 0, lanes 8..15 count 8 when it keeps unit 1, so the count is
-      // n0 + 8 n1 with n0 <= 4 (the keeping warps of each unit).
-      const bool keep_bit = lane == 0 ? !w0 : ((lane >> 3) == 1 ? !w1 : false);
-      const uint32_t cnt = named_bar_red_popc(kBarVote0 + c, 128, keep_bit);
-      sk_own = ((cnt & 7u) == 0 ? 1 : 0) | (cnt < 8u ? 2 : 0);
-    }
+    // The warpgroup's AND of both units' votes in one reduction: lane 0 of each warp counts 1
+    // when its warp keeps unit 0, lanes 8..15 count 8 when it keeps unit 1, so the count is
+    // n0 + 8 n1 with n0 <= 4 (the keeping warps of each unit).
+    const bool keep_bit = lane == 0 ? !w0 : ((lane >> 3) == 1 ? !w1 : false);
+    const uint32_t cnt = named_bar_red_popc(kBarVote0 + c, 128, keep_bit);
+    const int sk_own = ((cnt & 7u) == 0 ? 1 : 0) | (cnt < 8u ? 2 : 0);
     // Lane 0's value broadcast, so that ptxas sees a warp-uniform value around the P V wgmma (a
     // branch it cannot prove uniform serialises every wgmma); every lane holds the same anyway.
     const int sk = __shfl_sync(0xffffffffu, sk_own, 0);
@@ -785,10 +729,8 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
     uint32_t ph = 1 / ST, php = 0;
 #pragma unroll 1
     for (int t = 1; t < n_t; ++t) {
-      // kEarlyV: t-1 skipped whole (skp warp-uniform), V(t-1) is not read: waited for later.
-      const bool v_late = kEarlyV && skp == 3;
       mbar_wait(full_k(st), ph);
-      if (!v_late) mbar_wait(full_v(stp), php);
+      mbar_wait(full_v(stp), php);
       if (tail_last && t == n_t - 1) fence_proxy_async_smem();
       if (kPingPong) named_bar_sync(my_turn, 256);
       wgmma_fence();  // a[] and o were last written by ordinary instructions
@@ -804,15 +746,10 @@ __global__ void __launch_bounds__(ws_threads(VAR), 1)
       }
       wgmma_fence_operands(s);
       release(empty_k(st));
-      if (v_late) {
-        // The copy of V(t-1) must have landed before its slot goes back to the producer.
-        mbar_wait(full_v(stp), php);
-        release(empty_v(stp));
-      }
       const int sk = softmax_t(t, std::false_type{});  // s, m, l, alpha only: not a[] / o
       wgmma_wait0();
       wgmma_fence_operands(o);
-      if (!v_late) release(empty_v(stp));
+      release(empty_v(stp));
       if (moved(sk)) rescale_o(alpha);
       pack_kept(sk);
       skp = sk;
@@ -938,42 +875,17 @@ AttentionStatus launch_prefill_ws_t(const AttentionParams& p, cudaStream_t strea
   return {};
 }
 
-// The sparse kernel in the variant `var` (ws_sparse_variant(p); out of range: 0). Bit 16 exists
-// only on top of bit 8's variant (29 at d = 64, 25 at d = 128) and is dropped elsewhere. d = 128 has no
-// three-consumer kernel (kWsVarThreeConsumers does not fit its registers): variants 4..7 run
-// var & 3 there (and 13 runs 9), so every variant number stays valid at every head dim. Three
-// consumers never ping-pong, so variants 4 / 5 and 6 / 7 are one kernel each (instantiated once,
-// as 5 and 7). kWsVarNoEmptyGroup is instantiated only with the head dim's default variant
-// (13 at d = 64, 9 at d = 128, so that the A/B timing does not double the kernels to compile):
-// anywhere else (9 at d = 64; the host accepts no other value with bit 8) it is dropped.
+// The sparse kernel with three consumer warpgroups (d = 64 only) or two.
 template <int D>
-AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, int var, cudaStream_t stream) {
-  if constexpr (D != 64) var &= ~kWsVarThreeConsumers;
-  if (var & kWsVarThreeConsumers) var |= kWsVarNoPingPong;
-  constexpr int kNoEmptyGroupVar = D == 64 ? kWsSparseNoEmptyGroupD64 : kWsSparseNoEmptyGroupD128;
-  constexpr int kArriveVoteVar = kNoEmptyGroupVar | kWsVarArriveVote;  // 29 at d = 64, 25 at 128
-  if (var == kArriveVoteVar) return launch_prefill_ws_t<D, true, kArriveVoteVar>(p, stream);
-  var &= ~kWsVarArriveVote;
-  if (var != kNoEmptyGroupVar) var &= ~kWsVarNoEmptyGroup;
-  switch (var) {
-    case 1:
-      return launch_prefill_ws_t<D, true, 1>(p, stream);
-    case 2:
-      return launch_prefill_ws_t<D, true, 2>(p, stream);
-    case 3:
-      return launch_prefill_ws_t<D, true, 3>(p, stream);
-    case 5:
-      if constexpr (D == 64) return launch_prefill_ws_t<D, true, 5>(p, stream);
-      break;
-    case 7:
-      if constexpr (D == 64) return launch_prefill_ws_t<D, true, 7>(p, stream);
-      break;
-    case kNoEmptyGroupVar:  // 13 at d = 64, 9 at d = 128
-      return launch_prefill_ws_t<D, true, kNoEmptyGroupVar>(p, stream);
-    default:
-      break;
+AttentionStatus launch_prefill_ws_sparse_t(const AttentionParams& p, bool three_consumers,
+                                           cudaStream_t stream) {
+  if constexpr (D == 64) {
+    return three_consumers ? launch_prefill_ws_t<D, true, kWsSparseD64Three>(p, stream)
+                           : launch_prefill_ws_t<D, true, kWsSparseD64Two>(p, stream);
+  } else {
+    (void)three_consumers;
+    return launch_prefill_ws_t<D, true, kWsSparseD128>(p, stream);
   }
-  return launch_prefill_ws_t<D, true, 0>(p, stream);
 }
 
 }  // namespace sinkscope::kernels::detail

@@ -6,11 +6,10 @@
 namespace sinkscope::kernels::detail {
 AttentionStatus launch_prefill_ws_d128(const AttentionParams& p, const AttentionChoice& c,
                                       cudaStream_t s) {
-  // Both sparse variants run the one sparse kernel (it loads V whatever the vote), in the
-  // variant ws_sparse_variant(p) (the three-consumer
-  // variants 4..7 run variant & 3 at this head dim).
+  // Two consumer warpgroups (three do not fit d = 128's registers); both sparse variants run
+  // the one sparse kernel (it loads V whatever the vote).
   return c.variant == AttentionVariant::kPrefillDense ? launch_prefill_ws_t<128, false>(p, s)
-                                                      : launch_prefill_ws_sparse_t<128>(p, ws_sparse_variant(p), s);
+                                                      : launch_prefill_ws_sparse_t<128>(p, false, s);
 }
 bool ws_prefill_tma_ok(const AttentionParams& p) {
   const auto addr = [](const void* q) { return reinterpret_cast<uintptr_t>(q); };

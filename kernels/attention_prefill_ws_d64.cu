@@ -6,12 +6,12 @@
 namespace sinkscope::kernels::detail {
 AttentionStatus launch_prefill_ws_d64(const AttentionParams& p, const AttentionChoice& c,
                                      cudaStream_t s) {
-  // Both sparse variants run the one sparse kernel (it loads V whatever the vote), in the
-  // variant ws_sparse_variant(p).
-  // The dense kernel with two (ping-pong) or three consumer warpgroups (ws_dense_consumers(p)).
+  // Dense and sparse with two or three consumer warpgroups (ws_dense_consumers(p),
+  // ws_sparse_consumers(p)); both sparse variants run the one sparse kernel (it loads V whatever
+  // the vote).
   if (c.variant == AttentionVariant::kPrefillDense)
     return ws_dense_consumers(p) == 3 ? launch_prefill_ws_t<64, false, kWsVarThreeConsumers>(p, s)
                                      : launch_prefill_ws_t<64, false>(p, s);
-  return launch_prefill_ws_sparse_t<64>(p, ws_sparse_variant(p), s);
+  return launch_prefill_ws_sparse_t<64>(p, ws_sparse_consumers(p) == 3, s);
 }
 }  // namespace sinkscope::kernels::detail

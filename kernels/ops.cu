@@ -16,6 +16,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/pdl.cuh"
 #include "kernels/rope_pair.cuh"
+#include "kernels/tuning.h"
 
 namespace sinkscope::kernels {
 
@@ -26,8 +27,7 @@ std::atomic<int> g_pdl{-1};  // -1: not yet read from the environment
 bool pdl_enabled() {
   int v = g_pdl.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* env = std::getenv("SINKSCOPE_PDL");
-    const int from_env = (env && std::strcmp(env, "0") == 0) ? 0 : 1;
+    const int from_env = gpu_tuning().pdl ? 1 : 0;
     int expected = -1;
     g_pdl.compare_exchange_strong(expected, from_env);
     v = g_pdl.load(std::memory_order_relaxed);
@@ -36,7 +36,7 @@ bool pdl_enabled() {
 }
 
 void set_pdl_enabled(bool on) {
-  (void)pdl_enabled();  // the environment is read first, so a later read cannot undo this
+  (void)pdl_enabled();  // the tuning is read first, so a later read cannot undo this
   g_pdl.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 

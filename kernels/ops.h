@@ -19,7 +19,7 @@ struct OpStatus {
 };
 
 // Programmatic Dependent Launch for the small kernels of a step (kernels/pdl.cuh): on unless
-// the environment has SINKSCOPE_PDL=0 (read once) or set_pdl_enabled(false) was called (the
+// the tuning in force has pdl off (GpuTuning, read once) or set_pdl_enabled(false) was called (the
 // backend does so when a graph with PDL edges cannot be captured or instantiated, and a launch
 // whose attribute is rejected does so itself). Thread-safe.
 bool pdl_enabled();

@@ -10,7 +10,7 @@
 // done; pdl_trigger() then lets the successor's CTAs be scheduled early. Both instructions are
 // no-ops for a kernel launched without the attribute, so the kernel code is the same either way.
 //
-// Switch: SINKSCOPE_PDL=0 turns the attribute off (plain <<<>>> launches); set_pdl_enabled(false)
+// Switch: GpuTuning::pdl = false (SINKSCOPE_PDL=0) turns the attribute off (plain <<<>>> launches); set_pdl_enabled(false)
 // does the same at run time (the backend calls it when a graph with PDL edges fails to capture
 // or instantiate). A launch whose attribute is rejected falls back to a plain launch and turns
 // PDL off for the process.

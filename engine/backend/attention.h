@@ -20,16 +20,24 @@ inline constexpr int kQueryTileRows = 64;
 
 enum class AttentionType { kDense, kDynamicSparse };
 enum class ThresholdMode { kFixed, kLengthScaled };
+enum class AttentionDtype { kBfloat16, kFloat16, kFloat32 };
 
+// The attention block of a config file (`inference.attention`, docs/config.md) and what every
+// backend runs with: one type, member names identical to the schema keys. block_size is the
+// schema's `inference.cache.block_size` (a KV page is one attention tile), copied in by
+// to_attention_settings(). The thresholds are the deployment guide's starting points; they act
+// only when type is kDynamicSparse.
 struct AttentionSettings {
+  AttentionDtype dtype = AttentionDtype::kBfloat16;  // what exported configs ask a server for
   AttentionType type = AttentionType::kDense;
   ThresholdMode threshold_mode = ThresholdMode::kFixed;
-  double threshold_prefill = 0.0;  // lambda, or c when length-scaled
-  double threshold_decode = 0.0;
-  int min_sequence_length = 0;     // hybrid: sparse only when L_kv >= this
-  int block_size = 64;             // KV tile = KV page (64 or 128)
+  double threshold_prefill = 0.02;  // fixed: lambda in [0, 1); length_scaled: c >= 0 (c / L_kv)
+  double threshold_decode = 0.005;
+  int64_t min_sequence_length = 0;  // hybrid: sparse only when L_kv >= this
+  int block_size = 64;              // KV tile = KV page (64 or 128)
   bool skip_value_load = true;
   bool skip_softmax_exp = true;
+  bool operator==(const AttentionSettings&) const = default;
 };
 
 // The lambda in force for one attention call over l_kv keys; 0 means dense.

@@ -50,16 +50,8 @@ int dtype_bytes(AttentionDtype v) {
 }
 
 AttentionSettings to_attention_settings(const SinkScopeConfig& c) {
-  const AttentionSection& a = c.inference.attention;
-  AttentionSettings s;
-  s.type = a.type;
-  s.threshold_mode = a.threshold_mode;
-  s.threshold_prefill = a.threshold_prefill;
-  s.threshold_decode = a.threshold_decode;
-  s.min_sequence_length = static_cast<int>(std::min<int64_t>(a.min_sequence_length, INT32_MAX));
-  s.block_size = c.inference.cache.block_size;
-  s.skip_value_load = a.skip_value_load;
-  s.skip_softmax_exp = a.skip_softmax_exp;
+  AttentionSettings s = c.inference.attention;
+  s.block_size = c.inference.cache.block_size;  // the schema keeps it with the cache
   return s;
 }
 

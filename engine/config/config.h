@@ -36,7 +36,6 @@ inline constexpr int kConfigMaxSinkKeep = 1024;
 
 enum class CacheStrategy { kFull, kSlidingWindow };
 enum class PositionMode { kCache, kOriginal };
-enum class AttentionDtype { kBfloat16, kFloat16, kFloat32 };
 enum class KvQuantDtype { kInt8, kInt4 };
 
 struct ModelSection {
@@ -57,19 +56,8 @@ struct CacheSection {
   bool operator==(const CacheSection&) const = default;
 };
 
-struct AttentionSection {
-  AttentionDtype dtype = AttentionDtype::kBfloat16;
-  AttentionType type = AttentionType::kDense;
-  ThresholdMode threshold_mode = ThresholdMode::kFixed;
-  // The deployment guide's starting points; they only act when type is dynamic_sparse.
-  // fixed: lambda in [0, 1); length_scaled: c >= 0 (lambda = c / L_kv).
-  double threshold_prefill = 0.02;
-  double threshold_decode = 0.005;
-  int64_t min_sequence_length = 0;  // hybrid: sparse only when L_kv >= this
-  bool skip_value_load = true;
-  bool skip_softmax_exp = true;
-  bool operator==(const AttentionSection&) const = default;
-};
+// The attention block is the engine's own AttentionSettings (engine/backend/attention.h).
+using AttentionSection = AttentionSettings;
 
 struct QuantizationSection {
   bool enabled = false;

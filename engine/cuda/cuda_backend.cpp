@@ -59,11 +59,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   m_rope_host = RopeTable(c, m_model->weights().rope_freqs);
   m_capacity = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
   if (m_capacity <= 0) throw BackendError("CUDA backend: KV capacity must be positive");
-  if (const char* env = std::getenv("SINKSCOPE_CUDA_GRAPHS"); env && std::string(env) == "0")
-    m_copt.use_graphs = false;
-  m_use_graphs = m_copt.use_graphs;
-  if (const char* env = std::getenv("SINKSCOPE_FUSED_DECODE"); env && std::string(env) == "0")
-    m_copt.fused_decode = false;
+  kernels::set_gpu_tuning(m_copt.tuning);
+  m_use_graphs = m_copt.tuning.cuda_graphs;
   {
     kernels::DecodeFusedShape fs;
     fs.n_embd = c.n_embd;
@@ -72,8 +69,9 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     fs.head_dim = c.head_dim;
     fs.rope_dim = c.rope_dim;
     fs.n_ff = c.n_ff;
-    m_fused_why = m_copt.fused_decode ? kernels::decode_fused_unsupported(fs)
-                                      : "switched off (SINKSCOPE_FUSED_DECODE=0 or the option)";
+    m_fused_why = m_copt.tuning.fused_decode
+                      ? kernels::decode_fused_unsupported(fs)
+                      : "switched off (tuning fused_decode; SINKSCOPE_FUSED_DECODE=0)";
     m_fused = m_fused_why.empty();
   }
 

@@ -9,26 +9,25 @@
 #include <string>
 
 #include "engine/backend/backend.h"
+#include "kernels/tuning.h"
 
 namespace sinkscope {
 
 struct CudaBackendOptions {
   int device = -1;         // CUDA device ordinal; -1: the current device
-  bool use_graphs = true;  // decode steps through CUDA Graphs (env SINKSCOPE_CUDA_GRAPHS=0: off)
   int max_batch = 2048;    // tokens per device pass (prefill chunk); rounded to a multiple of 128
   // Tests: run the sparse attention kernels even when lambda = 0 (must equal dense bit for bit).
   bool force_sparse_kernel = false;
-  // Decode steps through the fused batch-1 kernels (kernels/decode_fused.h: RMSNorm folded into
-  // the QKV and gate|up projections, RoPE + KV append and SwiGLU in their epilogues, residual
-  // adds in the O and down projections). Env SINKSCOPE_FUSED_DECODE=0: off (the unfused path).
-  bool fused_decode = true;
-  // Prefill (dense and sparse) on sm_90 through the warp-specialised kernel
-  // (kernels/attention_prefill_ws.cuh; env SINKSCOPE_PREFILL_WS=0: off). false: the wgmma
-  // kernels (attention_prefill.cuh). Each family's sparse kernel at lambda = 0 equals its dense
-  // one bit for bit (tests).
-  bool warp_specialized_prefill = true;
+  // Launch paths and kernel choices (kernels/tuning.h; the SINKSCOPE_* variables of
+  // docs/environment.md set the defaults). This backend reads cuda_graphs (decode steps as CUDA
+  // graph replays), fused_decode (the fused batch-1 kernels of kernels/decode_fused.h: RMSNorm
+  // folded into the QKV and gate|up projections, RoPE + KV append and SwiGLU in their
+  // epilogues, residual adds in the O and down projections) and prefill_ws / prefill_ws_sparse
+  // (prefill on sm_90 through the warp-specialised kernels, else the wgmma ones; each family's
+  // sparse kernel at lambda = 0 equals its dense one bit for bit) itself; the constructor puts
+  // the kernel-level fields in force for the process (kernels::set_gpu_tuning).
+  kernels::GpuTuning tuning = kernels::gpu_tuning_from_environment();
 };
-
 // How decode steps ran. A decode step replays a CUDA Graph captured once for a bound of the
 // cache length (a power of two) and reused for every position below it; it is captured when the
 // bound or the attention settings change. Steps run eagerly only when graphs are off or failed.

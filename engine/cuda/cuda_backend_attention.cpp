@@ -41,7 +41,8 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
   a.skip_value_load = m_attn.skip_value_load;
   a.skip_softmax_exp = m_attn.skip_softmax_exp;
   a.force_sparse_kernel = m_copt.force_sparse_kernel;
-  a.prefer_ws = m_copt.warp_specialized_prefill;
+  a.prefer_ws = m_copt.tuning.prefill_ws;
+  a.prefer_ws_sparse = m_copt.tuning.prefill_ws_sparse;
   const size_t LH = size_t(c.n_layer) * c.n_head;
   uint64_t* probe = m_probe.as<uint64_t>() + (p.decode ? 2 * LH : 0);
   a.tiles_visited = probe + size_t(l) * c.n_head;

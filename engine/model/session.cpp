@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include "engine/eval/logit_stats.h"
 #include "profiler/spans.h"
@@ -28,21 +29,36 @@ GenerateResult generate(Backend& backend, const std::vector<TokenId>& prompt,
     throw BackendError("generate: the prompt has " + std::to_string(prompt.size()) +
                        " tokens, which leaves no room in a context of " +
                        std::to_string(backend.capacity()) + " tokens");
+  const size_t nv = size_t(backend.model().config().n_vocab);
+  if (options.prompt_in_cache &&
+      (!options.prompt_logits || options.prompt_logits->size() != prompt.size() * nv ||
+       backend.n_past() != int64_t(prompt.size())))
+    throw BackendError("generate: prompt_in_cache needs the backend at the prompt's end and its "
+                       "logits in prompt_logits");
   const Tokenizer& tok = backend.model().tokenizer();
   GenerateResult r;
   r.prompt_tokens = prompt;
-  backend.reset();
   Sampler sampler(options.sampler);
   std::vector<float> logits;
 
-  const int64_t t0 = prof::now_ns();
-  backend.forward(prompt, LogitsMode::kLast, logits);
-  r.prefill_ms = double(prof::now_ns() - t0) / 1e6;
+  if (!options.prompt_in_cache) {
+    backend.reset();
+    const int64_t t0 = prof::now_ns();
+    if (options.prompt_logits)
+      backend.forward(prompt, LogitsMode::kAll, *options.prompt_logits);
+    else
+      backend.forward(prompt, LogitsMode::kLast, logits);
+    r.prefill_ms = double(prof::now_ns() - t0) / 1e6;
+  }
+  if (options.on_prefill_done) options.on_prefill_done();
+  // The row the first token is sampled from.
+  std::span<const float> row(logits);
+  if (options.prompt_logits) row = std::span<const float>(*options.prompt_logits).last(nv);
 
   const int64_t t1 = prof::now_ns();
   r.stop_reason = "max_tokens";
   for (int i = 0; i < options.max_tokens; ++i) {
-    const TokenId next = sampler.sample(logits);
+    const TokenId next = sampler.sample(row);
     r.tokens.push_back(next);
     if (on_token) on_token(next);
     if (options.stop_at_eog && tok.is_eog(next)) {
@@ -56,6 +72,7 @@ GenerateResult generate(Backend& backend, const std::vector<TokenId>& prompt,
     }
     const TokenId one[1] = {next};
     backend.forward(one, LogitsMode::kLast, logits);
+    row = logits;
   }
   r.decode_ms = double(prof::now_ns() - t1) / 1e6;
   r.text = tok.decode(r.tokens, /*skip_special=*/true);

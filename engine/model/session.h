@@ -15,6 +15,15 @@ struct GenerateOptions {
   int max_tokens = 64;
   SamplerParams sampler;
   bool stop_at_eog = true;
+  // When set, the prefill writes the logits of every prompt position there ((n, n_vocab), the
+  // vector reused), and the first token is sampled from its last row.
+  std::vector<float>* prompt_logits = nullptr;
+  // The backend already holds the prompt (rewound to the end of an earlier prefill) and
+  // *prompt_logits its logits: no reset, no prefill (prefill_ms is 0).
+  bool prompt_in_cache = false;
+  // Called once the prompt is in the cache, before the first token is sampled (e.g. to read the
+  // prefill's probes or start work on the prompt's logits).
+  std::function<void()> on_prefill_done;
 };
 
 struct GenerateResult {
@@ -28,8 +37,8 @@ struct GenerateResult {
   double decode_tokens_per_s() const;
 };
 
-// Generates from prompt token ids on a fresh cache (the backend is reset first). on_token is
-// called with each new token as soon as it is sampled.
+// Generates from prompt token ids on a fresh cache (the backend is reset first, unless
+// options.prompt_in_cache). on_token is called with each new token as soon as it is sampled.
 GenerateResult generate(Backend& backend, const std::vector<TokenId>& prompt,
                         const GenerateOptions& options,
                         const std::function<void(TokenId)>& on_token = {});

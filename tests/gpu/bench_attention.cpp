@@ -2,7 +2,7 @@
 // Benchmark of the attention kernel family (docs/architecture.md, design principle 12: one program
 // per kernel family; the check mode is test_attention_gpu). `bench_attention OUT.csv --kvq` times
 // only the bf16 / int8 / int4 KV decode table, `--decode` only the decode rows, `--decode-ctas` the
-// dense decode with the split plan aimed at 1..4 CTAs per SM (kernels::set_decode_ctas_per_sm),
+// dense decode with the split plan aimed at 1..4 CTAs per SM (GpuTuning::decode_ctas_per_sm),
 // `--decode-split` the split policies (kernels::DecodeSplitPolicy) alternating, dense and sparse,
 // 4K..64K. Decode rows come twice: host launches back to back (variant ours_*) and the same
 // launches replayed as one CUDA graph (ours_*_graph: device time, as the engine's graph-replayed
@@ -120,6 +120,22 @@ std::vector<double> alternating_medians(int rounds, const std::vector<std::funct
     med.push_back(v[rounds / 2]);
   }
   return med;
+}
+
+// Sets one field of the tuning in force (kernels/tuning.h); 0 / false returns a choice to its
+// default.
+template <class T>
+void tune(T kernels::GpuTuning::*field, T value) {
+  kernels::GpuTuning t = kernels::gpu_tuning();
+  t.*field = value;
+  kernels::set_gpu_tuning(t);
+}
+void set_split_policy(const kernels::DecodeSplitPolicy& pol) {
+  kernels::GpuTuning t = kernels::gpu_tuning();
+  t.decode_ctas_per_sm = pol.ctas_per_sm;
+  t.decode_max_ctas_per_sm = pol.max_ctas_per_sm;
+  t.decode_min_tiles = pol.min_tiles;
+  kernels::set_gpu_tuning(t);
 }
 
 void check(const kernels::AttentionStatus& s) {
@@ -314,121 +330,16 @@ void bench_skip_sweep(const Shape& sh, int64_t L, std::mt19937_64& rng, int bloc
   }
 }
 
-// `--ws-sparse-variants`: the warp-specialised dense prefill and each experimental variant of the
-// warp-specialised sparse one (ws_sparse_variant(p), lambda 1e-2) on the same sink + quiet-tile
-// input, d = 64 (9 q / 3 kv) and d = 128 (32 q / 8 kv), L = 16K and 32K, quiet 0, 0.3, 0.7 and 0.9; CSV
-// rows (kind ws_sparse_variant) and a table. The variants' masks and counters are the default
-// one's (tests/gpu/test_attention_gpu.cpp checks it); the skip fraction is the default's. The
-// three-consumer variants 4..7 exist at d = 64 only (d = 128 runs variant & 3): at d = 128 they
-// are not timed again, the table shows "=v(variant & 3)". The variants with bit 8 (no empty P V
-// commit group) exist next to each head dim's default only: 13 (vs 5) at d = 64, 9 (vs 1) at
-// d = 128; 13 at d = 128 runs 9 and 9 at d = 64 runs 1, shown as "=v9" / "=v1".
-void bench_ws_sparse_variants(std::mt19937_64& rng, const std::vector<int64_t>& lens = {16384, 32768}) {
-  constexpr int kN = static_cast<int>(std::size(kernels::kWsSparseVariantList));
-  // The variant whose kernel v runs at head dim d where that is another one, already timed; else v.
-  auto same_as = [](int v, int d) {
-    if (d != 64 && (v & 4)) return v & ~4;  // 4..7 -> 0..3, 13 -> 9, 29 -> 25
-    if (d == 64 && (v == kernels::kWsSparseNoEmptyGroupD128 || v == kernels::kWsSparseArriveVoteD128))
-      return 1;
-    return v;
-  };
-  struct Row {
-    std::string shape;
-    int d;
-    int64_t L;
-    double quiet, skip, dense, dense_other;  // dense_other: the other consumer count (d = 64)
-    double us[kN];                           // per kWsSparseVariantList entry
-  };
-  std::vector<Row> rows;
-  const double lambda = 1e-2;
-  for (const Shape& sh : kShapes)
-    for (int64_t L : lens)
-      for (double quiet : {0.0, 0.3, 0.7, 0.9}) {
-        const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, quiet), rng);
-        DeviceProblem dp;
-        dp.upload(hp, rng);
-        const double flops = 4.0 * double(L) * double(L) * sh.d * sh.hq / 2.0;
-        const int reps = L >= 32768 ? 5 : 7;
-        Row r{sh.name, sh.d, L, quiet, 0, 0, 0, {}};
-        kernels::AttentionParams pd = dp.params(hp, 0.0);
-        pd.skip_mask = nullptr;
-        pd.tiles_visited = pd.tiles_skipped = nullptr;
-        if (!kernels::attention_uses_warp_specialized(pd)) {
-          std::fprintf(stderr, "ws-sparse-variants: the warp-specialised kernel does not run here\n");
-          std::exit(1);
-        }
-        r.dense = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 2, reps, 2);
-        emit("ws_sparse_variant", sh.name, L, "ws_dense", r.dense, flops / r.dense * 1e-6, 0, 0, 0, quiet);
-        const int other = kernels::ws_dense_consumers(pd) == 3 ? 2 : 3;
-        if (sh.d == 64) {  // the dense kernel with the other consumer count (ws_dense_consumers(pd))
-          kernels::set_ws_dense_consumers(other);
-          r.dense_other = time_us([&](int) { check(kernels::launch_attention(pd, nullptr)); }, 2, reps, 2);
-          kernels::set_ws_dense_consumers(-1);
-          const std::string name = "ws_dense_nc" + std::to_string(other);
-          emit("ws_sparse_variant", sh.name, L, name.c_str(), r.dense_other, flops / r.dense_other * 1e-6, 0, 0,
-               0, quiet);
-        }
-        kernels::AttentionParams ps = dp.params(hp, lambda);
-        ps.skip_mask = nullptr;
-        if (!kernels::attention_uses_warp_specialized(ps)) {
-          std::fprintf(stderr, "ws-sparse-variants: the sparse launch is not warp-specialised here\n");
-          std::exit(1);
-        }
-        r.skip = skip_fraction(dp, ps, sh.hq);
-        ps.tiles_visited = ps.tiles_skipped = nullptr;
-        for (int i = 0; i < kN; ++i) {
-          const int v = kernels::kWsSparseVariantList[i];
-          if (same_as(v, sh.d) != v) continue;  // that variant's kernel, timed already
-          kernels::set_ws_sparse_variant(v);
-          r.us[i] =
-              time_us([&](int) { check(kernels::launch_attention(ps, nullptr)); }, 2, reps, 2);
-          const std::string name = "ws_sparse_v" + std::to_string(v);
-          emit("ws_sparse_variant", sh.name, L, name.c_str(), r.us[i], flops / r.us[i] * 1e-6, 0,
-               r.skip, lambda, quiet);
-        }
-        kernels::set_ws_sparse_variant(-1);
-        rows.push_back(r);
-        dp.release();
-      }
-  std::printf("\n=== WS sparse variants (lambda %g; speedup = dense / variant; v1 no ping-pong, "
-              "v2 late V wait, v3 both; v4..v7 three consumers, d = 64 only, never ping-pong: "
-              "v4 = v5, v6 = v7 late V wait; +8 no empty P V commit group: v13 = v5 + 8 at d = 64, "
-              "v9 = v1 + 8 at d = 128; +16 the vote without a barrier for keeping warps: v29 = v13 + 16, "
-              "v25 = v9 + 16; dense_nc = the dense kernel with the other consumer count, "
-              "d = 64) ===\n",
-              lambda);
-  std::printf("%-13s %6s %5s %6s %9s %11s", "shape", "L", "quiet", "skip%", "dense_us", "dense_nc_us");
-  for (int v : kernels::kWsSparseVariantList)
-    std::printf(" %8s  (x)  ", ("v" + std::to_string(v) + "_us").c_str());
-  std::printf("\n");
-  for (const Row& r : rows) {
-    std::printf("%-13s %6lld %5.2f %6.1f %9.1f", r.shape.c_str(), (long long)r.L, r.quiet, 100 * r.skip,
-                r.dense);
-    if (r.d == 64) std::printf(" %11.1f", r.dense_other);
-    else std::printf(" %11s", "-");
-    for (int i = 0; i < kN; ++i) {
-      const int v = kernels::kWsSparseVariantList[i];
-      if (same_as(v, r.d) != v)
-        std::printf(" %15s", ("=v" + std::to_string(same_as(v, r.d))).c_str());
-      else
-        std::printf(" %8.1f (%4.2f)", r.us[i], r.dense / r.us[i]);
-    }
-    std::printf("\n");
-  }
-  std::printf("=== end WS sparse variants ===\n");
-  std::fflush(stdout);
-}
-
 // `--consumers`: the d = 64 warp-specialised kernels with two and three consumer warpgroups
-// (ws_dense_consumers(p); sparse variants 1 and 5 at lambda 1e-2 on the sink + 70 % quiet-tile
+// (ws_dense_consumers(p), ws_sparse_consumers(p); sparse at lambda 1e-2 on the sink + 70 % quiet-tile
 // input) from 512 to 64K tokens, timed alternately in the same process (best of two rounds each),
 // for the choice of the default per length. Rows kind ws_consumers; a table on stdout.
 void bench_ws_consumers(std::mt19937_64& rng) {
   const Shape& sh = kShapes[0];
   std::printf("\n=== d = 64 warp-specialised prefill, two vs three consumer warpgroups (us; TFLOP/s-equivalent; "
               "x = two / three) ===\n");
-  std::printf("%6s %10s %10s %6s %6s %10s %10s %6s\n", "L", "dense nc2", "dense nc3", "x", "skip%", "sparse v1",
-              "sparse v5", "x");
+  std::printf("%6s %10s %10s %6s %6s %10s %10s %6s\n", "L", "dense nc2", "dense nc3", "x", "skip%", "sparse nc2",
+              "sparse nc3", "x");
   for (int64_t L : {512, 1024, 2048, 4096, 8192, 16384, 32768, 65536}) {
     const HostProblem hp = make_problem(make_spec(sh, L, false, 6.0, 0.7), rng);
     DeviceProblem dp;
@@ -443,17 +354,17 @@ void bench_ws_consumers(std::mt19937_64& rng) {
     }
     const double skip = skip_fraction(dp, ps, sh.hq);
     ps.tiles_visited = ps.tiles_skipped = nullptr;
-    double us[4] = {1e30, 1e30, 1e30, 1e30};  // dense 2, dense 3, sparse v1, sparse v5
+    double us[4] = {1e30, 1e30, 1e30, 1e30};  // dense 2, dense 3, sparse 2, sparse 3
     for (int round = 0; round < 2; ++round)
       for (int k = 0; k < 4; ++k) {
-        kernels::set_ws_dense_consumers(k == 1 ? 3 : 2);
-        kernels::set_ws_sparse_variant(k == 3 ? 5 : 1);
+        tune(&kernels::GpuTuning::ws_dense_consumers, k == 1 ? 3 : 2);
+        tune(&kernels::GpuTuning::ws_sparse_consumers, k == 3 ? 3 : 2);
         const kernels::AttentionParams& q = k < 2 ? pd : ps;
         us[k] = std::min(us[k], time_us([&](int) { check(kernels::launch_attention(q, nullptr)); }, 1, reps, 1));
       }
-    kernels::set_ws_dense_consumers(-1);
-    kernels::set_ws_sparse_variant(-1);
-    const char* names[4] = {"dense_nc2", "dense_nc3", "sparse_v1", "sparse_v5"};
+    tune(&kernels::GpuTuning::ws_dense_consumers, 0);
+    tune(&kernels::GpuTuning::ws_sparse_consumers, 0);
+    const char* names[4] = {"dense_nc2", "dense_nc3", "sparse_nc2", "sparse_nc3"};
     for (int k = 0; k < 4; ++k)
       emit("ws_consumers", sh.name, L, names[k], us[k], flops / us[k] * 1e-6, 0, k < 2 ? 0 : skip, k < 2 ? 0 : 1e-2,
            0.7);
@@ -521,18 +432,18 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
   // The same replay with PDL off: no launch overlaps its predecessor (the dense / pass-1 kernels
   // load their first cache tiles before griddepcontrol.wait, which then costs nothing to wait
   // for), so this is the latency of one call on its own. And both with the split combine folded
-  // into the decode kernel (set_decode_fused_combine) instead of the separate combine kernel.
+  // into the decode kernel (GpuTuning::decode_fused_combine) instead of the separate combine kernel.
   const bool pdl_was = kernels::pdl_enabled();
   for (int fused : {0, 1})
     for (int pdl : {1, 0}) {
       if (fused == 0 && pdl == 1) continue;  // the row above
-      kernels::set_decode_fused_combine(fused);
+      tune(&kernels::GpuTuning::decode_fused_combine, fused == 1);
       kernels::set_pdl_enabled(pdl_was && pdl == 1);
       const double nus = graph_time_us(
           [&](int i, cudaStream_t st) { check(kernels::launch_attention(ps[i % copies], st)); },
           std::max(20, copies), 7);
+      tune(&kernels::GpuTuning::decode_fused_combine, false);
       kernels::set_pdl_enabled(pdl_was);
-      kernels::set_decode_fused_combine(-1);
       const std::string v = std::string(lambda > 0 ? "ours_sparse_graph" : "ours_dense_graph") +
                             (fused ? "_fused" : "") + (pdl ? "" : "_nopdl");
       emit(kind, sh.name, L, v.c_str(), nus, 0, kv_bytes / nus * 1e-3, skip, lambda, quiet);
@@ -562,7 +473,7 @@ void bench_decode(const Shape& sh, int64_t L, std::mt19937_64& rng, double sink,
   dc.release();
 }
 
-// The decode's split policy (kernels::set_decode_split_policy): one problem per (shape, L),
+// The decode's split policy (GpuTuning::decode_*): one problem per (shape, L),
 // every policy replayed as graphs in turn, `rounds` times alternating (so a drift of the card's
 // clocks hits every policy alike); the median per policy. Dense (lambda = 0) and sparse (~70 %
 // skipped, lambda = 1e-2): both run the same plan. Rows of kind decode_split, variant
@@ -582,14 +493,14 @@ void bench_decode_split(const Shape& sh, int64_t L, std::mt19937_64& rng) {
     std::vector<std::function<double()>> fns;
     for (int i = 0; i < kPols; ++i)
       fns.push_back([&, i] {
-        kernels::set_decode_split_policy(pols[i]);
+        set_split_policy(pols[i]);
         dc.attach_workspaces();  // the workspace follows the plan
         return graph_time_us(
             [&](int k, cudaStream_t st) { check(kernels::launch_attention(ps[k % copies], st)); },
             std::max(20, copies), 5);
       });
     const std::vector<double> meds = alternating_medians(kRounds, fns);
-    kernels::set_decode_ctas_per_sm(-1);
+    tune(&kernels::GpuTuning::decode_ctas_per_sm, 0);
     std::printf("=== decode split policy %s L=%lld %s (graph-replayed us, median of %d rounds) ===\n",
                 sh.name, static_cast<long long>(L), lambda > 0 ? "sparse" : "dense", kRounds);
     for (int i = 0; i < kPols; ++i) {
@@ -671,11 +582,11 @@ void bench_decode_floors(const Shape& sh, int64_t L, std::mt19937_64& rng) {
   };
   auto ours = [&](int fused) {  // 0: the separate combine kernel, 1: the fused combine
     return [&, fused] {
-      kernels::set_decode_fused_combine(fused);
+      tune(&kernels::GpuTuning::decode_fused_combine, fused == 1);
       const double us = replayed([&](int k, cudaStream_t st) {
         check(kernels::launch_attention(dc.ps[k % copies], st));
       })();
-      kernels::set_decode_fused_combine(-1);
+      tune(&kernels::GpuTuning::decode_fused_combine, false);
       return us;
     };
   };
@@ -898,16 +809,6 @@ int main(int argc, char** argv) {
     dp.release();
     return 0;
   }
-  if (argc > 2 && std::string(argv[2]) == "--ws-sparse-variants") {  // the WS sparse variants alone
-    std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
-    // `--ws-sparse-variants [L ...]`: the lengths (default 16K and 32K).
-    std::vector<int64_t> lens;
-    for (int i = 3; i < argc; ++i) lens.push_back(std::atoll(argv[i]));
-    if (lens.empty()) lens = {16384, 32768};
-    bench_ws_sparse_variants(rng, lens);
-    if (g_csv) std::fclose(g_csv);
-    return 0;
-  }
   if (argc > 2 && std::string(argv[2]) == "--consumers") {  // two vs three consumers at d = 64
     std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
     bench_ws_consumers(rng);
@@ -935,15 +836,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "--decode-ctas") {
-    // The decode's split plan aimed at 1..4 CTAs per SM (set_decode_ctas_per_sm; 2 is the
+    // The decode's split plan aimed at 1..4 CTAs per SM (GpuTuning::decode_ctas_per_sm; 2 is the
     // default), dense, both shapes, 16K..64K: rows of kind decode_ctas<N>.
     std::printf("kind,shape,L,variant,time_us,tflops,gbps,skip_frac,lambda,quiet\n");
     for (const Shape& sh : kShapes)
       for (int64_t L : {16384, 32768, 65536})
         for (int c = 1; c <= 4; ++c) {
-          kernels::set_decode_ctas_per_sm(c);  // exactly c per SM
+          tune(&kernels::GpuTuning::decode_ctas_per_sm, c);  // exactly c per SM
           bench_decode(sh, L, rng, 0, 0, 0, ("decode_ctas" + std::to_string(c)).c_str());
-          kernels::set_decode_ctas_per_sm(-1);
+          tune(&kernels::GpuTuning::decode_ctas_per_sm, 0);
         }
     if (g_csv) std::fclose(g_csv);
     return 0;

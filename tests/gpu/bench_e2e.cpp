@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     opt.max_context = n_prompt + n_decode;
     auto graphs = make_cuda_backend(model, opt);
     CudaBackendOptions eager_opt;
-    eager_opt.use_graphs = false;
+    eager_opt.tuning.cuda_graphs = false;
     auto eager = make_cuda_backend(model, opt, eager_opt);
 
     const Result rg = bench(*graphs, prompt, n_decode, reps);

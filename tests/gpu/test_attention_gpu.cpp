@@ -362,13 +362,16 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
       // The split combine folded into the decode kernel (its last split CTA per KV head merges)
       // against the separate combine kernel: the same sums in the same order, the same bits;
       // dense and sparse (pass 2 folds it in the same way).
-      // Both forced, so that SINKSCOPE_FUSED_COMBINE in the environment cannot make this a
+      // Both forced, so that the tuning in force (SINKSCOPE_FUSED_COMBINE) cannot make this a
       // comparison of the fused combine with itself.
-      kernels::set_decode_fused_combine(0);
-      const RunOut rs = run(dp, p);
-      kernels::set_decode_fused_combine(1);
-      const RunOut rf = run(dp, p);
-      kernels::set_decode_fused_combine(-1);
+      const RunOut rs = [&] {
+        kernels::ScopedGpuTuning t([](kernels::GpuTuning& g) { g.decode_fused_combine = false; });
+        return run(dp, p);
+      }();
+      const RunOut rf = [&] {
+        kernels::ScopedGpuTuning t([](kernels::GpuTuning& g) { g.decode_fused_combine = true; });
+        return run(dp, p);
+      }();
       expect_same_counted(rs, rf, "decode with the fused combine");
     }
     if (c.lambda == 0) {
@@ -385,21 +388,21 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         q.skip_value_load = false;
         expect_same(family, run(dp, q), "forced sparse (eager V) at lambda=0", true);
       }
-      if (sparse_ws)
-        for (const int v : kernels::kWsSparseVariantList) {  // ws_sparse_variant(p): the same
-          if (v == kernels::ws_sparse_variant(p)) continue;  // the main run's variant
-          kernels::set_ws_sparse_variant(v);
-          const RunOut rv = run(dp, q);
-          kernels::set_ws_sparse_variant(-1);
-          expect_same_counted(family, rv, "forced sparse, WS variant " + std::to_string(v) + ", at lambda=0");
-        }
+      if (sparse_ws && s.head_dim == 64) {
+        // The other consumer count (ws_sparse_consumers(p)): the same values.
+        const int other = kernels::ws_sparse_consumers(q) == 3 ? 2 : 3;
+        kernels::ScopedGpuTuning t([&](kernels::GpuTuning& g) { g.ws_sparse_consumers = other; });
+        expect_same_counted(family, run(dp, q),
+                            "forced sparse, WS with " + std::to_string(other) + " consumers, at lambda=0");
+      }
       if (uses_ws && !decode && s.head_dim == 64) {
         // The dense warp-specialised kernel with the other consumer count (2 <-> 3,
         // ws_dense_consumers(p)): the same float operations per row, so the same bits.
         const int other = kernels::ws_dense_consumers(p) == 3 ? 2 : 3;
-        kernels::set_ws_dense_consumers(other);
-        const RunOut rv = run(dp, p);
-        kernels::set_ws_dense_consumers(-1);
+        const RunOut rv = [&] {
+          kernels::ScopedGpuTuning t([&](kernels::GpuTuning& g) { g.ws_dense_consumers = other; });
+          return run(dp, p);
+        }();
         expect_same_counted(main, rv, "dense WS with " + std::to_string(other) + " consumer warpgroups");
       }
       if (uses_ws && sparse_ws) {
@@ -450,27 +453,26 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
         tot.worst_keep_err = std::max(tot.worst_keep_err, krel);
         ++tot.keep_cases;
       }
-      if (!decode && uses_ws && keep.error.empty()) {
-        // The experimental variants of the warp-specialised sparse kernel (ws_sparse_variant(p))
-        // against the default one (the main run, and keep-exp): same masks and counters, and
-        // the same outputs bit for bit (each variant issues the same wgmma and float operations
-        // per warpgroup; only the order of issue between the warpgroups and of the barrier
-        // waits differs; with bit 4, d = 64, a CTA is three query tiles instead of two, so the
-        // lengths here also give CTAs whose second or third tile has no rows; bit 8, variants 13
-        // at d = 64 and 9 at d = 128, only regroups the P V wgmma and waits: at block_size 64
-        // it takes each of its four P V paths, both units, either one, none).
-        for (const int v : kernels::kWsSparseVariantList)
-          for (const bool keep_exp : {false, true}) {
-            if (v == kernels::ws_sparse_variant(p)) continue;  // the main run's variant
-            kernels::AttentionParams k = p;
-            k.skip_softmax_exp = keep_exp ? false : p.skip_softmax_exp;
-            kernels::set_ws_sparse_variant(v);
-            const RunOut rv = run(dp, k);
-            kernels::set_ws_sparse_variant(-1);
-            const RunOut& ref = keep_exp ? keep : main;
-            expect_same_counted(ref, rv, "WS sparse variant " + std::to_string(v) + (keep_exp ? " (keep-exp)" : "") +
-                                             " vs the default variant");
-          }
+      if (!decode && uses_ws && keep.error.empty() && s.head_dim == 64) {
+        // The sparse warp-specialised kernel with the other consumer count
+        // (ws_sparse_consumers(p)) against the main run and keep-exp: same masks and counters,
+        // and the same outputs bit for bit (the same wgmma and float operations per warpgroup;
+        // with three consumers a CTA is three query tiles instead of two, so the lengths here
+        // also give CTAs whose second or third tile has no rows; the three-consumer kernel
+        // regroups the P V wgmma and waits (kWsVarNoEmptyGroup): at block_size 64 it takes each
+        // of its four P V paths, both units, either one, none).
+        const int other = kernels::ws_sparse_consumers(p) == 3 ? 2 : 3;
+        for (const bool keep_exp : {false, true}) {
+          kernels::AttentionParams k = p;
+          k.skip_softmax_exp = keep_exp ? false : p.skip_softmax_exp;
+          const RunOut rv = [&] {
+            kernels::ScopedGpuTuning t([&](kernels::GpuTuning& g) { g.ws_sparse_consumers = other; });
+            return run(dp, k);
+          }();
+          const RunOut& ref = keep_exp ? keep : main;
+          expect_same_counted(ref, rv, "WS sparse with " + std::to_string(other) + " consumers" +
+                                           (keep_exp ? " (keep-exp)" : "") + " vs the default");
+        }
       }
       if (!decode) {
         // The V modes are two kernels of attention_prefill_kernel (the warp-specialised one has
@@ -509,6 +511,14 @@ bool run_case(const Case& c, std::mt19937_64& rng, Totals& tot) {
   return true;
 }
 
+// GpuTuning::decode_fused_combine for the launches that follow: 1 on, 0 off, -1 back to the
+// tuning's default (off).
+void set_fused_combine(int on) {
+  kernels::GpuTuning t = kernels::gpu_tuning();
+  t.decode_fused_combine = on == 1;
+  kernels::set_gpu_tuning(t);
+}
+
 // Decode of one problem with the host length L vs the same problem with L (and log2 lambda) in
 // device memory and kv_len = each bound >= L: bitwise equal output, equal counters, equal mask
 // on the L tiles and "not visible" past them. The reference is the host-length launch with the
@@ -522,9 +532,9 @@ int run_device_len_case(const ProblemSpec& s, double lambda, const std::vector<i
   DeviceProblem dp;
   dp.upload(hp, rng);
   const kernels::AttentionParams p = dp.params(hp, lambda);
-  kernels::set_decode_fused_combine(0);
+  set_fused_combine(0);
   const RunOut ref = run(dp, p);
-  kernels::set_decode_fused_combine(-1);
+  set_fused_combine(-1);
   int32_t* len_dev = nullptr;
   float* l2_dev = nullptr;
   uint8_t* mask_dev = nullptr;
@@ -553,9 +563,9 @@ int run_device_len_case(const ProblemSpec& s, double lambda, const std::vector<i
     const int64_t btiles = (bound + bc - 1) / bc;
     SINKSCOPE_CUDA_CHECK(cudaMalloc(&mask_dev, size_t(s.n_q_heads) * btiles));
     q.skip_mask = mask_dev;
-    kernels::set_decode_fused_combine(fused);
+    set_fused_combine(fused);
     const RunOut got = run(dp, q);
-    kernels::set_decode_fused_combine(-1);
+    set_fused_combine(-1);
     SINKSCOPE_CUDA_CHECK(cudaFree(mask_dev));
     mask_dev = nullptr;
     if (!ref.error.empty() || !got.error.empty()) {
@@ -838,17 +848,17 @@ int run_pdl_predecessor_cases(std::mt19937_64& rng) {
           // after the launch): the writer's ~1 s timeout would end that, without the overlap.
           auto plain = [&](const kernels::AttentionParams& pp, int fused) {
             put_row(dp, s, table, L - 1, krow, vrow);
-            kernels::set_decode_fused_combine(fused);
+            set_fused_combine(fused);
             RunOut r = run_after(dp, pp, rig, nullptr, not_pdl);
-            kernels::set_decode_fused_combine(-1);
+            set_fused_combine(-1);
             ++launches;
             return r;
           };
           auto after_writer = [&](const kernels::AttentionParams& pp, int fused) {
             put_row(dp, s, table, L - 1, nan_host.data(), nan_host.data());  // the poison
-            kernels::set_decode_fused_combine(fused);
+            set_fused_combine(fused);
             RunOut r = run_after(dp, pp, rig, &w, not_pdl);
-            kernels::set_decode_fused_combine(-1);
+            set_fused_combine(-1);
             ++launches;
             return r;
           };
@@ -883,9 +893,9 @@ int run_pdl_predecessor_cases(std::mt19937_64& rng) {
             c.pos = 1;
             c.k_row = rig.nan_row;
             c.v_row = rig.nan_row;
-            kernels::set_decode_fused_combine(0);
+            set_fused_combine(0);
             const RunOut ctl = run_after(dp, p, rig, &c, not_pdl);
-            kernels::set_decode_fused_combine(-1);
+            set_fused_combine(-1);
             ++launches;
             put_row(dp, s, table, 1, &hp.k[row], &hp.v[row]);
             ++controls;

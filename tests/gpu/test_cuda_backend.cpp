@@ -150,7 +150,7 @@ int main() {
     const bool env_off = env && std::string(env) == "0";
     auto f = make_cuda_backend(model, {});
     CudaBackendOptions co;
-    co.fused_decode = false;
+    co.tuning.fused_decode = false;
     auto u = make_cuda_backend(model, {}, co);
     std::string why;
     const bool on = f->fused_decode(&why);
@@ -176,16 +176,17 @@ int main() {
 
   // 3. Sparse kernels at lambda = 0 equal the dense kernels of their family bit for bit (prefill
   // and decode): the warp-specialised prefill (the default on sm_90, dense and sparse) with
-  // itself, and the wgmma family (warp_specialized_prefill = false) with itself. The two families
+  // itself, and the wgmma family (tuning.prefill_ws = false) with itself. The two families
   // (128-key tiles vs block_size tiles, other summation order) are compared within the
   // CPU-vs-GPU gates.
   run("sparse_lambda0_equals_dense", [&] {
     CudaBackendOptions fco;
-    fco.warp_specialized_prefill = false;
+    fco.tuning.prefill_ws = false;
     auto dense = make_cuda_backend(model, {});
     auto fam = make_cuda_backend(model, {}, fco);  // the wgmma family's dense prefill
     BackendOptions so;
     so.attention.type = AttentionType::kDynamicSparse;
+    so.attention.threshold_prefill = so.attention.threshold_decode = 0.0;  // lambda 0
     // Which prefill kernels the default backend really runs (SINKSCOPE_PREFILL_WS=0, a device
     // other than sm_90 or a build without sm_90a code leave the warp-specialised ones out; the
     // warp-specialised sparse kernel is selected at head_dim 128 only).
@@ -364,7 +365,7 @@ int main() {
   run("graph_equals_eager", [&] {
     auto g = make_cuda_backend(model, {});
     CudaBackendOptions co;
-    co.use_graphs = false;
+    co.tuning.cuda_graphs = false;
     auto e = make_cuda_backend(model, {}, co);
     const std::vector<float> lg = prefill_then_decode(*g, ids, 100, 40);
     const std::vector<float> le = prefill_then_decode(*e, ids, 100, 40);
@@ -426,7 +427,7 @@ int main() {
       so.attention.threshold_decode = mode == ThresholdMode::kFixed ? 1e-2 : 4.0;  // c / L_kv
       auto g = make_cuda_backend(model, so);
       CudaBackendOptions co;
-      co.use_graphs = false;
+      co.tuning.cuda_graphs = false;
       auto e = make_cuda_backend(model, so, co);
       const std::vector<float> lg = prefill_then_decode(*g, ids, 300, 64);
       const std::vector<float> le = prefill_then_decode(*e, ids, 300, 64);
@@ -538,7 +539,7 @@ int main() {
   //     while capturing, and a failed capture falls back to eager steps by design.)
   run("fault_launch", [&] {
     CudaBackendOptions co;
-    co.use_graphs = false;
+    co.tuning.cuda_graphs = false;
     auto gpu = make_cuda_backend(model, {}, co);
     const std::vector<float> ref = prefill_then_decode(*gpu, ids, 150, 8);
     std::string msg_pre, msg_dec;

@@ -272,7 +272,7 @@ Attributed traced_model_run(const std::shared_ptr<const Model>& model, bool grap
   BackendOptions bo;
   bo.max_context = 512;
   CudaBackendOptions co;
-  co.use_graphs = graphs;
+  co.tuning.cuda_graphs = graphs;
   auto backend = make_cuda_backend(model, bo, co);
   ProfilerOptions o;
   o.gpu = true;

@@ -56,8 +56,8 @@ RunResultPtr sampleResult() {
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(randomModel());
     ControlState s;
-    s.lambdaPrefill = 0.3;  // random weights: a high lambda makes sure tiles are skipped
-    s.lambdaDecode = 0.3;
+    s.inference.attention.threshold_prefill = 0.3;  // random weights: a high lambda makes sure tiles are skipped
+    s.inference.attention.threshold_decode = 0.3;
     s.maxTokens = 6;
     s.layer = 1;
     s.head = 2;

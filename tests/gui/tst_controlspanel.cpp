@@ -29,12 +29,12 @@ class TestControlsPanel : public QObject {
     QVERIFY(!sinks->isEnabled());
     QVERIFY(note->isVisible());
     QVERIFY(note->text().contains(QStringLiteral("nothing to act on")));
-    s.kvQuant = KvQuantChoice::kInt8;
+    s.setKvQuant(KvQuantChoice::kInt8);
     panel.setState(s);
     QVERIFY(sinks->isEnabled());
     QVERIFY(!note->isVisible());
-    s.kvQuant = KvQuantChoice::kOff;
-    s.slidingWindow = true;
+    s.setKvQuant(KvQuantChoice::kOff);
+    s.setSlidingWindow(true);
     panel.setState(s);
     QVERIFY(sinks->isEnabled());
     QVERIFY(!note->isVisible());
@@ -49,20 +49,20 @@ class TestControlsPanel : public QObject {
     QSignalSpy edited(&panel, &ControlsPanel::edited);
     minSeq->setValue(2048);
     QCOMPARE(edited.count(), 1);
-    QCOMPARE(edited.last().first().value<ControlState>().minSeqLength, 2048);
+    QCOMPARE(edited.last().first().value<ControlState>().inference.attention.min_sequence_length, 2048);
     mode->setCurrentIndex(1);
-    QCOMPARE(edited.last().first().value<ControlState>().thresholdMode,
+    QCOMPARE(edited.last().first().value<ControlState>().inference.attention.threshold_mode,
              ThresholdMode::kLengthScaled);
-    QCOMPARE(panel.state().minSeqLength, 2048);
+    QCOMPARE(panel.state().inference.attention.min_sequence_length, 2048);
 
     ControlState s;
-    s.minSeqLength = 777;
-    s.sparse = false;
+    s.inference.attention.min_sequence_length = 777;
+    s.setSparse(false);
     panel.setState(s);  // no signal
     QCOMPARE(edited.count(), 2);
     QCOMPARE(minSeq->value(), 777);
     QVERIFY(!minSeq->isEnabled());  // dense: no tiles to skip
-    s.sparse = true;
+    s.setSparse(true);
     panel.setState(s);
     QVERIFY(minSeq->isEnabled());
   }

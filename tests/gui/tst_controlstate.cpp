@@ -21,14 +21,14 @@ class TestControlState : public QObject {
   }
   void configRoundTrip() {
     ControlState s;
-    s.sparse = true;
-    s.lambdaPrefill = 0.0123;
-    s.slidingWindow = true;
-    s.windowSize = 512;
-    s.sinkCount = 8;
-    s.blockSize = 128;
-    s.kvQuant = KvQuantChoice::kInt4;
-    s.positionMode = PositionMode::kOriginal;
+    s.setSparse(true);
+    s.inference.attention.threshold_prefill = 0.0123;
+    s.setSlidingWindow(true);
+    s.inference.cache.window_size = 512;
+    s.inference.cache.sink_keep_count = 8;
+    s.inference.cache.block_size = 128;
+    s.setKvQuant(KvQuantChoice::kInt4);
+    s.inference.cache.position_mode = PositionMode::kOriginal;
     const SinkScopeConfig c = s.toConfig("m.gguf", "");
     QVERIFY(check_config(c).empty());
     QVERIFY(!c.validation.has_value());
@@ -42,22 +42,22 @@ class TestControlState : public QObject {
   // included); elsewhere it has no effect, the request carries S = 0 and the note says why.
   void sinksTakeEffectWhereTheyAct() {
     ControlState s;
-    s.sinkCount = 6;
+    s.inference.cache.sink_keep_count = 6;
     QVERIFY(!s.sinksInEffect());  // full float cache
     QCOMPARE(s.toRequest("hi").cache.sink_keep_count, int64_t(0));
     QVERIFY(QString::fromStdString(s.sinksNote()).contains(QStringLiteral("nothing to act on")));
-    s.kvQuant = KvQuantChoice::kInt4;  // full cache, quantized, protected: the first S stay 16-bit
+    s.setKvQuant(KvQuantChoice::kInt4);  // full cache, quantized, protected: the first S stay 16-bit
     QVERIFY(s.sinksInEffect());
     QVERIFY(s.sinksNote().empty());
     RunRequest r = s.toRequest("hi");
     QCOMPARE(r.cache.sink_keep_count, int64_t(6));
     QVERIFY(!r.cache.windowed());
     QVERIFY(r.cache.quantization.protect_sink_positions);
-    s.protectSinks = false;  // quantized without protection: S has no effect
+    s.inference.quantization.protect_sink_positions = false;  // quantized without protection: S has no effect
     QVERIFY(!s.sinksInEffect());
     QCOMPARE(s.toRequest("hi").cache.sink_keep_count, int64_t(0));
     QVERIFY(QString::fromStdString(s.sinksNote()).contains(QStringLiteral("protect sink positions")));
-    s.slidingWindow = true;  // a window keeps S whatever the quantization
+    s.setSlidingWindow(true);  // a window keeps S whatever the quantization
     QVERIFY(s.sinksInEffect());
     QVERIFY(s.sinksNote().empty());
     QCOMPARE(s.toRequest("hi").cache.sink_keep_count, int64_t(6));
@@ -65,9 +65,9 @@ class TestControlState : public QObject {
   void hybridModeReachesRequestAndConfig() {
     ControlState s;
     QCOMPARE(s.toRequest("hi").attention.min_sequence_length, 0);  // default: sparse at every length
-    s.minSeqLength = 1536;
-    s.thresholdMode = ThresholdMode::kLengthScaled;
-    s.lambdaPrefill = 40.0;  // c of lambda = c / L_kv
+    s.inference.attention.min_sequence_length = 1536;
+    s.inference.attention.threshold_mode = ThresholdMode::kLengthScaled;
+    s.inference.attention.threshold_prefill = 40.0;  // c of lambda = c / L_kv
     const RunRequest r = s.toRequest("hi");
     QCOMPARE(r.attention.min_sequence_length, 1536);
     QCOMPARE(r.attention.threshold_mode, ThresholdMode::kLengthScaled);

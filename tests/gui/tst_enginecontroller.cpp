@@ -29,7 +29,7 @@ class TestEngineController : public QObject {
     s.maxTokens = 4;
     uint64_t last = 0;
     for (int i = 0; i < 20; ++i) {
-      s.lambdaPrefill = 0.001 * (i + 1);
+      s.inference.attention.threshold_prefill = 0.001 * (i + 1);
       last = c.run(s.toRequest(test::longPrompt().toStdString()));
     }
     // Wait until the newest request has been delivered and the engine is idle (an idle signal
@@ -173,7 +173,7 @@ class TestEngineController : public QObject {
     int cancels = 0;
     for (int i = 0; i < 80; ++i) {
       s.maxTokens = (i % 3 == 0) ? 24 : 2;  // short and long runs
-      s.lambdaPrefill = 0.001 * (i + 1);
+      s.inference.attention.threshold_prefill = 0.001 * (i + 1);
       c.run(s.toRequest(prompt), i % 4 == 0 ? other : QStringLiteral("run"));
       if (i % 6 == 5) {
         c.cancel();

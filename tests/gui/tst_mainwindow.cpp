@@ -185,7 +185,7 @@ class TestMainWindow : public QObject {
     auto* banner = w.findChild<QLabel*>(QStringLiteral("staleBanner"));
     QVERIFY(banner && !banner->isVisible());
     ControlState s = wb.controls();
-    s.lambdaPrefill = 0.4;
+    s.inference.attention.threshold_prefill = 0.4;
     wb.setControls(s);
     QVERIFY(banner->isVisible());
     QVERIFY(banner->text().contains(QStringLiteral("controls changed")));

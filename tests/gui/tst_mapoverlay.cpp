@@ -104,7 +104,7 @@ class TestMapOverlay : public QObject {
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.loadModel(path);
     ControlState s;
-    s.lambdaPrefill = 0.5;
+    s.inference.attention.threshold_prefill = 0.5;
     s.maxTokens = 1;
     s.layer = 0;
     s.head = 1;
@@ -209,15 +209,15 @@ class TestMapOverlay : public QObject {
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.loadModel(path.toStdString());
     ControlState s;
-    s.lambdaPrefill = 0.05;
+    s.inference.attention.threshold_prefill = 0.05;
     s.maxTokens = 2;
     s.layer = 1;
     s.head = 2;
     s.compare = false;
-    s.slidingWindow = window;
-    s.windowSize = 192;
-    s.sinkCount = 4;
-    s.positionMode = PositionMode(positionMode);
+    s.setSlidingWindow(window);
+    s.inference.cache.window_size = 192;
+    s.inference.cache.sink_keep_count = 4;
+    s.inference.cache.position_mode = PositionMode(positionMode);
     RunResultPtr r;
     try {
       // The skip mask is recorded for the map's head: take the head that skips most.

@@ -44,9 +44,9 @@ class TestRunExecutor : public QObject {
   void klMatchesADirectComputation() {
     ControlState s;
     s.maxTokens = 2;
-    s.lambdaPrefill = 0.3;
-    s.kvQuant = KvQuantChoice::kInt4;  // a variant whose logits surely differ from dense
-    s.protectSinks = false;
+    s.inference.attention.threshold_prefill = 0.3;
+    s.setKvQuant(KvQuantChoice::kInt4);  // a variant whose logits surely differ from dense
+    s.inference.quantization.protect_sink_positions = false;
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());
     RunRequest req = s.toRequest(test::longPrompt().toStdString());
@@ -82,16 +82,16 @@ class TestRunExecutor : public QObject {
   void overlappedStatisticsEqualSequentialOnes() {
     ControlState s;
     s.maxTokens = 6;
-    s.lambdaPrefill = 0.3;
+    s.inference.attention.threshold_prefill = 0.3;
     RunResultPtr out[2];
     for (int overlap = 0; overlap < 2; ++overlap) {
       RunExecutor ex(BackendKind::kCpu, 2);
       ex.setModel(test::randomModel());
       ex.setOverlapOnCpu(overlap == 1);
-      s.kvQuant = KvQuantChoice::kOff;
+      s.setKvQuant(KvQuantChoice::kOff);
       (void)ex.run(s.toRequest(test::longPrompt().toStdString()), 1);  // caches the baseline
-      s.kvQuant = KvQuantChoice::kInt8;  // a variant that differs from dense
-      s.protectSinks = false;
+      s.setKvQuant(KvQuantChoice::kInt8);  // a variant that differs from dense
+      s.inference.quantization.protect_sink_positions = false;
       RunRequest req = s.toRequest(test::longPrompt().toStdString());
       req.cache.quantization.group_size = 16;  // the test model's head_dim
       out[overlap] = ex.run(req, 2);
@@ -114,7 +114,7 @@ class TestRunExecutor : public QObject {
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());
     ControlState s;
-    s.sparse = false;
+    s.setSparse(false);
     s.maxTokens = 4;
     const RunResultPtr r = ex.run(s.toRequest(test::longPrompt().toStdString()), 1);
     QVERIFY(r->compare.klMean < 1e-6);
@@ -253,7 +253,7 @@ class TestRunExecutor : public QObject {
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());
     (void)ex.run(s.toRequest(test::longPrompt().toStdString()), 1);
-    s.sparse = false;
+    s.setSparse(false);
     const RunResultPtr off = ex.run(s.toRequest(test::longPrompt().toStdString()), 2);
     QVERIFY(std::any_of(off->stagesMs.begin(), off->stagesMs.end(), [](const auto& st) {
       return st.first.find("dense baseline") != std::string::npos &&
@@ -280,12 +280,12 @@ class TestRunExecutor : public QObject {
     s.maxTokens = 6;
     s.layer = 1;
     s.head = 2;
-    s.lambdaPrefill = 0.3;
-    s.lambdaDecode = 0.3;
+    s.inference.attention.threshold_prefill = 0.3;
+    s.inference.attention.threshold_decode = 0.3;
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());
     (void)ex.run(s.toRequest(test::longPrompt().toStdString()), 1);
-    s.lambdaDecode = 0.01;
+    s.inference.attention.threshold_decode = 0.01;
     s.maxTokens = 8;
     s.layer = 0;  // the map's head too: its mask comes from the all-heads masks
     s.head = 3;
@@ -311,7 +311,7 @@ class TestRunExecutor : public QObject {
     QCOMPARE(b->probes.total(true).skipped, c->probes.total(true).skipped);
     QCOMPARE(b->probesPrefill.total(false).skipped, c->probesPrefill.total(false).skipped);
     // A prefill change runs the prefill again.
-    s.lambdaPrefill = 0.2;
+    s.inference.attention.threshold_prefill = 0.2;
     const RunResultPtr d = ex.run(s.toRequest(test::longPrompt().toStdString()), 4);
     QVERIFY(hasStage(d, "variant prefill"));
   }
@@ -320,7 +320,7 @@ class TestRunExecutor : public QObject {
   void partialResultsStreamDuringThePrefill() {
     ControlState s;
     s.maxTokens = 2;
-    s.lambdaPrefill = 0.3;
+    s.inference.attention.threshold_prefill = 0.3;
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());
     std::vector<RunResultPtr> parts;

@@ -23,13 +23,13 @@ namespace {
 // The settings of sweep point i (they differ in lambda, window, sinks and the hybrid length).
 ControlState pointControls(int i) {
   ControlState s;
-  s.lambdaPrefill = 0.01 * (i + 1);
-  s.lambdaDecode = 0.002 * (i + 1);
-  s.slidingWindow = i > 0;
-  s.windowSize = 128 * (i + 1);
-  s.sinkCount = 2 * i;
-  s.minSeqLength = 64 * i;
-  s.thresholdMode = i == 2 ? ThresholdMode::kLengthScaled : ThresholdMode::kFixed;
+  s.inference.attention.threshold_prefill = 0.01 * (i + 1);
+  s.inference.attention.threshold_decode = 0.002 * (i + 1);
+  s.setSlidingWindow(i > 0);
+  s.inference.cache.window_size = 128 * (i + 1);
+  s.inference.cache.sink_keep_count = 2 * i;
+  s.inference.attention.min_sequence_length = 64 * i;
+  s.inference.attention.threshold_mode = i == 2 ? ThresholdMode::kLengthScaled : ThresholdMode::kFixed;
   return s;
 }
 
@@ -206,10 +206,10 @@ class TestSweepPointsModel : public QObject {
       QCOMPARE(wb.controls(), expected);
       QTRY_COMPARE_WITH_TIMEOUT(ready.count(), runs + 1, 30000);
       const RunRequest& r = wb.lastResult()->request;
-      QCOMPARE(r.attention.min_sequence_length, expected.minSeqLength);
-      QCOMPARE(r.attention.threshold_prefill, expected.lambdaPrefill);
-      QCOMPARE(r.attention.threshold_mode, expected.thresholdMode);
-      QCOMPARE(r.cache.window_size, int64_t(expected.windowSize));
+      QCOMPARE(r.attention.min_sequence_length, expected.inference.attention.min_sequence_length);
+      QCOMPARE(r.attention.threshold_prefill, expected.inference.attention.threshold_prefill);
+      QCOMPARE(r.attention.threshold_mode, expected.inference.attention.threshold_mode);
+      QCOMPARE(r.cache.window_size, int64_t(expected.inference.cache.window_size));
     }
     // Points that cannot be loaded say why and change nothing.
     const ControlState before = wb.controls();

@@ -29,9 +29,9 @@ std::unique_ptr<Workbench> makeWorkbench() {
   wb->setModel(data().model);
   if (!loaded.wait(30000)) return nullptr;
   ControlState s;
-  s.lambdaPrefill = 0.05;
-  s.lambdaDecode = 0.01;
-  s.minSeqLength = 32;
+  s.inference.attention.threshold_prefill = 0.05;
+  s.inference.attention.threshold_decode = 0.01;
+  s.inference.attention.min_sequence_length = 32;
   wb->setControls(s);
   return wb;
 }

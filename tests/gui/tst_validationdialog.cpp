@@ -61,7 +61,7 @@ class TestValidationDialog : public QObject {
  private Q_SLOTS:
   void passingSettingsAreWrittenWithTheirGates() {
     ControlState dense;
-    dense.sparse = false;  // the variant is the baseline: every gate passes
+    dense.setSparse(false);  // the variant is the baseline: every gate passes
     auto wb = makeWorkbench(dense);
     QVERIFY(wb);
     QTemporaryDir dir;
@@ -86,11 +86,11 @@ class TestValidationDialog : public QObject {
 
   void aFailedGateIsWrittenOnlyWhenConfirmed() {
     ControlState harsh;  // a tiny window and a high lambda: the random model's outputs change
-    harsh.lambdaPrefill = 0.5;
-    harsh.lambdaDecode = 0.5;
-    harsh.slidingWindow = true;
-    harsh.windowSize = 8;
-    harsh.sinkCount = 0;
+    harsh.inference.attention.threshold_prefill = 0.5;
+    harsh.inference.attention.threshold_decode = 0.5;
+    harsh.setSlidingWindow(true);
+    harsh.inference.cache.window_size = 8;
+    harsh.inference.cache.sink_keep_count = 0;
     auto wb = makeWorkbench(harsh);
     QVERIFY(wb);
     QTemporaryDir dir;
@@ -121,7 +121,7 @@ class TestValidationDialog : public QObject {
 
   void exportWithoutValidationClearsTheOldGates() {
     ControlState dense;
-    dense.sparse = false;
+    dense.setSparse(false);
     auto wb = makeWorkbench(dense);
     QVERIFY(wb);
     QTemporaryDir dir;

@@ -66,7 +66,7 @@ class TestWorkbench : public QObject {
     expectAllViewsFilled(wb);
     QSignalSpy mapChanged(wb.attentionMap(), &AttentionMapView::changed);
     ControlState s = wb.controls();
-    s.lambdaPrefill = 0.25;
+    s.inference.attention.threshold_prefill = 0.25;
     s.layer = 1;
     s.head = 1;
     wb.setControls(s);
@@ -77,8 +77,8 @@ class TestWorkbench : public QObject {
     expectAllViewsFilled(wb);
     // A burst of changes within the debounce runs once, with the newest settings.
     for (int i = 0; i < 5; ++i) {
-      s.windowSize = 100 + i;
-      s.slidingWindow = true;
+      s.inference.cache.window_size = 100 + i;
+      s.setSlidingWindow(true);
       wb.setControls(s);
     }
     QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 3, 30000);
@@ -89,12 +89,12 @@ class TestWorkbench : public QObject {
   void configExportLoadsBackIdentically() {
     Workbench wb(BackendKind::kCpu, 2);
     ControlState s;
-    s.lambdaPrefill = 0.0375;
-    s.lambdaDecode = 0.001;
-    s.slidingWindow = true;
-    s.windowSize = 300;
-    s.sinkCount = 6;
-    s.kvQuant = KvQuantChoice::kInt8;
+    s.inference.attention.threshold_prefill = 0.0375;
+    s.inference.attention.threshold_decode = 0.001;
+    s.setSlidingWindow(true);
+    s.inference.cache.window_size = 300;
+    s.inference.cache.sink_keep_count = 6;
+    s.setKvQuant(KvQuantChoice::kInt8);
     wb.setControls(s);
     QTemporaryDir dir;
     const QString path = dir.filePath(QStringLiteral("c.yaml"));
@@ -121,7 +121,7 @@ class TestWorkbench : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
     QCOMPARE(wb.lastResult()->request.attention.min_sequence_length, 0);
     ControlState s = wb.controls();
-    s.minSeqLength = 100000;  // longer than the prompt: attention stays dense
+    s.inference.attention.min_sequence_length = 100000;  // longer than the prompt: attention stays dense
     wb.setControls(s);
     QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
     QCOMPARE(wb.lastResult()->request.attention.min_sequence_length, 100000);
@@ -133,7 +133,7 @@ class TestWorkbench : public QObject {
     QVERIFY(f.readAll().contains("min_sequence_length: 100000"));
     Workbench other(BackendKind::kCpu, 2);
     QCOMPARE(other.importConfig(path), QString());
-    QCOMPARE(other.controls().minSeqLength, 100000);
+    QCOMPARE(other.controls().inference.attention.min_sequence_length, 100000);
   }
   void badConfigNamesTheKey() {
     Workbench wb(BackendKind::kCpu, 2);
@@ -199,7 +199,7 @@ class TestWorkbench : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
     QVERIFY(!wb.viewsStale());
     ControlState s = wb.controls();
-    s.lambdaPrefill = 0.5;
+    s.inference.attention.threshold_prefill = 0.5;
     wb.setControls(s);  // not run (auto-run is off)
     QVERIFY(wb.viewsStale());
     QVERIFY2(wb.staleReason().contains(QStringLiteral("controls changed")), qPrintable(wb.staleReason()));

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <limits>
 #include <tuple>
 #include <utility>
@@ -440,23 +442,73 @@ TEST(AttentionDispatch, QuantizedKvPicksTheInstantiatedKernels) {
   EXPECT_EQ(shape_of(p).kv_bits, 4);
 }
 
-// The warp-specialised sparse prefill variants the host accepts (attention.h): the flag
-// combinations that have a kernel (0..7; bit 8 as 9 / 13; bit 16 as 25 / 29) and nothing else,
-// so that an environment value naming no kernel is rejected instead of launching another one.
+// The GPU tuning (kernels/tuning.h): the defaults are what ships, the SINKSCOPE_* variables set
+// the fields, and a value out of range leaves the default and is named.
 
-TEST(WsSparseVariants, AcceptedSetIsTheListedOne) {
-  std::vector<int> accepted;
-  for (int v = -2; v < 128; ++v)
-    if (ws_sparse_variant_valid(v)) accepted.push_back(v);
-  const std::vector<int> expected = {0, 1, 2, 3, 4, 5, 6, 7, 9, 13, 25, 29};
-  EXPECT_EQ(accepted, expected);
-  // The list the tests and benchmarks iterate over is the same set.
-  std::vector<int> listed(std::begin(kWsSparseVariantList), std::end(kWsSparseVariantList));
-  std::sort(listed.begin(), listed.end());
-  EXPECT_EQ(listed, expected);
-  // The defaults the selection uses (ws_sparse_variant) and the opt-in ones are in it.
-  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseNoEmptyGroupD64));
-  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseNoEmptyGroupD128));
-  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseArriveVoteD64));
-  EXPECT_TRUE(ws_sparse_variant_valid(kWsSparseArriveVoteD128));
+namespace {
+constexpr const char* kTuningVars[] = {
+    "SINKSCOPE_CUDA_GRAPHS", "SINKSCOPE_FUSED_DECODE", "SINKSCOPE_PDL",
+    "SINKSCOPE_PREFILL_WS", "SINKSCOPE_PREFILL_WS_SPARSE", "SINKSCOPE_WS_DENSE_CONSUMERS",
+    "SINKSCOPE_WS_SPARSE_CONSUMERS", "SINKSCOPE_DECODE_CTAS_PER_SM", "SINKSCOPE_DECODE_EARLY_LOADS",
+    "SINKSCOPE_FUSED_COMBINE"};
+struct TuningEnv {
+  TuningEnv() {
+    for (const char* v : kTuningVars) unsetenv(v);
+  }
+  ~TuningEnv() {
+    for (const char* v : kTuningVars) unsetenv(v);
+  }
+};
+}  // namespace
+
+TEST(GpuTuning, DefaultsAreWhatShips) {
+  TuningEnv clean;
+  std::string ignored;
+  const GpuTuning t = gpu_tuning_from_environment(&ignored);
+  EXPECT_EQ(t, GpuTuning{});
+  EXPECT_TRUE(ignored.empty());
+  EXPECT_TRUE(t.cuda_graphs && t.fused_decode && t.pdl && t.prefill_ws && t.prefill_ws_sparse &&
+              t.decode_early_loads);
+  EXPECT_FALSE(t.decode_fused_combine);
+  EXPECT_EQ(t.ws_dense_consumers, 0);
+  EXPECT_EQ(t.ws_sparse_consumers, 0);
+  EXPECT_EQ(t.decode_ctas_per_sm, 0);
+}
+
+TEST(GpuTuning, EveryVariableSetsItsField) {
+  TuningEnv clean;
+  setenv("SINKSCOPE_CUDA_GRAPHS", "0", 1);
+  setenv("SINKSCOPE_FUSED_DECODE", "0", 1);
+  setenv("SINKSCOPE_PDL", "0", 1);
+  setenv("SINKSCOPE_PREFILL_WS", "0", 1);
+  setenv("SINKSCOPE_PREFILL_WS_SPARSE", "0", 1);
+  setenv("SINKSCOPE_WS_DENSE_CONSUMERS", "3", 1);
+  setenv("SINKSCOPE_WS_SPARSE_CONSUMERS", "2", 1);
+  setenv("SINKSCOPE_DECODE_CTAS_PER_SM", "4", 1);
+  setenv("SINKSCOPE_DECODE_EARLY_LOADS", "0", 1);
+  setenv("SINKSCOPE_FUSED_COMBINE", "1", 1);
+  std::string ignored;
+  const GpuTuning t = gpu_tuning_from_environment(&ignored);
+  EXPECT_TRUE(ignored.empty()) << ignored;
+  EXPECT_FALSE(t.cuda_graphs || t.fused_decode || t.pdl || t.prefill_ws || t.prefill_ws_sparse ||
+               t.decode_early_loads);
+  EXPECT_TRUE(t.decode_fused_combine);
+  EXPECT_EQ(t.ws_dense_consumers, 3);
+  EXPECT_EQ(t.ws_sparse_consumers, 2);
+  EXPECT_EQ(t.decode_ctas_per_sm, 4);
+}
+
+TEST(GpuTuning, OutOfRangeValuesKeepTheDefaultAndAreNamed) {
+  TuningEnv clean;
+  setenv("SINKSCOPE_WS_SPARSE_CONSUMERS", "4", 1);
+  setenv("SINKSCOPE_DECODE_CTAS_PER_SM", "9", 1);
+  setenv("SINKSCOPE_PDL", "off", 1);
+  setenv("SINKSCOPE_FUSED_DECODE", "", 1);  // empty: unset
+  std::string ignored;
+  const GpuTuning t = gpu_tuning_from_environment(&ignored);
+  EXPECT_EQ(t, GpuTuning{});
+  EXPECT_NE(ignored.find("SINKSCOPE_WS_SPARSE_CONSUMERS=4"), std::string::npos) << ignored;
+  EXPECT_NE(ignored.find("SINKSCOPE_DECODE_CTAS_PER_SM=9"), std::string::npos) << ignored;
+  EXPECT_NE(ignored.find("SINKSCOPE_PDL=off"), std::string::npos) << ignored;
+  EXPECT_EQ(ignored.find("FUSED_DECODE"), std::string::npos) << ignored;
 }

@@ -437,10 +437,10 @@ TEST(CpuAttention, LambdaZeroIsBitIdenticalToDense) {
   ThreadPool pool(2);
   Problem p = make_problem(150, 30, 4, 2, 64, 77, 8.0f);
   AttnRun dense = run_cpu(p, 0.125f, 64, 64, 0.0, &pool);
-  AttnRun zero = run_cpu(p, 0.125f, 64, 64, effective_lambda({AttentionType::kDynamicSparse,
-                                                          ThresholdMode::kFixed, 0.0, 0.0},
-                                                         false, p.n_kv()),
-                     &pool);
+  AttentionSettings s;
+  s.type = AttentionType::kDynamicSparse;
+  s.threshold_prefill = 0.0;
+  AttnRun zero = run_cpu(p, 0.125f, 64, 64, effective_lambda(s, false, p.n_kv()), &pool);
   EXPECT_EQ(dense.out, zero.out);
 }
 

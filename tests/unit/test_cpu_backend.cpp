@@ -305,6 +305,7 @@ TEST(CpuBackend, SparseSettingsReachTheAttentionAndCountTiles) {
   EXPECT_EQ(be->probes().total(false).skipped, 0);
   AttentionSettings s;
   s.type = AttentionType::kDynamicSparse;  // lambda 0: exactly dense
+  s.threshold_prefill = s.threshold_decode = 0.0;
   be->set_attention(s);
   be->reset();
   be->forward(ids, LogitsMode::kAll, zero);

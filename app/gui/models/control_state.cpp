@@ -6,25 +6,33 @@
 
 namespace sinkscope::gui {
 
+ControlState::ControlState() {
+  inference.attention.type = AttentionType::kDynamicSparse;
+  inference.cache.window_size = 256;
+}
+
+KvQuantChoice ControlState::kvQuant() const {
+  const QuantizationSection& q = inference.quantization;
+  if (!q.enabled) return KvQuantChoice::kOff;
+  return q.kv_dtype == KvQuantDtype::kInt4 ? KvQuantChoice::kInt4 : KvQuantChoice::kInt8;
+}
+
+void ControlState::setKvQuant(KvQuantChoice c) {
+  QuantizationSection& q = inference.quantization;
+  q.enabled = c != KvQuantChoice::kOff;
+  q.kv_dtype = c == KvQuantChoice::kInt4 ? KvQuantDtype::kInt4 : KvQuantDtype::kInt8;
+}
+
 RunRequest ControlState::toRequest(const std::string& prompt) const {
   RunRequest r;
   r.prompt = prompt;
   r.maxTokens = maxTokens;
-  r.attention.type = sparse ? AttentionType::kDynamicSparse : AttentionType::kDense;
-  r.attention.threshold_mode = thresholdMode;
-  r.attention.threshold_prefill = lambdaPrefill;
-  r.attention.threshold_decode = lambdaDecode;
-  r.attention.min_sequence_length = minSeqLength;
-  r.attention.block_size = blockSize;
-  r.cache.strategy = slidingWindow ? CacheStrategy::kSlidingWindow : CacheStrategy::kFull;
-  r.cache.window_size = windowSize;
+  r.attention = inference.attention;
+  r.attention.block_size = inference.cache.block_size;  // a KV page is one attention tile
+  r.cache = cache_settings_from(inference.cache, inference.quantization);
   // S matters to a sliding window (never evicted) and to a quantized cache that protects sinks
   // (the first S positions stay 16-bit, with a full cache too), as in an exported config.
-  r.cache.sink_keep_count = sinksInEffect() ? sinkCount : 0;
-  r.cache.position_mode = positionMode;
-  r.cache.quantization.enabled = kvQuant != KvQuantChoice::kOff;
-  r.cache.quantization.kv_dtype = kvQuant == KvQuantChoice::kInt4 ? KvQuantDtype::kInt4 : KvQuantDtype::kInt8;
-  r.cache.quantization.protect_sink_positions = protectSinks;
+  r.cache.sink_keep_count = sinksInEffect() ? inference.cache.sink_keep_count : 0;
   r.layer = layer;
   r.head = head;
   r.compare = compare;
@@ -32,12 +40,12 @@ RunRequest ControlState::toRequest(const std::string& prompt) const {
 }
 
 std::string ControlState::sinksNote() const {
-  if (slidingWindow) return {};
-  if (kvQuant == KvQuantChoice::kOff)
+  if (slidingWindow()) return {};
+  if (!inference.quantization.enabled)
     return "Full cache without KV quantization: every token is kept at full precision, so "
            "Sinks S and \"protect sink positions\" have nothing to act on. Turn on the sliding "
            "window or KV quantization.";
-  if (!protectSinks)
+  if (!inference.quantization.protect_sink_positions)
     return "Full cache, quantized: Sinks S acts only with \"protect sink positions\" on "
            "(the first S tokens then stay 16-bit).";
   return {};
@@ -48,43 +56,22 @@ SinkScopeConfig ControlState::toConfig(const std::string& modelPath,
   SinkScopeConfig c;
   c.model.path = modelPath;
   c.model.sha256 = modelSha256;
+  const int64_t max_context = c.inference.max_context_length;
+  c.inference = inference;
+  c.inference.max_context_length = max_context;
   CacheSection& cs = c.inference.cache;
-  cs.strategy = slidingWindow ? CacheStrategy::kSlidingWindow : CacheStrategy::kFull;
-  cs.window_size = windowSize;
-  cs.sink_keep_count = std::min(sinkCount, windowSize);
-  cs.position_mode = positionMode;
-  cs.block_size = blockSize;
-  AttentionSection& a = c.inference.attention;
-  a.type = sparse ? AttentionType::kDynamicSparse : AttentionType::kDense;
-  a.threshold_mode = thresholdMode;
-  a.threshold_prefill = lambdaPrefill;
-  a.threshold_decode = lambdaDecode;
-  a.min_sequence_length = minSeqLength;
-  QuantizationSection& q = c.inference.quantization;
-  q.enabled = kvQuant != KvQuantChoice::kOff;
-  q.kv_dtype = kvQuant == KvQuantChoice::kInt4 ? KvQuantDtype::kInt4 : KvQuantDtype::kInt8;
-  q.protect_sink_positions = protectSinks;
+  cs.sink_keep_count = std::min(cs.sink_keep_count, cs.window_size);
   return c;
 }
 
 ControlState ControlState::fromConfig(const SinkScopeConfig& c, const ControlState& base) {
   ControlState s = base;
-  const CacheSection& cs = c.inference.cache;
-  s.slidingWindow = cs.strategy == CacheStrategy::kSlidingWindow;
-  s.windowSize = int(std::min<int64_t>(cs.window_size, 1 << 20));
-  s.sinkCount = int(cs.sink_keep_count);
-  s.positionMode = cs.position_mode;
-  s.blockSize = cs.block_size;
-  const AttentionSection& a = c.inference.attention;
-  s.sparse = a.type == AttentionType::kDynamicSparse;
-  s.thresholdMode = a.threshold_mode;
-  s.lambdaPrefill = a.threshold_prefill;
-  s.lambdaDecode = a.threshold_decode;
-  s.minSeqLength = int(std::min<int64_t>(a.min_sequence_length, kMaxMinSeqLength));
-  const QuantizationSection& q = c.inference.quantization;
-  s.kvQuant = !q.enabled ? KvQuantChoice::kOff
-              : q.kv_dtype == KvQuantDtype::kInt4 ? KvQuantChoice::kInt4 : KvQuantChoice::kInt8;
-  s.protectSinks = q.protect_sink_positions;
+  s.inference = c.inference;
+  // Within the controls' ranges (the config allows more).
+  CacheSection& cs = s.inference.cache;
+  cs.window_size = std::min<int64_t>(cs.window_size, 1 << 20);
+  AttentionSection& a = s.inference.attention;
+  a.min_sequence_length = std::min<int64_t>(a.min_sequence_length, kMaxMinSeqLength);
   return s;
 }
 

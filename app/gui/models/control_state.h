@@ -13,28 +13,39 @@ namespace sinkscope::gui {
 
 enum class KvQuantChoice { kOff, kInt8, kInt4 };
 
+// The settings are the config's own inference block (engine/config/config.h: the attention,
+// cache and quantization sections with the schema's defaults and names); the controls add what
+// only the workbench has (generation length, the map's layer and head, the comparison switch).
+// Two deliberate differences from a config file's defaults: the workbench starts with dynamic
+// sparse attention on (it is what it is for), and the window W starts at 256, so that turning
+// the sliding window on shows evictions on the sample prompts (a few hundred tokens).
 struct ControlState {
-  bool sparse = true;
-  double lambdaPrefill = 0.02;  // the deployment guide's starting points
-  double lambdaDecode = 0.005;
-  ThresholdMode thresholdMode = ThresholdMode::kFixed;
-  int minSeqLength = 0;         // hybrid mode: sparse only when L_kv >= this (0: always)
-  bool slidingWindow = false;   // off: full cache
-  int windowSize = 256;
-  int sinkCount = 4;
-  int blockSize = 64;           // 64 | 128
-  KvQuantChoice kvQuant = KvQuantChoice::kOff;
-  bool protectSinks = true;
-  PositionMode positionMode = PositionMode::kCache;
+  ControlState();
+  InferenceSection inference;  // max_context_length is not a control (the model's)
   int maxTokens = 16;
   int layer = 0, head = 0;
   bool compare = true;
   bool operator==(const ControlState&) const = default;
 
+  // The controls that are switches or choices over the schema's enums.
+  bool sparse() const { return inference.attention.type == AttentionType::kDynamicSparse; }
+  void setSparse(bool on) {
+    inference.attention.type = on ? AttentionType::kDynamicSparse : AttentionType::kDense;
+  }
+  bool slidingWindow() const {
+    return inference.cache.strategy == CacheStrategy::kSlidingWindow;
+  }
+  void setSlidingWindow(bool on) {
+    inference.cache.strategy = on ? CacheStrategy::kSlidingWindow : CacheStrategy::kFull;
+  }
+  KvQuantChoice kvQuant() const;
+  void setKvQuant(KvQuantChoice q);
+
   // Whether Sinks S acts: on a sliding window (kept, never evicted) or on a quantized cache
   // that protects sinks (the first S positions stay 16-bit, full cache included).
   bool sinksInEffect() const {
-    return slidingWindow || (kvQuant != KvQuantChoice::kOff && protectSinks);
+    return slidingWindow() ||
+           (inference.quantization.enabled && inference.quantization.protect_sink_positions);
   }
   // Why S (or "protect sink positions") has no effect with these settings; "" when it does.
   std::string sinksNote() const;

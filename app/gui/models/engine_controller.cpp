@@ -38,28 +38,7 @@ uint64_t EngineController::post(const QString& tag, std::function<void(uint64_t)
   return id;
 }
 
-void EngineController::pushToGui(std::function<void()> emit) {
-  {
-    std::lock_guard lock(m_outboxMutex);
-    m_outbox.push_back(std::move(emit));
-  }
-  QMetaObject::invokeMethod(this, &EngineController::deliver, Qt::QueuedConnection);
-}
-
-void EngineController::deliver() {
-  // One pass may find several emissions (or none, when an earlier pass took them); they are
-  // taken one at a time so a receiver that spins the event loop keeps their order.
-  for (;;) {
-    std::function<void()> emit;
-    {
-      std::lock_guard lock(m_outboxMutex);
-      if (m_outbox.empty()) return;
-      emit = std::move(m_outbox.front());
-      m_outbox.pop_front();
-    }
-    emit();
-  }
-}
+void EngineController::pushToGui(std::function<void()> emit) { m_outbox.push(std::move(emit)); }
 
 uint64_t EngineController::loadModel(const QString& path) {
   EngineWorker* w = m_worker;

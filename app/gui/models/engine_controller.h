@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 
+#include "app/gui/models/gui_outbox.h"
 #include "app/gui/models/request_queue.h"
 #include "app/gui/models/run_types.h"
 #include "engine/backend/backend_factory.h"
@@ -68,14 +69,10 @@ class EngineController : public QObject {
 
  private:
   uint64_t post(const QString& tag, std::function<void(uint64_t)> work);
-  // The engine -> GUI hand-off. The worker appends emissions under m_outboxMutex and posts
-  // deliver(), which runs them here. The data crosses threads under our own mutex rather than
-  // inside Qt's event queue, so ThreadSanitizer can check the hand-off (Qt is not instrumented).
+  // The engine -> GUI hand-off (GuiOutbox): the worker's emissions run here, in order.
   void pushToGui(std::function<void()> emit);
-  void deliver();
   friend class EngineWorker;
-  std::mutex m_outboxMutex;
-  std::deque<std::function<void()>> m_outbox;
+  GuiOutbox m_outbox{this};
   RequestQueue m_queue;
   std::atomic<bool> m_cancel{false};
   std::atomic<bool> m_busy{false};

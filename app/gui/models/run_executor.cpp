@@ -8,6 +8,7 @@
 
 #include "app/gui/models/run_executor_internal.h"
 #include "engine/eval/logit_stats.h"
+#include "engine/model/session.h"
 
 namespace sinkscope::gui {
 
@@ -281,7 +282,6 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
                                        prof::SpanRecorder* spans, std::vector<float>* buffer,
                                        const std::function<void(double)>& onPrefill,
                                        const AttentionProbes* resume, const AheadFn& ahead) {
-  const Tokenizer& tok = m_model->tokenizer();
   const int nv = m_model->config().n_vocab;
   Pass p;
   // The (n, n_vocab) logits reuse a buffer kept across runs: a fresh 100 MB vector costs a page
@@ -293,50 +293,40 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   // backend goes back to the end of that run's prefill.
   p.prefillReused = resume && buffer && p.promptLogits.size() == prompt.size() * size_t(nv) &&
                     b.rewind(int(prompt.size()), *resume);
-  if (p.prefillReused) {
-    p.afterPrefill = *resume;
-  } else {
-    b.reset();
-    if (onPrefill) b.set_progress_callback(onPrefill);
+  // Work on the prompt's logits that runs while the decode does (joined below; declared after p
+  // so that an exception joins it before p goes).
+  std::future<void> aheadJob;
+  GenerateOptions go;
+  go.max_tokens = maxTokens;  // greedy (the sampler's default), stopping at end of generation
+  go.prompt_logits = &p.promptLogits;
+  go.prompt_in_cache = p.prefillReused;
+  go.on_prefill_done = [&] {
+    b.set_progress_callback({});  // the prefill's progress only
+    p.prefillMs = double(prof::now_ns() - t0) / 1e6;
+    p.afterPrefill = p.prefillReused ? *resume : b.probes();
+    if (p.prefillReused || !b.last_row_stats(&p.promptLse, &p.promptTop1) ||
+        p.promptLse.size() != prompt.size()) {
+      p.promptLse.clear();
+      p.promptTop1.clear();
+    }
+    if (ahead) aheadJob = ahead(p);
+  };
+  int step = 0;
+  GenerateResult g;
+  {
+    if (!p.prefillReused && onPrefill) b.set_progress_callback(onPrefill);
     struct Unhook {
       Backend& b;
       ~Unhook() { b.set_progress_callback({}); }
     } unhook{b};
-    b.forward(prompt, LogitsMode::kAll, p.promptLogits);
-    p.afterPrefill = b.probes();
+    g = generate(b, prompt, go, [&](TokenId) {
+      if (onStep) onStep(step);
+      ++step;
+    });
   }
-  p.prefillMs = double(prof::now_ns() - t0) / 1e6;
-  if (p.prefillReused || !b.last_row_stats(&p.promptLse, &p.promptTop1) ||
-      p.promptLse.size() != prompt.size()) {
-    p.promptLse.clear();
-    p.promptTop1.clear();
-  }
-  // Work on the prompt's logits that runs while the decode does (joined below; declared after p
-  // so that an exception joins it before p goes).
-  std::future<void> aheadJob;
-  if (ahead) aheadJob = ahead(p);
-  if (onStep) onStep(0);
-  t0 = prof::now_ns();
-  std::vector<float> logits;
-  const float* row = p.promptLogits.data() + (prompt.size() - 1) * size_t(nv);
-  for (int i = 0; i < maxTokens; ++i) {
-    const TokenId next = row_argmax(row, nv);
-    p.tokens.push_back(next);
-    if (tok.is_eog(next)) {
-      p.stopReason = "eog";
-      break;
-    }
-    if (i + 1 == maxTokens) break;
-    if (b.n_past() >= b.capacity()) {
-      p.stopReason = "context_full";
-      break;
-    }
-    const TokenId one[1] = {next};
-    b.forward(one, LogitsMode::kLast, logits);
-    row = logits.data();
-    if (onStep) onStep(i + 1);
-  }
-  p.decodeMs = double(prof::now_ns() - t0) / 1e6;
+  p.tokens = std::move(g.tokens);
+  if (g.stop_reason != "max_tokens") p.stopReason = g.stop_reason;
+  p.decodeMs = g.decode_ms;
   b.set_span_recorder(nullptr);
   if (aheadJob.valid()) aheadJob.get();
   return p;

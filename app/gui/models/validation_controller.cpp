@@ -142,25 +142,6 @@ void ValidationController::work(ValidationJob job) {
   }
 }
 
-void ValidationController::pushToGui(std::function<void()> emit) {
-  {
-    std::lock_guard lock(m_outboxMutex);
-    m_outbox.push_back(std::move(emit));
-  }
-  QMetaObject::invokeMethod(this, &ValidationController::deliver, Qt::QueuedConnection);
-}
-
-void ValidationController::deliver() {
-  for (;;) {
-    std::function<void()> emit;
-    {
-      std::lock_guard lock(m_outboxMutex);
-      if (m_outbox.empty()) return;
-      emit = std::move(m_outbox.front());
-      m_outbox.pop_front();
-    }
-    emit();
-  }
-}
+void ValidationController::pushToGui(std::function<void()> emit) { m_outbox.push(std::move(emit)); }
 
 }  // namespace sinkscope::gui

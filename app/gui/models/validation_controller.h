@@ -9,8 +9,8 @@
 // thread's executor, and a validation of several minutes does not hold up interactive runs.
 // The threading rules are the engine thread's: the GUI thread never blocks on the work;
 // cancellation is an atomic flag the engine polls; progress is throttled and carries an ETA;
-// every signal is emitted on this object's thread through a mutex-guarded outbox (as in
-// EngineController), so nothing is delivered after this object is gone.
+// every signal is emitted on this object's thread through a GuiOutbox (as in EngineController),
+// so nothing is delivered after this object is gone.
 #pragma once
 
 #include <QObject>
@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 
+#include "app/gui/models/gui_outbox.h"
 #include "engine/config/config.h"
 #include "engine/eval/validation.h"
 
@@ -83,10 +84,8 @@ class ValidationController : public QObject {
  private:
   void work(ValidationJob job);  // on the worker thread
   void pushToGui(std::function<void()> emit);
-  void deliver();
 
-  std::mutex m_outboxMutex;
-  std::deque<std::function<void()>> m_outbox;
+  GuiOutbox m_outbox{this};
   std::atomic<bool> m_cancel{false};
   std::unique_ptr<QThread> m_thread;
   bool m_running = false;  // GUI thread only

@@ -24,8 +24,10 @@ ControlsPanel::ControlsPanel(QWidget* parent) : QWidget(parent) {
   m_mode->setObjectName(QStringLiteral("thresholdMode"));
   m_mode->addItems({tr("fixed lambda"), tr("length scaled (c / L_kv)")});
   af->addRow(tr("Threshold"), m_mode);
-  addLambda(af, tr("lambda prefill"), m_prefillSlider, m_prefill, &ControlState::lambdaPrefill);
-  addLambda(af, tr("lambda decode"), m_decodeSlider, m_decode, &ControlState::lambdaDecode);
+  addLambda(af, tr("lambda prefill"), m_prefillSlider, m_prefill,
+            [](ControlState& c) -> double& { return c.inference.attention.threshold_prefill; });
+  addLambda(af, tr("lambda decode"), m_decodeSlider, m_decode,
+            [](ControlState& c) -> double& { return c.inference.attention.threshold_decode; });
   m_minSeq = new QSpinBox(attn);
   m_minSeq->setObjectName(QStringLiteral("minSeqLength"));
   m_minSeq->setRange(0, kMaxMinSeqLength);
@@ -87,7 +89,7 @@ ControlsPanel::ControlsPanel(QWidget* parent) : QWidget(parent) {
 }
 
 void ControlsPanel::addLambda(QFormLayout* form, const QString& label, QSlider*& slider,
-                              QDoubleSpinBox*& spin, double ControlState::*member) {
+                              QDoubleSpinBox*& spin, double& (*member)(ControlState&)) {
   slider = new QSlider(Qt::Horizontal, this);
   slider->setRange(0, kLambdaSteps);
   slider->setToolTip(tr("Log scale from %1 to %2; far left is 0 (dense)").arg(kLambdaMin).arg(kLambdaMax));
@@ -107,15 +109,15 @@ void ControlsPanel::addLambda(QFormLayout* form, const QString& label, QSlider*&
   connect(slider, &QSlider::valueChanged, this, [this, sp, member](int v) {
     if (m_updating) return;
     m_updating = true;
-    m_state.*member = sliderToLambda(v);
-    sp->setValue(m_state.*member);
+    member(m_state) = sliderToLambda(v);
+    sp->setValue(member(m_state));
     m_updating = false;
     commit();
   });
   connect(spin, &QDoubleSpinBox::valueChanged, this, [this, sl, member](double v) {
     if (m_updating) return;
     m_updating = true;
-    m_state.*member = v;
+    member(m_state) = v;
     sl->setValue(lambdaToSlider(v));
     m_updating = false;
     commit();
@@ -131,20 +133,22 @@ void ControlsPanel::setQuantizationAvailable(bool on) {
 void ControlsPanel::setState(const ControlState& s) {
   m_updating = true;
   m_state = s;
-  m_sparse->setChecked(s.sparse);
-  m_mode->setCurrentIndex(s.thresholdMode == ThresholdMode::kLengthScaled ? 1 : 0);
-  m_prefill->setValue(s.lambdaPrefill);
-  m_prefillSlider->setValue(lambdaToSlider(s.lambdaPrefill));
-  m_decode->setValue(s.lambdaDecode);
-  m_decodeSlider->setValue(lambdaToSlider(s.lambdaDecode));
-  m_minSeq->setValue(s.minSeqLength);
-  m_block->setCurrentIndex(s.blockSize == 128 ? 1 : 0);
-  m_window->setChecked(s.slidingWindow);
-  m_windowSize->setValue(s.windowSize);
-  m_sinks->setValue(s.sinkCount);
-  m_position->setCurrentIndex(s.positionMode == PositionMode::kOriginal ? 1 : 0);
-  m_quant->setCurrentIndex(int(s.kvQuant));
-  m_protect->setChecked(s.protectSinks);
+  m_sparse->setChecked(s.sparse());
+  m_mode->setCurrentIndex(
+      s.inference.attention.threshold_mode == ThresholdMode::kLengthScaled ? 1 : 0);
+  m_prefill->setValue(s.inference.attention.threshold_prefill);
+  m_prefillSlider->setValue(lambdaToSlider(s.inference.attention.threshold_prefill));
+  m_decode->setValue(s.inference.attention.threshold_decode);
+  m_decodeSlider->setValue(lambdaToSlider(s.inference.attention.threshold_decode));
+  m_minSeq->setValue(int(s.inference.attention.min_sequence_length));
+  m_block->setCurrentIndex(s.inference.cache.block_size == 128 ? 1 : 0);
+  m_window->setChecked(s.slidingWindow());
+  m_windowSize->setValue(int(s.inference.cache.window_size));
+  m_sinks->setValue(int(s.inference.cache.sink_keep_count));
+  m_position->setCurrentIndex(
+      s.inference.cache.position_mode == PositionMode::kOriginal ? 1 : 0);
+  m_quant->setCurrentIndex(int(s.kvQuant()));
+  m_protect->setChecked(s.inference.quantization.protect_sink_positions);
   m_compare->setChecked(s.compare);
   m_updating = false;
   syncEnabled();
@@ -160,9 +164,9 @@ void ControlsPanel::syncEnabled() {
   m_protect->setEnabled(quant);
   // S acts on a window, and on a quantized cache that protects sinks (full cache too).
   ControlState s = m_state;
-  s.slidingWindow = win;
-  s.kvQuant = KvQuantChoice(m_quant->currentIndex());
-  s.protectSinks = m_protect->isChecked();
+  s.setSlidingWindow(win);
+  s.setKvQuant(KvQuantChoice(m_quant->currentIndex()));
+  s.inference.quantization.protect_sink_positions = m_protect->isChecked();
   m_sinks->setEnabled(s.sinksInEffect());
   const QString note = QString::fromStdString(s.sinksNote());
   m_sinksNote->setText(note);
@@ -175,18 +179,20 @@ void ControlsPanel::syncEnabled() {
 void ControlsPanel::commit() {
   if (m_updating) return;
   ControlState s = m_state;
-  s.sparse = m_sparse->isChecked();
-  s.thresholdMode = m_mode->currentIndex() == 1 ? ThresholdMode::kLengthScaled : ThresholdMode::kFixed;
-  s.lambdaPrefill = m_prefill->value();
-  s.lambdaDecode = m_decode->value();
-  s.minSeqLength = m_minSeq->value();
-  s.blockSize = m_block->currentIndex() == 1 ? 128 : 64;
-  s.slidingWindow = m_window->isChecked();
-  s.windowSize = m_windowSize->value();
-  s.sinkCount = m_sinks->value();
-  s.positionMode = m_position->currentIndex() == 1 ? PositionMode::kOriginal : PositionMode::kCache;
-  s.kvQuant = KvQuantChoice(m_quant->currentIndex());
-  s.protectSinks = m_protect->isChecked();
+  s.setSparse(m_sparse->isChecked());
+  s.inference.attention.threshold_mode =
+      m_mode->currentIndex() == 1 ? ThresholdMode::kLengthScaled : ThresholdMode::kFixed;
+  s.inference.attention.threshold_prefill = m_prefill->value();
+  s.inference.attention.threshold_decode = m_decode->value();
+  s.inference.attention.min_sequence_length = m_minSeq->value();
+  s.inference.cache.block_size = m_block->currentIndex() == 1 ? 128 : 64;
+  s.setSlidingWindow(m_window->isChecked());
+  s.inference.cache.window_size = m_windowSize->value();
+  s.inference.cache.sink_keep_count = m_sinks->value();
+  s.inference.cache.position_mode =
+      m_position->currentIndex() == 1 ? PositionMode::kOriginal : PositionMode::kCache;
+  s.setKvQuant(KvQuantChoice(m_quant->currentIndex()));
+  s.inference.quantization.protect_sink_positions = m_protect->isChecked();
   s.compare = m_compare->isChecked();
   m_state = s;
   syncEnabled();

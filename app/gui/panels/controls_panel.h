@@ -31,7 +31,7 @@ class ControlsPanel : public QWidget {
   void edited(const sinkscope::gui::ControlState& s);
  private:
   void addLambda(QFormLayout* form, const QString& label, QSlider*& slider, QDoubleSpinBox*& spin,
-                 double ControlState::*member);
+                 double& (*member)(ControlState&));
   void commit();
   void syncEnabled();
   ControlState m_state;

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: Apache-2.0
+// A worker thread -> GUI thread hand-off: push() queues a function under a mutex and posts a
+// delivery to the owner's thread, which runs the queued functions in order. The data crosses
+// threads under this mutex rather than inside Qt's event queue, so ThreadSanitizer can check the
+// hand-off (Qt is not instrumented). Member of the QObject it delivers to: deliveries posted to
+// that object are dropped with it, so nothing runs after it is gone.
+#pragma once
+
+#include <QMetaObject>
+#include <QObject>
+
+#include <deque>
+#include <functional>
+#include <mutex>
+
+namespace sinkscope::gui {
+
+class GuiOutbox {
+ public:
+  explicit GuiOutbox(QObject* owner) : m_owner(owner) {}
+
+  void push(std::function<void()> fn) {
+    {
+      std::lock_guard lock(m_mutex);
+      m_queue.push_back(std::move(fn));
+    }
+    QMetaObject::invokeMethod(m_owner, [this] { deliver(); }, Qt::QueuedConnection);
+  }
+
+ private:
+  // One pass may find several functions (or none, when an earlier pass took them); they are
+  // taken one at a time so a receiver that spins the event loop keeps their order.
+  void deliver() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::lock_guard lock(m_mutex);
+        if (m_queue.empty()) return;
+        fn = std::move(m_queue.front());
+        m_queue.pop_front();
+      }
+      fn();
+    }
+  }
+
+  QObject* m_owner;
+  std::mutex m_mutex;
+  std::deque<std::function<void()>> m_queue;
+};
+
+}  // namespace sinkscope::gui

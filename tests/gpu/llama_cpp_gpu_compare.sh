@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# SinkScope's CUDA backend against llama.cpp's CUDA build on the same GPU and GGUF file, runs
+# alternating: for each prompt length L, prefill of L tokens and greedy decode of D tokens after
+# it (bench_e2e --prompt L --decode D) against llama-bench's pp<L> and tg<D> at depth L, flash
+# attention on and off. Prints one table with the ratios (ours / llama.cpp; above 1 is faster).
+#
+# Two steps, so that the source can travel to a GPU machine without network:
+#   bash tests/gpu/llama_cpp_gpu_compare.sh pack [OUT]       (here: llama.cpp's source from the
+#        llama-cpp-python sdist on PyPI, only what llama-bench needs; default
+#        build/carry/llama-src.tar.xz, about 6 MB)
+#   bash tests/gpu/llama_cpp_gpu_compare.sh run --src TARBALL --ours BENCH_E2E --model FILE
+#        [--lens "512 2048 8000"] [--decode 128] [--rounds 2] [--build DIR] [--out DIR]
+#        (on the GPU machine: builds llama-bench for sm_90 once into --build, default
+#        /tmp/llama-cpp-cuda, then measures; CSV and logs into --out, default build/llama_cpp_gpu)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+mode=${1:-}
+shift || true
+
+if [[ "$mode" == pack ]]; then
+  OUT=${1:-$ROOT/build/carry/llama-src.tar.xz}
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  python3 -m pip download --no-deps --no-binary :all: llama-cpp-python -d "$work" >"$work/dl.log" 2>&1 ||
+    { cat "$work/dl.log" >&2; exit 1; }
+  tar xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
+  src=$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)
+  stage="$work/llama.cpp"
+  mkdir -p "$stage/tools" "$stage/ggml/src"
+  cp -r "$src"/{CMakeLists.txt,cmake,include,src,common,vendor,LICENSE} "$stage/"
+  cp -r "$src/tools/llama-bench" "$stage/tools/"
+  # Only llama-bench of the tools.
+  printf 'find_package(Threads REQUIRED)\nllama_add_compile_flags()\nadd_subdirectory(llama-bench)\n' \
+    >"$stage/tools/CMakeLists.txt"
+  cp -r "$src/ggml"/{CMakeLists.txt,cmake,include} "$stage/ggml/"
+  cp "$src"/ggml/src/*.* "$stage/ggml/src/"
+  cp -r "$src"/ggml/src/{ggml-cpu,ggml-cuda,ggml-blas} "$stage/ggml/src/"
+  mkdir -p "$(dirname "$OUT")"
+  tar cJf "$OUT" -C "$work" llama.cpp
+  echo "llama_cpp_gpu_compare: $(du -h "$OUT" | cut -f1) in $OUT ($(basename "$work"/llama_cpp_python-*.tar.gz))"
+  exit 0
+fi
+
+[[ "$mode" == run ]] || { sed -n 2,15p "$0"; exit 2; }
+SRC="" OURS="" MODEL="" LENS="512 2048 8000" DECODE=128 ROUNDS=2 BUILD=/tmp/llama-cpp-cuda
+OUTDIR=$ROOT/build/llama_cpp_gpu
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --src) SRC=$2; shift ;;
+    --ours) OURS=$2; shift ;;
+    --model) MODEL=$2; shift ;;
+    --lens) LENS=$2; shift ;;
+    --decode) DECODE=$2; shift ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --build) BUILD=$2; shift ;;
+    --out) OUTDIR=$2; shift ;;
+    *) echo "llama_cpp_gpu_compare: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ -f "$MODEL" ]] || { echo "llama_cpp_gpu_compare: no model at '$MODEL'" >&2; exit 1; }
+[[ -x "$OURS" ]] || { echo "llama_cpp_gpu_compare: bench_e2e not found at '$OURS'" >&2; exit 1; }
+mkdir -p "$OUTDIR"
+BENCH="$BUILD/build/bin/llama-bench"
+if [[ ! -x "$BENCH" ]]; then
+  [[ -f "$SRC" ]] || { echo "llama_cpp_gpu_compare: no source tarball at '$SRC' (run the pack step)" >&2; exit 1; }
+  mkdir -p "$BUILD"
+  tar xJf "$SRC" -C "$BUILD" --strip-components=1
+  t0=$(date +%s)
+  cmake -S "$BUILD" -B "$BUILD/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_APP=OFF >"$OUTDIR/llama_configure.log" 2>&1 || { tail -30 "$OUTDIR/llama_configure.log" >&2; exit 1; }
+  cmake --build "$BUILD/build" --target llama-bench -j "$(nproc)" >"$OUTDIR/llama_build.log" 2>&1 ||
+    { tail -30 "$OUTDIR/llama_build.log" >&2; exit 1; }
+  echo "llama_cpp_gpu_compare: llama-bench built in $(($(date +%s) - t0)) s"
+fi
+
+csv="$OUTDIR/runs.csv"
+echo "round,L,engine,fa,prefill_tok_s,decode_tok_s" >"$csv"
+for r in $(seq 1 "$ROUNDS"); do
+  for L in $LENS; do
+    for fa in 1 0; do
+      "$BENCH" -m "$MODEL" -ngl 99 -fa "$fa" -p "$L" -n 0 -r 3 -o csv >"$OUTDIR/lc_pp.csv" 2>>"$OUTDIR/llama_bench.err"
+      "$BENCH" -m "$MODEL" -ngl 99 -fa "$fa" -p 0 -n "$DECODE" -d "$L" -r 3 -o csv >"$OUTDIR/lc_tg.csv" 2>>"$OUTDIR/llama_bench.err"
+      pp=$(python3 -c "import csv; print(list(csv.DictReader(open('$OUTDIR/lc_pp.csv')))[-1]['avg_ts'])")
+      tg=$(python3 -c "import csv; print(list(csv.DictReader(open('$OUTDIR/lc_tg.csv')))[-1]['avg_ts'])")
+      echo "$r,$L,llama.cpp,$fa,$pp,$tg" >>"$csv"
+    done
+    "$OURS" --prompt "$L" --decode "$DECODE" --reps 3 --csv "$OUTDIR/ours.csv" >"$OUTDIR/ours_$L.log" 2>&1 ||
+      { cat "$OUTDIR/ours_$L.log" >&2; exit 1; }
+    python3 - "$OUTDIR/ours.csv" "$r" "$L" >>"$csv" <<'PY'
+import csv, sys
+row = [x for x in csv.DictReader(open(sys.argv[1])) if x["engine"] == "sinkscope_graph"][0]
+print(f"{sys.argv[2]},{sys.argv[3]},sinkscope,-,{row['prefill_tok_s']},{row['decode_tok_s']}")
+PY
+  done
+done
+python3 - "$csv" "$MODEL" "$DECODE" <<'PY'
+import csv, os, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def med(L, engine, fa, key):
+    v = [float(r[key]) for r in rows if r["L"] == L and r["engine"] == engine and r["fa"] == fa]
+    return statistics.median(v)
+lens = sorted({r["L"] for r in rows}, key=int)
+n = len({r["round"] for r in rows})
+print(f"model {os.path.basename(sys.argv[2])}, decode {sys.argv[3]} tokens after the prompt, "
+      f"medians of {n} alternating rounds (llama-bench -r 3 each, bench_e2e --reps 3)")
+print("| prompt L | ours prefill tok/s | llama.cpp FA on | FA off | ratio (best) "
+      "| ours decode tok/s @ L | llama.cpp FA on | FA off | ratio (best) |")
+print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+for L in lens:
+    op, od = med(L, "sinkscope", "-", "prefill_tok_s"), med(L, "sinkscope", "-", "decode_tok_s")
+    p1, p0 = med(L, "llama.cpp", "1", "prefill_tok_s"), med(L, "llama.cpp", "0", "prefill_tok_s")
+    d1, d0 = med(L, "llama.cpp", "1", "decode_tok_s"), med(L, "llama.cpp", "0", "decode_tok_s")
+    print(f"| {L} | {op:.0f} | {p1:.0f} | {p0:.0f} | {op / max(p1, p0):.2f}x "
+          f"| {od:.1f} | {d1:.1f} | {d0:.1f} | {od / max(d1, d0):.2f}x |")
+PY
