@@ -57,6 +57,17 @@ AttentionSettings parse_attention_options(const ArgParser& p) {
 
 void add_backend_option(ArgParser& p) {
   p.option("--backend", "KIND", "auto (default: CUDA when a GPU is usable, else CPU) | cpu | cuda");
+  p.option("--gpu-weights", "MODE",
+           "native (default: Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K projections stay quantized on the GPU) "
+           "| bf16 (every matrix converted to bf16)");
+}
+
+GpuWeights parse_gpu_weights_option(const ArgParser& p) {
+  const auto v = p.get("--gpu-weights");
+  if (!v) return GpuWeights::kNative;
+  const auto w = parse_gpu_weights(*v);
+  if (!w) throw UsageError("--gpu-weights: expected native or bf16, got '" + *v + "'");
+  return *w;
 }
 
 BackendKind parse_backend_option(const ArgParser& p) {

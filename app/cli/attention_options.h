@@ -19,6 +19,8 @@ AttentionSettings parse_attention_options(const ArgParser& p);
 // --backend auto|cpu|cuda (which engine backend runs the model).
 void add_backend_option(ArgParser& p);
 BackendKind parse_backend_option(const ArgParser& p);
+// --gpu-weights native|bf16 (declared by add_backend_option); native when absent.
+GpuWeights parse_gpu_weights_option(const ArgParser& p);
 
 // The --json outputs' "attention": settings and measured sparsity (prefill/decode totals,
 // mean/min/max over (layer, head), dropped-mass bounds).

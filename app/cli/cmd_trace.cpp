@@ -111,8 +111,9 @@ int run_trace(const TraceArgs& a, std::ostream& out, std::ostream& err) {
     throw UsageError("--out: folder " + dir.string() + " does not exist");
   const auto model_path = resolve_model_path(a.model);
   auto model = load_model(model_path, &err);
-  const BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
+  BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
   std::string note;
+  bopts.gpu_weights = a.gpu_weights;
   auto backend = make_backend(model, bopts, a.backend, &note);
   if (!note.empty()) err << "sinkscope-cli: " << note << "\n";
 

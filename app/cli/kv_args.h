@@ -39,6 +39,7 @@ struct StreamPplArgs {
   int stride = 1;            // score every k-th token (recompute's cost / k; stream/dense
                              // score the same tokens so that runs compare 1:1)
   BackendKind backend = BackendKind::kAuto;
+  GpuWeights gpu_weights = GpuWeights::kNative;  // --gpu-weights
   bool vs_unquantized = false;  // --kv: also stream unquantized KV and compare (KL, top-1, ppl)
   int chunk = 64;
   int segment = 1000;
@@ -61,6 +62,7 @@ struct PasskeyArgs {
   int threads = 0;
   bool json = false;
   BackendKind backend = BackendKind::kAuto;
+  GpuWeights gpu_weights = GpuWeights::kNative;  // --gpu-weights
 };
 
 SinksArgs parse_sinks_args(std::span<const std::string> args);

@@ -75,6 +75,7 @@ GenerateArgs parse_generate_args(std::span<const std::string> args) {
   if (a.hash && !a.json) throw UsageError("--hash needs --json");
   a.attention = parse_attention_options(p);
   a.backend = parse_backend_option(p);
+  a.gpu_weights = parse_gpu_weights_option(p);
   return a;
 }
 
@@ -108,6 +109,7 @@ PerplexityArgs parse_perplexity_args(std::span<const std::string> args) {
   a.json = p.has("--json");
   a.attention = parse_attention_options(p);
   a.backend = parse_backend_option(p);
+  a.gpu_weights = parse_gpu_weights_option(p);
   return a;
 }
 

@@ -37,6 +37,7 @@ struct GenerateArgs {
   bool hash = false;  // include the model's sha256 in --json output
   AttentionSettings attention;
   BackendKind backend = BackendKind::kAuto;
+  GpuWeights gpu_weights = GpuWeights::kNative;  // --gpu-weights
 };
 
 struct PerplexityArgs {
@@ -49,6 +50,7 @@ struct PerplexityArgs {
   bool json = false;
   AttentionSettings attention;
   BackendKind backend = BackendKind::kAuto;
+  GpuWeights gpu_weights = GpuWeights::kNative;  // --gpu-weights
 };
 
 struct InfoArgs {

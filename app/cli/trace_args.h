@@ -20,6 +20,7 @@ struct TraceArgs {
   std::string out;  // the Chrome trace (JSON), written atomically
   bool summary = false;
   BackendKind backend = BackendKind::kAuto;
+  GpuWeights gpu_weights = GpuWeights::kNative;  // --gpu-weights
   int threads = 0;
   int ctx = 0;
 };

@@ -7,8 +7,10 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/backend/attention.h"
@@ -62,6 +64,15 @@ struct QkvCaptureRequest {
   int more_first = 0, more_last = -1;
   size_t max_bytes = 0;
 };
+// Where the CUDA backend keeps the projection matrices (QKV, O, gate|up, down). kNative: in their
+// file layout when it is Q8_0, Q4_0, Q4_1, Q4_K, Q5_K or Q6_K (decode reads the blocks directly,
+// prefill dequantizes into a bf16 scratch for cuBLAS; other types are converted to bf16). kBf16:
+// every matrix converted to bf16 (the fused bf16 decode kernels). The CPU backend ignores it.
+enum class GpuWeights { kNative, kBf16 };
+const char* gpu_weights_name(GpuWeights w);  // "native" / "bf16"
+// "native" / "bf16"; nullopt for anything else.
+std::optional<GpuWeights> parse_gpu_weights(std::string_view text);
+
 struct BackendOptions {
   int n_threads = 0;    // 0: hardware concurrency
   int max_context = 0;  // KV capacity in tokens; 0: the model's trained context
@@ -73,6 +84,7 @@ struct BackendOptions {
   // activations by default, kFloatActivations for decode equal to the prefill's float
   // products. SINKSCOPE_QGEMV overrides it for every product (benchmarks' A/B runs).
   QgemvMode decode_products = QgemvMode::kInt16Activations;
+  GpuWeights gpu_weights = GpuWeights::kNative;  // CUDA backend only
 };
 
 class Backend {

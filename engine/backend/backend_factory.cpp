@@ -26,6 +26,16 @@ std::optional<BackendKind> parse_backend_kind(std::string_view text) {
   return std::nullopt;
 }
 
+const char* gpu_weights_name(GpuWeights w) {
+  return w == GpuWeights::kBf16 ? "bf16" : "native";
+}
+
+std::optional<GpuWeights> parse_gpu_weights(std::string_view text) {
+  if (text == "native") return GpuWeights::kNative;
+  if (text == "bf16") return GpuWeights::kBf16;
+  return std::nullopt;
+}
+
 bool cuda_available(std::string* why) {
 #ifdef SINKSCOPE_HAVE_CUDA
   return gpu::probe_device(why, nullptr);

@@ -18,6 +18,7 @@
 #include "engine/cuda/cuda_backend_impl.h"
 #include "kernels/decode_fused.h"
 #include "kernels/ops.h"
+#include "kernels/qgemv.h"
 
 namespace sinkscope {
 namespace cuda_detail {
@@ -73,6 +74,14 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                       ? kernels::decode_fused_unsupported(fs)
                       : "switched off (tuning fused_decode; SINKSCOPE_FUSED_DECODE=0)";
     m_fused = m_fused_why.empty();
+  }
+  m_gpu_weights = opt.gpu_weights;
+  const WeightPlan wplan = plan_weights(*m_model, m_gpu_weights);
+  if (m_fused && wplan.any_native()) {
+    // The fused kernels read bf16 rows; quantized projections decode through the quantized GEMV.
+    m_fused = false;
+    m_fused_why = "the projections are kept in their file format (quantized GEMV; gpu weights "
+                  "bf16 selects the fused bf16 kernels)";
   }
 
   if (m_copt.device >= 0) SS_CUDA(cudaSetDevice(m_copt.device));
@@ -149,21 +158,19 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
 
   // Plan every allocation, then compare with the free memory before touching it, so the error
   // names the whole need rather than whichever buffer happened to fail.
-  const bool tied = m_model->weights().output.empty();
   const auto a128 = [](int64_t e) { return size_t(round_up(e, 128)); };
-  size_t w16_elems = a128(V * D) + (tied ? 0 : a128(V * D));
-  w16_elems += size_t(c.n_layer) * (a128(W * D) + a128(D * Q) + a128(2 * F * D) + a128(D * F));
+  const size_t w16_elems = size_t(wplan.w16_elems);
   size_t w32_elems = a128(D) + size_t(c.n_layer) * (2 * a128(D) + (c.qkv_bias ? a128(W) : 0));
   const size_t half = size_t(std::max(c.rope_dim / 2, 1));
-  const uint64_t weights_b = w16_elems * 2 + w32_elems * 4;
+  const uint64_t weights_b = w16_elems * 2 + wplan.wq_bytes + w32_elems * 4;
   const uint64_t kv_b = 2 * uint64_t(c.n_layer) *
                         (m_layer_kv_elems * 2 + m_layer_code_bytes + m_layer_scale_elems * 2);
   const uint64_t B = uint64_t(m_batch);
   const uint64_t scratch_b = B * 4 + B * D * 4 + B * D * 2 + B * W * 4 + 2 * B * Q * 2 +
                              B * 2 * F * 4 + B * F * 2 + uint64_t(m_logit_rows) * V * 4 + ws_bytes +
                              2 * size_t(m_alloc_pos) * half * 4 + 2 * kBlasWorkspaceBytes +
-                             kStagingFloats * 4;
-  std::shared_ptr<DeviceWeights> shared = shared_weights(m_model.get(), m_device);
+                             kStagingFloats * 4 + wplan.scratch_elems * 2;
+  std::shared_ptr<DeviceWeights> shared = shared_weights(m_model.get(), m_device, m_gpu_weights);
   const uint64_t need = (shared ? 0 : weights_b) + kv_b + scratch_b;
   size_t free_b = 0, total_b = 0;
   SS_CUDA(cudaMemGetInfo(&free_b, &total_b));
@@ -182,9 +189,10 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   if (!shared) {
     auto dw = std::make_shared<DeviceWeights>();
     dw->w16 = DeviceBuffer(w16_elems * 2, "bf16 weights");
+    if (wplan.wq_bytes) dw->wq = DeviceBuffer(wplan.wq_bytes, "quantized weights");
     dw->w32 = DeviceBuffer(w32_elems * 4, "fp32 norms and biases");
-    upload_weights(*dw);
-    shared = shared_weights(m_model.get(), m_device, dw);
+    upload_weights(*dw, wplan);
+    shared = shared_weights(m_model.get(), m_device, m_gpu_weights, dw);
   }
   m_weights = shared;
   m_device_bytes += shared->bytes();  // counted by every backend that uses them
@@ -215,6 +223,12 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   m_x = alloc(B * D * 4, "residual stream");
   m_xn = alloc(B * D * 2, "normed activations");
   m_qkv = alloc(B * W * 4, "qkv projections");
+  if (wplan.scratch_elems) {
+    m_wscratch = alloc(wplan.scratch_elems * 2, "bf16 scratch of dequantized weights (prefill)");
+    // Shared-memory limits of the quantized GEMV set now: not while a decode graph is captured.
+    // (Native projections have rows within the stage, qgemv_shape_error; clamp the others.)
+    SS_LAUNCH(kernels::qgemv_prepare(std::min(std::max({c.n_embd, c.q_dim(), c.n_ff}), 227 * 1024 / 4)));
+  }
   m_q = alloc(B * Q * 2, "rotated queries");
   m_att = alloc(B * Q * 2, "attention output");
   m_gu = alloc(B * 2 * F * 4, "gate|up projections");

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -118,33 +119,64 @@ enum StepSlot : int {
   kStepSlots
 };
 
+// One part of a projection kept in its ggml block layout on the device (kernels/qgemv.h).
+struct QuantPart {
+  int type = 0;                   // ggml type id (qblock::supported)
+  const uint8_t* data = nullptr;  // rows * row_bytes, rows back to back
+  int rows = 0;
+};
+
+// A projection (out, in): either one bf16 matrix (w16) or up to 3 quantized parts stacked by
+// rows (QKV: wq | wk | wv, gate|up: w_gate | w_up; the parts of one file can differ in type).
+struct ProjDev {
+  const uint16_t* w16 = nullptr;  // null: the quantized parts
+  QuantPart parts[3];
+  int n_parts = 0;
+  int out = 0, in = 0;
+  bool native() const { return w16 == nullptr; }
+};
+
 struct LayerDev {
-  const uint16_t* w_qkv = nullptr;   // (q_dim + 2 kv_dim, D): wq | wk | wv rows
+  ProjDev qkv;                       // (q_dim + 2 kv_dim, D): wq | wk | wv rows
   const float* b_qkv = nullptr;      // (q_dim + 2 kv_dim) or null
-  const uint16_t* w_o = nullptr;     // (D, q_dim)
-  const uint16_t* w_gu = nullptr;    // (2 n_ff, D): w_gate | w_up rows
-  const uint16_t* w_down = nullptr;  // (D, n_ff)
+  ProjDev o;                         // (D, q_dim)
+  ProjDev gu;                        // (2 n_ff, D): w_gate | w_up rows
+  ProjDev down;                      // (D, n_ff)
   const float* attn_norm = nullptr;  // (D)
   const float* ffn_norm = nullptr;   // (D)
 };
+
+// Which projections stay in their file layout (GpuWeights::kNative and a type with a device
+// block decode, for every part of the projection) and the memory that takes: computed once from
+// the model for the memory check, then followed by the upload.
+struct WeightPlan {
+  // Per layer: qkv, o, gu, down.
+  std::vector<std::array<bool, 4>> native;
+  uint64_t w16_elems = 0;      // bf16 pool (128-element aligned matrices)
+  uint64_t wq_bytes = 0;       // quantized pool (256-byte aligned parts)
+  uint64_t scratch_elems = 0;  // largest native projection: the prefill's bf16 dequant scratch
+  bool any_native() const { return wq_bytes > 0; }
+};
+WeightPlan plan_weights(const Model& m, GpuWeights mode);
 
 // The model's weights on one device, shared by every backend of that model there (the
 // workbench keeps a dense baseline and a variant backend, and a cache-policy change makes a new
 // variant: without sharing each would upload ~270 MB again). Immutable after the upload.
 struct DeviceWeights {
   DeviceBuffer w16;                   // every bf16 matrix
+  DeviceBuffer wq;                    // quantized projections in their file layout
   DeviceBuffer w32;                   // norms and biases
   const uint16_t* embd = nullptr;     // (n_vocab, D)
   const uint16_t* lm_head = nullptr;  // (n_vocab, D), == embd when tied
   const float* out_norm = nullptr;
   std::vector<LayerDev> layers;
-  uint64_t bytes() const { return w16.bytes() + w32.bytes(); }
+  uint64_t bytes() const { return w16.bytes() + wq.bytes() + w32.bytes(); }
 };
 
 // Process-wide registry of live weight sets by (model, device): the set of (m, device), or
 // null; `add` registers a new one. A backend holds its Model, so a live entry's Model address
 // cannot be reused by another model.
-std::shared_ptr<DeviceWeights> shared_weights(const Model* m, int device,
+std::shared_ptr<DeviceWeights> shared_weights(const Model* m, int device, GpuWeights mode,
                                               std::shared_ptr<DeviceWeights> add = nullptr);
 
 class CudaBackendImpl final : public CudaBackend {
@@ -212,7 +244,11 @@ class CudaBackendImpl final : public CudaBackend {
 
   static void validate_attention(const AttentionSettings& s);
   DeviceBuffer alloc(size_t bytes, const char* what);
-  void upload_weights(DeviceWeights& dw);
+  void upload_weights(DeviceWeights& dw, const WeightPlan& plan);
+  // out (+)= in . W^T for a projection: bf16 cuBLAS, the quantized GEMV (one token), or the
+  // quantized parts dequantized into m_wscratch and cuBLAS (beta: 0 store, 1 accumulate).
+  void linear_proj(cudaStream_t s, Blas& blas, const uint16_t* in, const ProjDev& w, float* out,
+                   int n, float beta = 0.0f);
   void upload_bf16(uint16_t* dst, const std::vector<float>& src, size_t expect, const char* what,
                    float* staging);
   const float* upload_f32(float* dst, const std::vector<float>& src, size_t expect,
@@ -276,6 +312,7 @@ class CudaBackendImpl final : public CudaBackend {
   std::shared_ptr<const Model> m_model;
   AttentionSettings m_attn;
   CudaBackendOptions m_copt;
+  GpuWeights m_gpu_weights = GpuWeights::kNative;  // BackendOptions::gpu_weights
   AttentionProbes m_probes;
   int m_device = 0;
   std::string m_device_name;
@@ -325,6 +362,8 @@ class CudaBackendImpl final : public CudaBackend {
   // Windowed forwards with all-position logits: final hidden states of many chunks, whose LM
   // head runs once (allocated at first use, m_stage_rows rows of n_embd floats).
   DeviceBuffer m_stage;
+  // bf16 scratch of the largest quantized projection: the prefill's dequantized weights.
+  DeviceBuffer m_wscratch;
   int m_stage_rows = 0;
   std::vector<float> m_h_rope;  // pageable staging of ring rows (cos | sin)
   RopeTable m_rope_host;        // the CPU's angles, for the ring rows

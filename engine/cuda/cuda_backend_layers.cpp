@@ -5,7 +5,10 @@
 //   -> RMSNorm -> fused gate|up GEMM -> SwiGLU -> down GEMM with the residual add fused;
 // then the final RMSNorm and the LM head (fp32 logits). Decode steps (one token) run the fused
 // batch-1 kernels of kernels/decode_fused.h instead (4 per layer + the attention) unless
-// SINKSCOPE_FUSED_DECODE=0 or the shape is unsupported (fused_decode() says why).
+// SINKSCOPE_FUSED_DECODE=0, the shape is unsupported or the projections are kept quantized
+// (fused_decode() says why). Projections go through linear_proj (cuda_backend_weights.cpp): bf16
+// cuBLAS, or for weights in their file layout the quantized GEMV (one token) or dequantize +
+// cuBLAS (several).
 #include <optional>
 
 #include "engine/cuda/cuda_backend_impl.h"
@@ -16,7 +19,7 @@ namespace sinkscope::cuda_detail {
 
 void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) {
   const ModelConfig& c = m_model->config();
-  const int D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, W = Q + 2 * KV;
+  const int D = c.n_embd, Q = c.q_dim(), F = c.n_ff;
   float* x = m_x.as<float>();
   uint16_t* xn = m_xn.as<uint16_t>();
   const int32_t* tokens = p.kv_bound > 0 ? m_step.as<int32_t>() + kStepToken : m_tokens.as<int32_t>();
@@ -40,7 +43,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     const bool fused = m_fused && p.kv_bound > 0 && p.n == 1 && !p.sinkq;
     if (!fused) {
       SS_LAUNCH(kernels::launch_rms_norm(x, L.attn_norm, xn, p.n, D, c.rms_eps, s));
-      blas.linear(xn, L.w_qkv, m_qkv.as<float>(), p.n, W, D);
+      linear_proj(s, blas, xn, L.qkv, m_qkv.as<float>(), p.n);
     }
 
     kernels::QkvRopeParams r;
@@ -67,7 +70,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
       f.x = x;
       f.norm_w = L.attn_norm;
       f.eps = c.rms_eps;
-      f.w_qkv = L.w_qkv;
+      f.w_qkv = L.qkv.w16;
       f.n_embd = D;
       f.rope = r;
       SS_LAUNCH(kernels::launch_fused_norm_qkv_rope(f, s));
@@ -132,24 +135,24 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     }
 
     if (fused) {
-      SS_LAUNCH(kernels::launch_fused_gemv_residual(m_att.as<uint16_t>(), L.w_o, x, D, Q, s));
+      SS_LAUNCH(kernels::launch_fused_gemv_residual(m_att.as<uint16_t>(), L.o.w16, x, D, Q, s));
       kernels::FusedGateUpParams g;
       g.x = x;
       g.norm_w = L.ffn_norm;
       g.eps = c.rms_eps;
-      g.w_gu = L.w_gu;
+      g.w_gu = L.gu.w16;
       g.act = m_act.as<uint16_t>();
       g.n_embd = D;
       g.n_ff = F;
       SS_LAUNCH(kernels::launch_fused_norm_gate_up_swiglu(g, s));
-      SS_LAUNCH(kernels::launch_fused_gemv_residual(m_act.as<uint16_t>(), L.w_down, x, D, F, s));
+      SS_LAUNCH(kernels::launch_fused_gemv_residual(m_act.as<uint16_t>(), L.down.w16, x, D, F, s));
       continue;
     }
-    blas.linear(m_att.as<uint16_t>(), L.w_o, x, p.n, D, Q, 1.0f);  // x += o-proj
+    linear_proj(s, blas, m_att.as<uint16_t>(), L.o, x, p.n, 1.0f);  // x += o-proj
     SS_LAUNCH(kernels::launch_rms_norm(x, L.ffn_norm, xn, p.n, D, c.rms_eps, s));
-    blas.linear(xn, L.w_gu, m_gu.as<float>(), p.n, 2 * F, D);
+    linear_proj(s, blas, xn, L.gu, m_gu.as<float>(), p.n);
     SS_LAUNCH(kernels::launch_swiglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
-    blas.linear(m_act.as<uint16_t>(), L.w_down, x, p.n, D, F, 1.0f);  // x += down-proj
+    linear_proj(s, blas, m_act.as<uint16_t>(), L.down, x, p.n, 1.0f);  // x += down-proj
   }
 }
 

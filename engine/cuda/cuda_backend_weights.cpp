@@ -1,24 +1,83 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA backend's weights: the fp32 (dequantized) host tensors converted to bf16 on the
-// device in one pooled allocation per kind (bf16 matrices, fp32 norms and biases), and the
-// process-wide registry that lets every backend of a model on a device share one upload.
+// The CUDA backend's weights: projections in their ggml block layout (GpuWeights::kNative and a
+// type with a device decode, kernels/qblock.h) copied as they are, every other matrix converted
+// to bf16, in one pooled allocation per kind (quantized bytes, bf16 matrices, fp32 norms and
+// biases); the process-wide registry that lets every backend of a model on a device share one
+// upload; and the projection GEMM that picks the path per matrix.
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "engine/cuda/cuda_backend_impl.h"
 #include "kernels/ops.h"
+#include "kernels/qblock.h"
+#include "kernels/qgemv.h"
 
 namespace sinkscope::cuda_detail {
 
-std::shared_ptr<DeviceWeights> shared_weights(const Model* m, int device,
+namespace {
+
+constexpr uint64_t kQuantAlign = 256;  // bytes; every quantized part starts on this boundary
+uint64_t align_q(uint64_t b) { return (b + kQuantAlign - 1) / kQuantAlign * kQuantAlign; }
+uint64_t a128(uint64_t e) { return (e + 127) / 128 * 128; }
+
+// A matrix the device can read in its file layout.
+bool device_decodable(const QuantMatrix& q) {
+  return q.data && kernels::qgemv_shape_error(int(q.type), q.rows, q.cols).empty() &&
+         q.row_bytes == uint64_t(kernels::qweight_row_bytes(int(q.type), q.cols));
+}
+
+// The parts of projection k (0 qkv, 1 o, 2 gate|up, 3 down) of a layer.
+std::vector<const QuantMatrix*> proj_parts(const LayerWeights& L, int k) {
+  switch (k) {
+    case 0: return {&L.wq, &L.wk, &L.wv};
+    case 1: return {&L.wo};
+    case 2: return {&L.w_gate, &L.w_up};
+    default: return {&L.w_down};
+  }
+}
+
+}  // namespace
+
+WeightPlan plan_weights(const Model& m, GpuWeights mode) {
+  const ModelConfig& c = m.config();
+  const ModelWeights& w = m.weights();
+  const uint64_t D = uint64_t(c.n_embd), Q = uint64_t(c.q_dim()), KV = uint64_t(c.kv_dim()),
+                 F = uint64_t(c.n_ff), V = uint64_t(c.n_vocab), W = Q + 2 * KV;
+  const uint64_t elems[4] = {W * D, D * Q, 2 * F * D, D * F};
+  WeightPlan p;
+  p.w16_elems = a128(V * D) + (w.output.empty() ? 0 : a128(V * D));
+  p.native.resize(size_t(c.n_layer));
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    for (int k = 0; k < 4; ++k) {
+      bool native = mode == GpuWeights::kNative;
+      uint64_t qb = 0;
+      for (const QuantMatrix* q : proj_parts(L, k)) {
+        native = native && device_decodable(*q);
+        qb += align_q(uint64_t(q->rows) * uint64_t(q->row_bytes));
+      }
+      p.native[size_t(l)][size_t(k)] = native;
+      if (native) {
+        p.wq_bytes += qb;
+        p.scratch_elems = std::max(p.scratch_elems, elems[k]);
+      } else {
+        p.w16_elems += a128(elems[k]);
+      }
+    }
+  }
+  return p;
+}
+
+std::shared_ptr<DeviceWeights> shared_weights(const Model* m, int device, GpuWeights mode,
                                               std::shared_ptr<DeviceWeights> add) {
   static std::mutex mu;
-  static std::map<std::pair<const Model*, int>, std::weak_ptr<DeviceWeights>> live;
+  static std::map<std::tuple<const Model*, int, GpuWeights>, std::weak_ptr<DeviceWeights>> live;
   std::lock_guard<std::mutex> lock(mu);
   for (auto it = live.begin(); it != live.end();) it = it->second.expired() ? live.erase(it) : std::next(it);
-  auto& slot = live[{m, device}];
+  auto& slot = live[{m, device, mode}];
   if (add) slot = add;
   return slot.lock();
 }
@@ -45,7 +104,7 @@ const float* CudaBackendImpl::upload_f32(float* dst, const std::vector<float>& s
   return dst;
 }
 
-void CudaBackendImpl::upload_weights(DeviceWeights& dw) {
+void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) {
   const ModelConfig& c = m_model->config();
   const ModelWeights& w = m_model->weights();
   const size_t D = size_t(c.n_embd), Q = size_t(c.q_dim()), KV = size_t(c.kv_dim()),
@@ -53,8 +112,8 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw) {
   DeviceBuffer staging(kStagingFloats * 4, "weight upload staging");
   float* stage = staging.as<float>();
   uint16_t* p16 = dw.w16.as<uint16_t>();
+  uint8_t* pq = dw.wq.as<uint8_t>();
   float* p32 = dw.w32.as<float>();
-  const auto a128 = [](size_t e) { return (e + 127) / 128 * 128; };
   auto take16 = [&](size_t n) {
     uint16_t* r = p16;
     p16 += a128(n);
@@ -64,6 +123,25 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw) {
     float* r = p32;
     p32 += a128(n);
     return r;
+  };
+  // Copies the parts of a native projection as they are (the host data is the model's mapping,
+  // alive while the model is; pageable, so the runtime stages it before returning).
+  auto upload_native = [&](ProjDev& pd, std::initializer_list<const QuantMatrix*> parts, int out,
+                           int in) {
+    pd.out = out;
+    pd.in = in;
+    pd.n_parts = 0;
+    for (const QuantMatrix* q : parts) {
+      const uint64_t bytes = uint64_t(q->rows) * uint64_t(q->row_bytes);
+      SS_CUDA(cudaMemcpyAsync(pq, q->data, bytes, cudaMemcpyHostToDevice, m_stream.s));
+      pd.parts[pd.n_parts++] = QuantPart{int(q->type), pq, int(q->rows)};
+      pq += align_q(bytes);
+    }
+  };
+  auto set16 = [](ProjDev& pd, const uint16_t* p, int out, int in) {
+    pd.w16 = p;
+    pd.out = out;
+    pd.in = in;
   };
 
   uint16_t* embd = take16(V * D);
@@ -82,21 +160,38 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw) {
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
     LayerDev& d = dw.layers[size_t(l)];
-    uint16_t* qkv = take16(W * D);  // rows: wq | wk | wv
-    upload_bf16(qkv, dequantize(L.wq), Q * D, "attn_q", stage);
-    upload_bf16(qkv + Q * D, dequantize(L.wk), KV * D, "attn_k", stage);
-    upload_bf16(qkv + (Q + KV) * D, dequantize(L.wv), KV * D, "attn_v", stage);
-    d.w_qkv = qkv;
-    uint16_t* o = take16(D * Q);
-    upload_bf16(o, dequantize(L.wo), D * Q, "attn_output", stage);
-    d.w_o = o;
-    uint16_t* gu = take16(2 * F * D);  // rows: w_gate | w_up
-    upload_bf16(gu, dequantize(L.w_gate), F * D, "ffn_gate", stage);
-    upload_bf16(gu + F * D, dequantize(L.w_up), F * D, "ffn_up", stage);
-    d.w_gu = gu;
-    uint16_t* down = take16(D * F);
-    upload_bf16(down, dequantize(L.w_down), D * F, "ffn_down", stage);
-    d.w_down = down;
+    const auto& native = plan.native[size_t(l)];
+    if (native[0]) {
+      upload_native(d.qkv, {&L.wq, &L.wk, &L.wv}, int(W), int(D));
+    } else {
+      uint16_t* qkv = take16(W * D);  // rows: wq | wk | wv
+      upload_bf16(qkv, dequantize(L.wq), Q * D, "attn_q", stage);
+      upload_bf16(qkv + Q * D, dequantize(L.wk), KV * D, "attn_k", stage);
+      upload_bf16(qkv + (Q + KV) * D, dequantize(L.wv), KV * D, "attn_v", stage);
+      set16(d.qkv, qkv, int(W), int(D));
+    }
+    if (native[1]) {
+      upload_native(d.o, {&L.wo}, int(D), int(Q));
+    } else {
+      uint16_t* o = take16(D * Q);
+      upload_bf16(o, dequantize(L.wo), D * Q, "attn_output", stage);
+      set16(d.o, o, int(D), int(Q));
+    }
+    if (native[2]) {
+      upload_native(d.gu, {&L.w_gate, &L.w_up}, int(2 * F), int(D));
+    } else {
+      uint16_t* gu = take16(2 * F * D);  // rows: w_gate | w_up
+      upload_bf16(gu, dequantize(L.w_gate), F * D, "ffn_gate", stage);
+      upload_bf16(gu + F * D, dequantize(L.w_up), F * D, "ffn_up", stage);
+      set16(d.gu, gu, int(2 * F), int(D));
+    }
+    if (native[3]) {
+      upload_native(d.down, {&L.w_down}, int(D), int(F));
+    } else {
+      uint16_t* down = take16(D * F);
+      upload_bf16(down, dequantize(L.w_down), D * F, "ffn_down", stage);
+      set16(d.down, down, int(D), int(F));
+    }
     d.attn_norm = upload_f32(take32(D), L.attn_norm, D, "attn_norm");
     d.ffn_norm = upload_f32(take32(D), L.ffn_norm, D, "ffn_norm");
     if (c.qkv_bias) {
@@ -109,6 +204,34 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw) {
   }
   // The host vectors are the model's (alive), but staging dies here: wait for the copies.
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
+}
+
+void CudaBackendImpl::linear_proj(cudaStream_t s, Blas& blas, const uint16_t* in, const ProjDev& w,
+                                  float* out, int n, float beta) {
+  if (!w.native()) {
+    blas.linear(in, w.w16, out, n, w.out, w.in, beta);
+    return;
+  }
+  if (n == 1) {
+    // One token: the GEMV reads the blocks; each part writes its rows of out.
+    int row0 = 0;
+    for (int i = 0; i < w.n_parts; ++i) {
+      const QuantPart& q = w.parts[i];
+      SS_LAUNCH(kernels::launch_qgemv(q.type, q.data, q.rows, w.in, in, out + row0, beta != 0.0f, s));
+      row0 += q.rows;
+    }
+    return;
+  }
+  // Several tokens: the parts dequantized into the bf16 scratch (sized to the largest native
+  // projection; stream order makes reuse safe), then the bf16 GEMM.
+  uint16_t* scratch = m_wscratch.as<uint16_t>();
+  int64_t row0 = 0;
+  for (int i = 0; i < w.n_parts; ++i) {
+    const QuantPart& q = w.parts[i];
+    SS_LAUNCH(kernels::launch_qdequant_bf16(q.type, q.data, q.rows, w.in, scratch + row0 * w.in, s));
+    row0 += q.rows;
+  }
+  blas.linear(in, scratch, out, n, w.out, w.in, beta);
 }
 
 }  // namespace sinkscope::cuda_detail

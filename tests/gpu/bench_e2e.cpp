@@ -3,6 +3,9 @@
 // prompt and greedy decode tokens/s (256 tokens after that prompt), median of several
 // repetitions, decode with CUDA Graphs and eagerly. Prints a table; optional CSV.
 //   bench_e2e [--csv FILE] [--ids FILE] [--prompt N] [--decode N] [--reps N]
+//             [--weights native|bf16]
+// --weights: projections in their file format on the GPU (default) or all bf16 (BackendOptions::
+// gpu_weights); the device weight bytes are printed with the table.
 // --ids writes the prompt's token ids (one line, space-separated) for hf_e2e_bench.py.
 // Without a GPU or the model: "SKIP: <reason>", exit 0.
 #include <algorithm>
@@ -84,6 +87,7 @@ Result bench(CudaBackend& be, const std::vector<TokenId>& prompt, int n_decode, 
 int main(int argc, char** argv) {
   std::string csv, ids_path;
   int n_prompt = 2048, n_decode = 256, reps = 5;
+  GpuWeights weights = GpuWeights::kNative;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -97,10 +101,13 @@ int main(int argc, char** argv) {
       n_decode = std::atoi(next().c_str());
     else if (a == "--reps")
       reps = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--weights" && parse_gpu_weights(argv[i + 1 < argc ? i + 1 : i]))
+      weights = *parse_gpu_weights(next());
     else {
       std::fprintf(
           stderr,
-          "usage: bench_e2e [--csv FILE] [--ids FILE] [--prompt N] [--decode N] [--reps N]\n");
+          "usage: bench_e2e [--csv FILE] [--ids FILE] [--prompt N] [--decode N] [--reps N] "
+          "[--weights native|bf16]\n");
       return 2;
     }
   }
@@ -119,6 +126,7 @@ int main(int argc, char** argv) {
     }
     BackendOptions opt;
     opt.max_context = n_prompt + n_decode;
+    opt.gpu_weights = weights;
     auto graphs = make_cuda_backend(model, opt);
     CudaBackendOptions eager_opt;
     eager_opt.tuning.cuda_graphs = false;
@@ -129,6 +137,8 @@ int main(int argc, char** argv) {
     const CudaGraphStats s = graphs->graph_stats();
     std::printf("device: %s   model: %s\n", graphs->name().c_str(),
                 path.filename().string().c_str());
+    std::printf("weights: %s; device memory held by the backend: %.1f MiB\n",
+                gpu_weights_name(weights), double(graphs->device_bytes()) / (1024.0 * 1024.0));
     std::printf("prompt %d tokens, greedy decode %d tokens, median of %d runs (after 1 warm-up)\n",
                 n_prompt, n_decode, reps);
     const int64_t steps = s.graph_steps + s.eager_steps;
@@ -154,10 +164,10 @@ int main(int argc, char** argv) {
                 re.prefill_ms, re.decode_tps, re.decode_ms_per_tok);
     if (!csv.empty()) {
       std::ofstream f(csv);
-      f << "engine,prompt,decode,prefill_tok_s,decode_tok_s\n";
-      f << "sinkscope_graph," << n_prompt << "," << n_decode << "," << rg.prefill_tps << ","
+      f << "engine,weights,prompt,decode,prefill_tok_s,decode_tok_s\n";
+      f << "sinkscope_graph," << gpu_weights_name(weights) << "," << n_prompt << "," << n_decode << "," << rg.prefill_tps << ","
         << rg.decode_tps << "\n";
-      f << "sinkscope_eager," << n_prompt << "," << n_decode << "," << re.prefill_tps << ","
+      f << "sinkscope_eager," << gpu_weights_name(weights) << "," << n_prompt << "," << n_decode << "," << re.prefill_tps << ","
         << re.decode_tps << "\n";
     }
   } catch (const std::exception& e) {

@@ -10,7 +10,8 @@
 #        llama-cpp-python sdist on PyPI, only what llama-bench needs; default
 #        build/carry/llama-src.tar.xz, about 6 MB)
 #   bash tests/gpu/llama_cpp_gpu_compare.sh run --src TARBALL --ours BENCH_E2E --model FILE
-#        [--lens "512 2048 8000"] [--decode 128] [--rounds 2] [--build DIR] [--out DIR]
+#        [--lens "512 2048 8000"] [--decode 128] [--rounds 2] [--weights native|bf16]
+#        [--build DIR] [--out DIR]
 #        (on the GPU machine: builds llama-bench for sm_90 once into --build, default
 #        /tmp/llama-cpp-cuda, then measures; CSV and logs into --out, default build/llama_cpp_gpu)
 set -euo pipefail
@@ -43,7 +44,7 @@ if [[ "$mode" == pack ]]; then
 fi
 
 [[ "$mode" == run ]] || { sed -n 2,15p "$0"; exit 2; }
-SRC="" OURS="" MODEL="" LENS="512 2048 8000" DECODE=128 ROUNDS=2 BUILD=/tmp/llama-cpp-cuda
+SRC="" OURS="" MODEL="" LENS="512 2048 8000" DECODE=128 ROUNDS=2 BUILD=/tmp/llama-cpp-cuda WEIGHTS=""
 OUTDIR=$ROOT/build/llama_cpp_gpu
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -53,6 +54,7 @@ while [[ $# -gt 0 ]]; do
     --lens) LENS=$2; shift ;;
     --decode) DECODE=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
+    --weights) WEIGHTS=$2; shift ;;
     --build) BUILD=$2; shift ;;
     --out) OUTDIR=$2; shift ;;
     *) echo "llama_cpp_gpu_compare: unknown option $1" >&2; exit 2 ;;
@@ -88,7 +90,8 @@ for r in $(seq 1 "$ROUNDS"); do
       tg=$(python3 -c "import csv; print(list(csv.DictReader(open('$OUTDIR/lc_tg.csv')))[-1]['avg_ts'])")
       echo "$r,$L,llama.cpp,$fa,$pp,$tg" >>"$csv"
     done
-    "$OURS" --prompt "$L" --decode "$DECODE" --reps 3 --csv "$OUTDIR/ours.csv" >"$OUTDIR/ours_$L.log" 2>&1 ||
+    SINKSCOPE_MODEL="$MODEL" "$OURS" --prompt "$L" --decode "$DECODE" --reps 3 ${WEIGHTS:+--weights "$WEIGHTS"} \
+      --csv "$OUTDIR/ours.csv" >"$OUTDIR/ours_$L.log" 2>&1 ||
       { cat "$OUTDIR/ours_$L.log" >&2; exit 1; }
     python3 - "$OUTDIR/ours.csv" "$r" "$L" >>"$csv" <<'PY'
 import csv, sys

@@ -148,10 +148,13 @@ int main() {
   run("fused_decode_equals_unfused", [&] {
     const char* env = std::getenv("SINKSCOPE_FUSED_DECODE");
     const bool env_off = env && std::string(env) == "0";
-    auto f = make_cuda_backend(model, {});
+    // The fused kernels read bf16 rows: both backends with bf16 weights.
+    BackendOptions b16;
+    b16.gpu_weights = GpuWeights::kBf16;
+    auto f = make_cuda_backend(model, b16);
     CudaBackendOptions co;
     co.tuning.fused_decode = false;
-    auto u = make_cuda_backend(model, {}, co);
+    auto u = make_cuda_backend(model, b16, co);
     std::string why;
     const bool on = f->fused_decode(&why);
     const bool off = !u->fused_decode();
@@ -172,6 +175,47 @@ int main() {
                   "fused %.0f, unfused %.0f",
                   double(sf.graph_steps), double(su.graph_steps)) +
               (sf.disabled_reason.empty() ? "" : "; graphs disabled: " + sf.disabled_reason));
+  });
+
+  // 2c. Weights kept in their file format (the default, BackendOptions::gpu_weights) against
+  //     bf16 weights: both against the CPU with the gates of sections 1 and 2 (the sections above
+  //     ran the default), and the native set must take less device memory when the file's
+  //     projections are of a type the device decodes (kernels/qblock.h).
+  run("bf16_weights_teacher_forced", [&] {
+    BackendOptions b16;
+    b16.gpu_weights = GpuWeights::kBf16;
+    auto gb = make_cuda_backend(model, b16);
+    std::vector<float> g;
+    gb->forward(ids, LogitsMode::kAll, g);
+    if (cpu_all.empty()) {
+      cpu->reset();
+      cpu->forward(ids, LogitsMode::kAll, cpu_all);
+    }
+    const Agreement a = compare(cpu_all, g, V);
+    check(a.finite && a.mean_kl <= 1e-3 && a.top1 >= 0.99, "bf16_weights_prefill_teacher_forced",
+          a.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
+    gb->reset();
+    cpu->reset();
+    const std::vector<float> lc = prefill_then_decode(*cpu, ids, 64, 320);
+    const std::vector<float> lg = prefill_then_decode(*gb, ids, 64, 320);
+    const Agreement d = compare(lc, lg, V);
+    check(d.finite && d.mean_kl <= 1e-3 && d.top1 >= 0.99, "bf16_weights_decode_teacher_forced",
+          d.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
+    auto gn = make_cuda_backend(model, {});
+    std::string why;
+    const bool fused = gn->fused_decode(&why);
+    bool quant_types = false;  // a projection of a type with a device decode
+    for (const LayerWeights& L : model->weights().layers)
+      for (const QuantMatrix* q : {&L.wq, &L.wo, &L.w_gate, &L.w_down})
+        for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
+                           GgmlType::kQ5_K, GgmlType::kQ6_K})
+          quant_types = quant_types || q->type == t;
+    check(!quant_types || (gn->device_bytes() < gb->device_bytes() && !fused),
+          "native_weights_smaller",
+          fmt("device memory: native %.1f MiB, bf16 %.1f MiB", double(gn->device_bytes()) / (1 << 20),
+              double(gb->device_bytes()) / (1 << 20)) +
+              (quant_types ? "" : " (no projection of a device-decoded type: not gated)") +
+              "; native decode path: " + (fused ? "fused" : "unfused (" + why + ")"));
   });
 
   // 3. Sparse kernels at lambda = 0 equal the dense kernels of their family bit for bit (prefill

@@ -97,6 +97,23 @@ TEST(CliArgs, UsageErrorsNameTheProblem) {
   EXPECT_NE(help.find("-h, --help"), std::string::npos);
 }
 
+TEST(CliArgs, GpuWeightsOption) {
+  // Default: projections in their file format; bf16 on request; anything else names the option.
+  EXPECT_EQ(sinkscope::cli::parse_generate_args(argv_of({"--prompt", "Hi"})).gpu_weights,
+            sinkscope::GpuWeights::kNative);
+  EXPECT_EQ(sinkscope::cli::parse_generate_args(
+                argv_of({"--prompt", "Hi", "--gpu-weights", "bf16"})).gpu_weights,
+            sinkscope::GpuWeights::kBf16);
+  EXPECT_EQ(sinkscope::cli::parse_generate_args(
+                argv_of({"--prompt", "Hi", "--gpu-weights", "native"})).gpu_weights,
+            sinkscope::GpuWeights::kNative);
+  const std::string e = generate_error({"--prompt", "Hi", "--gpu-weights", "fp8"});
+  EXPECT_NE(e.find("--gpu-weights"), std::string::npos) << e;
+  EXPECT_NE(e.find("fp8"), std::string::npos) << e;
+  EXPECT_STREQ(sinkscope::gpu_weights_name(sinkscope::GpuWeights::kBf16), "bf16");
+  EXPECT_FALSE(sinkscope::parse_gpu_weights("BF16").has_value());
+}
+
 TEST(CliArgs, NumbersAreStrict) {
   using sinkscope::cli::parse_double;
   using sinkscope::cli::parse_int;

@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+// Quantized-weight GEMV and dequantize-to-bf16 kernels (kernels/qgemv.h).
+//
+// GEMV: a CTA of kWarps warps stages the bf16 activation as fp32 in shared memory once, then
+// each warp computes one row. A row is cut into chunks of 8 elements (qblock::decode8); lane l
+// takes chunks l, l+32, ... so neighbouring lanes read neighbouring bytes of the same block, and
+// the per-lane fp32 sums meet in a butterfly shuffle. Rows past the end leave the kernel after
+// the shared-memory stage as a whole warp, so the shuffle always runs with all 32 lanes.
+//
+// Dequantize: one thread per chunk of 8, written as one 16-byte store of 8 bf16 values.
+#include "kernels/qgemv.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <string>
+
+#include "kernels/cuda_check.h"
+#include "kernels/qblock.h"
+
+namespace sinkscope::kernels {
+namespace {
+
+constexpr int kWarps = 8;  // rows per CTA
+constexpr int kMaxCols = 227 * 1024 / 4;  // the fp32 activation stage in sm_90 shared memory
+constexpr int kThreads = kWarps * 32;
+constexpr size_t kDefaultSmem = 48 * 1024;  // usable without opting in
+
+template <int T>
+__global__ void __launch_bounds__(kThreads)
+    qgemv_kernel(const uint8_t* __restrict__ w, int rows, int cols, int64_t row_bytes,
+                 const uint16_t* __restrict__ v, float* __restrict__ y, int accumulate) {
+  extern __shared__ float xs[];
+  for (int i = threadIdx.x; i < cols; i += kThreads) {
+    xs[i] = __uint_as_float(static_cast<uint32_t>(v[i]) << 16);
+  }
+  __syncthreads();
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kWarps + warp;
+  if (row >= rows) return;  // the whole warp: row depends on the warp only
+  constexpr int kBlockElems = qblock::block_elems(T);
+  constexpr int kBlockBytes = qblock::block_bytes(T);
+  constexpr int kChunksPerBlock = kBlockElems / qblock::kChunk;
+  const uint8_t* wr = w + static_cast<int64_t>(row) * row_bytes;
+  const int n_chunks = cols / qblock::kChunk;
+  float acc = 0.f;
+  for (int c = lane; c < n_chunks; c += 32) {
+    const int b = c / kChunksPerBlock;
+    const int e0 = (c - b * kChunksPerBlock) * qblock::kChunk;
+    float q[qblock::kChunk];
+    qblock::decode8(T, wr + static_cast<int64_t>(b) * kBlockBytes, e0, q);
+    const float* xp = xs + c * qblock::kChunk;
+#pragma unroll
+    for (int i = 0; i < qblock::kChunk; ++i) acc = fmaf(q[i], xp[i], acc);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) y[row] = accumulate ? y[row] + acc : acc;
+}
+
+template <int T>
+__global__ void __launch_bounds__(256)
+    qdequant_kernel(const uint8_t* __restrict__ w, int64_t rows, int64_t cols, int64_t row_bytes,
+                    uint16_t* __restrict__ out) {
+  constexpr int kBlockElems = qblock::block_elems(T);
+  constexpr int kBlockBytes = qblock::block_bytes(T);
+  constexpr int kChunksPerBlock = kBlockElems / qblock::kChunk;
+  const int64_t chunks_per_row = cols / qblock::kChunk;
+  const int64_t total = rows * chunks_per_row;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / chunks_per_row;
+    const int64_t c = i - r * chunks_per_row;
+    const int64_t b = c / kChunksPerBlock;
+    const int e0 = static_cast<int>(c - b * kChunksPerBlock) * qblock::kChunk;
+    float q[qblock::kChunk];
+    qblock::decode8(T, w + r * row_bytes + b * kBlockBytes, e0, q);
+    uint32_t packed[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(q[2 * k]));
+      const uint32_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(q[2 * k + 1]));
+      packed[k] = lo | (hi << 16);
+    }
+    *reinterpret_cast<uint4*>(out + i * qblock::kChunk) =
+        make_uint4(packed[0], packed[1], packed[2], packed[3]);
+  }
+}
+
+// The dynamic shared memory qgemv_kernel<T> may use as set so far (process-wide; a process that
+// drives several devices sets it on the first one only, see qgemv.h).
+template <int T>
+std::atomic<size_t>& smem_limit() {
+  static std::atomic<size_t> v{kDefaultSmem};
+  return v;
+}
+
+template <int T>
+cudaError_t raise_smem(size_t smem) {
+  if (smem <= smem_limit<T>().load()) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(
+      qgemv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e == cudaSuccess) smem_limit<T>().store(smem);
+  return e;
+}
+
+template <int T>
+cudaError_t launch_gemv_t(const void* w, int rows, int cols, int64_t row_bytes, const uint16_t* v,
+                          float* y, bool accumulate, cudaStream_t st) {
+  const size_t smem = static_cast<size_t>(cols) * sizeof(float);
+  if (const cudaError_t e = raise_smem<T>(smem); e != cudaSuccess) return e;
+  const int grid = (rows + kWarps - 1) / kWarps;
+  qgemv_kernel<T><<<grid, kThreads, smem, st>>>(static_cast<const uint8_t*>(w), rows, cols,
+                                                row_bytes, v, y, accumulate ? 1 : 0);
+  return cudaGetLastError();
+}
+
+template <int T>
+cudaError_t launch_dequant_t(const void* w, int64_t rows, int64_t cols, int64_t row_bytes,
+                             uint16_t* out, cudaStream_t st) {
+  const int64_t total = rows * (cols / qblock::kChunk);
+  const int64_t want = (total + 255) / 256;
+  const int grid = static_cast<int>(want < 65536 ? want : 65536);  // grid-stride beyond that
+  qdequant_kernel<T><<<grid, 256, 0, st>>>(static_cast<const uint8_t*>(w), rows, cols, row_bytes,
+                                           out);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+int64_t qweight_row_bytes(int type, int64_t cols) {
+  if (!qblock::supported(type) || cols <= 0) return 0;
+  const int be = qblock::block_elems(type);
+  if (cols % be != 0) return 0;
+  return cols / be * qblock::block_bytes(type);
+}
+
+std::string qgemv_shape_error(int type, int64_t rows, int64_t cols) {
+  if (!qblock::supported(type)) {
+    return "ggml type " + std::to_string(type) + " has no device block decode";
+  }
+  if (rows <= 0 || cols <= 0) return "empty matrix";
+  if (cols % qblock::block_elems(type) != 0) {
+    return "row length " + std::to_string(cols) + " is not a multiple of the block size " +
+           std::to_string(qblock::block_elems(type));
+  }
+  if (rows > (int64_t(1) << 30)) return "matrix too large";
+  if (cols > kMaxCols) {
+    return "row length " + std::to_string(cols) + " exceeds the GEMV's shared-memory stage (" +
+           std::to_string(kMaxCols) + ")";
+  }
+  return {};
+}
+
+OpStatus qgemv_prepare(int max_cols) {
+  if (max_cols <= 0 || max_cols > kMaxCols) {
+    return OpStatus::error("qgemv_prepare: max_cols " + std::to_string(max_cols) +
+                           " outside 1.." + std::to_string(kMaxCols));
+  }
+  const size_t smem = static_cast<size_t>(max_cols) * sizeof(float);
+  for (const cudaError_t e : {raise_smem<qblock::kQ4_0>(smem), raise_smem<qblock::kQ4_1>(smem),
+                              raise_smem<qblock::kQ8_0>(smem), raise_smem<qblock::kQ4_K>(smem),
+                              raise_smem<qblock::kQ5_K>(smem), raise_smem<qblock::kQ6_K>(smem)}) {
+    if (e != cudaSuccess) {
+      return OpStatus::error(cuda_error_text(e, "qgemv_prepare", __FILE__, __LINE__));
+    }
+  }
+  return {};
+}
+
+OpStatus launch_qgemv(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,
+                      bool accumulate, void* stream) {
+  static constexpr const char* fn = "launch_qgemv: ";
+  if (rows == 0) return {};
+  if (!w || !v || !y) return OpStatus::error(std::string(fn) + "a required pointer is null");
+  if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
+    return OpStatus::error(fn + why);
+  }
+  const int64_t rb = qweight_row_bytes(type, cols);
+  const auto st = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaErrorInvalidValue;
+  switch (type) {
+    case qblock::kQ4_0: e = launch_gemv_t<qblock::kQ4_0>(w, rows, cols, rb, v, y, accumulate, st); break;
+    case qblock::kQ4_1: e = launch_gemv_t<qblock::kQ4_1>(w, rows, cols, rb, v, y, accumulate, st); break;
+    case qblock::kQ8_0: e = launch_gemv_t<qblock::kQ8_0>(w, rows, cols, rb, v, y, accumulate, st); break;
+    case qblock::kQ4_K: e = launch_gemv_t<qblock::kQ4_K>(w, rows, cols, rb, v, y, accumulate, st); break;
+    case qblock::kQ5_K: e = launch_gemv_t<qblock::kQ5_K>(w, rows, cols, rb, v, y, accumulate, st); break;
+    case qblock::kQ6_K: e = launch_gemv_t<qblock::kQ6_K>(w, rows, cols, rb, v, y, accumulate, st); break;
+    default: break;
+  }
+  if (e != cudaSuccess) return OpStatus::error(cuda_error_text(e, "qgemv_kernel", __FILE__, __LINE__));
+  return {};
+}
+
+OpStatus launch_qdequant_bf16(int type, const void* w, int64_t rows, int64_t cols, uint16_t* out,
+                              void* stream) {
+  static constexpr const char* fn = "launch_qdequant_bf16: ";
+  if (rows == 0) return {};
+  if (!w || !out) return OpStatus::error(std::string(fn) + "a required pointer is null");
+  if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
+    return OpStatus::error(fn + why);
+  }
+  if (reinterpret_cast<uintptr_t>(out) % 16 != 0) {
+    return OpStatus::error(std::string(fn) + "out must be 16-byte aligned");
+  }
+  const int64_t rb = qweight_row_bytes(type, cols);
+  const auto st = static_cast<cudaStream_t>(stream);
+  cudaError_t e = cudaErrorInvalidValue;
+  switch (type) {
+    case qblock::kQ4_0: e = launch_dequant_t<qblock::kQ4_0>(w, rows, cols, rb, out, st); break;
+    case qblock::kQ4_1: e = launch_dequant_t<qblock::kQ4_1>(w, rows, cols, rb, out, st); break;
+    case qblock::kQ8_0: e = launch_dequant_t<qblock::kQ8_0>(w, rows, cols, rb, out, st); break;
+    case qblock::kQ4_K: e = launch_dequant_t<qblock::kQ4_K>(w, rows, cols, rb, out, st); break;
+    case qblock::kQ5_K: e = launch_dequant_t<qblock::kQ5_K>(w, rows, cols, rb, out, st); break;
+    case qblock::kQ6_K: e = launch_dequant_t<qblock::kQ6_K>(w, rows, cols, rb, out, st); break;
+    default: break;
+  }
+  if (e != cudaSuccess) {
+    return OpStatus::error(cuda_error_text(e, "qdequant_kernel", __FILE__, __LINE__));
+  }
+  return {};
+}
+
+}  // namespace sinkscope::kernels

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+// Kernels that read weights in their ggml block layout (Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K) on the
+// device: the batch-1 decode GEMV, and the dequantization into a bf16 scratch for the prefill's
+// cuBLAS GEMM. The per-block decode is kernels/qblock.h (bit-exact against the CPU dequantizer).
+// Plain C++ (no CUDA headers) like kernels/ops.h; nothing throws: failures are an OpStatus.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/ops.h"
+
+namespace sinkscope::kernels {
+
+// Bytes of one weight row of `cols` elements in ggml type `type`; 0 when the type has no device
+// decode (qblock::supported) or cols is not a positive multiple of its block size.
+int64_t qweight_row_bytes(int type, int64_t cols);
+
+// Empty when a [rows][cols] matrix of `type` can go through launch_qgemv; else why not (a type
+// without a device decode, a row length off the block size or beyond the fp32 activation stage
+// in shared memory, 58112 elements).
+std::string qgemv_shape_error(int type, int64_t rows, int64_t cols);
+
+// Raises the GEMV kernels' dynamic shared-memory limit for rows up to max_cols on the current
+// device. launch_qgemv does so itself when a row needs more than has been set; a caller that
+// captures launches into a CUDA graph calls this first, outside the capture.
+OpStatus qgemv_prepare(int max_cols);
+
+// y[r] = W[r] . v  (accumulate: y[r] += W[r] . v) for r < rows, fp32 accumulation.
+// w: rows * qweight_row_bytes(type, cols) bytes (rows packed back to back, any alignment);
+// v: [cols] bf16; y: [rows] fp32. v and y must not overlap w.
+OpStatus launch_qgemv(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,
+                      bool accumulate, void* stream);
+
+// out[r][c] = bf16(W[r][c]) for r < rows (round to nearest even of the exact dequantized value).
+// out: [rows][cols] bf16, 16-byte aligned.
+OpStatus launch_qdequant_bf16(int type, const void* w, int64_t rows, int64_t cols, uint16_t* out,
+                              void* stream);
+
+}  // namespace sinkscope::kernels
