@@ -82,6 +82,10 @@ struct BackendOptions {
   // KV-cache policy, budgets and quantization (engine/cache/cache_settings.h). The default -- full
   // cache, float32 -- is the cache the backend always had.
   CacheSettings cache;
+  // The CPU backend's single-token products (engine/backend/qgemv.h): 16-bit integer
+  // activations by default, kFloatActivations for decode equal to the prefill's float
+  // products. SINKSCOPE_QGEMV overrides it for every product (benchmarks' A/B runs).
+  QgemvMode decode_products = QgemvMode::kInt16Activations;
   GpuWeights gpu_weights = GpuWeights::kBf16;  // CUDA backend only
 };
 

@@ -451,10 +451,12 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
   };
 
   const int64_t n_tasks = int64_t(a.n_head) * n_qtiles;
-  // Below ~4M multiply-adds (about a millisecond on one core) waking the pool costs more than
-  // it saves: decode over short contexts stays on the calling thread.
+  // Below ~64K multiply-adds (~10 µs on one core) handing tasks to the pool costs more than it
+  // saves (its workers spin briefly between a decode step's parallel sections, so a hand-out
+  // costs microseconds, not a wake-up): decode over the first few dozen tokens stays on the
+  // calling thread, longer contexts split their heads over the pool.
   const int64_t work = int64_t(a.n_q) * n_keys * a.n_head * d;
-  if (pool && work >= (int64_t(1) << 22)) {
+  if (pool && work >= (int64_t(1) << 16)) {
     pool->parallel_for(n_tasks, run);
   } else {
     for (int64_t t = 0; t < n_tasks; ++t) run(t);

@@ -18,7 +18,8 @@ namespace {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(std::shared_ptr<const Model> model, const BackendOptions& opt)
-      : m_model(std::move(model)), m_pool(opt.n_threads), m_attn(opt.attention) {
+      : m_model(std::move(model)), m_pool(opt.n_threads), m_attn(opt.attention),
+        m_qmode(opt.decode_products) {
     const ModelConfig& c = m_model->config();
     m_max_context = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
     m_rope = RopeTable(c, m_model->weights().rope_freqs);
@@ -169,6 +170,7 @@ class CpuBackend final : public Backend {
   std::shared_ptr<const Model> m_model;
   ThreadPool m_pool;
   AttentionSettings m_attn;
+  QgemvMode m_qmode;  // the single-token products' path (BackendOptions::decode_products)
   AttentionProbes m_probes;
   RopeTable m_rope;
   RopeTable m_rope_local;  // local layers' RoPE where it differs (rope_theta_local > 0)
@@ -303,7 +305,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   // dequantized on the fly (engine/backend/qgemv.h).
   auto proj = [&](const QuantMatrix& wq, const float* x, float* y) {
     if (n == 1) {
-      qgemv(wq, x, y, &m_pool);
+      qgemv(wq, x, y, &m_pool, m_qmode);
     } else {
       linear_q(x, wq, y, n, &m_pool);
     }
@@ -342,9 +344,14 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     }
     {
       prof::ScopedSpan s(m_spans, "qkv");
-      proj(L.wq, m_xn.data(), m_q.data());
-      proj(L.wk, m_xn.data(), m_kn.data());
-      proj(L.wv, m_xn.data(), m_vn.data());
+      if (n == 1) {  // one fork-join for the three products (x quantized once)
+        const QgemvJob jobs[3] = {{&L.wq, m_q.data()}, {&L.wk, m_kn.data()}, {&L.wv, m_vn.data()}};
+        qgemv_many(jobs, 3, m_xn.data(), &m_pool, m_qmode);
+      } else {
+        proj(L.wq, m_xn.data(), m_q.data());
+        proj(L.wk, m_xn.data(), m_kn.data());
+        proj(L.wv, m_xn.data(), m_vn.data());
+      }
       if (c.qkv_bias) {
         for (int i = 0; i < n; ++i) {
           for (int64_t j = 0; j < Q; ++j) m_q[size_t(i * Q + j)] += L.bq[size_t(j)];
@@ -533,8 +540,13 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
         for (int64_t i = 0; i < n * D; ++i) m_x[size_t(i)] += m_tmp[size_t(i)];
         continue;
       }
-      proj(L.w_gate, m_xn.data(), m_gate.data());
-      proj(L.w_up, m_xn.data(), m_up.data());
+      if (n == 1) {
+        const QgemvJob jobs[2] = {{&L.w_gate, m_gate.data()}, {&L.w_up, m_up.data()}};
+        qgemv_many(jobs, 2, m_xn.data(), &m_pool, m_qmode);
+      } else {
+        proj(L.w_gate, m_xn.data(), m_gate.data());
+        proj(L.w_up, m_xn.data(), m_up.data());
+      }
       if (c.gemma) {
         geglu(m_gate.data(), m_up.data(), m_gate.data(), n * F);
       } else {
@@ -575,7 +587,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
     rms_norm(&m_x[size_t(i * D)], w.output_norm.data(), &m_xn[size_t((i - first) * D)], D,
              c.rms_eps);
   if (rows_out == 1) {
-    qgemv(w.lm_head(), m_xn.data(), out, &m_pool);
+    qgemv(w.lm_head(), m_xn.data(), out, &m_pool, m_qmode);
   } else {
     linear_q(m_xn.data(), w.lm_head(), out, rows_out, &m_pool);
   }

@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <vector>
 
 #include "engine/backend/linalg.h"
+#include "engine/backend/qgemv_int.h"
 #include "engine/backend/simd.h"
 #include "engine/util/thread_pool.h"
 
@@ -434,37 +436,83 @@ void qgemv_reference(const QuantMatrix& w, const float* x, float* y) {
 }
 
 void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool, QgemvMode mode) {
-  // SINKSCOPE_QGEMV=int8 / float: that path for every product (the backends' decode, the
-  // benchmarks' A/B runs); unset: as the caller asks.
+  const QgemvJob job{&w, y};
+  qgemv_many(&job, 1, x, pool, mode);
+}
+
+void qgemv_int16_portable(const QuantMatrix& w, const float* x, float* y) {
+  qint::XQ16 xq;
+  qint::quantize_x(x, w.cols, xq, /*portable=*/true);
+  qint::rows(w, xq, y, 0, w.rows, /*portable=*/true);
+}
+
+void qgemv_many(const QgemvJob* jobs, int n_jobs, const float* x, ThreadPool* pool,
+                QgemvMode mode) {
+  if (n_jobs <= 0) return;
+  // SINKSCOPE_QGEMV=int16 / int8 / float: that path for every product (the backends' decode,
+  // the benchmarks' A/B runs); unset: as the caller asks.
   static const int forced = [] {
     const char* v = std::getenv("SINKSCOPE_QGEMV");
     if (!v) return 0;
-    return std::strcmp(v, "int8") == 0 ? 1 : std::strcmp(v, "float") == 0 ? 2 : 0;
+    return std::strcmp(v, "int8") == 0 ? 1 : std::strcmp(v, "float") == 0 ? 2
+           : std::strcmp(v, "int16") == 0 ? 3 : 0;
   }();
   if (forced == 1) mode = QgemvMode::kInt8Activations;
   if (forced == 2) mode = QgemvMode::kFloatActivations;
-  std::vector<float> xsum;
+  if (forced == 3) mode = QgemvMode::kInt16Activations;
+  const int64_t cols = jobs[0].w->cols;
+  for (int i = 1; i < n_jobs; ++i)
+    if (jobs[i].w->cols != cols) throw std::invalid_argument("qgemv_many: matrices of different widths");
+  // Per job: 0 portable/float AVX2 (as the type allows), 1 int8, 2 int16.
+  std::vector<int> path(size_t(n_jobs), 0);
+  bool need_x8 = false, need_x16 = false, need_xsum = false;
+  for (int i = 0; i < n_jobs; ++i) {
+    const QuantMatrix& w = *jobs[i].w;
 #ifdef SINKSCOPE_X86
-  const bool avx2 = simd::have_avx2() && w.cols % 32 == 0;
-  const bool int8 = avx2 && mode == QgemvMode::kInt8Activations &&
-                    (w.type == GgmlType::kQ4_0 || w.type == GgmlType::kQ4_1 ||
-                     w.type == GgmlType::kQ8_0);
-  // The caller's buffer, reused across calls; the pool's workers read it through this reference
-  // (a thread_local named in the lambda would be each worker's own).
+    if (mode == QgemvMode::kInt8Activations && simd::have_avx2() && w.cols % 32 == 0 &&
+        (w.type == GgmlType::kQ4_0 || w.type == GgmlType::kQ4_1 || w.type == GgmlType::kQ8_0))
+      path[size_t(i)] = 1;
+#endif
+    if (path[size_t(i)] == 0 && mode != QgemvMode::kFloatActivations && qint::supported(w))
+      path[size_t(i)] = 2;
+    need_x8 |= path[size_t(i)] == 1;
+    need_x16 |= path[size_t(i)] == 2;
+    need_xsum |= path[size_t(i)] == 0 && w.type == GgmlType::kQ4_1;
+  }
+  // The caller's buffers, reused across calls; the pool's workers read them through these
+  // references (a thread_local named in the lambda would be each worker's own).
+  thread_local qint::XQ16 x16_buffer;
+  qint::XQ16& x16 = x16_buffer;
+  if (need_x16) qint::quantize_x(x, cols, x16, /*portable=*/false);
+#ifdef SINKSCOPE_X86
   thread_local XQ8 xq_buffer;
   XQ8& xq = xq_buffer;
-  if (int8) quantize_x(x, w.cols, xq);
+  if (need_x8) quantize_x(x, cols, xq);
+#else
+  (void)need_x8;
 #endif
-  auto run = [&](int64_t r0, int64_t r1) {
+  std::vector<float> xsum;
+  if (need_xsum) {
+    xsum.resize(size_t(cols / 32));
+    for (size_t b = 0; b < xsum.size(); ++b) {
+      float s = 0;
+      for (int j = 0; j < 32; ++j) s += x[b * 32 + size_t(j)];
+      xsum[b] = s;
+    }
+  }
+  auto run = [&](int i, int64_t r0, int64_t r1) {
+    const QuantMatrix& w = *jobs[i].w;
+    float* y = jobs[i].y;
+    if (path[size_t(i)] == 2) return qint::rows(w, x16, y, r0, r1, /*portable=*/false);
 #ifdef SINKSCOPE_X86
-    if (int8) {
+    if (path[size_t(i)] == 1) {
       switch (w.type) {
         case GgmlType::kQ4_1: return rows_q4_1_q8(w, xq, y, r0, r1);
         case GgmlType::kQ4_0: return rows_q4_0_q8(w, xq, y, r0, r1);
         default: return rows_q8_0_q8(w, xq, y, r0, r1);
       }
     }
-    if (avx2) {
+    if (simd::have_avx2() && w.cols % 32 == 0) {
       switch (w.type) {
         case GgmlType::kQ4_1: return rows_q4_1(w, x, xsum.data(), y, r0, r1);
         case GgmlType::kQ4_0: return rows_q4_0(w, x, y, r0, r1);
@@ -478,23 +526,29 @@ void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool, Qge
 #endif
     rows_generic(w, x, y, r0, r1);
   };
-  if (w.type == GgmlType::kQ4_1) {
-    xsum.resize(size_t(w.cols / 32));
-    for (size_t b = 0; b < xsum.size(); ++b) {
-      float s = 0;
-      for (int j = 0; j < 32; ++j) s += x[b * 32 + size_t(j)];
-      xsum[b] = s;
-    }
+  // All jobs' rows as one list of chunks handed out together: one fork-join for the set (Q, K
+  // and V; gate and up), and small matrices do not leave a thread idle. 32 rows (a few
+  // microseconds of work) per chunk; 256 for large matrices (the logits), where hand-outs would
+  // otherwise add up. A chunk's rows do not depend on the pool, nor do their values.
+  struct Chunk {
+    int job;
+    int64_t r0, r1;
+  };
+  thread_local std::vector<Chunk> chunk_buffer;
+  std::vector<Chunk>& chunks = chunk_buffer;
+  chunks.clear();
+  for (int i = 0; i < n_jobs; ++i) {
+    const int64_t rows = jobs[i].w->rows;
+    const int64_t step = rows >= 8192 ? 256 : 32;
+    for (int64_t r = 0; r < rows; r += step) chunks.push_back({i, r, std::min(rows, r + step)});
   }
-  // Chunks of 64 rows: enough work per item to hide hand-out costs, enough items to balance.
-  constexpr int64_t kChunk = 64;
-  const int64_t n_chunks = (w.rows + kChunk - 1) / kChunk;
-  if (!pool || pool->size() == 1 || n_chunks == 1) {
-    run(0, w.rows);
+  if (!pool || pool->size() == 1 || chunks.size() == 1) {
+    for (int i = 0; i < n_jobs; ++i) run(i, 0, jobs[i].w->rows);
     return;
   }
-  pool->parallel_for(n_chunks, [&](int64_t c) {
-    run(c * kChunk, std::min(w.rows, (c + 1) * kChunk));
+  pool->parallel_for(int64_t(chunks.size()), [&](int64_t c) {
+    const Chunk& ch = chunks[size_t(c)];
+    run(ch.job, ch.r0, ch.r1);
   });
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Matrix-vector products straight from quantized GGUF weights, for decode (one token): reading
 // 4.5-bit Q4_1 blocks instead of float32 moves ~6x fewer bytes, and decode on the CPU is
-// memory-bound. Values equal the dequantized float weights; only the summation order differs.
+// memory-bound. The weights' values are the dequantized ones; with float activations only the
+// summation order differs from a float product, the integer modes also round x (QgemvMode).
 #pragma once
 
 #include <cstdint>
@@ -25,22 +26,40 @@ struct QuantMatrix {
 
 enum class QgemvMode {
   // Weights dequantized in registers and multiplied with float x (only float rounding): decode
-  // equals the prefill's products, and the model's logits stay within float rounding of HF
-  // transformers' (the default).
+  // equals the prefill's products. SINKSCOPE_QGEMV=float.
   kFloatActivations,
   // Q4_0 / Q4_1 / Q8_0 with AVX2: x is quantized to 8-bit blocks (32 values, d = max|x| / 127)
-  // once per product and each weight block is multiplied in integers, as llama.cpp does: about
-  // 1.3-1.45x faster decode here, but per block of 32 an error of up to d_x / 2 * Σ|w_j| (x
-  // rounded to its step), which moves decode logits by up to ~0.3 on small models. Opt-in:
-  // SINKSCOPE_QGEMV=int8.
+  // once per product and each weight block is multiplied in integers, as llama.cpp does; per
+  // block of 32 an error of up to d_x / 2 * Σ|w_j| (x rounded to its step), which moves decode
+  // logits by up to ~0.3 on small models and changes greedy continuations of the golden
+  // prompts. Other types take the 16-bit path below. Opt-in: SINKSCOPE_QGEMV=int8.
   kInt8Activations,
+  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (AVX2 and portable): x is quantized to
+  // 16-bit blocks (d = max|x| / 32767) once per product and the weights' integer codes are
+  // multiplied with it in int32 (engine/backend/qgemv_int.h); error at most d_x / 2 * Σ|w_j| per
+  // block, ~260x below the 8-bit path's. Other types (F32, F16, BF16, ...) take the float path.
+  // The default.
+  kInt16Activations,
 };
 
-// y (rows) = W x. AVX2 paths for Q4_0, Q4_1, Q8_0 (as `mode` says) and F32 (when the CPU has
-// AVX2/FMA/F16C), a dequantize-then-dot path for every other dequantizable type. Each row's
-// result does not depend on the pool or its size.
+// y (rows) = W x. Integer paths as `mode` says (above), AVX2 float paths for Q4_0, Q4_1, Q8_0,
+// F32, F16, BF16 (when the CPU has AVX2/FMA/F16C), a dequantize-then-dot path for every other
+// dequantizable type. Each row's result does not depend on the pool or its size.
 void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool,
-           QgemvMode mode = QgemvMode::kFloatActivations);
+           QgemvMode mode = QgemvMode::kInt16Activations);
+
+// Several products with the same x (and width) in one fork-join: x is quantized once and the
+// rows of all matrices are split over the pool together (a layer's Q, K, V; gate and up).
+// Results equal qgemv's for each matrix.
+struct QgemvJob {
+  const QuantMatrix* w;
+  float* y;
+};
+void qgemv_many(const QgemvJob* jobs, int n_jobs, const float* x, ThreadPool* pool,
+                QgemvMode mode = QgemvMode::kInt16Activations);
+
+// The 16-bit-activation path's portable (non-SIMD) code alone, for tests comparing the two.
+void qgemv_int16_portable(const QuantMatrix& w, const float* x, float* y);
 
 // The portable path alone (for tests comparing the two).
 void qgemv_reference(const QuantMatrix& w, const float* x, float* y);

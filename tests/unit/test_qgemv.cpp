@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/format/ggml_types.h"
+#include "engine/format/gguf_writer.h"
 #include "engine/backend/qgemv.h"
 #include "engine/util/thread_pool.h"
 
@@ -51,13 +52,15 @@ std::vector<uint8_t> random_matrix(GgmlType type, int64_t rows, int64_t cols, st
 // y against the reference, row by row: |y - ref| <= bound, bound = quantization term (int8
 // activations) + float rounding (1e-5 of Σ|w x| + 1e-6).
 void expect_within(const QuantMatrix& w, const std::vector<float>& x, const std::vector<float>& y,
-                   bool int8, const char* what) {
+                   bool int8, const char* what, double levels = 0.0) {
+  // levels > 0: activations quantized with step max|x| / levels (127 for int8, 32767 for int16).
+  if (int8) levels = 127.0;
   std::vector<float> row(size_t(w.cols));
   std::vector<double> step(size_t((w.cols + 31) / 32));  // a partial last block reads as 0
   for (size_t b = 0; b < size_t(w.cols / 32); ++b) {
     float mx = 0;
     for (int j = 0; j < 32; ++j) mx = std::max(mx, std::fabs(x[b * 32 + size_t(j)]));
-    step[b] = double(mx) / 127.0;
+    step[b] = levels > 0 ? double(mx) / levels : 0.0;
   }
   for (int64_t r = 0; r < w.rows; ++r) {
     dequantize_row(w.type, w.data + uint64_t(r) * w.row_bytes, row.data(), w.cols);
@@ -67,7 +70,7 @@ void expect_within(const QuantMatrix& w, const std::vector<float>& x, const std:
       mag += std::fabs(double(row[size_t(j)]) * x[size_t(j)]);
       quant += step[size_t(j / 32)] / 2 * std::fabs(row[size_t(j)]);
     }
-    const double bound = (int8 ? quant * 1.001 : 0.0) + 1e-5 * mag + 1e-6;
+    const double bound = quant * 1.001 + 1e-5 * mag + 1e-6;
     ASSERT_LE(std::fabs(double(y[size_t(r)]) - ref), bound)
         << what << " row " << r << ": got " << y[size_t(r)] << ", reference " << ref;
   }
@@ -152,6 +155,92 @@ TEST(Qgemv, HalfPrecisionRowsGiveTheProduct) {
   }
 }
 
+// The 16-bit-activation integer path (the default), for every block type it covers: the AVX2
+// code and the portable code each within their bound of the float64 product of the reference
+// dequantization (dequantize_row): per block of 32, d_x / 2 * Σ|w_j| with d_x = max|x| / 32767,
+// plus float rounding; the pool does not change a value; and several products in one
+// qgemv_many equal the single ones. Weights are random Gaussian rows quantized with the GGUF
+// writer's quantizers (realistic scales), plus one row of random bytes with finite scales (every
+// code, extreme sub-block scales) for the types whose any bytes are a valid block.
+TEST(Qgemv, Int16ActivationsWithinBoundForEveryBlockType) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> gauss(0.f, 1.f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  ThreadPool pool(2);
+  const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                            GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+  for (GgmlType type : types) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{96, 512}, {200, 1536}}) {
+      const uint64_t rb = ggml_row_bytes(type, cols);
+      std::vector<uint8_t> data(size_t(rows) * rb);
+      std::vector<float> src(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : src) v = gauss(rng) * 0.05f;
+        quantize_row_into(type, src.data(), cols, data.data() + uint64_t(r) * rb);
+      }
+      QuantMatrix w{type, data.data(), rows, cols, rb};
+      std::vector<float> x(static_cast<size_t>(cols));
+      for (auto& v : x) v = gauss(rng);
+      x[3] = 40.f;
+      x[size_t(cols) - 5] = -25.f;
+      std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // an all-zero block
+      std::vector<float> y(static_cast<size_t>(rows)), yp(y), yport(y), ym(y), ym2(y);
+      qgemv(w, x.data(), y.data(), nullptr);
+      qgemv(w, x.data(), yp.data(), &pool);
+      qgemv_int16_portable(w, x.data(), yport.data());
+      const std::string name = std::string(ggml_type_name(type)) + " " + std::to_string(rows) +
+                               "x" + std::to_string(cols);
+      expect_within(w, x, y, false, (name + " int16").c_str(), 32767.0);
+      expect_within(w, x, yport, false, (name + " int16 portable").c_str(), 32767.0);
+      EXPECT_EQ(y, yp) << name << ": the thread pool changed a result";
+      // Two matrices in one call: each equals its single product.
+      const QgemvJob jobs[2] = {{&w, ym.data()}, {&w, ym2.data()}};
+      qgemv_many(jobs, 2, x.data(), &pool);
+      EXPECT_EQ(ym, y) << name;
+      EXPECT_EQ(ym2, y) << name;
+    }
+  }
+}
+
+// As above with rows of random bytes (only the fp16 scales set to finite values): every code
+// and sub-block scale / min the layouts allow, so a wrong bit position in any of them shows.
+TEST(Qgemv, Int16ActivationsOnRandomBlocks) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> gauss(0.f, 1.f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.0005f, 0.01f), offset(-0.1f, 0.1f);
+  struct Layout {
+    GgmlType type;
+    int block, elems;
+    std::vector<int> half_at;  // byte offsets of fp16 fields in a block
+  };
+  const Layout layouts[] = {{GgmlType::kQ4_0, 18, 32, {0}},   {GgmlType::kQ4_1, 20, 32, {0, 2}},
+                            {GgmlType::kQ5_0, 22, 32, {0}},   {GgmlType::kQ5_1, 24, 32, {0, 2}},
+                            {GgmlType::kQ8_0, 34, 32, {0}},   {GgmlType::kQ4_K, 144, 256, {0, 2}},
+                            {GgmlType::kQ5_K, 176, 256, {0, 2}}, {GgmlType::kQ6_K, 210, 256, {208}}};
+  for (const Layout& lay : layouts) {
+    const int64_t rows = 40, cols = 768;
+    const uint64_t rb = ggml_row_bytes(lay.type, cols);
+    std::vector<uint8_t> data(size_t(rows) * rb);
+    for (auto& b : data) b = uint8_t(byte(rng));
+    for (size_t off = 0; off < data.size(); off += size_t(lay.block))
+      for (size_t k = 0; k < lay.half_at.size(); ++k) {
+        const uint16_t h = f2h(k == 1 && lay.elems == 32 ? offset(rng) : scale(rng));
+        std::memcpy(&data[off + size_t(lay.half_at[k])], &h, 2);
+      }
+    QuantMatrix w{lay.type, data.data(), rows, cols, rb};
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (auto& v : x) v = gauss(rng);
+    x[10] = -30.f;
+    std::vector<float> y(static_cast<size_t>(rows)), yport(y);
+    qgemv(w, x.data(), y.data(), nullptr);
+    qgemv_int16_portable(w, x.data(), yport.data());
+    const std::string name = std::string(ggml_type_name(lay.type)) + " random blocks";
+    expect_within(w, x, y, false, name.c_str(), 32767.0);
+    expect_within(w, x, yport, false, (name + " portable").c_str(), 32767.0);
+  }
+}
+
 TEST(Qgemv, Int8ActivationsHandleZeroAndTinyBlocks) {
   std::mt19937 rng(3);
   const int64_t rows = 64, cols = 128;
@@ -161,7 +250,7 @@ TEST(Qgemv, Int8ActivationsHandleZeroAndTinyBlocks) {
   for (int64_t j = 32; j < 64; ++j) x[size_t(j)] = 1e-30f;  // block 1 tiny
   for (int64_t j = 64; j < cols; ++j) x[size_t(j)] = float(j % 7) - 3.f;
   std::vector<float> y(static_cast<size_t>(rows));
-  qgemv(w, x.data(), y.data(), nullptr);
+  qgemv(w, x.data(), y.data(), nullptr, QgemvMode::kInt8Activations);
   for (float v : y) ASSERT_TRUE(std::isfinite(v));
   expect_within(w, x, y, true, "zero and tiny blocks");
 }
@@ -260,7 +349,7 @@ TEST(LinearQ, KQuantRowsMatchTheReferenceBitForBit) {
     std::vector<float> y1(static_cast<size_t>(rows));
     for (auto& v : x) v = gauss(rng);
     linear_q(x.data(), w, y.data(), 3, nullptr);
-    qgemv(w, x.data(), y1.data(), nullptr);
+    qgemv(w, x.data(), y1.data(), nullptr, QgemvMode::kFloatActivations);
     for (int64_t j = 0; j < rows; ++j) {
       double acc = 0, mag = 0;
       for (int64_t t = 0; t < cols; ++t) {
