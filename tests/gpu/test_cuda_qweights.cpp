@@ -81,7 +81,9 @@ void check_model(const std::filesystem::path& path, const std::string& tag) {
   while (ids.size() < 400) ids.insert(ids.end(), text.begin(), text.end());
   ids.resize(400);
   auto cpu = make_cpu_backend(model, {});
-  auto gpu = make_cuda_backend(model, {});  // gpu_weights: native (the default)
+  BackendOptions native;
+  native.gpu_weights = GpuWeights::kNative;
+  auto gpu = make_cuda_backend(model, native);
   std::string why;
   const bool fused = gpu->fused_decode(&why);
   std::printf("%s: %.1f MiB of device memory; decode %s\n", tag.c_str(),
