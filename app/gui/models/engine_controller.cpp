@@ -38,7 +38,12 @@ uint64_t EngineController::post(const QString& tag, std::function<void(uint64_t)
   return id;
 }
 
-void EngineController::pushToGui(std::function<void()> emit) { m_outbox.push(std::move(emit)); }
+void EngineController::pushToGui(std::function<void()> fn) {
+  m_outbox.push(std::move(fn));
+  QMetaObject::invokeMethod(this, &EngineController::deliver, Qt::QueuedConnection);
+}
+
+void EngineController::deliver() { m_outbox.deliver(); }
 
 uint64_t EngineController::loadModel(const QString& path) {
   EngineWorker* w = m_worker;

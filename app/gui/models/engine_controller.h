@@ -70,9 +70,10 @@ class EngineController : public QObject {
  private:
   uint64_t post(const QString& tag, std::function<void(uint64_t)> work);
   // The engine -> GUI hand-off (GuiOutbox): the worker's emissions run here, in order.
-  void pushToGui(std::function<void()> emit);
+  void pushToGui(std::function<void()> fn);
+  void deliver();
   friend class EngineWorker;
-  GuiOutbox m_outbox{this};
+  GuiOutbox m_outbox;
   RequestQueue m_queue;
   std::atomic<bool> m_cancel{false};
   std::atomic<bool> m_busy{false};

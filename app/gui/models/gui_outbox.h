@@ -1,13 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// A worker thread -> GUI thread hand-off: push() queues a function under a mutex and posts a
-// delivery to the owner's thread, which runs the queued functions in order. The data crosses
-// threads under this mutex rather than inside Qt's event queue, so ThreadSanitizer can check the
-// hand-off (Qt is not instrumented). Member of the QObject it delivers to: deliveries posted to
-// that object are dropped with it, so nothing runs after it is gone.
+// A worker thread -> GUI thread hand-off: push() queues a function under a mutex, the owning
+// QObject posts its delivery slot, which runs the queued functions in order on its thread. The
+// data crosses threads under this mutex rather than inside Qt's event queue, so ThreadSanitizer
+// can check the hand-off (Qt is not instrumented). A member of the QObject it delivers to:
+// deliveries posted to that object are dropped with it, so nothing runs after it is gone.
 #pragma once
-
-#include <QMetaObject>
-#include <QObject>
 
 #include <deque>
 #include <functional>
@@ -17,19 +14,17 @@ namespace sinkscope::gui {
 
 class GuiOutbox {
  public:
-  explicit GuiOutbox(QObject* owner) : m_owner(owner) {}
-
+  // On any thread: queues fn. The owner then posts its own delivery slot, a member function
+  // (QMetaObject::invokeMethod(owner, &Owner::deliver, Qt::QueuedConnection)): a posted lambda
+  // would carry its captures through Qt's queue, where ThreadSanitizer cannot see the hand-off.
   void push(std::function<void()> fn) {
-    {
-      std::lock_guard lock(m_mutex);
-      m_queue.push_back(std::move(fn));
-    }
-    QMetaObject::invokeMethod(m_owner, [this] { deliver(); }, Qt::QueuedConnection);
+    std::lock_guard lock(m_mutex);
+    m_queue.push_back(std::move(fn));
   }
 
- private:
-  // One pass may find several functions (or none, when an earlier pass took them); they are
-  // taken one at a time so a receiver that spins the event loop keeps their order.
+  // On the owner's thread: runs what is queued. One pass may find several functions (or none,
+  // when an earlier pass took them); they are taken one at a time so a receiver that spins the
+  // event loop keeps their order.
   void deliver() {
     for (;;) {
       std::function<void()> fn;
@@ -43,7 +38,7 @@ class GuiOutbox {
     }
   }
 
-  QObject* m_owner;
+ private:
   std::mutex m_mutex;
   std::deque<std::function<void()>> m_queue;
 };

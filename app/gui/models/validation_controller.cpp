@@ -142,6 +142,11 @@ void ValidationController::work(ValidationJob job) {
   }
 }
 
-void ValidationController::pushToGui(std::function<void()> emit) { m_outbox.push(std::move(emit)); }
+void ValidationController::pushToGui(std::function<void()> fn) {
+  m_outbox.push(std::move(fn));
+  QMetaObject::invokeMethod(this, &ValidationController::deliver, Qt::QueuedConnection);
+}
+
+void ValidationController::deliver() { m_outbox.deliver(); }
 
 }  // namespace sinkscope::gui

@@ -83,9 +83,10 @@ class ValidationController : public QObject {
 
  private:
   void work(ValidationJob job);  // on the worker thread
-  void pushToGui(std::function<void()> emit);
+  void pushToGui(std::function<void()> fn);
+  void deliver();
 
-  GuiOutbox m_outbox{this};
+  GuiOutbox m_outbox;
   std::atomic<bool> m_cancel{false};
   std::unique_ptr<QThread> m_thread;
   bool m_running = false;  // GUI thread only
