@@ -38,18 +38,8 @@ void rows_generic(const QuantMatrix& w, const float* x, float* y, int64_t r0, in
 
 #ifdef SINKSCOPE_X86
 
-SINKSCOPE_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-SINKSCOPE_AVX2 inline float h2f(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+using simd::hsum;
+using simd::h2f;
 
 // Σ q_j x_j over one block of 32 4-bit values: byte j holds element j (low nibble) and
 // element j + 16 (high nibble), as in ggml.

@@ -169,18 +169,8 @@ void quantize_portable(const float* x, int64_t n, XQ16& out) {
 // ---- AVX2 ----------------------------------------------------------------------------------
 #ifdef SINKSCOPE_X86
 
-SINKSCOPE_AVX2 inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-SINKSCOPE_AVX2 inline float h2f(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+using simd::hsum;
+using simd::h2f;
 
 SINKSCOPE_AVX2 inline __m128i load16(const uint8_t* p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));

@@ -5,6 +5,9 @@
 // a portable path beside every AVX2 one and choose with `simd::have_avx2()`.
 #pragma once
 
+#include <cstdint>
+#include <cstring>
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #define SINKSCOPE_X86 1
@@ -62,6 +65,21 @@ SINKSCOPE_AVX2 inline __m256d exp4d(__m256d x) {
       _mm256_add_epi64(_mm256_cvtepi32_epi64(ki), _mm256_set1_epi64x(1023)), 52);
   return _mm256_andnot_pd(under, _mm256_mul_pd(p, _mm256_castsi256_pd(e)));
 }
+// The sum of v's eight lanes.
+SINKSCOPE_AVX2 inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// The fp16 value at p (ggml block scales; unaligned).
+SINKSCOPE_AVX2 inline float h2f(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
 #endif
 
 }  // namespace sinkscope::simd
