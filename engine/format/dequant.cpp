@@ -135,47 +135,30 @@ inline void k_scale_min(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 // Q4_K: {fp16 d; fp16 dmin; u8 scales[12]; u8 qs[128]}; 8 sub-blocks of 32. Each 32-byte group of
 // qs serves two sub-blocks: low nibbles the first, high nibbles the second.
 // value = (d * sc) * q - (dmin * m).
-void dq_q4_k(const uint8_t* src, float* y, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, src += 144) {
-    const float d = load_half(src);
-    const float dmin = load_half(src + 2);
-    const uint8_t* scales = src + 4;
-    const uint8_t* q = src + 16;
-    for (int c = 0; c < 4; ++c, q += 32, y += 64) {
-      uint8_t sc, m;
-      k_scale_min(2 * c, scales, &sc, &m);
-      const float d1 = d * sc, m1 = dmin * m;
-      k_scale_min(2 * c + 1, scales, &sc, &m);
-      const float d2 = d * sc, m2 = dmin * m;
-      for (int l = 0; l < 32; ++l) y[l] = d1 * static_cast<float>(q[l] & 0x0f) - m1;
-      for (int l = 0; l < 32; ++l) y[l + 32] = d2 * static_cast<float>(q[l] >> 4) - m2;
-    }
-  }
-}
-
 // Q5_K: {fp16 d; fp16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]}. As Q4_K, plus bit s of qh[l]
 // is bit 4 of element l of sub-block s.
-void dq_q5_k(const uint8_t* src, float* y, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, src += 176) {
+template <bool kFive>
+void dq_q45_k(const uint8_t* src, float* y, int64_t nb) {
+  constexpr int kBytes = kFive ? 176 : 144;
+  for (int64_t b = 0; b < nb; ++b, src += kBytes) {
     const float d = load_half(src);
     const float dmin = load_half(src + 2);
     const uint8_t* scales = src + 4;
     const uint8_t* qh = src + 16;
-    const uint8_t* q = src + 48;
+    const uint8_t* q = src + (kFive ? 48 : 16);
     for (int c = 0; c < 4; ++c, q += 32, y += 64) {
-      uint8_t sc, m;
-      k_scale_min(2 * c, scales, &sc, &m);
-      const float d1 = d * sc, m1 = dmin * m;
-      k_scale_min(2 * c + 1, scales, &sc, &m);
-      const float d2 = d * sc, m2 = dmin * m;
-      const int s1 = 2 * c, s2 = 2 * c + 1;
-      for (int l = 0; l < 32; ++l) {
-        const int v = (q[l] & 0x0f) | (((qh[l] >> s1) & 1) << 4);
-        y[l] = d1 * static_cast<float>(v) - m1;
-      }
-      for (int l = 0; l < 32; ++l) {
-        const int v = (q[l] >> 4) | (((qh[l] >> s2) & 1) << 4);
-        y[l + 32] = d2 * static_cast<float>(v) - m2;
+      for (int half = 0; half < 2; ++half) {
+        const int s = 2 * c + half;
+        uint8_t sc, m;
+        k_scale_min(s, scales, &sc, &m);
+        const float d1 = d * sc, m1 = dmin * m;
+        const int shift = 4 * half;
+        float* out = y + 32 * half;
+        for (int l = 0; l < 32; ++l) {
+          int v = (q[l] >> shift) & 0x0f;
+          if constexpr (kFive) v |= ((qh[l] >> s) & 1) << 4;
+          out[l] = d1 * static_cast<float>(v) - m1;
+        }
       }
     }
   }
@@ -252,9 +235,9 @@ void dequantize_row(GgmlType t, const void* src_v, float* dst, int64_t n) {
     case GgmlType::kMXFP4:
       return dq_mxfp4(src, dst, nb);
     case GgmlType::kQ4_K:
-      return dq_q4_k(src, dst, nb);
+      return dq_q45_k<false>(src, dst, nb);
     case GgmlType::kQ5_K:
-      return dq_q5_k(src, dst, nb);
+      return dq_q45_k<true>(src, dst, nb);
     case GgmlType::kQ6_K:
       return dq_q6_k(src, dst, nb);
     default:

@@ -17,6 +17,7 @@
 #include "engine/backend/backend.h"
 #include "engine/format/gguf_writer.h"
 #include "engine/util/json_io.h"
+#include "tests/unit/gguf_edit_support.h"
 #include "tests/unit/oracle_support.h"
 #include "engine/model/sampler.h"
 #include "engine/util/sha256.h"
@@ -26,6 +27,7 @@ namespace sinkscope {
 namespace {
 
 namespace fs = std::filesystem;
+using gguf_edit::load_error;
 using oracle::ids_of;
 using oracle::kMaxLogitDiff;
 using oracle::max_diff;
@@ -44,33 +46,11 @@ const Json& manifest() {
 const Json& find_case(const std::string& name) { return oracle::find_case(manifest(), name); }
 
 
-// A copy of a GGUF file without the tensors in `drop` and the metadata keys in `drop_keys`, its
-// metadata changed by `edit`.
+// A copy of an oracle GGUF with tensors / metadata keys dropped or edited (gguf_edit_support.h).
 fs::path copy_gguf(const fs::path& src, const std::string& tag, const std::set<std::string>& drop,
                    const std::function<void(GgufWriter&)>& edit = {},
                    const std::set<std::string>& drop_keys = {}) {
-  const auto f = GgufFile::open(src);
-  GgufWriter w(f->version(), f->alignment());
-  for (const auto& [k, v] : f->metadata())
-    if (k != "general.alignment" && !drop_keys.count(k)) w.set_value(k, v);
-  for (const GgufTensorInfo& t : f->tensors())
-    if (!drop.count(t.name))
-      w.add_raw_tensor(t.name, t.dims, t.type, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  if (edit) edit(w);
-  const fs::path dir = fs::temp_directory_path() / "sinkscope_family_oracles";
-  fs::create_directories(dir);
-  const fs::path out = dir / (tag + ".gguf");
-  w.write(out);
-  return out;
-}
-
-std::string load_error(const fs::path& p) {
-  try {
-    Model::load(p);
-  } catch (const ModelError& e) {
-    return e.what();
-  }
-  return "(loaded without error)";
+  return gguf_edit::copy_gguf(src, "sinkscope_family_oracles", tag, drop, edit, drop_keys);
 }
 
 TEST(FamilyOracles, ManifestListsTheCasesAndFilesAreIntact) {

@@ -16,12 +16,14 @@
 #include "engine/backend/backend.h"
 #include "engine/format/gguf_writer.h"
 #include "engine/util/json_io.h"
+#include "tests/unit/gguf_edit_support.h"
 #include "tests/unit/oracle_support.h"
 
 namespace sinkscope {
 namespace {
 
 namespace fs = std::filesystem;
+using gguf_edit::load_error;
 using oracle::ids_of;
 using oracle::kMaxLogitDiff;
 using oracle::read_file;
@@ -37,32 +39,11 @@ const Json& the_case() {
 
 fs::path gguf_path() { return oracle_dir() / the_case().at("gguf").get<std::string>(); }
 
-// A copy of the oracle GGUF without the tensors in `drop`, then edited by `edit`.
+// A copy of the oracle GGUF with tensors / metadata keys dropped or edited (gguf_edit_support.h).
 fs::path copy_gguf(const std::string& tag, const std::set<std::string>& drop,
                    const std::function<void(GgufWriter&)>& edit = {},
                    const std::set<std::string>& drop_keys = {}) {
-  const auto f = GgufFile::open(gguf_path());
-  GgufWriter w(f->version(), f->alignment());
-  for (const auto& [k, v] : f->metadata())
-    if (k != "general.alignment" && !drop_keys.count(k)) w.set_value(k, v);
-  for (const GgufTensorInfo& t : f->tensors())
-    if (!drop.count(t.name))
-      w.add_raw_tensor(t.name, t.dims, t.type, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  if (edit) edit(w);
-  const fs::path dir = fs::temp_directory_path() / "sinkscope_gpt_oss";
-  fs::create_directories(dir);
-  const fs::path out = dir / (tag + ".gguf");
-  w.write(out);
-  return out;
-}
-
-std::string load_error(const fs::path& p) {
-  try {
-    Model::load(p);
-  } catch (const ModelError& e) {
-    return e.what();
-  }
-  return "(loaded without error)";
+  return gguf_edit::copy_gguf(gguf_path(), "sinkscope_gpt_oss", tag, drop, edit, drop_keys);
 }
 
 // Max |dlogit| against the oracle over every prompt (prefill + decode), and argmax agreement.
