@@ -13,7 +13,11 @@
 #              (needs the evaluation text: .model/kjv.txt or setup.sh --eval-data)
 #   latency    bench_view_latency --backend cuda: the workbench's control change -> every view's
 #              data, engine side, for a 2K-token prompt
-# Usage: bash scripts/gpu.sh [attention|backend|kv|latency|all]   (default all)
+#   scale      tests/gpu/run_scale.sh: 7-8B-shape random-weight files, their speed and device
+#              memory from 8K to 128K tokens, the sparse prefill saving at the 8B attention shape,
+#              TTFT dense vs calibrated sparse with quality on SmolLM2, view latency at 32K
+#              (several minutes per stage; STAGES picks some)
+# Usage: bash scripts/gpu.sh [attention|backend|kv|latency|scale|all]   (default all but scale)
 #   BUILD_ONLY=1   build every GPU target and stop      LOGS=<file.tgz>  also pack every log
 #   GPU_OUT=<dir>  where the logs and CSV go (default build/gpu-results/<part>/; never the source tree)
 #   Options of the two scripts pass through (QUICK, SKIP_*, REPS, SOAK_RUNS, TRACE_PRESETS, MODEL).
@@ -54,13 +58,14 @@ case "$PART" in
   backend) run_part backend "$ROOT/tests/gpu/run_backend_gpu.sh" ;;
   kv) run_part kv "$ROOT/tests/gpu/run_kv_eval.sh" ;;
   latency) run_part latency "$ROOT/tests/gpu/run_latency.sh" ;;
+  scale) run_part scale "$ROOT/tests/gpu/run_scale.sh" ;;
   all)
     run_part attention "$ROOT/tests/gpu/run_gpu.sh"
     run_part backend "$ROOT/tests/gpu/run_backend_gpu.sh"
     run_part latency "$ROOT/tests/gpu/run_latency.sh"
     run_part kv "$ROOT/tests/gpu/run_kv_eval.sh"
     ;;
-  *) echo "usage: bash scripts/gpu.sh [attention|backend|kv|latency|all]" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/gpu.sh [attention|backend|kv|latency|scale|all]" >&2; exit 2 ;;
 esac
 
 if [[ -n "${LOGS:-}" ]]; then
@@ -69,10 +74,10 @@ fi
 
 echo
 echo "================ SinkScope GPU summary ($(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)) ================"
-for name in attention backend latency kv; do
+for name in attention backend latency kv scale; do
   [[ -f "$BASE_OUT/$name.log" ]] || continue
   echo "--- $name"
-  grep -E "^(RESULT|tests:|fused decode kernels:|test_cupti:|tracing overhead|lowest overhead|soak|speed-up vs best HF|SKIP|control change ->|\| W=|\| dense|\| int|SUMMARY)" \
+  grep -E "^(RESULT|tests:|fused decode kernels:|test_cupti:|tracing overhead|lowest overhead|soak|speed-up vs best HF|SKIP|control change ->|\| W=|\| dense|\| int|\| [0-9a-z]|=== skip sweep|SUMMARY)" \
     "$BASE_OUT/$name.log" | head -30
 done
 exit $rc

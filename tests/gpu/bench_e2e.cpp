@@ -3,9 +3,10 @@
 // prompt and greedy decode tokens/s (256 tokens after that prompt), median of several
 // repetitions, decode with CUDA Graphs and eagerly. Prints a table; optional CSV.
 //   bench_e2e [--csv FILE] [--ids FILE] [--prompt N] [--decode N] [--reps N]
-//             [--weights native|bf16]
+//             [--weights native|bf16] [--no-eager]
 // --weights: projections in their file format on the GPU (default) or all bf16 (BackendOptions::
 // gpu_weights); the device weight bytes are printed with the table.
+// --no-eager: only the CUDA-graph engine (long prompts, where the eager row adds nothing).
 // --ids writes the prompt's token ids (one line, space-separated) for hf_e2e_bench.py.
 // Without a GPU or the model: "SKIP: <reason>", exit 0.
 #include <algorithm>
@@ -88,6 +89,7 @@ int main(int argc, char** argv) {
   std::string csv, ids_path;
   int n_prompt = 2048, n_decode = 256, reps = 5;
   GpuWeights weights = GpuWeights::kBf16;
+  bool with_eager = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -101,13 +103,15 @@ int main(int argc, char** argv) {
       n_decode = std::atoi(next().c_str());
     else if (a == "--reps")
       reps = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--no-eager")
+      with_eager = false;
     else if (a == "--weights" && parse_gpu_weights(argv[i + 1 < argc ? i + 1 : i]))
       weights = *parse_gpu_weights(next());
     else {
       std::fprintf(
           stderr,
           "usage: bench_e2e [--csv FILE] [--ids FILE] [--prompt N] [--decode N] [--reps N] "
-          "[--weights native|bf16]\n");
+          "[--weights native|bf16] [--no-eager]\n");
       return 2;
     }
   }
@@ -128,12 +132,14 @@ int main(int argc, char** argv) {
     opt.max_context = n_prompt + n_decode;
     opt.gpu_weights = weights;
     auto graphs = make_cuda_backend(model, opt);
-    CudaBackendOptions eager_opt;
-    eager_opt.tuning.cuda_graphs = false;
-    auto eager = make_cuda_backend(model, opt, eager_opt);
-
     const Result rg = bench(*graphs, prompt, n_decode, reps);
-    const Result re = bench(*eager, prompt, n_decode, reps);
+    Result re;
+    if (with_eager) {
+      CudaBackendOptions eager_opt;
+      eager_opt.tuning.cuda_graphs = false;
+      auto eager = make_cuda_backend(model, opt, eager_opt);
+      re = bench(*eager, prompt, n_decode, reps);
+    }
     const CudaGraphStats s = graphs->graph_stats();
     std::printf("device: %s   model: %s\n", graphs->name().c_str(),
                 path.filename().string().c_str());
@@ -160,15 +166,17 @@ int main(int argc, char** argv) {
         "|----------------------|---------------|------------|--------------|---------------|\n");
     std::printf("| sinkscope cuda graph | %13.0f | %10.2f | %12.1f | %13.3f |\n", rg.prefill_tps,
                 rg.prefill_ms, rg.decode_tps, rg.decode_ms_per_tok);
-    std::printf("| sinkscope cuda eager | %13.0f | %10.2f | %12.1f | %13.3f |\n", re.prefill_tps,
-                re.prefill_ms, re.decode_tps, re.decode_ms_per_tok);
+    if (with_eager)
+      std::printf("| sinkscope cuda eager | %13.0f | %10.2f | %12.1f | %13.3f |\n",
+                  re.prefill_tps, re.prefill_ms, re.decode_tps, re.decode_ms_per_tok);
     if (!csv.empty()) {
       std::ofstream f(csv);
       f << "engine,weights,prompt,decode,prefill_tok_s,decode_tok_s\n";
       f << "sinkscope_graph," << gpu_weights_name(weights) << "," << n_prompt << "," << n_decode << "," << rg.prefill_tps << ","
         << rg.decode_tps << "\n";
-      f << "sinkscope_eager," << gpu_weights_name(weights) << "," << n_prompt << "," << n_decode << "," << re.prefill_tps << ","
-        << re.decode_tps << "\n";
+      if (with_eager)
+        f << "sinkscope_eager," << gpu_weights_name(weights) << "," << n_prompt << ","
+          << n_decode << "," << re.prefill_tps << "," << re.decode_tps << "\n";
     }
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
