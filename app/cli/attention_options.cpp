@@ -2,6 +2,7 @@
 #include "app/cli/attention_options.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <vector>
 
 namespace sinkscope::cli {
@@ -61,22 +62,40 @@ void add_backend_option(ArgParser& p) {
            "bf16 (default: every matrix converted to bf16, the fastest decode) | native "
            "(Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K projections stay quantized: about a third of the "
            "memory, slower decode)");
+  p.option("--sparse-decode", "MODE",
+           "auto (default: a dynamic-sparse decode step runs the dense attention kernels where "
+           "the sparse ones are predicted slower, CUDA only) | always (the sparse kernels "
+           "whenever lambda > 0)");
 }
 
-GpuWeights parse_gpu_weights_option(const ArgParser& p) {
-  const auto v = p.get("--gpu-weights");
-  if (!v) return GpuWeights::kBf16;
-  const auto w = parse_gpu_weights(*v);
-  if (!w) throw UsageError("--gpu-weights: expected native or bf16, got '" + *v + "'");
-  return *w;
+BackendChoice parse_backend_choice(const ArgParser& p) {
+  BackendChoice c;
+  if (const auto v = p.get("--backend")) {
+    const auto k = parse_backend_kind(*v);
+    if (!k) throw UsageError("--backend: expected auto, cpu or cuda, got '" + *v + "'");
+    c.kind = *k;
+  }
+  if (const auto v = p.get("--gpu-weights")) {
+    const auto w = parse_gpu_weights(*v);
+    if (!w) throw UsageError("--gpu-weights: expected native or bf16, got '" + *v + "'");
+    c.gpu_weights = *w;
+  }
+  if (const auto v = p.get("--sparse-decode")) {
+    if (*v == "auto")
+      c.sparse_decode = SparseDecodeKernels::kAuto;
+    else if (*v == "always")
+      c.sparse_decode = SparseDecodeKernels::kAlways;
+    else
+      throw UsageError("--sparse-decode: expected auto or always, got '" + *v + "'");
+  }
+  return c;
 }
 
-BackendKind parse_backend_option(const ArgParser& p) {
-  const auto v = p.get("--backend");
-  if (!v) return BackendKind::kAuto;
-  const auto k = parse_backend_kind(*v);
-  if (!k) throw UsageError("--backend: expected auto, cpu or cuda, got '" + *v + "'");
-  return *k;
+std::unique_ptr<Backend> open_backend(std::shared_ptr<const Model> model, BackendOptions opt,
+                                      const BackendChoice& choice, std::string* note) {
+  opt.gpu_weights = choice.gpu_weights;
+  opt.sparse_decode = choice.sparse_decode;
+  return make_backend(std::move(model), opt, choice.kind, note);
 }
 
 namespace {
@@ -125,6 +144,45 @@ Json attention_json(const AttentionSettings& s, const AttentionProbes& probes) {
   j["prefill"] = phase_json(probes, false);
   j["decode"] = phase_json(probes, true);
   return j;
+}
+
+}  // namespace sinkscope::cli
+
+namespace sinkscope::cli {
+
+Json decode_path_json(const DecodePathStats& d) {
+  if (!d.chooses) return Json();
+  Json j;
+  j["sparse_steps"] = static_cast<long long>(d.sparse_steps);
+  j["dense_steps"] = static_cast<long long>(d.dense_steps);
+  j["measuring_steps"] = static_cast<long long>(d.probe_steps);
+  j["last_kernels"] = d.sparse_steps + d.dense_steps == 0 ? "none"
+                      : d.last_sparse                     ? "sparse"
+                                                          : "dense";
+  j["last_kv_len"] = static_cast<long long>(d.last_kv_len);
+  if (d.skipped_estimate >= 0) j["skipped_estimate"] = d.skipped_estimate;
+  if (d.predicted_ratio > 0) j["predicted_sparse_over_dense"] = d.predicted_ratio;
+  return j;
+}
+
+std::string decode_path_line(const DecodePathStats& d) {
+  if (!d.chooses || d.sparse_steps + d.dense_steps == 0) return "";
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "sparse decode: %lld steps ran the sparse kernels (%lld to measure the skipped "
+                "share), %lld the dense ones",
+                static_cast<long long>(d.sparse_steps), static_cast<long long>(d.probe_steps),
+                static_cast<long long>(d.dense_steps));
+  std::string line = buf;
+  if (d.dense_steps > 0 && d.predicted_ratio > 0) {
+    std::snprintf(buf, sizeof buf,
+                  " (sparse predicted %.2fx the dense time at %lld cached tokens, %.0f %% of "
+                  "tiles skipped)",
+                  d.predicted_ratio, static_cast<long long>(d.last_kv_len),
+                  100.0 * d.skipped_estimate);
+    line += buf;
+  }
+  return line;
 }
 
 }  // namespace sinkscope::cli

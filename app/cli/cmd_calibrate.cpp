@@ -63,8 +63,7 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
   const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
   BackendOptions bopts = make_backend_options(model->config(), threads, max_len);
   std::string note;
-  bopts.gpu_weights = parse_gpu_weights_option(p);
-  auto backend = make_backend(model, bopts, parse_backend_option(p), &note);
+  auto backend = open_backend(model, bopts, parse_backend_choice(p), &note);
   if (!note.empty() && !json_out) err << "sinkscope-cli: " << note << "\n";
   const auto tokens = model->tokenizer().encode(text);
   if (int(tokens.size()) < max_len)

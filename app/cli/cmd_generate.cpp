@@ -62,6 +62,7 @@ void write_json(std::ostream& out, const GenerateArgs& a, const Model& model,
   j["prefill_tokens_per_s"] = r.prefill_tokens_per_s();
   j["decode_tokens_per_s"] = r.decode_tokens_per_s();
   j["attention"] = attention_json(backend.attention(), backend.probes());
+  j["decode_path"] = decode_path_json(backend.decode_path_stats());
   out << dump_json(j) << "\n";
   out.flush();
 }
@@ -79,8 +80,7 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
   bopts.attention = a.attention;
   std::string backend_note;
-  bopts.gpu_weights = a.gpu_weights;
-  auto backend = make_backend(model, bopts, a.backend, &backend_note);
+  auto backend = open_backend(model, bopts, a.backend, &backend_note);
   if (!backend_note.empty() && !a.json) err << "sinkscope-cli: " << backend_note << "\n";
 
   const Tokenizer& tok = model->tokenizer();
@@ -131,6 +131,8 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
       << static_cast<int>(r.prefill_tokens_per_s() + 0.5) << " tok/s), decode "
       << format_duration(r.decode_ms / 1000.0) << " ("
       << static_cast<int>(r.decode_tokens_per_s() + 0.5) << " tok/s)\n";
+  if (const std::string line = decode_path_line(backend->decode_path_stats()); !line.empty())
+    err << "sinkscope-cli: " << line << "\n";
   return 0;
 }
 

@@ -24,8 +24,7 @@ int run_passkey(const PasskeyArgs& a, std::ostream& out, std::ostream& err) {
   if (a.cache) bo.cache = *a.cache;
   bo.attention = a.attention;
   std::string backend_note;
-  bo.gpu_weights = a.gpu_weights;
-  auto backend = make_backend(model, bo, a.backend, &backend_note);
+  auto backend = open_backend(model, bo, a.backend, &backend_note);
   const std::string what = a.cache ? describe(*a.cache) : "full cache";
   err << "sinkscope-cli: passkey retrieval (" << what << ", " << backend->name() << ")\n";
   if (!backend_note.empty()) err << "sinkscope-cli: " << backend_note << "\n";

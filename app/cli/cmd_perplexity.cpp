@@ -25,8 +25,7 @@ int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err
   BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
   bopts.attention = a.attention;
   std::string backend_note;
-  bopts.gpu_weights = a.gpu_weights;
-  auto backend = make_backend(model, bopts, a.backend, &backend_note);
+  auto backend = open_backend(model, bopts, a.backend, &backend_note);
   if (!backend_note.empty() && !a.json) err << "sinkscope-cli: " << backend_note << "\n";
 
   const std::vector<TokenId> tokens = model->tokenizer().encode(text);

@@ -73,8 +73,7 @@ int run_quality(std::span<const std::string> args, std::ostream& out, std::ostre
                      " tokens exceed the model's trained context of " +
                      std::to_string(model->config().n_ctx_train));
   std::string note;
-  bo.gpu_weights = parse_gpu_weights_option(p);
-  auto backend = make_backend(model, bo, parse_backend_option(p), &note);
+  auto backend = open_backend(model, bo, parse_backend_choice(p), &note);
   if (!note.empty() && !json_out) err << "sinkscope-cli: " << note << "\n";
   const auto tokens = model->tokenizer().encode(text);
   if (int(tokens.size()) < longest + n_decode)

@@ -40,8 +40,7 @@ int run_comparison(const StreamPplArgs& a, const std::shared_ptr<const Model>& m
                    const StreamProgressFn& progress, std::ostream& out, std::ostream& err) {
   bo.cache.quantization.enabled = false;
   std::string note;
-  bo.gpu_weights = a.gpu_weights;
-  auto reference = make_backend(model, bo, a.backend, &note);
+  auto reference = open_backend(model, bo, a.backend, &note);
   if (reference->name() != variant.name())
     err << "sinkscope-cli: note: the reference runs on " << reference->name() << ", the "
         << kv_name(a.cache) << " stream on " << variant.name() << "\n";
@@ -132,8 +131,7 @@ int run_stream_ppl(const StreamPplArgs& a, std::ostream& out, std::ostream& err)
     bo.cache = a.cache;
   }
   std::string backend_note;
-  bo.gpu_weights = a.gpu_weights;
-  auto backend = make_backend(model, bo, a.backend, &backend_note);
+  auto backend = open_backend(model, bo, a.backend, &backend_note);
   const std::string what = a.dense ? "full cache" : a.recompute
       ? "recompute over " + std::to_string(a.cache.window_size) + " tokens, stride " + std::to_string(a.stride)
       : describe(a.cache);

@@ -113,8 +113,7 @@ int run_trace(const TraceArgs& a, std::ostream& out, std::ostream& err) {
   auto model = load_model(model_path, &err);
   BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);
   std::string note;
-  bopts.gpu_weights = a.gpu_weights;
-  auto backend = make_backend(model, bopts, a.backend, &note);
+  auto backend = open_backend(model, bopts, a.backend, &note);
   if (!note.empty()) err << "sinkscope-cli: " << note << "\n";
 
   const Tokenizer& tok = model->tokenizer();

@@ -146,8 +146,7 @@ StreamPplArgs parse_stream_ppl_args(std::span<const std::string> args) {
   auto cache = parse_cache_options(p, !a.dense);
   if (cache) a.cache = *cache;
   a.stride = int(p.get_int("--stride", 1, 1, 1 << 20));
-  a.backend = parse_backend_option(p);
-  a.gpu_weights = parse_gpu_weights_option(p);
+  a.backend = parse_backend_choice(p);
   a.vs_unquantized = p.has("--vs-unquantized");
   if (a.vs_unquantized && (!p.has("--kv") || a.recompute))
     throw UsageError("--vs-unquantized compares a --kv int8|int4 stream (not --recompute) with "
@@ -191,8 +190,7 @@ PasskeyArgs parse_passkey_args(std::span<const std::string> args) {
   a.seed = p.get_uint64("--seed", 1);
   a.threads = int(p.get_int("--threads", 0, 0, 1024));
   a.json = p.has("--json");
-  a.backend = parse_backend_option(p);
-  a.gpu_weights = parse_gpu_weights_option(p);
+  a.backend = parse_backend_choice(p);
   return a;
 }
 

@@ -3,6 +3,8 @@
 // through a bounded cache) and passkey (retrieval accuracy), and the cache options they share.
 #pragma once
 
+#include "app/cli/attention_options.h"
+
 #include "engine/backend/attention.h"
 
 #include <optional>
@@ -38,8 +40,7 @@ struct StreamPplArgs {
   bool recompute = false;    // sliding window with re-computation (reference)
   int stride = 1;            // score every k-th token (recompute's cost / k; stream/dense
                              // score the same tokens so that runs compare 1:1)
-  BackendKind backend = BackendKind::kAuto;
-  GpuWeights gpu_weights = GpuWeights::kBf16;  // --gpu-weights
+  BackendChoice backend;  // --backend, --gpu-weights, --sparse-decode
   bool vs_unquantized = false;  // --kv: also stream unquantized KV and compare (KL, top-1, ppl)
   int chunk = 64;
   int segment = 1000;
@@ -61,8 +62,7 @@ struct PasskeyArgs {
   uint64_t seed = 1;
   int threads = 0;
   bool json = false;
-  BackendKind backend = BackendKind::kAuto;
-  GpuWeights gpu_weights = GpuWeights::kBf16;  // --gpu-weights
+  BackendChoice backend;  // --backend, --gpu-weights, --sparse-decode
 };
 
 SinksArgs parse_sinks_args(std::span<const std::string> args);

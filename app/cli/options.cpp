@@ -74,8 +74,7 @@ GenerateArgs parse_generate_args(std::span<const std::string> args) {
   a.hash = p.has("--hash");
   if (a.hash && !a.json) throw UsageError("--hash needs --json");
   a.attention = parse_attention_options(p);
-  a.backend = parse_backend_option(p);
-  a.gpu_weights = parse_gpu_weights_option(p);
+  a.backend = parse_backend_choice(p);
   return a;
 }
 
@@ -108,8 +107,7 @@ PerplexityArgs parse_perplexity_args(std::span<const std::string> args) {
   a.threads = static_cast<int>(p.get_int("--threads", a.threads, 0, kMaxThreads));
   a.json = p.has("--json");
   a.attention = parse_attention_options(p);
-  a.backend = parse_backend_option(p);
-  a.gpu_weights = parse_gpu_weights_option(p);
+  a.backend = parse_backend_choice(p);
   return a;
 }
 

@@ -3,6 +3,8 @@
 // model (checks that need the model, e.g. --max-tokens against the context, happen when it runs).
 #pragma once
 
+#include "app/cli/attention_options.h"
+
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -36,8 +38,7 @@ struct GenerateArgs {
   bool json = false;
   bool hash = false;  // include the model's sha256 in --json output
   AttentionSettings attention;
-  BackendKind backend = BackendKind::kAuto;
-  GpuWeights gpu_weights = GpuWeights::kBf16;  // --gpu-weights
+  BackendChoice backend;  // --backend, --gpu-weights, --sparse-decode
 };
 
 struct PerplexityArgs {
@@ -49,8 +50,7 @@ struct PerplexityArgs {
   int threads = 0;
   bool json = false;
   AttentionSettings attention;
-  BackendKind backend = BackendKind::kAuto;
-  GpuWeights gpu_weights = GpuWeights::kBf16;  // --gpu-weights
+  BackendChoice backend;  // --backend, --gpu-weights, --sparse-decode
 };
 
 struct InfoArgs {

@@ -52,8 +52,7 @@ TraceArgs parse_trace_args(std::span<const std::string> args) {
   a.summary = p.has("--summary");
   a.threads = static_cast<int>(p.get_int("--threads", a.threads, 0, kMaxThreads));
   a.ctx = static_cast<int>(p.get_int("--ctx", a.ctx, 0, kMaxContextLimit));
-  a.backend = parse_backend_option(p);
-  a.gpu_weights = parse_gpu_weights_option(p);
+  a.backend = parse_backend_choice(p);
   return a;
 }
 

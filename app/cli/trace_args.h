@@ -2,6 +2,8 @@
 // Arguments of `sinkscope-cli trace`: one traced generation written as a Chrome trace.
 #pragma once
 
+#include "app/cli/attention_options.h"
+
 #include <optional>
 #include <span>
 #include <string>
@@ -19,8 +21,7 @@ struct TraceArgs {
   int max_tokens = 16;
   std::string out;  // the Chrome trace (JSON), written atomically
   bool summary = false;
-  BackendKind backend = BackendKind::kAuto;
-  GpuWeights gpu_weights = GpuWeights::kBf16;  // --gpu-weights
+  BackendChoice backend;  // --backend, --gpu-weights, --sparse-decode
   int threads = 0;
   int ctx = 0;
 };

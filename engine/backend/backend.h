@@ -75,6 +75,26 @@ const char* gpu_weights_name(GpuWeights w);  // "native" / "bf16"
 // "native" / "bf16"; nullopt for anything else.
 std::optional<GpuWeights> parse_gpu_weights(std::string_view text);
 
+// Dynamic-sparse decode steps on the CUDA backend: kAuto runs the dense attention kernels for a
+// step where the sparse ones are predicted slower (kernels/decode_choice.h: head width, cache
+// length, the skipped share measured on recent sparse steps), so turning sparsity on never costs
+// decode time; kAlways runs the sparse kernels whenever lambda > 0 (tests comparing skip
+// decisions, kernel benchmarks). The CPU backend always runs what is asked.
+enum class SparseDecodeKernels { kAuto, kAlways };
+
+// What the backend did with the dynamic-sparse decode steps it was asked for (chooses: false on
+// a backend that always runs them as asked).
+struct DecodePathStats {
+  bool chooses = false;
+  int64_t sparse_steps = 0;  // sparse-asked steps run with the sparse kernels (probes included)
+  int64_t dense_steps = 0;   // sparse-asked steps run with the dense kernels (predicted faster)
+  int64_t probe_steps = 0;   // of sparse_steps: run only to measure the skipped share again
+  double skipped_estimate = -1;  // skipped share the last decision used; -1: none yet
+  double predicted_ratio = 0;    // sparse / dense attention time predicted at the last decision
+  int64_t last_kv_len = 0;
+  bool last_sparse = false;      // the kernels of the last sparse-asked step
+};
+
 struct BackendOptions {
   int n_threads = 0;    // 0: hardware concurrency
   int max_context = 0;  // KV capacity in tokens; 0: the model's trained context
@@ -87,6 +107,7 @@ struct BackendOptions {
   // products. SINKSCOPE_QGEMV overrides it for every product (benchmarks' A/B runs).
   QgemvMode decode_products = QgemvMode::kInt16Activations;
   GpuWeights gpu_weights = GpuWeights::kBf16;  // CUDA backend only
+  SparseDecodeKernels sparse_decode = SparseDecodeKernels::kAuto;  // CUDA backend only
 };
 
 class Backend {
@@ -159,6 +180,8 @@ class Backend {
 
   // The KV cache's token and memory accounting (engine/cache/kv_cache.h); zeros where unsupported.
   virtual KvCacheStats cache_stats() const { return {}; }
+  // The dynamic-sparse decode steps' kernel choice (CUDA backend; see SparseDecodeKernels).
+  virtual DecodePathStats decode_path_stats() const { return {}; }
   // Records the column-mass probe (AttentionProbes::col_mass, engine/eval/sinks.h) for key positions
   // < n in later forwards; 0 stops it. Takes effect from the next reset().
   virtual void request_column_mass(int n) {

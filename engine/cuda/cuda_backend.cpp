@@ -76,6 +76,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     m_fused = m_fused_why.empty();
   }
   m_gpu_weights = opt.gpu_weights;
+  m_sparse_decode = opt.sparse_decode;
+  restart_decode_choice();
   const WeightPlan wplan = plan_weights(*m_model, m_gpu_weights);
   if (m_fused && wplan.any_native()) {
     // The fused kernels read bf16 rows; quantized projections decode through the quantized GEMV.

@@ -17,6 +17,7 @@ void CudaBackendImpl::reset() {
   upload_full_page_table();
   const ModelConfig& c = m_model->config();
   m_probes.reset(c.n_layer, c.n_head);
+  restart_decode_choice();
   SS_CUDA(cudaMemsetAsync(m_probe.get(), 0, m_probe.bytes(), m_stream.s));
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
   // Decode graphs stay: they hold no position, only buffers and settings.
@@ -39,6 +40,7 @@ void CudaBackendImpl::set_attention(const AttentionSettings& s) {
                        "-token code pages");
   if (s.block_size != m_attn.block_size && m_n_past > 0) repage(m_attn.block_size, s.block_size);
   m_attn = s;
+  restart_decode_choice();  // another lambda: the measured skipped share no longer holds
   if (m_n_past == 0) {
     m_plan->reset(s.block_size);
     upload_full_page_table();

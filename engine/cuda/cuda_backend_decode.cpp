@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/cuda/cuda_backend_impl.h"
+#include "kernels/decode_choice.h"
 #include "kernels/ops.h"
 
 namespace sinkscope::cuda_detail {
@@ -51,12 +52,61 @@ void CudaBackendImpl::enqueue_decode(cudaStream_t s, Blas& blas, int64_t bound, 
                           cudaMemcpyDeviceToHost, s));
 }
 
-void CudaBackendImpl::decode_step(TokenId token, double lambda, std::vector<float>& logits,
+void CudaBackendImpl::restart_decode_choice() {
+  m_dpath = DecodePathStats{};
+  m_dpath.chooses = m_sparse_decode == SparseDecodeKernels::kAuto && !m_copt.force_sparse_kernel;
+  m_dpath_since_probe = 0;
+}
+
+// The lambda a sparse-asked step runs with: its own (sparse kernels), or 0 (dense kernels) where
+// the sparse ones are predicted slower at this length and the skipped share last measured. With
+// no measurement yet, and then every kSparseDecodeProbeEvery dense steps, one step runs sparse
+// to measure it. Deterministic: the same sequence and settings take the same kernels.
+double CudaBackendImpl::choose_decode_lambda(double lambda, int64_t kv_len) {
+  if (!(lambda > 0.0) || !m_dpath.chooses) return lambda;
+  DecodePathStats& d = m_dpath;
+  d.last_kv_len = kv_len;
+  bool sparse = true, probe = d.skipped_estimate < 0;
+  if (!probe) {
+    d.predicted_ratio =
+        kernels::sparse_decode_time_ratio(m_model->config().head_dim, kv_len, d.skipped_estimate);
+    sparse = d.predicted_ratio < kernels::kSparseDecodeMargin;
+    if (!sparse && ++m_dpath_since_probe >= kernels::kSparseDecodeProbeEvery) sparse = probe = true;
+  }
+  d.last_sparse = sparse;
+  if (!sparse) {
+    ++d.dense_steps;
+    return 0.0;
+  }
+  ++d.sparse_steps;
+  if (probe) {
+    ++d.probe_steps;
+    m_dpath_since_probe = 0;
+  }
+  return lambda;
+}
+
+void CudaBackendImpl::decode_step(TokenId token, double asked_lambda, std::vector<float>& logits,
                                   bool sinkq) {
   const ModelConfig& c = m_model->config();
   const size_t V = size_t(c.n_vocab);
   const int pos = m_n_past;
   check_cancel();
+  const double lambda = choose_decode_lambda(asked_lambda, int64_t(pos) + 1);
+  // Decode tile counts so far (the pinned copy of the previous step's probes): this step's
+  // skipped share, when it runs sparse for the choice above, is the difference.
+  const size_t LH = size_t(m_probes.n_layer) * size_t(m_probes.n_head);
+  auto decode_totals = [&](int64_t* visited, int64_t* skipped) {
+    const uint64_t* hp = m_h_probe.as<uint64_t>();
+    *visited = *skipped = 0;
+    for (size_t i = 0; i < LH; ++i) {
+      *visited += int64_t(hp[2 * LH + i]);
+      *skipped += int64_t(hp[3 * LH + i]);
+    }
+  };
+  int64_t visited0 = 0, skipped0 = 0;
+  const bool measure = m_dpath.chooses && lambda > 0.0;
+  if (measure) decode_totals(&visited0, &skipped0);
   const float log2_lambda = kernels::log2_of_lambda(lambda);
   if (!(log2_lambda < 0.f))  // what launch_attention would say; graphs do not re-validate
     throw BackendError("attention: lambda must be in [0, 1), got " + std::to_string(lambda));
@@ -81,6 +131,12 @@ void CudaBackendImpl::decode_step(TokenId token, double lambda, std::vector<floa
   }
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
   logits.assign(m_h_logits.as<float>(), m_h_logits.as<float>() + V);
+  if (measure) {
+    int64_t visited1 = 0, skipped1 = 0;
+    decode_totals(&visited1, &skipped1);
+    if (visited1 > visited0)
+      m_dpath.skipped_estimate = double(skipped1 - skipped0) / double(visited1 - visited0);
+  }
 }
 
 void CudaBackendImpl::disable_graphs(const std::string& why) {

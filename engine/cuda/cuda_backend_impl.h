@@ -194,6 +194,7 @@ class CudaBackendImpl final : public CudaBackend {
     return m_plan->windowed() ? m_capacity : int(m_plan->stats().capacity_tokens);
   }
   KvCacheStats cache_stats() const override { return m_plan->stats(); }
+  DecodePathStats decode_path_stats() const override { return m_dpath; }
   void reset() override;
   void set_attention(const AttentionSettings& s) override;
   const AttentionSettings& attention() const override { return m_attn; }
@@ -313,6 +314,13 @@ class CudaBackendImpl final : public CudaBackend {
   AttentionSettings m_attn;
   CudaBackendOptions m_copt;
   GpuWeights m_gpu_weights = GpuWeights::kBf16;  // BackendOptions::gpu_weights
+  // The sparse-asked decode steps' kernel choice (BackendOptions::sparse_decode,
+  // kernels/decode_choice.h) and what it did; reset() and set_attention() start it afresh.
+  SparseDecodeKernels m_sparse_decode = SparseDecodeKernels::kAuto;
+  DecodePathStats m_dpath;
+  int m_dpath_since_probe = 0;
+  double choose_decode_lambda(double lambda, int64_t kv_len);
+  void restart_decode_choice();
   AttentionProbes m_probes;
   int m_device = 0;
   std::string m_device_name;

@@ -293,6 +293,7 @@ int main() {
     so.attention.type = AttentionType::kDynamicSparse;
     so.attention.threshold_prefill = 1e-3;
     so.attention.threshold_decode = 1e-3;
+    so.sparse_decode = SparseDecodeKernels::kAlways;  // the CPU's decisions, not the fastest
     auto gpu = make_cuda_backend(model, so);
     auto cpu_s = make_cpu_backend(model, so);
     const std::vector<float> lc = prefill_then_decode(*cpu_s, ids, 300, 16);
@@ -312,6 +313,37 @@ int main() {
               fmt("; sparsity prefill cpu %.4f gpu %.4f, decode cpu %.4f gpu %.4f", cp.sparsity(),
                   gp.sparsity(), cd.sparsity(), gd.sparsity()) +
               "; sparse logits vs cpu: " + compare(lc, lg, V).str());
+  });
+
+  // 4b. The sparse-asked decode's kernel choice (BackendOptions::sparse_decode): at a 300-token
+  //     context the sparse decode attention is predicted slower (kernels/decode_choice.h), so
+  //     after one measuring step the dense kernels run, with one more measuring step after
+  //     kSparseDecodeProbeEvery dense ones; kAlways runs every step sparse and reports no choice.
+  run("decode_kernel_choice", [&] {
+    BackendOptions so;
+    so.attention.type = AttentionType::kDynamicSparse;
+    so.attention.threshold_prefill = 1e-2;
+    so.attention.threshold_decode = 1e-2;
+    auto chooser = make_cuda_backend(model, so);
+    const std::vector<float> la = prefill_then_decode(*chooser, ids, 300, 40);
+    const DecodePathStats d = chooser->decode_path_stats();
+    so.sparse_decode = SparseDecodeKernels::kAlways;
+    auto always = make_cuda_backend(model, so);
+    const std::vector<float> ls = prefill_then_decode(*always, ids, 300, 40);
+    const DecodePathStats ds = always->decode_path_stats();
+    const Agreement a = compare(ls, la, V);
+    chooser->reset();
+    const DecodePathStats after = chooser->decode_path_stats();
+    check(d.chooses && d.sparse_steps == 2 && d.probe_steps == 2 && d.dense_steps == 38 &&
+              !d.last_sparse && d.skipped_estimate >= 0 && d.skipped_estimate <= 1 &&
+              d.predicted_ratio > 1 && !ds.chooses && a.finite && a.top1 >= 0.95 &&
+              after.chooses && after.sparse_steps + after.dense_steps == 0,
+          "decode_kernel_choice",
+          fmt("auto: %.0f sparse (%.0f measuring), %.0f dense, ", double(d.sparse_steps),
+              double(d.probe_steps), double(d.dense_steps)) +
+              fmt("skipped estimate %.3f, predicted sparse/dense %.2f; vs always-sparse: ",
+                  d.skipped_estimate, d.predicted_ratio) +
+              a.str());
   });
 
   // 5. Overflow: a forward past the capacity throws, appends nothing, and the backend goes on.
@@ -472,6 +504,7 @@ int main() {
       so.attention.threshold_mode = mode;
       so.attention.threshold_prefill = mode == ThresholdMode::kFixed ? 1e-3 : 0.3;
       so.attention.threshold_decode = mode == ThresholdMode::kFixed ? 1e-2 : 4.0;  // c / L_kv
+      so.sparse_decode = SparseDecodeKernels::kAlways;  // the sparse decode graphs themselves
       auto g = make_cuda_backend(model, so);
       CudaBackendOptions co;
       co.tuning.cuda_graphs = false;

@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
     o.attention.type = AttentionType::kDynamicSparse;
     o.attention.threshold_prefill = 0.01;
     o.attention.threshold_decode = 0.01;
+    o.sparse_decode = SparseDecodeKernels::kAlways;  // the CPU's decisions, not the fastest
     sparse_cache_check("window128_S4_cache_sparse", o);
   });
   run("window128_S4_cache_lscaled", [&] {
@@ -185,6 +186,7 @@ int main(int argc, char** argv) {
     o.attention.threshold_prefill = 1.32;
     o.attention.threshold_decode = 1.32;
     o.attention.min_sequence_length = 130;
+    o.sparse_decode = SparseDecodeKernels::kAlways;
     sparse_cache_check("window128_S4_cache_lscaled", o);
   });
 

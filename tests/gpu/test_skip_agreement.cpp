@@ -166,6 +166,7 @@ int main(int argc, char** argv) {
   try {
     BackendOptions opt;
     opt.max_context = std::max(n_tokens + steps, 256);
+    opt.sparse_decode = SparseDecodeKernels::kAlways;  // decode skip masks compared with the CPU's
     auto cpu = make_cpu_backend(model, opt);
     auto gpu = make_cuda_backend(model, opt);
 

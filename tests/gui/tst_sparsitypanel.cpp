@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Sparsity view: readable charts at the dock sizes of a 1280x720 window, integer layer ticks,
-// a click on a heatmap cell picks that head, and the per-head table sorts by number.
+// a click on a heatmap cell picks that head, the per-head table sorts by number, and the summary
+// says when the decode ran the dense kernels for speed.
 #include <QHeaderView>
 #include <QSignalSpy>
 #include <QStandardItemModel>
@@ -116,6 +117,28 @@ class TestSparsityPanel : public QObject {
     QCOMPARE(chosen.count(), 1);
     QCOMPARE(chosen.first().at(1).toInt(), test::sampleResult()->nHead - 1);
     QCOMPARE(chosen.first().at(0).toInt(), first.data().toInt());
+  }
+
+  void summarySaysWhenDecodeRanDense() {
+    // The CPU runs what is asked: no word about the decode's kernels.
+    SparsityView view;
+    view.setResult(test::sampleResult());
+    QVERIFY(!view.summary().contains("dense kernels"));
+    // A CUDA run whose sparse-asked decode steps mostly ran the dense kernels says so, with the
+    // prediction behind it.
+    auto r = std::make_shared<RunResult>(*test::sampleResult());
+    r->decodePath.chooses = true;
+    r->decodePath.sparse_steps = 1;
+    r->decodePath.probe_steps = 1;
+    r->decodePath.dense_steps = 5;
+    r->decodePath.predicted_ratio = 1.87;
+    r->decodePath.skipped_estimate = 0.4;
+    r->decodePath.last_kv_len = 700;
+    view.setResult(r);
+    const QString s = view.summary();
+    QVERIFY2(s.contains("5 of 6 steps ran the dense kernels"), qPrintable(s));
+    QVERIFY2(s.contains("1.87x"), qPrintable(s));
+    QVERIFY2(s.contains("700 cached tokens with 40% skipped"), qPrintable(s));
   }
 };
 

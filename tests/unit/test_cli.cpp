@@ -100,19 +100,59 @@ TEST(CliArgs, UsageErrorsNameTheProblem) {
 
 TEST(CliArgs, GpuWeightsOption) {
   // Default: bf16; the file format on request; anything else names the option.
-  EXPECT_EQ(sinkscope::cli::parse_generate_args(argv_of({"--prompt", "Hi"})).gpu_weights,
+  EXPECT_EQ(sinkscope::cli::parse_generate_args(argv_of({"--prompt", "Hi"})).backend.gpu_weights,
             sinkscope::GpuWeights::kBf16);
   EXPECT_EQ(sinkscope::cli::parse_generate_args(
-                argv_of({"--prompt", "Hi", "--gpu-weights", "bf16"})).gpu_weights,
+                argv_of({"--prompt", "Hi", "--gpu-weights", "bf16"})).backend.gpu_weights,
             sinkscope::GpuWeights::kBf16);
   EXPECT_EQ(sinkscope::cli::parse_generate_args(
-                argv_of({"--prompt", "Hi", "--gpu-weights", "native"})).gpu_weights,
+                argv_of({"--prompt", "Hi", "--gpu-weights", "native"})).backend.gpu_weights,
             sinkscope::GpuWeights::kNative);
   const std::string e = generate_error({"--prompt", "Hi", "--gpu-weights", "fp8"});
   EXPECT_NE(e.find("--gpu-weights"), std::string::npos) << e;
   EXPECT_NE(e.find("fp8"), std::string::npos) << e;
   EXPECT_STREQ(sinkscope::gpu_weights_name(sinkscope::GpuWeights::kBf16), "bf16");
   EXPECT_FALSE(sinkscope::parse_gpu_weights("BF16").has_value());
+}
+
+TEST(CliArgs, SparseDecodeOption) {
+  // Default: the backend chooses the faster kernels; always on request; the rest is an error.
+  using sinkscope::SparseDecodeKernels;
+  using sinkscope::cli::parse_generate_args;
+  EXPECT_EQ(parse_generate_args(argv_of({"--prompt", "Hi"})).backend.sparse_decode,
+            SparseDecodeKernels::kAuto);
+  EXPECT_EQ(parse_generate_args(argv_of({"--prompt", "Hi", "--sparse-decode", "always"}))
+                .backend.sparse_decode,
+            SparseDecodeKernels::kAlways);
+  EXPECT_EQ(parse_generate_args(argv_of({"--prompt", "Hi", "--sparse-decode", "auto"}))
+                .backend.sparse_decode,
+            SparseDecodeKernels::kAuto);
+  const std::string e = generate_error({"--prompt", "Hi", "--sparse-decode", "never"});
+  EXPECT_NE(e.find("--sparse-decode"), std::string::npos) << e;
+  EXPECT_NE(e.find("never"), std::string::npos) << e;
+}
+
+TEST(CliArgs, DecodePathReport) {
+  using sinkscope::DecodePathStats;
+  // A backend that makes no choice (the CPU) reports nothing.
+  EXPECT_TRUE(sinkscope::cli::decode_path_json(DecodePathStats{}).is_null());
+  EXPECT_EQ(sinkscope::cli::decode_path_line(DecodePathStats{}), "");
+  DecodePathStats d;
+  d.chooses = true;
+  d.sparse_steps = 2;
+  d.probe_steps = 2;
+  d.dense_steps = 38;
+  d.skipped_estimate = 0.62;
+  d.predicted_ratio = 1.91;
+  d.last_kv_len = 340;
+  const auto j = sinkscope::cli::decode_path_json(d);
+  EXPECT_EQ(j.at("dense_steps").get<long long>(), 38);
+  EXPECT_EQ(j.at("last_kernels").get<std::string>(), "dense");
+  EXPECT_NEAR(j.at("predicted_sparse_over_dense").get<double>(), 1.91, 1e-12);
+  const std::string line = sinkscope::cli::decode_path_line(d);
+  EXPECT_NE(line.find("38 the dense ones"), std::string::npos) << line;
+  EXPECT_NE(line.find("1.91x"), std::string::npos) << line;
+  EXPECT_NE(line.find("62 %"), std::string::npos) << line;
 }
 
 TEST(CliArgs, NumbersAreStrict) {

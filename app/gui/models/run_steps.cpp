@@ -282,6 +282,7 @@ void RunExecutor::Run::runVariant() {
   res->timeline = profiler.timeline();
   res->probesPrefill = v.afterPrefill;
   res->probes = b.probes();
+  res->decodePath = b.decode_path_stats();
   // A resumed prefill's probes hold the mask of the (layer, head) it was recorded for.
   if (v.prefillReused && hasHeadMask(res->probes, req.layer, req.head))
     res->probes.mask = res->probesPrefill.mask = headMask(res->probes, req.layer, req.head);

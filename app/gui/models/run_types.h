@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/backend/attention.h"
+#include "engine/backend/backend.h"
 #include "engine/cache/cache_settings.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "profiler/timeline.h"
@@ -73,6 +74,7 @@ struct RunResult {
   double promptPerplexity = 0;       // of the variant over the prompt (teacher forced)
   AttentionProbes probesPrefill;     // tile counts after the prefill (decode entries zero)
   AttentionProbes probes;            // after the whole run (prefill + decode counts, skip mask)
+  DecodePathStats decodePath;        // which kernels the sparse-asked decode steps ran (CUDA)
   AttentionMap map;
   int sinkKeep = 0;                  // sink_keep_count of the request's cache settings
   // Sink detection over the prompt (column-mass probe, engine/eval/sinks.h); empty when the backend

@@ -155,6 +155,13 @@ void SparsityView::setResult(const RunResultPtr& r) {
                     .arg(r->request.attention.block_size);
     if (r->request.attention.type != AttentionType::kDynamicSparse)
       m_summary += tr(" -- sparse attention is off, so nothing is skipped");
+    else if (const DecodePathStats& d = r->decodePath; d.chooses && d.dense_steps > 0)
+      m_summary += tr(". Decode: %1 of %2 steps ran the dense kernels, faster here (sparse "
+                      "predicted %3x the dense time at %4 cached tokens with %5% skipped); the "
+                      "decode figure counts the %6 sparse steps")
+                       .arg(d.dense_steps).arg(d.dense_steps + d.sparse_steps)
+                       .arg(d.predicted_ratio, 0, 'f', 2).arg(d.last_kv_len)
+                       .arg(d.skipped_estimate * 100, 0, 'f', 0).arg(d.sparse_steps);
     if (r->partial)
       m_summary = tr("Updating: prefill at %1% (%2 of %3 layers in; the rest grey). %4")
                       .arg(int(r->partialFraction * 100)).arg(reached).arg(L).arg(m_summary);
