@@ -14,17 +14,6 @@ namespace sinkscope::cli {
 
 namespace {
 
-std::string prompt_text(const GenerateArgs& a) {
-  if (a.prompt) return *a.prompt;
-  std::string text = read_text_file(*a.prompt_file, "--prompt-file");
-  // Editors end files with a newline; it is not part of the prompt.
-  while (!text.empty() &&
-         (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
-    text.pop_back();
-  if (text.empty()) throw UsageError("--prompt-file: the prompt is empty (" + *a.prompt_file + ")");
-  return text;
-}
-
 std::vector<TokenId> tokenize_prompt(const Tokenizer& tok, const GenerateArgs& a,
                                      const std::string& text) {
   if (!a.chat) return tok.encode(text);
@@ -74,7 +63,7 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
     out << a.help_text;
     return 0;
   }
-  const std::string text = prompt_text(a);
+  const std::string text = prompt_text(a.prompt, a.prompt_file);
   const auto model_path = resolve_model_path(a.model);
   auto model = load_model(model_path, a.json ? nullptr : &err);
   BackendOptions bopts = make_backend_options(model->config(), a.threads, a.ctx);

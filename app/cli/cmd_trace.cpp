@@ -21,16 +21,6 @@ namespace sinkscope::cli {
 
 namespace {
 
-std::string trace_prompt(const TraceArgs& a) {
-  if (a.prompt) return *a.prompt;
-  std::string text = read_text_file(*a.prompt_file, "--prompt-file");
-  while (!text.empty() &&
-         (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
-    text.pop_back();
-  if (text.empty()) throw UsageError("--prompt-file: the prompt is empty (" + *a.prompt_file + ")");
-  return text;
-}
-
 std::string clip(const std::string& s, size_t n) {
   if (s.size() <= n) return s;
   return s.substr(0, n - 3) + "...";
@@ -104,7 +94,7 @@ int run_trace(const TraceArgs& a, std::ostream& out, std::ostream& err) {
   std::string injection;
   const prof::Status inj = prof::prepare_nvtx_injection(&injection);
 
-  const std::string text = trace_prompt(a);
+  const std::string text = prompt_text(a.prompt, a.prompt_file);
   // Fail before the run, not after it, when the trace cannot be written there.
   if (const auto dir = std::filesystem::path(a.out).parent_path();
       !dir.empty() && !std::filesystem::is_directory(dir))

@@ -58,6 +58,25 @@ std::string read_text_file(const std::string& path, std::string_view option) {
   return ss.str();
 }
 
+void check_prompt_options(const std::optional<std::string>& prompt,
+                          const std::optional<std::string>& prompt_file) {
+  if (prompt && prompt_file) throw UsageError("give either --prompt or --prompt-file, not both");
+  if (!prompt && !prompt_file) throw UsageError("a prompt is required (--prompt or --prompt-file)");
+  if (prompt && prompt->empty()) throw UsageError("--prompt: the prompt is empty");
+  if (prompt_file && prompt_file->empty()) throw UsageError("--prompt-file: empty file name");
+}
+
+std::string prompt_text(const std::optional<std::string>& prompt,
+                        const std::optional<std::string>& prompt_file) {
+  if (prompt) return *prompt;
+  std::string text = read_text_file(*prompt_file, "--prompt-file");
+  while (!text.empty() &&
+         (text.back() == '\n' || text.back() == '\r' || text.back() == ' ' || text.back() == '\t'))
+    text.pop_back();
+  if (text.empty()) throw UsageError("--prompt-file: the prompt is empty (" + *prompt_file + ")");
+  return text;
+}
+
 std::shared_ptr<const Model> load_model(const fs::path& path, std::ostream* log) {
   Stopwatch sw;
   auto model = Model::load(path);

@@ -25,6 +25,14 @@ std::filesystem::path resolve_model_path(const std::optional<std::string>& given
 // Reads a whole file named by an option; UsageError when it is missing or not a regular file.
 std::string read_text_file(const std::string& path, std::string_view option);
 
+// --prompt TEXT / --prompt-file FILE: exactly one, not empty (UsageError otherwise).
+void check_prompt_options(const std::optional<std::string>& prompt,
+                          const std::optional<std::string>& prompt_file);
+// The prompt: --prompt as given, or the file's text without its trailing whitespace (editors
+// end files with a newline; it is not part of the prompt).
+std::string prompt_text(const std::optional<std::string>& prompt,
+                        const std::optional<std::string>& prompt_file);
+
 // Loads a model; prints a one-line summary to `log` unless it is null.
 std::shared_ptr<const Model> load_model(const std::filesystem::path& path, std::ostream* log);
 

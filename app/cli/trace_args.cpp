@@ -2,6 +2,7 @@
 #include "app/cli/trace_args.h"
 
 #include "app/cli/args.h"
+#include "app/cli/common.h"
 #include "app/cli/attention_options.h"
 #include "app/cli/options.h"
 
@@ -38,12 +39,7 @@ TraceArgs parse_trace_args(std::span<const std::string> args) {
   a.model = p.get("--model");
   a.prompt = p.get("--prompt");
   a.prompt_file = p.get("--prompt-file");
-  if (a.prompt && a.prompt_file)
-    throw UsageError("give either --prompt or --prompt-file, not both");
-  if (!a.prompt && !a.prompt_file)
-    throw UsageError("a prompt is required (--prompt or --prompt-file)");
-  if (a.prompt && a.prompt->empty()) throw UsageError("--prompt: the prompt is empty");
-  if (a.prompt_file && a.prompt_file->empty()) throw UsageError("--prompt-file: empty file name");
+  check_prompt_options(a.prompt, a.prompt_file);
   const auto out = p.get("--out");
   if (!out) throw UsageError("--out FILE is required (where the trace goes)");
   if (out->empty()) throw UsageError("--out: empty file name");
