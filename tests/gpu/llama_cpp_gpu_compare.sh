@@ -11,9 +11,11 @@
 #        build/carry/llama-src.tar.xz, about 6 MB)
 #   bash tests/gpu/llama_cpp_gpu_compare.sh run --src TARBALL --ours BENCH_E2E --model FILE
 #        [--lens "512 2048 8000"] [--decode 128] [--rounds 2] [--weights native|bf16]
-#        [--build DIR] [--out DIR]
+#        [--fa "1 0"] [--reps 3] [--build DIR] [--out DIR]
 #        (on the GPU machine: builds llama-bench for sm_90 once into --build, default
-#        /tmp/llama-cpp-cuda, then measures; CSV and logs into --out, default build/llama_cpp_gpu)
+#        /tmp/llama-cpp-cuda, then measures; CSV and logs into --out, default build/llama_cpp_gpu;
+#        --fa: llama.cpp's flash-attention settings to run, --reps: repetitions per measurement
+#        on both sides, for long prompts where 3 take minutes)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mode=${1:-}
@@ -45,6 +47,7 @@ fi
 
 [[ "$mode" == run ]] || { sed -n 2,15p "$0"; exit 2; }
 SRC="" OURS="" MODEL="" LENS="512 2048 8000" DECODE=128 ROUNDS=2 BUILD=/tmp/llama-cpp-cuda WEIGHTS=""
+FA="1 0" REPS=3
 OUTDIR=$ROOT/build/llama_cpp_gpu
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -55,6 +58,8 @@ while [[ $# -gt 0 ]]; do
     --decode) DECODE=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --weights) WEIGHTS=$2; shift ;;
+    --fa) FA=$2; shift ;;
+    --reps) REPS=$2; shift ;;
     --build) BUILD=$2; shift ;;
     --out) OUTDIR=$2; shift ;;
     *) echo "llama_cpp_gpu_compare: unknown option $1" >&2; exit 2 ;;
@@ -83,14 +88,15 @@ csv="$OUTDIR/runs.csv"
 echo "round,L,engine,fa,prefill_tok_s,decode_tok_s" >"$csv"
 for r in $(seq 1 "$ROUNDS"); do
   for L in $LENS; do
-    for fa in 1 0; do
-      "$BENCH" -m "$MODEL" -ngl 99 -fa "$fa" -p "$L" -n 0 -r 3 -o csv >"$OUTDIR/lc_pp.csv" 2>>"$OUTDIR/llama_bench.err"
-      "$BENCH" -m "$MODEL" -ngl 99 -fa "$fa" -p 0 -n "$DECODE" -d "$L" -r 3 -o csv >"$OUTDIR/lc_tg.csv" 2>>"$OUTDIR/llama_bench.err"
-      pp=$(python3 -c "import csv; print(list(csv.DictReader(open('$OUTDIR/lc_pp.csv')))[-1]['avg_ts'])")
-      tg=$(python3 -c "import csv; print(list(csv.DictReader(open('$OUTDIR/lc_tg.csv')))[-1]['avg_ts'])")
+    for fa in $FA; do
+      "$BENCH" -m "$MODEL" -ngl 99 -fa "$fa" -p "$L" -n 0 -r "$REPS" -o csv >"$OUTDIR/lc_pp.csv" 2>>"$OUTDIR/llama_bench.err" || true
+      "$BENCH" -m "$MODEL" -ngl 99 -fa "$fa" -p 0 -n "$DECODE" -d "$L" -r "$REPS" -o csv >"$OUTDIR/lc_tg.csv" 2>>"$OUTDIR/llama_bench.err" || true
+      # A failed llama-bench run (out of memory at a long depth, say) leaves no row: "nan".
+      pp=$(python3 -c "import csv; print(list(csv.DictReader(open('$OUTDIR/lc_pp.csv')))[-1]['avg_ts'])" 2>/dev/null || echo nan)
+      tg=$(python3 -c "import csv; print(list(csv.DictReader(open('$OUTDIR/lc_tg.csv')))[-1]['avg_ts'])" 2>/dev/null || echo nan)
       echo "$r,$L,llama.cpp,$fa,$pp,$tg" >>"$csv"
     done
-    SINKSCOPE_MODEL="$MODEL" "$OURS" --prompt "$L" --decode "$DECODE" --reps 3 ${WEIGHTS:+--weights "$WEIGHTS"} \
+    SINKSCOPE_MODEL="$MODEL" "$OURS" --prompt "$L" --decode "$DECODE" --reps "$REPS" --no-eager ${WEIGHTS:+--weights "$WEIGHTS"} \
       --csv "$OUTDIR/ours.csv" >"$OUTDIR/ours_$L.log" 2>&1 ||
       { cat "$OUTDIR/ours_$L.log" >&2; exit 1; }
     python3 - "$OUTDIR/ours.csv" "$r" "$L" >>"$csv" <<'PY'
@@ -100,16 +106,27 @@ print(f"{sys.argv[2]},{sys.argv[3]},sinkscope,-,{row['prefill_tok_s']},{row['dec
 PY
   done
 done
-python3 - "$csv" "$MODEL" "$DECODE" <<'PY'
-import csv, os, statistics, sys
+python3 - "$csv" "$MODEL" "$DECODE" "$REPS" <<'PY'
+import csv, math, os, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 def med(L, engine, fa, key):
-    v = [float(r[key]) for r in rows if r["L"] == L and r["engine"] == engine and r["fa"] == fa]
-    return statistics.median(v)
+    v = []
+    for r in rows:
+        if r["L"] == L and r["engine"] == engine and r["fa"] == fa:
+            try:
+                v.append(float(r[key]))
+            except ValueError:  # a run that failed (out of memory, say) left no number
+                pass
+    return statistics.median(v) if v else math.nan
+def f(x, digits):
+    return "-" if math.isnan(x) else f"{x:.{digits}f}"
+def ratio(ours, *theirs):
+    t = [x for x in theirs if not math.isnan(x)]
+    return "-" if not t or math.isnan(ours) else f"{ours / max(t):.2f}x"
 lens = sorted({r["L"] for r in rows}, key=int)
 n = len({r["round"] for r in rows})
 print(f"model {os.path.basename(sys.argv[2])}, decode {sys.argv[3]} tokens after the prompt, "
-      f"medians of {n} alternating rounds (llama-bench -r 3 each, bench_e2e --reps 3)")
+      f"medians of {n} alternating rounds (llama-bench -r {sys.argv[4]} each, bench_e2e --reps {sys.argv[4]})")
 print("| prompt L | ours prefill tok/s | llama.cpp FA on | FA off | ratio (best) "
       "| ours decode tok/s @ L | llama.cpp FA on | FA off | ratio (best) |")
 print("|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
@@ -117,6 +134,6 @@ for L in lens:
     op, od = med(L, "sinkscope", "-", "prefill_tok_s"), med(L, "sinkscope", "-", "decode_tok_s")
     p1, p0 = med(L, "llama.cpp", "1", "prefill_tok_s"), med(L, "llama.cpp", "0", "prefill_tok_s")
     d1, d0 = med(L, "llama.cpp", "1", "decode_tok_s"), med(L, "llama.cpp", "0", "decode_tok_s")
-    print(f"| {L} | {op:.0f} | {p1:.0f} | {p0:.0f} | {op / max(p1, p0):.2f}x "
-          f"| {od:.1f} | {d1:.1f} | {d0:.1f} | {od / max(d1, d0):.2f}x |")
+    print(f"| {L} | {f(op, 0)} | {f(p1, 0)} | {f(p0, 0)} | {ratio(op, p1, p0)} "
+          f"| {f(od, 1)} | {f(d1, 1)} | {f(d0, 1)} | {ratio(od, d1, d0)} |")
 PY
