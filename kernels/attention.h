@@ -7,17 +7,14 @@
 #include <cstdint>
 #include <string>
 
+#include "base/status.h"
 #include "kernels/attention_dispatch.h"
 #include "kernels/attention_params.h"
 #include "kernels/tuning.h"
 
 namespace sinkscope::kernels {
 
-struct AttentionStatus {
-  bool ok = true;
-  std::string message;  // empty when ok
-  static AttentionStatus error(std::string m) { return {false, std::move(m)}; }
-};
+using AttentionStatus = Status;  // base/status.h
 
 // Whether launch_attention() can run these parameters (shape checks only, no GPU needed).
 AttentionStatus attention_supported(const AttentionParams& p);

@@ -10,13 +10,11 @@
 #include <cstdint>
 #include <string>
 
+#include "base/status.h"
+
 namespace sinkscope::kernels {
 
-struct OpStatus {
-  bool ok = true;
-  std::string message;  // empty when ok
-  static OpStatus error(std::string m) { return {false, std::move(m)}; }
-};
+using OpStatus = Status;  // base/status.h
 
 // Programmatic Dependent Launch for the small kernels of a step (kernels/pdl.cuh): on unless
 // the tuning in force has pdl off (GpuTuning, read once) or set_pdl_enabled(false) was called (the

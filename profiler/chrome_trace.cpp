@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "profiler/atomic_file.h"
+#include "base/atomic_file.h"
 
 namespace sinkscope::prof {
 namespace {
@@ -290,7 +290,12 @@ std::string chrome_trace_json(const Timeline& t, const ChromeTraceOptions& optio
 
 Status write_chrome_trace(const Timeline& t, const std::filesystem::path& path,
                           const ChromeTraceOptions& options) {
-  return write_file_atomic(path, chrome_trace_json(t, options));
+  try {
+    write_file_atomic(path, chrome_trace_json(t, options));
+  } catch (const std::exception& e) {
+    return Status::error(std::string("cannot write the trace: ") + e.what());
+  }
+  return Status::success();
 }
 
 }  // namespace sinkscope::prof

@@ -1,21 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// Result of a profiler operation. The profiler never exits or throws on a tool failure (a CUPTI
-// error, an unwritable trace file): it returns the message, and the caller shows it
-// (docs/architecture.md, design principle 14).
+// The profiler's operations return the shared Status (base/status.h): it never exits or throws on
+// a tool failure (a CUPTI error, an unwritable trace file), it returns the message and the
+// caller shows it (docs/architecture.md, design principle 14).
 #pragma once
 
-#include <string>
-#include <utility>
+#include "base/status.h"
 
 namespace sinkscope::prof {
 
-struct Status {
-  bool ok = true;
-  std::string message;  // empty when ok
-
-  static Status success() { return {}; }
-  static Status error(std::string m) { return {false, std::move(m)}; }
-  explicit operator bool() const { return ok; }
-};
+using sinkscope::Status;
 
 }  // namespace sinkscope::prof

@@ -15,7 +15,7 @@
 #include "engine/util/json_io.h"
 #include "engine/config/llama_cpp_export.h"
 #include "engine/config/serving_export.h"
-#include "engine/util/atomic_file.h"
+#include "base/atomic_file.h"
 #include "engine/model/model.h"
 #include "engine/util/paths.h"
 

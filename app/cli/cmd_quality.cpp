@@ -12,7 +12,7 @@
 #include "app/cli/attention_options.h"
 #include "app/cli/commands.h"
 #include "app/cli/common.h"
-#include "engine/util/atomic_file.h"
+#include "base/atomic_file.h"
 #include "engine/util/json_io.h"
 #include "engine/eval/quality.h"
 #include "profiler/spans.h"

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "app/cli/commands.h"
-#include "engine/util/atomic_file.h"
+#include "base/atomic_file.h"
 #include "app/cli/common.h"
 #include "app/cli/kv_args.h"
 #include "engine/util/json_io.h"

@@ -17,7 +17,7 @@
 #include "app/cli/distributed_run.h"
 #include "app/cli/interrupt.h"
 #include "app/cli/world.h"
-#include "engine/util/atomic_file.h"
+#include "base/atomic_file.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/cache/capacity.h"
 #include "engine/util/json_io.h"

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/util/atomic_file.h"
+#include "base/atomic_file.h"
 
 #if SINKSCOPE_HAVE_YAML_CPP
 #include <yaml-cpp/yaml.h>

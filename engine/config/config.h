@@ -215,7 +215,7 @@ std::vector<ConfigProblem> check_against_model(const SinkScopeConfig& c, int hea
 // (yaml-cpp's emitter); `validation` only when present, `provenance` only when not empty.
 std::string format_config(const SinkScopeConfig& c);
 
-// format_config() written atomically (engine/util/atomic_file.h).
+// format_config() written atomically (base/atomic_file.h).
 void save_config(const std::filesystem::path& path, const SinkScopeConfig& c);
 
 // --- quality gates ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "engine/util/atomic_file.h"
+#include "base/atomic_file.h"
 #include "engine/format/gguf_writer.h"
 #include "engine/util/thread_pool.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <system_error>
 
-#include "engine/util/atomic_file.h"
+#include "base/atomic_file.h"
 
 namespace fs = std::filesystem;
 using namespace sinkscope;
