@@ -191,13 +191,33 @@ OpStatus launch_qgemv(int type, const void* w, int rows, int cols, const uint16_
   }
   const int64_t rb = qweight_row_bytes(type, cols);
   if (qwide::eligible(type, w, cols, rb, v)) {
-    if (const cudaError_t e = qwide::launch(type, w, rows, cols, rb, v, y, accumulate, stream);
-        e != cudaSuccess) {
-      return OpStatus::error(cuda_error_text(e, "qgemv_wide_kernel", __FILE__, __LINE__));
-    }
-    return {};
+    return launch_qgemv_int8(type, w, rows, cols, v, y, accumulate, qwide::kDefaultPlanes, stream);
   }
   return launch_qgemv_f32(type, w, rows, cols, v, y, accumulate, stream);
+}
+
+OpStatus launch_qgemv_int8(int type, const void* w, int rows, int cols, const uint16_t* v,
+                           float* y, bool accumulate, int planes, void* stream) {
+  static constexpr const char* fn = "launch_qgemv_int8: ";
+  if (rows == 0) return {};
+  if (!w || !v || !y) return OpStatus::error(std::string(fn) + "a required pointer is null");
+  if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
+    return OpStatus::error(fn + why);
+  }
+  if (planes != 1 && planes != 2) {
+    return OpStatus::error(std::string(fn) + "planes must be 1 or 2, got " + std::to_string(planes));
+  }
+  const int64_t rb = qweight_row_bytes(type, cols);
+  if (!qwide::eligible(type, w, cols, rb, v)) {
+    return OpStatus::error(std::string(fn) +
+                           "needs Q4_K (16-byte aligned), Q6_K or Q8_0 (2-byte aligned) weights "
+                           "and a 16-byte aligned v");
+  }
+  if (const cudaError_t e = qwide::launch(type, w, rows, cols, rb, v, y, accumulate, stream, planes);
+      e != cudaSuccess) {
+    return OpStatus::error(cuda_error_text(e, "qgemv_wide_kernel", __FILE__, __LINE__));
+  }
+  return {};
 }
 
 OpStatus launch_qgemv_f32(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,

@@ -3,8 +3,11 @@
 // (kernels/qgemv_wide.h). Weights stay in their ggml block layout.
 //
 // Each CTA first quantizes the bf16 activation to int8 in shared memory, per run of 32 elements:
-// d = amax / 127, q = rint(x * (127 / amax)), with d and d * sum(q) kept as a float2 (the same
-// scheme as the Q8_1 activations of llama.cpp's mmvq). Then each warp computes whole rows,
+// d = amax / 127, q = rint(x * (127 / amax)), with d and d * sum(q) kept (the scheme of the Q8_1
+// activations of llama.cpp's mmvq). With two planes (the default) the rounding residual
+// r = x - d q is quantized again, d2 = d / 254, q2 = rint(r * 254 / d) in [-127, 127], so that
+// x~ = d q + d2 q2 is within d2 / 2 of x (about 15 bits, like the CPU backend's int16
+// activations) for one more __dp4a per 4 weights. Then each warp computes whole rows,
 // striding over rows (the grid is capped near one wave, so the quantization is paid a few times
 // per SM, not once per 8 rows) with __dp4a on 4 weights at a time and fp32 scale products.
 //
@@ -43,15 +46,20 @@ template <int T> constexpr int stage_chunks() {
   return T == qblock::kQ8_0 ? 96 : T == qblock::kQ6_K ? 128 : 0;
 }
 
+// Per run of 32 activations: {d, d * sum(q), d2, d2 * sum(q2)} (d2 = 0 with one plane).
+using XScale = float4;
+
 __device__ __forceinline__ float half_bits(uint32_t h) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
 }
 
-// The int8 activation: xq[cols], xd[cols / 32] = {d, d * sum(q)}. Four lanes per run of 32
-// (8 elements each, one 16-byte load); every thread makes the same number of passes so the
-// shuffles always run with the whole warp.
+// The int8 activation: plane p at xq + p * cols (P planes), xd[cols / 32]. Four lanes per run of
+// 32 (8 elements each, one 16-byte load); every thread makes the same number of passes so the
+// shuffles always run with the whole warp. Explicitly rounded operations (no contraction) so a
+// host replay gets the same bits.
+template <int P>
 __device__ __forceinline__ void quantize_x(const uint16_t* __restrict__ v, int cols, int8_t* xq,
-                                           float2* xd) {
+                                           XScale* xd) {
   const int n8 = cols / 8;
   for (int base = 0; base < n8; base += kThreads) {
     const int g = base + static_cast<int>(threadIdx.x);
@@ -76,19 +84,36 @@ __device__ __forceinline__ void quantize_x(const uint16_t* __restrict__ v, int c
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
     const float id = amax > 0.f ? 127.f / amax : 0.f;
     const float d = amax / 127.f;
-    int s = 0;
-    uint32_t packed[2] = {0u, 0u};
+    const float id2 = __fmul_rn(id, 254.f);
+    const float d2 = P == 2 ? d / 254.f : 0.f;
+    int s = 0, s2 = 0;
+    uint32_t packed[2] = {0u, 0u}, packed2[2] = {0u, 0u};
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int q = __float2int_rn(f[i] * id);
+      const int q = __float2int_rn(__fmul_rn(f[i], id));
       s += q;
       packed[i >> 2] |= (static_cast<uint32_t>(q) & 0xffu) << (8 * (i & 3));
+      if constexpr (P == 2) {
+        const float r = __fsub_rn(f[i], __fmul_rn(d, static_cast<float>(q)));
+        int q2 = __float2int_rn(__fmul_rn(r, id2));
+        q2 = q2 > 127 ? 127 : q2 < -127 ? -127 : q2;
+        s2 += q2;
+        packed2[i >> 2] |= (static_cast<uint32_t>(q2) & 0xffu) << (8 * (i & 3));
+      }
     }
     s += __shfl_xor_sync(0xffffffffu, s, 1);
     s += __shfl_xor_sync(0xffffffffu, s, 2);
+    s2 += __shfl_xor_sync(0xffffffffu, s2, 1);
+    s2 += __shfl_xor_sync(0xffffffffu, s2, 2);
     if (on) {
       *reinterpret_cast<uint2*>(xq + 8 * g) = make_uint2(packed[0], packed[1]);
-      if ((g & 3) == 0) xd[g >> 2] = make_float2(d, d * static_cast<float>(s));
+      if constexpr (P == 2) {
+        *reinterpret_cast<uint2*>(xq + cols + 8 * g) = make_uint2(packed2[0], packed2[1]);
+      }
+      if ((g & 3) == 0) {
+        xd[g >> 2] = make_float4(d, __fmul_rn(d, static_cast<float>(s)), d2,
+                                 __fmul_rn(d2, static_cast<float>(s2)));
+      }
     }
   }
 }
@@ -133,6 +158,17 @@ __device__ __forceinline__ int dot16(uint4 q, int4 x, int acc) {
   return __dp4a(static_cast<int>(q.w), x.w, acc);
 }
 
+// 16 int8 weights q times the 16 activations at x (plane 0; plane 1 at x + cols), scaled by the
+// activation steps of their run: d * sum(q x1) (+ d2 * sum(q x2)).
+template <int P>
+__device__ __forceinline__ float dotx(uint4 q, const int8_t* x, int cols, const XScale& s) {
+  float r = s.x * static_cast<float>(dot16(q, *reinterpret_cast<const int4*>(x), 0));
+  if constexpr (P == 2) {
+    r += s.z * static_cast<float>(dot16(q, *reinterpret_cast<const int4*>(x + cols), 0));
+  }
+  return r;
+}
+
 // Q4_K's 6-bit scale and min of sub-block j from the scale bytes s0 (0..3), s1 (4..7), s2 (8..11)
 // (qblock::k_scale_min on three words).
 __device__ __forceinline__ void q4k_scale_min(int j, uint32_t s0, uint32_t s1, uint32_t s2, int* sc,
@@ -149,32 +185,30 @@ __device__ __forceinline__ void q4k_scale_min(int j, uint32_t s0, uint32_t s1, u
 }
 
 // One lane's share of a Q4_K block: hd = bytes 0..15, qv = qs[16 t .. 16 t + 16).
-__device__ __forceinline__ float q4k_part(uint4 hd, uint4 qv, const int8_t* xb, const float2* xdb,
-                                          int t) {
+template <int P>
+__device__ __forceinline__ float q4k_part(uint4 hd, uint4 qv, const int8_t* xb, int cols,
+                                          const XScale* xdb, int t) {
   const int p = t >> 1, h = t & 1;
   int sc_lo, m_lo, sc_hi, m_hi;
   q4k_scale_min(2 * p, hd.y, hd.z, hd.w, &sc_lo, &m_lo);
   q4k_scale_min(2 * p + 1, hd.y, hd.z, hd.w, &sc_hi, &m_hi);
-  const int4 xl = *reinterpret_cast<const int4*>(xb + 64 * p + 16 * h);
-  const int4 xh = *reinterpret_cast<const int4*>(xb + 64 * p + 32 + 16 * h);
   constexpr uint32_t kLo = 0x0f0f0f0fu;
   const uint4 lo = make_uint4(qv.x & kLo, qv.y & kLo, qv.z & kLo, qv.w & kLo);
   const uint4 hi = make_uint4((qv.x >> 4) & kLo, (qv.y >> 4) & kLo, (qv.z >> 4) & kLo,
                               (qv.w >> 4) & kLo);
-  const int sl = dot16(lo, xl, 0);
-  const int sh = dot16(hi, xh, 0);
-  const float2 al = xdb[2 * p], ah = xdb[2 * p + 1];
-  float r = half_bits(hd.x) * (static_cast<float>(sc_lo) * al.x * static_cast<float>(sl) +
-                               static_cast<float>(sc_hi) * ah.x * static_cast<float>(sh));
+  const XScale al = xdb[2 * p], ah = xdb[2 * p + 1];
+  float r = half_bits(hd.x) * (static_cast<float>(sc_lo) * dotx<P>(lo, xb + 64 * p + 16 * h, cols, al) +
+                               static_cast<float>(sc_hi) * dotx<P>(hi, xb + 64 * p + 32 + 16 * h, cols, ah));
   // The min term covers the whole sub-block (d * sum(q) of all 32), so one lane of the pair.
   if (h == 0) {
-    r -= half_bits(hd.x >> 16) *
-         (static_cast<float>(m_lo) * al.y + static_cast<float>(m_hi) * ah.y);
+    r -= half_bits(hd.x >> 16) * (static_cast<float>(m_lo) * (al.y + al.w) +
+                                  static_cast<float>(m_hi) * (ah.y + ah.w));
   }
   return r;
 }
 
-__device__ float dot_q4k(const uint8_t* wr, int cols, const int8_t* xq, const float2* xd, int lane) {
+template <int P>
+__device__ float dot_q4k(const uint8_t* wr, int cols, const int8_t* xq, const XScale* xd, int lane) {
   const uint4* wb = reinterpret_cast<const uint4*>(wr);
   const int nb = cols / 256;
   const int t = lane & 7;
@@ -194,13 +228,14 @@ __device__ float dot_q4k(const uint8_t* wr, int cols, const int8_t* xq, const fl
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int b = b0 + 4 * i;
-      if (b < nb) acc += q4k_part(hd[i], qv[i], xq + 256 * b, xd + 8 * b, t);
+      if (b < nb) acc += q4k_part<P>(hd[i], qv[i], xq + 256 * b, cols, xd + 8 * b, t);
     }
   }
   return acc;
 }
 
-__device__ float dot_q8_0(const uint8_t* wr, int cols, const int8_t* xq, const float2* xd,
+template <int P>
+__device__ float dot_q8_0(const uint8_t* wr, int cols, const int8_t* xq, const XScale* xd,
                           uint4* buf, int lane) {
   constexpr int kRun = 32;  // blocks per staged run
   const int nb = cols / 32;
@@ -218,8 +253,7 @@ __device__ float dot_q8_0(const uint8_t* wr, int cols, const int8_t* xq, const f
         const float d = half_bits(*reinterpret_cast<const uint16_t*>(sb + o));
         const uint4 q = load16_a2(sb, o + 2 + 16 * t);
         const int b = s0 + bi;
-        const int4 x = *reinterpret_cast<const int4*>(xq + 32 * b + 16 * t);
-        acc += d * (xd[b].x * static_cast<float>(dot16(q, x, 0)));
+        acc += d * dotx<P>(q, xq + 32 * b + 16 * t, cols, xd[b]);
       }
     }
     __syncwarp();  // the buffer is refilled next
@@ -233,7 +267,8 @@ __device__ __forceinline__ int q6_signed(uint32_t q) {
   return static_cast<int>(((q | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
 }
 
-__device__ float dot_q6k(const uint8_t* wr, int cols, const int8_t* xq, const float2* xd,
+template <int P>
+__device__ float dot_q6k(const uint8_t* wr, int cols, const int8_t* xq, const XScale* xd,
                          uint4* buf, int lane) {
   constexpr int kRun = 8;
   const int nb = cols / 256;
@@ -255,26 +290,22 @@ __device__ float dot_q6k(const uint8_t* wr, int cols, const int8_t* xq, const fl
       const uint32_t A[4] = {qa.x, qa.y, qa.z, qa.w};
       const uint32_t B[4] = {qb.x, qb.y, qb.z, qb.w};
       const uint32_t H[4] = {qh.x, qh.y, qh.z, qh.w};
-      int s[4] = {0, 0, 0, 0};
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int4 xv = *reinterpret_cast<const int4*>(xb + 32 * k);
-        const int X[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          constexpr uint32_t kLo = 0x0f0f0f0fu, kHi = 0x30303030u;
-          uint32_t q;
-          if (k == 0) q = (A[j] & kLo) | ((H[j] << 4) & kHi);
-          else if (k == 1) q = (B[j] & kLo) | ((H[j] << 2) & kHi);
-          else if (k == 2) q = ((A[j] >> 4) & kLo) | (H[j] & kHi);
-          else q = ((B[j] >> 4) & kLo) | ((H[j] >> 2) & kHi);
-          s[k] = __dp4a(q6_signed(q), X[j], s[k]);
-        }
-      }
       float r = 0.f;
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        r += static_cast<float>(scp[2 * k]) * (xd[8 * b + 4 * h + k].x * static_cast<float>(s[k]));
+        uint32_t q[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          constexpr uint32_t kLo = 0x0f0f0f0fu, kHi = 0x30303030u;
+          uint32_t u;
+          if (k == 0) u = (A[j] & kLo) | ((H[j] << 4) & kHi);
+          else if (k == 1) u = (B[j] & kLo) | ((H[j] << 2) & kHi);
+          else if (k == 2) u = ((A[j] >> 4) & kLo) | (H[j] & kHi);
+          else u = ((B[j] >> 4) & kLo) | ((H[j] >> 2) & kHi);
+          q[j] = static_cast<uint32_t>(q6_signed(u));
+        }
+        r += static_cast<float>(scp[2 * k]) *
+             dotx<P>(make_uint4(q[0], q[1], q[2], q[3]), xb + 32 * k, cols, xd[8 * b + 4 * h + k]);
       }
       acc += d * r;
     }
@@ -283,7 +314,7 @@ __device__ float dot_q6k(const uint8_t* wr, int cols, const int8_t* xq, const fl
   return acc;
 }
 
-template <int T>
+template <int T, int P>
 __global__ void __launch_bounds__(kThreads)
     qgemv_wide_kernel(const uint8_t* __restrict__ w, int rows, int cols, int64_t row_bytes,
                       const uint16_t* __restrict__ v, float* __restrict__ y, int accumulate) {
@@ -293,19 +324,19 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = static_cast<int>(threadIdx.x & 31);
   uint4* buf = smem + warp * kStage;
   int8_t* xq = reinterpret_cast<int8_t*>(smem + kWarps * kStage);
-  float2* xd = reinterpret_cast<float2*>(xq + cols);  // cols % 32 == 0: 8-byte aligned
-  quantize_x(v, cols, xq, xd);
+  XScale* xd = reinterpret_cast<XScale*>(xq + P * cols);  // cols % 32 == 0: 16-byte aligned
+  quantize_x<P>(v, cols, xq, xd);
   __syncthreads();
   // Rows depend on the warp only, so the shuffles below run with all 32 lanes.
   for (int row = blockIdx.x * kWarps + warp; row < rows; row += gridDim.x * kWarps) {
     const uint8_t* wr = w + static_cast<int64_t>(row) * row_bytes;
     float acc;
     if constexpr (T == qblock::kQ4_K) {
-      acc = dot_q4k(wr, cols, xq, xd, lane);
+      acc = dot_q4k<P>(wr, cols, xq, xd, lane);
     } else if constexpr (T == qblock::kQ8_0) {
-      acc = dot_q8_0(wr, cols, xq, xd, buf, lane);
+      acc = dot_q8_0<P>(wr, cols, xq, xd, buf, lane);
     } else {
-      acc = dot_q6k(wr, cols, xq, xd, buf, lane);
+      acc = dot_q6k<P>(wr, cols, xq, xd, buf, lane);
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
@@ -313,24 +344,25 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <int T>
+template <int T, int P>
 size_t smem_bytes(int cols) {
-  return static_cast<size_t>(kWarps) * stage_chunks<T>() * 16 + static_cast<size_t>(cols) +
-         static_cast<size_t>(cols / 32) * sizeof(float2);
+  return static_cast<size_t>(kWarps) * stage_chunks<T>() * 16 + static_cast<size_t>(P) * cols +
+         static_cast<size_t>(cols / 32) * sizeof(XScale);
 }
 
-template <int T>
+template <int T, int P>
 std::atomic<size_t>& smem_limit() {
   static std::atomic<size_t> v{kDefaultSmem};
   return v;
 }
 
-template <int T>
-cudaError_t raise_smem(size_t smem) {
-  if (smem <= smem_limit<T>().load()) return cudaSuccess;
+template <int T, int P>
+cudaError_t raise_smem(int cols) {
+  const size_t smem = smem_bytes<T, P>(cols);
+  if (smem <= smem_limit<T, P>().load()) return cudaSuccess;
   const cudaError_t e = cudaFuncSetAttribute(
-      qgemv_wide_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  if (e == cudaSuccess) smem_limit<T>().store(smem);
+      qgemv_wide_kernel<T, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (e == cudaSuccess) smem_limit<T, P>().store(smem);
   return e;
 }
 
@@ -351,16 +383,36 @@ int grid_cap() {
   return c;
 }
 
-template <int T>
+template <int T, int P>
 cudaError_t launch_t(const void* w, int rows, int cols, int64_t row_bytes, const uint16_t* v,
                      float* y, bool accumulate, cudaStream_t st) {
-  const size_t smem = smem_bytes<T>(cols);
-  if (const cudaError_t e = raise_smem<T>(smem); e != cudaSuccess) return e;
+  if (const cudaError_t e = raise_smem<T, P>(cols); e != cudaSuccess) return e;
   const int want = (rows + kWarps - 1) / kWarps;
   const int cap = grid_cap();
-  qgemv_wide_kernel<T><<<want < cap ? want : cap, kThreads, smem, st>>>(
+  qgemv_wide_kernel<T, P><<<want < cap ? want : cap, kThreads, smem_bytes<T, P>(cols), st>>>(
       static_cast<const uint8_t*>(w), rows, cols, row_bytes, v, y, accumulate ? 1 : 0);
   return cudaGetLastError();
+}
+
+template <int P>
+cudaError_t launch_p(int type, const void* w, int rows, int cols, int64_t row_bytes,
+                     const uint16_t* v, float* y, bool accumulate, cudaStream_t st) {
+  switch (type) {
+    case qblock::kQ4_K: return launch_t<qblock::kQ4_K, P>(w, rows, cols, row_bytes, v, y, accumulate, st);
+    case qblock::kQ6_K: return launch_t<qblock::kQ6_K, P>(w, rows, cols, row_bytes, v, y, accumulate, st);
+    case qblock::kQ8_0: return launch_t<qblock::kQ8_0, P>(w, rows, cols, row_bytes, v, y, accumulate, st);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <int P>
+cudaError_t prepare_p(int max_cols) {
+  for (const cudaError_t e : {raise_smem<qblock::kQ4_K, P>(max_cols),
+                              raise_smem<qblock::kQ6_K, P>(max_cols),
+                              raise_smem<qblock::kQ8_0, P>(max_cols)}) {
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -377,22 +429,16 @@ bool eligible(int type, const void* w, int64_t cols, int64_t row_bytes, const vo
 }
 
 cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_bytes,
-                   const uint16_t* v, float* y, bool accumulate, void* stream) {
+                   const uint16_t* v, float* y, bool accumulate, void* stream, int planes) {
   const auto st = static_cast<cudaStream_t>(stream);
-  switch (type) {
-    case qblock::kQ4_K: return launch_t<qblock::kQ4_K>(w, rows, cols, row_bytes, v, y, accumulate, st);
-    case qblock::kQ6_K: return launch_t<qblock::kQ6_K>(w, rows, cols, row_bytes, v, y, accumulate, st);
-    case qblock::kQ8_0: return launch_t<qblock::kQ8_0>(w, rows, cols, row_bytes, v, y, accumulate, st);
-    default: return cudaErrorInvalidValue;
-  }
+  if (planes == 1) return launch_p<1>(type, w, rows, cols, row_bytes, v, y, accumulate, st);
+  if (planes == 2) return launch_p<2>(type, w, rows, cols, row_bytes, v, y, accumulate, st);
+  return cudaErrorInvalidValue;
 }
 
 cudaError_t prepare(int max_cols) {
-  for (const cudaError_t e : {raise_smem<qblock::kQ4_K>(smem_bytes<qblock::kQ4_K>(max_cols)),
-                              raise_smem<qblock::kQ6_K>(smem_bytes<qblock::kQ6_K>(max_cols)),
-                              raise_smem<qblock::kQ8_0>(smem_bytes<qblock::kQ8_0>(max_cols))}) {
-    if (e != cudaSuccess) return e;
-  }
+  if (const cudaError_t e = prepare_p<1>(max_cols); e != cudaSuccess) return e;
+  if (const cudaError_t e = prepare_p<2>(max_cols); e != cudaSuccess) return e;
   return grid_cap() > 0 ? cudaSuccess : cudaErrorUnknown;
 }
 

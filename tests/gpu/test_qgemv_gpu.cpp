@@ -6,13 +6,14 @@
 //         (cols/32 + 8) * 2^-24 * sum_i |w_i v_i|, the a-priori bound of an fp32 fused-multiply-
 //         add chain of cols/32 terms per lane plus the 5-level warp reduction (the weights decode
 //         bit-exactly: tests/unit/test_qblock.cpp).
-//   int8 (launch_qgemv on Q4_K / Q6_K / Q8_0, kernels/qgemv_wide.cu): the activation rounded to
-//         int8 per 32 as the kernel does (replayed here in float, bit for bit), then
-//         |gpu - W.v~| <= (cols/32 + 16) * 4 * 2^-24 * sum_i |v~_i| (|w_i| + o), o the largest
-//         Q4_K min offset dmin*m of the row (the kernel sums the scale and min parts apart), and
-//         against the exact-activation product |gpu - W.v| <= sum_i |w_i| (d_b/2 (1 + 2^-16) +
-//         |v_i| 2^-20) + that fp32 bound (d_b = amax/127 of v's run of 32). The relative RMS of
-//         gpu - W.v over the rows is printed.
+//   int8 (kernels/qgemv_wide.cu on Q4_K / Q6_K / Q8_0: launch_qgemv with two activation planes,
+//         launch_qgemv_int8 with one): the activation quantized per 32 as the kernel does
+//         (replayed here in float, bit for bit), then |gpu - W.v~| <= (cols/32 + 16) * 4 * 2^-24
+//         * sum_i |v~_i| (|w_i| + o), o the largest Q4_K min offset dmin*m of the row (the
+//         kernel sums the scale and min parts apart), and against the exact activation
+//         |gpu - W.v| <= sum_i |w_i| (s_b/2 (1 + 2^-16) + (|v_i| + d_b) 2^-20) + that fp32 bound,
+//         s_b the last plane's step of v's run of 32 (d_b = amax/127 with one plane, d_b/254 with
+//         two). The relative RMS of gpu - W.v over the rows is printed.
 //   Dequantize to bf16 (the prefill's GEMM input): bit for bit equal to fp32_to_bf16 of the CPU
 //         dequantization.
 // Shapes: odd row counts (a partial last CTA), K = 256 .. 14336 (shared memory above 48 KiB),
@@ -87,22 +88,47 @@ Matrix make_matrix(GgmlType t, int rows, int cols, std::mt19937& rng) {
   return m;
 }
 
-// The activation as the int8 kernel sees it: per run of 32, d = amax / 127, q = rint(v * (127 /
-// amax)) in float (the kernel's operations, no contraction possible), v~ = d * q. dq: d per run.
-void int8_activation(const std::vector<uint16_t>& v, std::vector<double>* vt, std::vector<double>* dq) {
-  vt->assign(v.size(), 0.0);
-  dq->assign(v.size() / 32, 0.0);
+// The activation as the int8 kernel sees it, replayed in float with the kernel's operations (each
+// rounded on its own: volatile keeps the compiler from fusing them). Per run of 32: d = amax / 127,
+// q = rint(v * (127 / amax)); with two planes also r = v - d q, d2 = d / 254,
+// q2 = clamp(rint(r * (127 / amax * 254)), +-127). vt = d q (+ d2 q2); va = |d q| (+ |d2 q2|);
+// step: the last plane's step per run (d or d2), d1: d per run.
+struct Int8X {
+  std::vector<double> vt, va, step, d1;
+};
+Int8X int8_activation(const std::vector<uint16_t>& v, int planes) {
+  Int8X x;
+  x.vt.assign(v.size(), 0.0);
+  x.va.assign(v.size(), 0.0);
+  x.step.assign(v.size() / 32, 0.0);
+  x.d1.assign(v.size() / 32, 0.0);
   for (size_t r = 0; r < v.size() / 32; ++r) {
     float amax = 0.f;
     for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(bf16_to_fp32(v[32 * r + i])));
     const float id = amax > 0.f ? 127.f / amax : 0.f;
     const float d = amax / 127.f;
-    (*dq)[r] = d;
+    volatile float id2 = id * 254.f;
+    const float d2 = d / 254.f;
+    x.d1[r] = d;
+    x.step[r] = planes == 2 ? d2 : d;
     for (size_t i = 0; i < 32; ++i) {
-      const float p = bf16_to_fp32(v[32 * r + i]) * id;
-      (*vt)[32 * r + i] = double(d) * std::nearbyint(double(p));
+      const float f = bf16_to_fp32(v[32 * r + i]);
+      volatile float p = f * id;
+      const float q = std::nearbyint(float(p));
+      double vt = double(d) * q, va = std::fabs(vt);
+      if (planes == 2) {
+        volatile float t = d * q;
+        volatile float rr = f - t;
+        volatile float p2 = rr * id2;
+        const float q2 = std::min(127.f, std::max(-127.f, std::nearbyint(float(p2))));
+        vt += double(d2) * q2;
+        va += std::fabs(double(d2) * q2);
+      }
+      x.vt[32 * r + i] = vt;
+      x.va[32 * r + i] = va;
     }
   }
+  return x;
 }
 
 // Largest |dmin * m| over the sub-blocks of a Q4_K / Q5_K row (0 for the other formats).
@@ -122,25 +148,36 @@ double min_offset(GgmlType t, const uint8_t* row, int cols) {
   return o;
 }
 
+// The GEMV paths: launch_qgemv_f32, launch_qgemv_int8 with one plane, launch_qgemv (two planes
+// when qgemv_int8_activation holds, else the f32 kernel).
+enum class Path { kF32, kInt8x1, kAuto };
+
 // One GEMV path on one matrix: store (y poisoned with NaN first) and accumulate onto y0.
 void check_gemv(const Matrix& m, GgmlType t, const uint8_t* dw, const std::vector<uint16_t>& v,
-                const uint16_t* dv, const std::vector<float>& y0, float* dy, bool f32,
+                const uint16_t* dv, const std::vector<float>& y0, float* dy, Path how,
                 const std::string& name) {
   const int rows = m.rows, cols = m.cols;
-  const bool int8 = !f32 && kernels::qgemv_int8_activation(static_cast<int>(t), dw, cols, dv);
-  std::vector<double> vt, dq;
-  if (int8) int8_activation(v, &vt, &dq);
+  const int ti = static_cast<int>(t);
+  const bool eligible = kernels::qgemv_int8_activation(ti, dw, cols, dv);
+  if (how == Path::kInt8x1 && !eligible) return;
+  const int planes = how == Path::kInt8x1 ? 1 : how == Path::kAuto && eligible ? 2 : 0;
+  const bool int8 = planes > 0;
+  Int8X xi;
+  if (int8) xi = int8_activation(v, planes);
   const int64_t rb = ggml_row_bytes(t, cols);
-  const std::string path = f32 ? "f32" : int8 ? "int8" : "auto->f32";
+  const std::string path = how == Path::kF32 ? "f32" : planes == 1 ? "int8x1" : planes == 2
+                                                                               ? "int8x2"
+                                                                               : "auto->f32";
   for (int accumulate = 0; accumulate < 2; ++accumulate) {
     if (accumulate) {
       SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
     } else {
       SINKSCOPE_CUDA_CHECK(cudaMemset(dy, 0xff, y0.size() * 4));
     }
-    const int ti = static_cast<int>(t);
-    require(f32 ? kernels::launch_qgemv_f32(ti, dw, rows, cols, dv, dy, accumulate != 0, nullptr)
-                : kernels::launch_qgemv(ti, dw, rows, cols, dv, dy, accumulate != 0, nullptr));
+    const bool acc = accumulate != 0;
+    require(how == Path::kF32      ? kernels::launch_qgemv_f32(ti, dw, rows, cols, dv, dy, acc, nullptr)
+            : how == Path::kInt8x1 ? kernels::launch_qgemv_int8(ti, dw, rows, cols, dv, dy, acc, 1, nullptr)
+                                   : kernels::launch_qgemv(ti, dw, rows, cols, dv, dy, acc, nullptr));
     SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> y(y0.size());
     SINKSCOPE_CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
@@ -157,10 +194,10 @@ void check_gemv(const Matrix& m, GgmlType t, const uint8_t* dw, const std::vecto
         ref += wv * x;
         mag += std::fabs(wv * x);
         if (int8) {
-          reft += wv * vt[size_t(c)];
-          magt += std::fabs(vt[size_t(c)]) * (std::fabs(wv) + o);
-          qdev += std::fabs(wv) * (dq[size_t(c) / 32] * 0.5 * (1 + std::ldexp(1.0, -16)) +
-                                  std::fabs(x) * std::ldexp(1.0, -20));
+          reft += wv * xi.vt[size_t(c)];
+          magt += xi.va[size_t(c)] * (std::fabs(wv) + o);
+          qdev += std::fabs(wv) * (xi.step[size_t(c) / 32] * 0.5 * (1 + std::ldexp(1.0, -16)) +
+                                  (std::fabs(x) + xi.d1[size_t(c) / 32]) * std::ldexp(1.0, -20));
         }
       }
       const double gy = y[size_t(r)];
@@ -218,8 +255,9 @@ void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset) {
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dw, m.q.data(), m.q.size(), cudaMemcpyHostToDevice));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dv.p, v.data(), v.size() * 2, cudaMemcpyHostToDevice));
 
-  check_gemv(m, t, dw, v, dv.p, y0, dy.p, /*f32=*/false, name);
-  check_gemv(m, t, dw, v, dv.p, y0, dy.p, /*f32=*/true, name);
+  for (Path how : {Path::kAuto, Path::kInt8x1, Path::kF32}) {
+    check_gemv(m, t, dw, v, dv.p, y0, dy.p, how, name);
+  }
 
   // Dequantize to bf16.
   DevBuf<uint16_t> dout(m.deq.size());
@@ -283,11 +321,11 @@ void bench() {
   };
   auto row = [&](const Shape& s, const char* type, const char* path, double us, double bytes) {
     const double gbs = bytes / us / 1e3;
-    std::printf("%-20s %-6s %-5s %10.2f %10.1f %7.1f%%\n", s.what, type, path, us, gbs,
+    std::printf("%-20s %-6s %-6s %10.2f %10.1f %7.1f%%\n", s.what, type, path, us, gbs,
                 100.0 * gbs / kPeakGBs);
     std::fflush(stdout);
   };
-  std::printf("%-20s %-6s %-5s %10s %10s %8s\n", "shape", "type", "path", "us", "GB/s",
+  std::printf("%-20s %-6s %-6s %10s %10s %8s\n", "shape", "type", "path", "us", "GB/s",
               "of 4.8TB/s");
   for (const Shape& s : shapes) {
     DevBuf<uint16_t> v(size_t(s.cols));
@@ -318,14 +356,18 @@ void bench() {
       }
       const int ti = static_cast<int>(t);
       const bool int8 = kernels::qgemv_int8_activation(ti, w.p, s.cols, v.p);
-      for (int f32 = 0; f32 < (int8 ? 2 : 1); ++f32) {
+      // planes: 2 (launch_qgemv's choice), 1 (plain int8), 0 (the f32-activation kernel).
+      for (int planes : {2, 1, 0}) {
+        if (planes > 0 && !int8) continue;
         const double us = time_us([&](int i) {
           const uint8_t* wi = w.p + bytes * size_t(i % copies);
-          require(f32 || !int8
+          require(planes == 0
                       ? kernels::launch_qgemv_f32(ti, wi, s.rows, s.cols, v.p, y.p, true, nullptr)
-                      : kernels::launch_qgemv(ti, wi, s.rows, s.cols, v.p, y.p, true, nullptr));
+                      : kernels::launch_qgemv_int8(ti, wi, s.rows, s.cols, v.p, y.p, true, planes,
+                                                   nullptr));
         });
-        row(s, ggml_type_name(t), f32 || !int8 ? "f32" : "int8", us, double(bytes));
+        row(s, ggml_type_name(t), planes == 2 ? "int8x2" : planes == 1 ? "int8x1" : "f32", us,
+            double(bytes));
       }
     }
   }
