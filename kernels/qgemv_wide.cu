@@ -16,7 +16,7 @@
 //        lane t reads the block's header (d, dmin, 12 scale bytes) and qs[16 t .. 16 t + 16), i.e.
 //        16 elements of sub-block 2p and 16 of 2p+1 (p = t / 2). Direct global loads.
 //   Q8_0 (34 bytes) and Q6_K (210 bytes) blocks sit at 2-byte alignment, so the warp first copies
-//        a run of blocks (32 Q8_0 / 8 Q6_K) with aligned 16-byte loads, each byte once, into its
+//        a run of blocks (64 Q8_0 / 8 Q6_K) with aligned 16-byte loads, each byte once, into its
 //        own shared-memory buffer, then each lane reads its 16-byte pieces there as 4-byte words
 //        joined with funnel shifts. Q8_0: 2 lanes per block (16 elements each); Q6_K: 4 lanes
 //        per block (16 elements of each of the 4 quarters of one half).
@@ -40,10 +40,10 @@ constexpr int kThreads = kWarps * 32;
 constexpr size_t kDefaultSmem = 48 * 1024;
 
 // Per-warp staging buffer in 16-byte chunks: the most aligned chunks a run can cover is
-// ceil((15 + run bytes) / 16), rounded up to whole passes of 32 lanes (Q8_0: 32 * 34 = 1088
-// bytes -> 69 -> 96; Q6_K: 8 * 210 = 1680 -> 106 -> 128). 0: no staging (Q4_K).
+// ceil((15 + run bytes) / 16), rounded up to whole passes of 32 lanes (Q8_0: 64 * 34 = 2176
+// bytes -> 137 -> 160; Q6_K: 8 * 210 = 1680 -> 106 -> 128). 0: no staging (Q4_K).
 template <int T> constexpr int stage_chunks() {
-  return T == qblock::kQ8_0 ? 96 : T == qblock::kQ6_K ? 128 : 0;
+  return T == qblock::kQ8_0 ? 160 : T == qblock::kQ6_K ? 128 : 0;
 }
 
 // Per run of 32 activations: {d, d * sum(q), d2, d2 * sum(q2)} (d2 = 0 with one plane).
@@ -237,7 +237,7 @@ __device__ float dot_q4k(const uint8_t* wr, int cols, const int8_t* xq, const XS
 template <int P>
 __device__ float dot_q8_0(const uint8_t* wr, int cols, const int8_t* xq, const XScale* xd,
                           uint4* buf, int lane) {
-  constexpr int kRun = 32;  // blocks per staged run
+  constexpr int kRun = 64;  // blocks per staged run
   const int nb = cols / 32;
   const uint8_t* sb = reinterpret_cast<const uint8_t*>(buf);
   const int t = lane & 1;
@@ -246,7 +246,7 @@ __device__ float dot_q8_0(const uint8_t* wr, int cols, const int8_t* xq, const X
     const int n = nb - s0 < kRun ? nb - s0 : kRun;
     const int off = stage_run<stage_chunks<qblock::kQ8_0>()>(wr + 34 * s0, 34 * n, buf, lane);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kRun / 16; ++i) {
       const int bi = (lane >> 1) + 16 * i;
       if (bi < n) {
         const int o = off + 34 * bi;
@@ -314,8 +314,9 @@ __device__ float dot_q6k(const uint8_t* wr, int cols, const int8_t* xq, const XS
   return acc;
 }
 
+// 4 CTAs (32 warps) per SM: at most 64 registers per thread.
 template <int T, int P>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 4)
     qgemv_wide_kernel(const uint8_t* __restrict__ w, int rows, int cols, int64_t row_bytes,
                       const uint16_t* __restrict__ v, float* __restrict__ y, int accumulate) {
   extern __shared__ uint4 smem[];
