@@ -367,7 +367,8 @@ cudaError_t raise_smem(int cols) {
   return e;
 }
 
-// CTAs in one launch: enough for every row, at most 8 per SM (about one resident wave).
+// CTAs in one launch: enough for every row, at most 4 per SM (one resident wave, as
+// __launch_bounds__ asks; the activation is then quantized at most 4 times per SM).
 int grid_cap() {
   static std::atomic<int> cap{0};
   int c = cap.load();
@@ -378,7 +379,7 @@ int grid_cap() {
       (void)cudaGetLastError();
       sms = 132;
     }
-    c = 8 * (sms > 0 ? sms : 132);
+    c = 4 * (sms > 0 ? sms : 132);
     cap.store(c);
   }
   return c;
