@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The quantized-weight kernels (kernels/qgemv.h) per format against the CPU: weights quantized
 // row by row with the engine's own quantizers (quantize_row), dequantized with the engine's
-// dequantize_row, products in double. Both GEMV paths, store and accumulate (y += W v):
+// dequantize_row, products in double. The GEMV paths, store and accumulate (y += W v):
 //   f32 (launch_qgemv_f32, every format; launch_qgemv's fallback): |gpu - ref| <=
 //         (cols/32 + 8) * 2^-24 * sum_i |w_i v_i|, the a-priori bound of an fp32 fused-multiply-
 //         add chain of cols/32 terms per lane plus the 5-level warp reduction (the weights decode
@@ -288,6 +288,20 @@ void check_errors() {
                                                     reinterpret_cast<float*>(256), false, nullptr);
   check(!b.ok && b.message.find("no device block decode") != std::string::npos,
         "qgemv rejects a type without a device decode", b.message);
+  const kernels::OpStatus c = kernels::launch_qgemv_int8(static_cast<int>(GgmlType::kQ4_K),
+                                                         reinterpret_cast<void*>(258), 4, 256,
+                                                         reinterpret_cast<uint16_t*>(256),
+                                                         reinterpret_cast<float*>(256), false, 2,
+                                                         nullptr);
+  check(!c.ok && c.message.find("16-byte aligned") != std::string::npos,
+        "qgemv_int8 rejects Q4_K weights off a 16-byte boundary", c.message);
+  const kernels::OpStatus d = kernels::launch_qgemv_int8(static_cast<int>(GgmlType::kQ8_0),
+                                                         reinterpret_cast<void*>(256), 4, 256,
+                                                         reinterpret_cast<uint16_t*>(256),
+                                                         reinterpret_cast<float*>(256), false, 3,
+                                                         nullptr);
+  check(!d.ok && d.message.find("planes must be 1 or 2") != std::string::npos,
+        "qgemv_int8 rejects a plane count other than 1 or 2", d.message);
 }
 
 // Decode-GEMV throughput per Llama-3-8B shape (batch 1): weight bytes read per second and the
