@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Quantized-weight GEMV and dequantize-to-bf16 kernels (kernels/qgemv.h).
 //
-// GEMV: a CTA of kWarps warps stages the bf16 activation as fp32 in shared memory once, then
+// launch_qgemv takes the wide int8 kernel (qgemv_wide.cu) for Q4_K / Q6_K / Q8_0 when the
+// alignment allows; everything else, and launch_qgemv_f32, runs the kernel below.
+//
+// GEMV (fp32 activation): a CTA of kWarps warps stages the bf16 activation as fp32 in shared memory once, then
 // each warp computes one row. A row is cut into chunks of 8 elements (qblock::decode8); lane l
 // takes chunks l, l+32, ... so neighbouring lanes read neighbouring bytes of the same block, and
 // the per-lane fp32 sums meet in a butterfly shuffle. Rows past the end leave the kernel after
@@ -18,6 +21,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/qblock.h"
+#include "kernels/qgemv_wide.h"
 
 namespace sinkscope::kernels {
 namespace {
@@ -167,12 +171,58 @@ OpStatus qgemv_prepare(int max_cols) {
       return OpStatus::error(cuda_error_text(e, "qgemv_prepare", __FILE__, __LINE__));
     }
   }
+  if (const cudaError_t e = qwide::prepare(max_cols); e != cudaSuccess) {
+    return OpStatus::error(cuda_error_text(e, "qgemv_prepare (wide)", __FILE__, __LINE__));
+  }
   return {};
+}
+
+bool qgemv_int8_activation(int type, const void* w, int64_t cols, const void* v) {
+  return qwide::eligible(type, w, cols, qweight_row_bytes(type, cols), v);
 }
 
 OpStatus launch_qgemv(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,
                       bool accumulate, void* stream) {
   static constexpr const char* fn = "launch_qgemv: ";
+  if (rows == 0) return {};
+  if (!w || !v || !y) return OpStatus::error(std::string(fn) + "a required pointer is null");
+  if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
+    return OpStatus::error(fn + why);
+  }
+  const int64_t rb = qweight_row_bytes(type, cols);
+  if (qwide::eligible(type, w, cols, rb, v)) {
+    return launch_qgemv_int8(type, w, rows, cols, v, y, accumulate, qwide::kDefaultPlanes, stream);
+  }
+  return launch_qgemv_f32(type, w, rows, cols, v, y, accumulate, stream);
+}
+
+OpStatus launch_qgemv_int8(int type, const void* w, int rows, int cols, const uint16_t* v,
+                           float* y, bool accumulate, int planes, void* stream) {
+  static constexpr const char* fn = "launch_qgemv_int8: ";
+  if (rows == 0) return {};
+  if (!w || !v || !y) return OpStatus::error(std::string(fn) + "a required pointer is null");
+  if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
+    return OpStatus::error(fn + why);
+  }
+  if (planes != 1 && planes != 2) {
+    return OpStatus::error(std::string(fn) + "planes must be 1 or 2, got " + std::to_string(planes));
+  }
+  const int64_t rb = qweight_row_bytes(type, cols);
+  if (!qwide::eligible(type, w, cols, rb, v)) {
+    return OpStatus::error(std::string(fn) +
+                           "needs Q4_K (16-byte aligned), Q6_K or Q8_0 (2-byte aligned) weights "
+                           "and a 16-byte aligned v");
+  }
+  if (const cudaError_t e = qwide::launch(type, w, rows, cols, rb, v, y, accumulate, stream, planes);
+      e != cudaSuccess) {
+    return OpStatus::error(cuda_error_text(e, "qgemv_wide_kernel", __FILE__, __LINE__));
+  }
+  return {};
+}
+
+OpStatus launch_qgemv_f32(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,
+                          bool accumulate, void* stream) {
+  static constexpr const char* fn = "launch_qgemv_f32: ";
   if (rows == 0) return {};
   if (!w || !v || !y) return OpStatus::error(std::string(fn) + "a required pointer is null");
   if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {

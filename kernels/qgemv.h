@@ -29,8 +29,27 @@ OpStatus qgemv_prepare(int max_cols);
 // y[r] = W[r] . v  (accumulate: y[r] += W[r] . v) for r < rows, fp32 accumulation.
 // w: rows * qweight_row_bytes(type, cols) bytes (rows packed back to back, any alignment);
 // v: [cols] bf16; y: [rows] fp32. v and y must not overlap w.
+// Q4_K, Q6_K and Q8_0 go through the wide kernel (kernels/qgemv_wide.cu) when
+// qgemv_int8_activation() holds: v is then quantized per run of 32 elements to two int8 planes
+// (d = amax / 127, q = rint(v / d); d2 = d / 254, q2 = rint((v - d q) / d2)) before the
+// products, i.e. y = W . v~ with |v~ - v| <= amax / 64516 per element (about 15 bits); otherwise,
+// and for the other formats, the fp32-activation kernel of launch_qgemv_f32.
 OpStatus launch_qgemv(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,
                       bool accumulate, void* stream);
+
+// True when launch_qgemv takes the int8-activation kernel for these arguments (Q4_K: w 16-byte
+// aligned; Q6_K / Q8_0: w 2-byte aligned; v 16-byte aligned).
+bool qgemv_int8_activation(int type, const void* w, int64_t cols, const void* v);
+
+// The int8-activation kernel alone with 1 plane (plain int8, |v~ - v| <= amax / 254, half the
+// __dp4a work) or 2 (launch_qgemv's choice); an error when qgemv_int8_activation() is false.
+OpStatus launch_qgemv_int8(int type, const void* w, int rows, int cols, const uint16_t* v,
+                           float* y, bool accumulate, int planes, void* stream);
+
+// The fp32-activation GEMV for every format (the bf16 v exactly, each weight decoded by
+// qblock::decode8, one warp per row): the reference path and the fallback.
+OpStatus launch_qgemv_f32(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,
+                          bool accumulate, void* stream);
 
 // out[r][c] = bf16(W[r][c]) for r < rows (round to nearest even of the exact dequantized value).
 // out: [rows][cols] bf16, 16-byte aligned.

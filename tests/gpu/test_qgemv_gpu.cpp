@@ -1,19 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 // The quantized-weight kernels (kernels/qgemv.h) per format against the CPU: weights quantized
 // row by row with the engine's own quantizers (quantize_row), dequantized with the engine's
-// dequantize_row, products in double.
-//   GEMV: |gpu - ref| <= (cols/32 + 8) * 2^-24 * sum_i |w_i v_i|, the a-priori bound of an fp32
-//         fused-multiply-add chain of cols/32 terms per lane plus the 5-level warp reduction
-//         (the weights themselves decode bit-exactly: tests/unit/test_qblock.cpp). Also with
-//         accumulate (y += W v).
+// dequantize_row, products in double. The GEMV paths, store and accumulate (y += W v):
+//   f32 (launch_qgemv_f32, every format; launch_qgemv's fallback): |gpu - ref| <=
+//         (cols/32 + 8) * 2^-24 * sum_i |w_i v_i|, the a-priori bound of an fp32 fused-multiply-
+//         add chain of cols/32 terms per lane plus the 5-level warp reduction (the weights decode
+//         bit-exactly: tests/unit/test_qblock.cpp).
+//   int8 (kernels/qgemv_wide.cu on Q4_K / Q6_K / Q8_0: launch_qgemv with two activation planes,
+//         launch_qgemv_int8 with one): the activation quantized per 32 as the kernel does
+//         (replayed here in float, bit for bit), then |gpu - W.v~| <= (cols/32 + 16) * 4 * 2^-24
+//         * sum_i |v~_i| (|w_i| + o), o the largest Q4_K min offset dmin*m of the row (the
+//         kernel sums the scale and min parts apart), and against the exact activation
+//         |gpu - W.v| <= sum_i |w_i| (s_b/2 (1 + 2^-16) + (|v_i| + d_b) 2^-20) + that fp32 bound,
+//         s_b the last plane's step of v's run of 32 (d_b = amax/127 with one plane, d_b/254 with
+//         two). The relative RMS of gpu - W.v over the rows is printed.
 //   Dequantize to bf16 (the prefill's GEMM input): bit for bit equal to fp32_to_bf16 of the CPU
 //         dequantization.
-// Shapes include odd row counts (grids with a partial last CTA) and a 14336-long row (the
-// shared-memory stage above 48 KiB). --bench: decode-GEMV timing on Llama-3-8B projection
-// shapes, quantized vs the bf16 fused GEMV (kernels/decode_fused.h) on the same shapes.
-// Plain executable: "SKIP: ..." and exit 0 without a GPU; exit 1 on any failure.
+// Shapes: odd row counts (a partial last CTA), K = 256 .. 14336 (shared memory above 48 KiB),
+// more rows than one wave of CTAs (warps striding over rows), n_vocab 128256 x 4096 for Q6_K (the
+// output matrix of Q4_K_M files), and weights at 2 and 10 bytes past a 16-byte boundary (the
+// Q6_K / Q8_0 staging offsets; Q4_K then takes the f32 path). --bench (--bench-only skips the
+// checks): decode-GEMV GB/s and % of 4.8 TB/s per format, path and Llama-3-8B shape, weights
+// rotated through copies larger than L2. Plain executable: "SKIP: ..." and exit 0 without a GPU;
+// exit 1 on any failure.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -27,6 +39,7 @@
 #include "gpu_checks.h"
 #include "kernels/cuda_check.h"
 #include "kernels/decode_fused.h"
+#include "kernels/qblock.h"
 #include "kernels/qgemv.h"
 #include "tests/gpu/attention_problem.h"
 
@@ -75,71 +88,189 @@ Matrix make_matrix(GgmlType t, int rows, int cols, std::mt19937& rng) {
   return m;
 }
 
-void check_case(GgmlType t, int rows, int cols, uint32_t seed) {
+// The activation as the int8 kernel sees it, replayed in float with the kernel's operations (each
+// rounded on its own: volatile keeps the compiler from fusing them). Per run of 32: d = amax / 127,
+// q = rint(v * (127 / amax)); with two planes also r = v - d q, d2 = d / 254,
+// q2 = clamp(rint(r * (127 / amax * 254)), +-127). vt = d q (+ d2 q2); va = |d q| (+ |d2 q2|);
+// step: the last plane's step per run (d or d2), d1: d per run.
+struct Int8X {
+  std::vector<double> vt, va, step, d1;
+};
+Int8X int8_activation(const std::vector<uint16_t>& v, int planes) {
+  Int8X x;
+  x.vt.assign(v.size(), 0.0);
+  x.va.assign(v.size(), 0.0);
+  x.step.assign(v.size() / 32, 0.0);
+  x.d1.assign(v.size() / 32, 0.0);
+  for (size_t r = 0; r < v.size() / 32; ++r) {
+    float amax = 0.f;
+    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(bf16_to_fp32(v[32 * r + i])));
+    const float id = amax > 0.f ? 127.f / amax : 0.f;
+    const float d = amax / 127.f;
+    volatile float id2 = id * 254.f;
+    const float d2 = d / 254.f;
+    x.d1[r] = d;
+    x.step[r] = planes == 2 ? d2 : d;
+    for (size_t i = 0; i < 32; ++i) {
+      const float f = bf16_to_fp32(v[32 * r + i]);
+      volatile float p = f * id;
+      const float q = std::nearbyint(float(p));
+      double vt = double(d) * q, va = std::fabs(vt);
+      if (planes == 2) {
+        volatile float t = d * q;
+        volatile float rr = f - t;
+        volatile float p2 = rr * id2;
+        const float q2 = std::min(127.f, std::max(-127.f, std::nearbyint(float(p2))));
+        vt += double(d2) * q2;
+        va += std::fabs(double(d2) * q2);
+      }
+      x.vt[32 * r + i] = vt;
+      x.va[32 * r + i] = va;
+    }
+  }
+  return x;
+}
+
+// Largest |dmin * m| over the sub-blocks of a Q4_K / Q5_K row (0 for the other formats).
+double min_offset(GgmlType t, const uint8_t* row, int cols) {
+  if (t != GgmlType::kQ4_K && t != GgmlType::kQ5_K) return 0.0;
+  const int bb = qblock::block_bytes(static_cast<int>(t));
+  double o = 0;
+  for (int b = 0; b < cols / 256; ++b) {
+    const uint8_t* blk = row + int64_t(b) * bb;
+    const double dmin = qblock::load_half(blk + 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc = 0, mn = 0;
+      qblock::k_scale_min(j, blk + 4, &sc, &mn);
+      o = std::max(o, std::fabs(dmin * mn));
+    }
+  }
+  return o;
+}
+
+// The GEMV paths: launch_qgemv_f32, launch_qgemv_int8 with one plane, launch_qgemv (two planes
+// when qgemv_int8_activation holds, else the f32 kernel).
+enum class Path { kF32, kInt8x1, kAuto };
+
+// One GEMV path on one matrix: store (y poisoned with NaN first) and accumulate onto y0.
+void check_gemv(const Matrix& m, GgmlType t, const uint8_t* dw, const std::vector<uint16_t>& v,
+                const uint16_t* dv, const std::vector<float>& y0, float* dy, Path how,
+                const std::string& name) {
+  const int rows = m.rows, cols = m.cols;
+  const int ti = static_cast<int>(t);
+  const bool eligible = kernels::qgemv_int8_activation(ti, dw, cols, dv);
+  if (how == Path::kInt8x1 && !eligible) return;
+  const int planes = how == Path::kInt8x1 ? 1 : how == Path::kAuto && eligible ? 2 : 0;
+  const bool int8 = planes > 0;
+  Int8X xi;
+  if (int8) xi = int8_activation(v, planes);
+  const int64_t rb = ggml_row_bytes(t, cols);
+  const std::string path = how == Path::kF32 ? "f32" : planes == 1 ? "int8x1" : planes == 2
+                                                                               ? "int8x2"
+                                                                               : "auto->f32";
+  for (int accumulate = 0; accumulate < 2; ++accumulate) {
+    if (accumulate) {
+      SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
+    } else {
+      SINKSCOPE_CUDA_CHECK(cudaMemset(dy, 0xff, y0.size() * 4));
+    }
+    const bool acc = accumulate != 0;
+    require(how == Path::kF32      ? kernels::launch_qgemv_f32(ti, dw, rows, cols, dv, dy, acc, nullptr)
+            : how == Path::kInt8x1 ? kernels::launch_qgemv_int8(ti, dw, rows, cols, dv, dy, acc, 1, nullptr)
+                                   : kernels::launch_qgemv(ti, dw, rows, cols, dv, dy, acc, nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> y(y0.size());
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
+    int bad = 0, bad_dev = 0;
+    double worst = 0, worst_dev = 0, dev2 = 0, ref2 = 0;  // err / bound; sums of squares
+    for (int r = 0; r < rows; ++r) {
+      const double base = accumulate ? double(y0[size_t(r)]) : 0.0;
+      const float* wrow = m.deq.data() + size_t(r) * cols;
+      double ref = base, mag = std::fabs(base);  // exact activation
+      double reft = base, magt = std::fabs(base), qdev = 0;  // int8 activation
+      const double o = int8 ? min_offset(t, m.q.data() + r * rb, cols) : 0.0;
+      for (int c = 0; c < cols; ++c) {
+        const double wv = wrow[c], x = bf16_to_fp32(v[size_t(c)]);
+        ref += wv * x;
+        mag += std::fabs(wv * x);
+        if (int8) {
+          reft += wv * xi.vt[size_t(c)];
+          magt += xi.va[size_t(c)] * (std::fabs(wv) + o);
+          qdev += std::fabs(wv) * (xi.step[size_t(c) / 32] * 0.5 * (1 + std::ldexp(1.0, -16)) +
+                                  (std::fabs(x) + xi.d1[size_t(c) / 32]) * std::ldexp(1.0, -20));
+        }
+      }
+      const double gy = y[size_t(r)];
+      double err, bound;
+      if (int8) {
+        err = std::fabs(gy - reft);
+        bound = (cols / 32 + 16) * 4 * std::ldexp(1.0, -24) * magt + 1e-30;
+        const double dev = std::fabs(gy - ref), dbound = qdev + bound;
+        if (!(dev <= dbound)) ++bad_dev;
+        worst_dev = std::max(worst_dev, dev / dbound);
+        dev2 += (gy - base - (ref - base)) * (gy - base - (ref - base));
+        ref2 += (ref - base) * (ref - base);
+      } else {
+        err = std::fabs(gy - ref);
+        bound = (cols / 32 + 8) * std::ldexp(1.0, -24) * mag + 1e-30;
+      }
+      if (!(err <= bound)) {
+        if (++bad <= 3) {
+          std::printf("  row %d: gpu %.9g ref %.9g bound %.3g\n", r, gy, int8 ? reft : ref, bound);
+        }
+      }
+      worst = std::max(worst, err / bound);
+    }
+    char detail[256];
+    std::snprintf(detail, sizeof detail, "%d of %d rows outside the bound, worst err/bound %.3f",
+                  bad, rows, worst);
+    const std::string what = name + " " + path + (accumulate ? " accumulate" : " store");
+    check(bad == 0, what, detail);
+    if (int8) {
+      std::snprintf(detail, sizeof detail,
+                    "%d of %d rows outside the int8 bound, worst dev/bound %.3f, relative RMS "
+                    "deviation %.2e",
+                    bad_dev, rows, worst_dev, std::sqrt(dev2 / std::max(ref2, 1e-300)));
+      check(bad_dev == 0, what + " vs exact activation", detail);
+    }
+  }
+}
+
+void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset) {
   std::mt19937 rng(seed);
   const Matrix m = make_matrix(t, rows, cols, rng);
   const std::string name = std::string("qgemv ") + ggml_type_name(t) + " " + std::to_string(rows) +
-                           "x" + std::to_string(cols) + " seed " + std::to_string(seed);
+                           "x" + std::to_string(cols) + " w+" + std::to_string(w_offset) +
+                           " seed " + std::to_string(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<uint16_t> v(static_cast<size_t>(cols));
   for (auto& x : v) x = fp32_to_bf16(nd(rng));
   std::vector<float> y0(static_cast<size_t>(rows));
   for (auto& x : y0) x = nd(rng);
 
-  DevBuf<uint8_t> dw(m.q.size());
+  DevBuf<uint8_t> dwb(m.q.size() + 16);
+  uint8_t* dw = dwb.p + w_offset;
   DevBuf<uint16_t> dv(v.size());
   DevBuf<float> dy(y0.size());
-  DevBuf<uint16_t> dout(m.deq.size());
-  SINKSCOPE_CUDA_CHECK(cudaMemcpy(dw.p, m.q.data(), m.q.size(), cudaMemcpyHostToDevice));
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(dw, m.q.data(), m.q.size(), cudaMemcpyHostToDevice));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dv.p, v.data(), v.size() * 2, cudaMemcpyHostToDevice));
 
-  for (int accumulate = 0; accumulate < 2; ++accumulate) {
-    // Poison (NaN) unless accumulating onto y0.
-    if (accumulate) {
-      SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy.p, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
-    } else {
-      SINKSCOPE_CUDA_CHECK(cudaMemset(dy.p, 0xff, y0.size() * 4));
-    }
-    require(kernels::launch_qgemv(static_cast<int>(t), dw.p, rows, cols, dv.p, dy.p,
-                                  accumulate != 0, nullptr));
-    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> y(y0.size());
-    SINKSCOPE_CUDA_CHECK(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost));
-    int bad = 0;
-    double worst = 0;  // largest |err| / bound
-    for (int r = 0; r < rows; ++r) {
-      double ref = accumulate ? double(y0[size_t(r)]) : 0.0, mag = accumulate ? std::fabs(ref) : 0;
-      for (int c = 0; c < cols; ++c) {
-        const double p = double(m.deq[size_t(r) * cols + c]) * double(bf16_to_fp32(v[size_t(c)]));
-        ref += p;
-        mag += std::fabs(p);
-      }
-      const double bound = (cols / 32 + 8) * std::ldexp(1.0, -24) * mag + 1e-30;
-      const double err = std::fabs(double(y[size_t(r)]) - ref);
-      if (!(err <= bound)) {
-        if (++bad <= 3) {
-          std::printf("  row %d: gpu %.9g ref %.9g bound %.3g\n", r, double(y[size_t(r)]), ref,
-                      bound);
-        }
-      }
-      if (err / bound > worst) worst = err / bound;
-    }
-    char detail[160];
-    std::snprintf(detail, sizeof detail, "%d of %d rows outside the bound, worst err/bound %.3f",
-                  bad, rows, worst);
-    check(bad == 0, name + (accumulate ? " accumulate" : " store"), detail);
+  for (Path how : {Path::kAuto, Path::kInt8x1, Path::kF32}) {
+    check_gemv(m, t, dw, v, dv.p, y0, dy.p, how, name);
   }
 
   // Dequantize to bf16.
+  DevBuf<uint16_t> dout(m.deq.size());
   SINKSCOPE_CUDA_CHECK(cudaMemset(dout.p, 0xff, m.deq.size() * 2));
-  require(kernels::launch_qdequant_bf16(static_cast<int>(t), dw.p, rows, cols, dout.p, nullptr));
+  require(kernels::launch_qdequant_bf16(static_cast<int>(t), dw, rows, cols, dout.p, nullptr));
   SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint16_t> out(m.deq.size());
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(out.data(), dout.p, out.size() * 2, cudaMemcpyDeviceToHost));
   size_t bad = 0;
   for (size_t i = 0; i < out.size(); ++i) bad += out[i] != fp32_to_bf16(m.deq[i]);
   check(bad == 0, std::string("qdequant_bf16 ") + ggml_type_name(t) + " " +
-                      std::to_string(rows) + "x" + std::to_string(cols),
+                      std::to_string(rows) + "x" + std::to_string(cols) + " w+" +
+                      std::to_string(w_offset),
         std::to_string(bad) + " of " + std::to_string(out.size()) + " bf16 values differ");
 }
 
@@ -157,58 +288,101 @@ void check_errors() {
                                                     reinterpret_cast<float*>(256), false, nullptr);
   check(!b.ok && b.message.find("no device block decode") != std::string::npos,
         "qgemv rejects a type without a device decode", b.message);
+  const kernels::OpStatus c = kernels::launch_qgemv_int8(static_cast<int>(GgmlType::kQ4_K),
+                                                         reinterpret_cast<void*>(258), 4, 256,
+                                                         reinterpret_cast<uint16_t*>(256),
+                                                         reinterpret_cast<float*>(256), false, 2,
+                                                         nullptr);
+  check(!c.ok && c.message.find("16-byte aligned") != std::string::npos,
+        "qgemv_int8 rejects Q4_K weights off a 16-byte boundary", c.message);
+  const kernels::OpStatus d = kernels::launch_qgemv_int8(static_cast<int>(GgmlType::kQ8_0),
+                                                         reinterpret_cast<void*>(256), 4, 256,
+                                                         reinterpret_cast<uint16_t*>(256),
+                                                         reinterpret_cast<float*>(256), false, 3,
+                                                         nullptr);
+  check(!d.ok && d.message.find("planes must be 1 or 2") != std::string::npos,
+        "qgemv_int8 rejects a plane count other than 1 or 2", d.message);
 }
 
-// Decode-GEMV time per projection of Llama-3-8B (batch 1), quantized vs bf16.
+// Decode-GEMV throughput per Llama-3-8B shape (batch 1): weight bytes read per second and the
+// share of the H200's 4.8 TB/s, per format and path, and the bf16 fused GEMV on the same shapes.
+// Each timed launch reads another copy of the weights (copies totalling >= 512 MiB, beyond the
+// 50 MB L2), so the figures are HBM reads, not L2 hits.
 void bench() {
   struct Shape { const char* what; int rows, cols; };
   const Shape shapes[] = {{"q/o 4096x4096", 4096, 4096},
-                          {"gate|up 28672x4096", 28672, 4096},
-                          {"down 4096x14336", 4096, 14336}};
+                          {"k/v 1024x4096", 1024, 4096},
+                          {"gate/up 14336x4096", 14336, 4096},
+                          {"down 4096x14336", 4096, 14336},
+                          {"vocab 128256x4096", 128256, 4096}};
+  constexpr double kPeakGBs = 4800.0;
+  constexpr size_t kRotateBytes = size_t(512) << 20;
   std::mt19937 rng(1);
   cudaEvent_t e0, e1;
   SINKSCOPE_CUDA_CHECK(cudaEventCreate(&e0));
   SINKSCOPE_CUDA_CHECK(cudaEventCreate(&e1));
-  constexpr int kIters = 50;
-  auto time_us = [&](auto&& launch) {
-    launch();
+  constexpr int kIters = 40;
+  auto time_us = [&](auto&& launch) {  // launch(i): the i-th timed call
+    launch(0);
     SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
     SINKSCOPE_CUDA_CHECK(cudaEventRecord(e0));
-    for (int i = 0; i < kIters; ++i) launch();
+    for (int i = 0; i < kIters; ++i) launch(i + 1);
     SINKSCOPE_CUDA_CHECK(cudaEventRecord(e1));
     SINKSCOPE_CUDA_CHECK(cudaEventSynchronize(e1));
     float ms = 0;
     SINKSCOPE_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
     return 1000.0 * ms / kIters;
   };
-  std::printf("%-20s %-6s %10s %10s\n", "shape", "type", "us", "GB/s");
+  auto row = [&](const Shape& s, const char* type, const char* path, double us, double bytes) {
+    const double gbs = bytes / us / 1e3;
+    std::printf("%-20s %-6s %-6s %10.2f %10.1f %7.1f%%\n", s.what, type, path, us, gbs,
+                100.0 * gbs / kPeakGBs);
+    std::fflush(stdout);
+  };
+  std::printf("%-20s %-6s %-6s %10s %10s %8s\n", "shape", "type", "path", "us", "GB/s",
+              "of 4.8TB/s");
   for (const Shape& s : shapes) {
     DevBuf<uint16_t> v(size_t(s.cols));
     DevBuf<float> y(size_t(s.rows));
     SINKSCOPE_CUDA_CHECK(cudaMemset(v.p, 0, size_t(s.cols) * 2));
     SINKSCOPE_CUDA_CHECK(cudaMemset(y.p, 0, size_t(s.rows) * 4));
     {
-      DevBuf<uint16_t> w(size_t(s.rows) * s.cols);
-      SINKSCOPE_CUDA_CHECK(cudaMemset(w.p, 0, size_t(s.rows) * s.cols * 2));
-      const double us = time_us([&] {
-        require(kernels::launch_fused_gemv_residual(v.p, w.p, y.p, s.rows, s.cols, nullptr));
+      const size_t bytes = size_t(s.rows) * s.cols * 2;
+      const int copies = int(std::max<size_t>(1, (kRotateBytes + bytes - 1) / bytes));
+      DevBuf<uint16_t> w(size_t(s.rows) * s.cols * copies);
+      SINKSCOPE_CUDA_CHECK(cudaMemset(w.p, 0, bytes * copies));
+      const double us = time_us([&](int i) {
+        require(kernels::launch_fused_gemv_residual(v.p, w.p + size_t(i % copies) * s.rows * s.cols,
+                                                    y.p, s.rows, s.cols, nullptr));
       });
-      std::printf("%-20s %-6s %10.1f %10.1f\n", s.what, "bf16", us,
-                  double(s.rows) * s.cols * 2 / us / 1e3);
+      row(s, "bf16", "fused", us, double(bytes));
     }
-    for (GgmlType t : kTypes) {
-      const int64_t rb = ggml_row_bytes(t, s.cols);
+    for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ5_K,
+                       GgmlType::kQ4_0, GgmlType::kQ4_1}) {
+      const size_t bytes = size_t(s.rows) * ggml_row_bytes(t, s.cols);
+      const int copies = int(std::max<size_t>(1, (kRotateBytes + bytes - 1) / bytes));
       // Random bytes are valid blocks for timing (scales may be NaN; the sums are not read).
-      std::vector<uint8_t> host(size_t(s.rows * rb));
+      std::vector<uint8_t> host(bytes);
       for (auto& b : host) b = static_cast<uint8_t>(rng());
-      DevBuf<uint8_t> w(host.size());
-      SINKSCOPE_CUDA_CHECK(cudaMemcpy(w.p, host.data(), host.size(), cudaMemcpyHostToDevice));
-      const double us = time_us([&] {
-        require(kernels::launch_qgemv(static_cast<int>(t), w.p, s.rows, s.cols, v.p, y.p, true,
-                                      nullptr));
-      });
-      std::printf("%-20s %-6s %10.1f %10.1f\n", s.what, ggml_type_name(t), us,
-                  double(host.size()) / us / 1e3);
+      DevBuf<uint8_t> w(bytes * copies);
+      for (int c = 0; c < copies; ++c) {
+        SINKSCOPE_CUDA_CHECK(cudaMemcpy(w.p + bytes * c, host.data(), bytes, cudaMemcpyHostToDevice));
+      }
+      const int ti = static_cast<int>(t);
+      const bool int8 = kernels::qgemv_int8_activation(ti, w.p, s.cols, v.p);
+      // planes: 2 (launch_qgemv's choice), 1 (plain int8), 0 (the f32-activation kernel).
+      for (int planes : {2, 1, 0}) {
+        if (planes > 0 && !int8) continue;
+        const double us = time_us([&](int i) {
+          const uint8_t* wi = w.p + bytes * size_t(i % copies);
+          require(planes == 0
+                      ? kernels::launch_qgemv_f32(ti, wi, s.rows, s.cols, v.p, y.p, true, nullptr)
+                      : kernels::launch_qgemv_int8(ti, wi, s.rows, s.cols, v.p, y.p, true, planes,
+                                                   nullptr));
+        });
+        row(s, ggml_type_name(t), planes == 2 ? "int8x2" : planes == 1 ? "int8x1" : "f32", us,
+            double(bytes));
+      }
     }
   }
   cudaEventDestroy(e0);
@@ -219,23 +393,34 @@ void bench() {
 
 int main(int argc, char** argv) {
   if (!sinkscope::testing::have_gpu("test_qgemv_gpu")) return 0;
-  bool do_bench = false;
+  bool do_bench = false, do_checks = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--bench") == 0) {
       do_bench = true;
+    } else if (std::strcmp(argv[i], "--bench-only") == 0) {
+      do_bench = true;
+      do_checks = false;
     } else {
-      std::fprintf(stderr, "test_qgemv_gpu: unknown argument '%s' (use --bench)\n", argv[i]);
+      std::fprintf(stderr, "test_qgemv_gpu: unknown argument '%s' (use --bench or --bench-only)\n",
+                   argv[i]);
       return 2;
     }
   }
-  const int shapes[][2] = {{37, 256}, {1003, 2048}, {515, 14336}, {1, 4096}};
-  uint32_t seed = 100;
-  for (GgmlType t : kTypes) {
-    for (const auto& s : shapes) {
-      gpu_test::run(std::string("qgemv ") + ggml_type_name(t), [&] { check_case(t, s[0], s[1], seed++); });
+  if (do_checks) {
+    // {rows, cols, weight offset past a 16-byte boundary}
+    const int shapes[][3] = {{37, 256, 0},   {1003, 2048, 0}, {515, 14336, 0}, {1, 4096, 0},
+                             {9001, 512, 0}, {4097, 4096, 0}, {37, 256, 2},    {1003, 2048, 10},
+                             {515, 14336, 2}};
+    uint32_t seed = 100;
+    for (GgmlType t : kTypes) {
+      for (const auto& s : shapes) {
+        gpu_test::run(std::string("qgemv ") + ggml_type_name(t),
+                      [&] { check_case(t, s[0], s[1], seed++, s[2]); });
+      }
     }
+    gpu_test::run("qgemv Q6_K vocab", [&] { check_case(GgmlType::kQ6_K, 128256, 4096, 7, 0); });
+    gpu_test::run("errors", check_errors);
   }
-  gpu_test::run("errors", check_errors);
   if (do_bench) gpu_test::run("bench", bench);
   return gpu_test::finish_checks();
 }

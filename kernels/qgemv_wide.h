@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal to kernels/qgemv.cu: the wide decode GEMV for Q4_K, Q6_K and Q8_0 (qgemv_wide.cu),
+// which launch_qgemv takes whenever eligible() holds. It quantizes the activation to int8 (one or
+// two planes) per 32 elements inside each CTA and reads the weight blocks 16 bytes at a time (see qgemv_wide.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sinkscope::kernels::qwide {
+
+// Longest row the shared-memory stage (two int8 activation planes + their scales + per-warp
+// buffers) takes.
+constexpr int kMaxCols = 80 * 1024;
+
+// Activation planes launch_qgemv uses: 2 (x ~ d q + d2 q2, about 15 bits) or 1 (plain int8).
+constexpr int kDefaultPlanes = 2;
+
+// True when launch() handles this matrix: a supported type and shape, v 16-byte aligned, and the
+// weights aligned as the format's loads need (Q4_K: matrix and row stride 16 bytes; Q6_K and
+// Q8_0: 2 bytes).
+bool eligible(int type, const void* w, int64_t cols, int64_t row_bytes, const void* v);
+
+// y[r] (+)= W[r] . v for r < rows; only for eligible() matrices, rows >= 1; planes 1 or 2.
+cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_bytes,
+                   const uint16_t* v, float* y, bool accumulate, void* stream, int planes);
+
+// Raises the kernels' shared-memory limit for rows up to max_cols (outside graph capture).
+cudaError_t prepare(int max_cols);
+
+}  // namespace sinkscope::kernels::qwide
