@@ -233,6 +233,33 @@ constexpr int kQuantWarpsPerBlock = 8;
 // with correctly rounded operations so the codes equal the CPU's for the same fp32 input:
 // want = amax / qmax (IEEE division), scale = the smallest fp16 >= want (__float2half_ru ==
 // fp16_round_up), inv = 1 / s (IEEE), code = round-half-even(x * inv) clamped (== lrint).
+// One warp per (token, head) of the q|k|v row: heads [0, n_head) are queries, then n_head_kv
+// keys (normalised), then n_head_kv values (bias only).
+constexpr int kHeadNormWarps = 4;
+__global__ void __launch_bounds__(kHeadNormWarps * 32) qk_head_norm_kernel(QkHeadNormParams p) {
+  pdl_wait();
+  pdl_trigger();
+  const int lane = threadIdx.x & 31;
+  const int heads = p.n_head + 2 * p.n_head_kv;
+  const int64_t item = int64_t(blockIdx.x) * kHeadNormWarps + (threadIdx.x >> 5);
+  if (item >= int64_t(p.n_tokens) * heads) return;
+  const int token = int(item / heads), h = int(item % heads);
+  const int width = heads * p.head_dim;
+  float* x = p.qkv + int64_t(token) * width + int64_t(h) * p.head_dim;
+  const float* b = p.bias ? p.bias + int64_t(h) * p.head_dim : nullptr;
+  const float* g = h < p.n_head ? p.q_norm : h < p.n_head + p.n_head_kv ? p.k_norm : nullptr;
+  double ss = 0.0;
+  for (int d = lane; d < p.head_dim; d += 32) {
+    const float v = b ? x[d] + b[d] : x[d];
+    if (b) x[d] = v;
+    ss += double(v) * v;
+  }
+  if (!g) return;  // a value head: bias only
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float scale = float(1.0 / sqrt(ss / double(p.head_dim) + double(p.eps)));
+  for (int d = lane; d < p.head_dim; d += 32) x[d] = x[d] * scale * g[d];
+}
+
 __global__ void kv_quant_append_kernel(KvQuantAppendParams p) {
   pdl_wait();
   pdl_trigger();
@@ -397,6 +424,21 @@ OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream) {
                                    0, static_cast<cudaStream_t>(stream), p);
   if (e != cudaSuccess)
     return OpStatus::error(cuda_error_text(e, "qkv_rope_append_kernel", __FILE__, __LINE__));
+  return {};
+}
+
+OpStatus launch_qk_head_norm(const QkHeadNormParams& p, void* stream) {
+  if (p.n_tokens <= 0) return {};
+  if (!p.qkv || !p.q_norm || !p.k_norm)
+    return OpStatus::error("launch_qk_head_norm: a required pointer is null");
+  if (p.n_head <= 0 || p.n_head_kv <= 0 || p.head_dim <= 0)
+    return OpStatus::error("launch_qk_head_norm: empty head shape");
+  const int64_t warps = int64_t(p.n_tokens) * (p.n_head + 2 * p.n_head_kv);
+  const int64_t blocks = (warps + kHeadNormWarps - 1) / kHeadNormWarps;
+  const cudaError_t e = launch_pdl(true, qk_head_norm_kernel, dim3(unsigned(blocks)),
+                                   dim3(kHeadNormWarps * 32), 0, static_cast<cudaStream_t>(stream), p);
+  if (e != cudaSuccess)
+    return OpStatus::error(cuda_error_text(e, "qk_head_norm_kernel", __FILE__, __LINE__));
   return {};
 }
 

@@ -73,6 +73,22 @@ struct QkvRopeParams {
 };
 OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream);
 
+// Per-head Q/K RMSNorm (qwen3, gemma3), in place on the fp32 q|k|v rows of the QKV GEMM before
+// launch_qkv_rope_append: the optional bias is added to the whole row first (the CPU's order), then
+// each query head's head_dim values become x * (1 / sqrt(mean(x^2) + eps)) * q_norm (sum of squares
+// in double, like the CPU's rms_norm) and each key head's likewise with k_norm; V keeps x + bias.
+// The caller then runs qkv_rope_append / rope_queries without the bias (it is in the rows now).
+struct QkHeadNormParams {
+  float* qkv = nullptr;           // [n_tokens][q_dim + 2*kv_dim] fp32, updated in place
+  const float* bias = nullptr;    // [q_dim + 2*kv_dim] or nullptr
+  const float* q_norm = nullptr;  // [head_dim] gain shared by the query heads
+  const float* k_norm = nullptr;  // [head_dim] gain shared by the key heads
+  int n_tokens = 0;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  float eps = 1e-6f;
+};
+OpStatus launch_qk_head_norm(const QkHeadNormParams& p, void* stream);
+
 // Quantized KV append (engine/cache/kv_layout.h KvQuantFormat, groups of 32, the CPU's
 // quantize_kv_row rounding bit for bit on the same fp32 input): the rows of QkvRopeParams::kv_f32
 // go into one layer's paged quantized cache

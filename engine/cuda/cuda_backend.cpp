@@ -75,6 +75,13 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                       : "switched off (tuning fused_decode; SINKSCOPE_FUSED_DECODE=0)";
     m_fused = m_fused_why.empty();
   }
+  if (m_fused && c.qk_norm) {
+    // The fused QKV kernel rotates and appends straight from its products; the per-head Q/K
+    // RMSNorm sits between the projection and RoPE, so these models decode unfused.
+    m_fused = false;
+    m_fused_why = "the model normalises each Q/K head (qk_norm), which the unfused decode path "
+                  "applies between the QKV projection and RoPE";
+  }
   m_gpu_weights = opt.gpu_weights;
   const WeightPlan wplan = plan_weights(*m_model, m_gpu_weights);
   if (m_fused && wplan.any_native()) {
@@ -160,7 +167,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   // names the whole need rather than whichever buffer happened to fail.
   const auto a128 = [](int64_t e) { return size_t(round_up(e, 128)); };
   const size_t w16_elems = size_t(wplan.w16_elems);
-  size_t w32_elems = a128(D) + size_t(c.n_layer) * (2 * a128(D) + (c.qkv_bias ? a128(W) : 0));
+  size_t w32_elems = a128(D) + size_t(c.n_layer) * (2 * a128(D) + (c.qkv_bias ? a128(W) : 0) +
+                                                    (c.qk_norm ? 2 * a128(c.head_dim) : 0));
   const size_t half = size_t(std::max(c.rope_dim / 2, 1));
   const uint64_t weights_b = w16_elems * 2 + wplan.wq_bytes + w32_elems * 4;
   const uint64_t kv_b = 2 * uint64_t(c.n_layer) *
@@ -311,29 +319,30 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
                                                const BackendOptions& options,
                                                const CudaBackendOptions& cuda_options) {
   if (!model) throw BackendError("make_cuda_backend: no model");
-  // The device forward has no per-head Q/K RMSNorm and none of Gemma's additions (scaled
-  // embeddings, post-norms, GeGLU, soft-caps, per-layer windows and RoPE bases): refuse (before
-  // touching a device) rather than compute wrong logits; backend_factory's auto mode then falls
-  // back to the CPU.
-  if (const ModelConfig& c = model->config(); c.gemma)
-    throw BackendError("CUDA backend: " + c.architecture +
-                       " is supported on the CPU backend only (" +
-                       (c.name.empty() ? model->path().filename().string() : c.name) +
-                       " needs Gemma's soft-caps, post-norms, GeGLU and per-layer sliding windows, "
-                       "which the CUDA forward does not apply)");
+  // What the device forward does not apply is refused (before touching a device) rather than
+  // computed wrong; backend_factory's auto mode then falls back to the CPU. Supported: llama,
+  // qwen2, qwen3 (per-head Q/K RMSNorm). Not yet: Gemma's additions (scaled embeddings,
+  // post-norms, GeGLU, soft-caps, per-layer sliding windows and RoPE bases), a llama/mistral
+  // file's own sliding window, gpt-oss.
+  const ModelConfig& c = model->config();
+  const std::string who = c.name.empty() ? model->path().filename().string() : c.name;
+  if (c.gemma)
+    throw BackendError("CUDA backend: " + c.architecture + " is supported on the CPU backend only (" +
+                       who + " needs Gemma's scaled embeddings, post-norms, GeGLU, soft-caps and "
+                       "per-layer sliding windows, which the CUDA forward does not apply)");
   // gpt-oss: learned sink logits in the softmax denominator, a mixture-of-experts FFN with
   // MXFP4 experts, output-projection bias and YaRN, none of which the device forward has.
-  if (const ModelConfig& c = model->config(); c.gpt_oss || c.attn_sinks || c.n_expert > 0)
-    throw BackendError("CUDA backend: " + c.architecture +
-                       " is supported on the CPU backend only (" +
-                       (c.name.empty() ? model->path().filename().string() : c.name) +
-                       " needs learned attention sinks, mixture-of-experts layers and YaRN RoPE, "
-                       "which the CUDA forward does not apply)");
-  if (const ModelConfig& c = model->config(); c.qk_norm)
-    throw BackendError("CUDA backend: " + c.architecture +
-                       " is supported on the CPU backend only (" +
-                       (c.name.empty() ? model->path().filename().string() : c.name) +
-                       " needs the per-head Q/K RMSNorm the CUDA forward does not apply)");
+  if (c.gpt_oss || c.attn_sinks || c.n_expert > 0)
+    throw BackendError("CUDA backend: " + c.architecture + " is supported on the CPU backend only (" +
+                       who + " needs learned attention sinks, mixture-of-experts layers and YaRN "
+                       "RoPE, which the CUDA forward does not apply)");
+  if (c.sliding_window > 0)
+    throw BackendError("CUDA backend: " + who + " has sliding-window layers of its own (window " +
+                       std::to_string(c.sliding_window) + "), which the CUDA attention does not "
+                       "apply yet; use the CPU backend");
+  if (c.rope_theta_local > 0 || c.attn_softcap > 0 || c.final_softcap > 0 || c.o_bias)
+    throw BackendError("CUDA backend: " + who + " needs a local RoPE base, logit soft-capping or "
+                       "an output-projection bias, which the CUDA forward does not apply");
   std::string why;
   if (!gpu::probe_device(&why, nullptr)) throw BackendError("CUDA backend unavailable: " + why);
   return std::make_unique<cuda_detail::CudaBackendImpl>(std::move(model), options, cuda_options);

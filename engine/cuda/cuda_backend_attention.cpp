@@ -36,7 +36,7 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
     a.kv_len_dev = m_step.as<int32_t>() + kStepKvLen;
     a.log2_lambda_dev = reinterpret_cast<const float*>(m_step.as<int32_t>() + kStepLog2Lambda);
   }
-  a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  a.scale = c.attention_scale();  // 1/sqrt(head_dim) unless the model sets its own
   a.log2_lambda = kernels::log2_of_lambda(p.lambda);
   a.skip_value_load = m_attn.skip_value_load;
   a.skip_softmax_exp = m_attn.skip_softmax_exp;

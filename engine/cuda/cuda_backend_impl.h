@@ -144,6 +144,8 @@ struct LayerDev {
   ProjDev down;                      // (D, n_ff)
   const float* attn_norm = nullptr;  // (D)
   const float* ffn_norm = nullptr;   // (D)
+  const float* q_norm = nullptr;     // (head_dim) per-head Q RMSNorm gain (qk_norm) or null
+  const float* k_norm = nullptr;     // (head_dim) per-head K RMSNorm gain (qk_norm) or null
 };
 
 // Which projections stay in their file layout (GpuWeights::kNative and a type with a device

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's per-layer device work of one pass, mirroring engine/backend/cpu_backend.cpp:
-//   RMSNorm (fp32 -> bf16) -> fused QKV GEMM (fp32 out) -> bias + RoPE + paged KV append
+//   RMSNorm (fp32 -> bf16) -> fused QKV GEMM (fp32 out) [-> bias + per-head Q/K RMSNorm
+//   (qk_norm)] -> bias + RoPE + paged KV append
 //   -> attention (kernels::launch_attention) -> O GEMM with the residual add fused (beta = 1)
 //   -> RMSNorm -> fused gate|up GEMM -> SwiGLU -> down GEMM with the residual add fused;
 // then the final RMSNorm and the LM head (fp32 logits). Decode steps (one token) run the fused
@@ -46,9 +47,24 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
       linear_proj(s, blas, xn, L.qkv, m_qkv.as<float>(), p.n);
     }
 
+    const float* qkv_bias = L.b_qkv;
+    if (L.q_norm) {  // qwen3 / gemma3: bias, then each Q and K head RMS-normalised, in place
+      kernels::QkHeadNormParams hn;
+      hn.qkv = m_qkv.as<float>();
+      hn.bias = L.b_qkv;
+      hn.q_norm = L.q_norm;
+      hn.k_norm = L.k_norm;
+      hn.n_tokens = p.n;
+      hn.n_head = c.n_head;
+      hn.n_head_kv = c.n_head_kv;
+      hn.head_dim = c.head_dim;
+      hn.eps = c.rms_eps;
+      SS_LAUNCH(kernels::launch_qk_head_norm(hn, s));
+      qkv_bias = nullptr;  // added above
+    }
     kernels::QkvRopeParams r;
     r.qkv = m_qkv.as<float>();
-    r.bias = L.b_qkv;
+    r.bias = qkv_bias;
     r.rope_cos = m_rope_cos.as<float>();
     r.rope_sin = m_rope_sin.as<float>();
     r.q_out = m_q.as<uint16_t>();
@@ -105,7 +121,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     if (p.sinkq) {
       kernels::RopeQueriesParams rq;
       rq.qkv = m_qkv.as<float>();
-      rq.bias = L.b_qkv;
+      rq.bias = qkv_bias;
       rq.rope_cos = m_rope_cache_cos.as<float>();
       rq.rope_sin = m_rope_cache_sin.as<float>();
       rq.q_out = m_q_sink.as<uint16_t>();
