@@ -182,15 +182,17 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   auto list_ok = [&](int i, int off) {
     if constexpr (!LIST) return true;
     const int64_t k = int64_t(pos0s[i]) + off;
-    return k <= qpos && (k < p.sink_count || p.window == 0 || k > qpos - p.window);
+    return k <= qpos && (k < p.sink_count || p.window == 0 || k > qpos - p.window) &&
+           (p.own_window == 0 || k > qpos - p.own_window);
   };
-  // A live-page tile all of whose keys left the window (its page is evicted after this step):
-  // neither visited nor skipped in the probes, as in the CPU attention (its scores are all
-  // masked, so the rule below drops it from the work either way).
+  // A live-page tile all of whose keys left the window (its page is evicted after this step),
+  // or lie past the layer's own window: neither visited nor skipped in the probes, as in the CPU
+  // attention (its scores are all masked, so the rule below drops it from the work either way).
   auto list_gone = [&](int i) {
     if constexpr (!LIST) return false;
     const int64_t k0 = pos0s[i];
-    return p.window > 0 && k0 >= p.sink_count && k0 + BC - 1 <= qpos - p.window;
+    return (p.window > 0 && k0 >= p.sink_count && k0 + BC - 1 <= qpos - p.window) ||
+           (p.own_window > 0 && k0 + BC - 1 <= qpos - p.own_window);
   };
 
   // ---- issue the loads of work item i into ring stage `st` (each lane: its own chunks) ----

@@ -105,6 +105,12 @@ struct AttentionParams {
   const int32_t* q_pos_dev = nullptr;
   int sink_count = 0;
   int window = 0;
+  // The layer's own sliding window (a model's local layer, ModelConfig::layer_window), live-page
+  // lists only: a key at k is visible to the query at q only if also k > q - own_window (sinks
+  // included: the cache's sinks are not the model's). Keys past it are invisible like future
+  // keys: never scored, never counted as visited or skipped (engine/backend/cpu_attention.h).
+  // 0: none. A full cache takes it through an identity list (tile t at position t * block_size).
+  int own_window = 0;
   // Cache position mode: the queries rotated at their cache index, same layout as q; scores
   // against keys at positions < sink_count use them (engine/cache/kv_cache.h). Decode and prefill
   // kernels with a live-page list.

@@ -258,6 +258,15 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     }
   }
   m_h_step = PinnedBuffer(kStepSlots * 4, "pinned decode step record");
+  bool local_layers = false;
+  for (int l = 0; l < c.n_layer; ++l) local_layers = local_layers || c.layer_window(l) > 0;
+  if (local_layers && !ks.windowed()) {
+    std::vector<int32_t> pos0;
+    for (int bs : {64, 128})
+      for (int t = 0; t < m_alloc_pos / bs; ++t) pos0.push_back(int32_t(t) * bs);
+    m_own_pos0 = alloc(pos0.size() * 4, "identity live-page lists (local layers)");
+    SS_CUDA(cudaMemcpy(m_own_pos0.get(), pos0.data(), pos0.size() * 4, cudaMemcpyHostToDevice));
+  }
 
   fill_rope_tables();
   warm_up_decode();
@@ -321,9 +330,9 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
   if (!model) throw BackendError("make_cuda_backend: no model");
   // What the device forward does not apply is refused (before touching a device) rather than
   // computed wrong; backend_factory's auto mode then falls back to the CPU. Supported: llama,
-  // qwen2, qwen3 (per-head Q/K RMSNorm). Not yet: Gemma's additions (scaled embeddings,
-  // post-norms, GeGLU, soft-caps, per-layer sliding windows and RoPE bases), a llama/mistral
-  // file's own sliding window, gpt-oss.
+  // qwen2, qwen3 (per-head Q/K RMSNorm), a model's own sliding-window layers
+  // (AttentionParams::own_window). Not yet: Gemma's additions (scaled embeddings, post-norms,
+  // GeGLU, soft-caps, local RoPE bases), gpt-oss.
   const ModelConfig& c = model->config();
   const std::string who = c.name.empty() ? model->path().filename().string() : c.name;
   if (c.gemma)
@@ -336,10 +345,6 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
     throw BackendError("CUDA backend: " + c.architecture + " is supported on the CPU backend only (" +
                        who + " needs learned attention sinks, mixture-of-experts layers and YaRN "
                        "RoPE, which the CUDA forward does not apply)");
-  if (c.sliding_window > 0)
-    throw BackendError("CUDA backend: " + who + " has sliding-window layers of its own (window " +
-                       std::to_string(c.sliding_window) + "), which the CUDA attention does not "
-                       "apply yet; use the CPU backend");
   if (c.rope_theta_local > 0 || c.attn_softcap > 0 || c.final_softcap > 0 || c.o_bias)
     throw BackendError("CUDA backend: " + who + " needs a local RoPE base, logit soft-capping or "
                        "an output-projection bias, which the CUDA forward does not apply");

@@ -86,6 +86,28 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
       a.n_tiles = int(m_plan->tile_pos0().size());
     }
   }
+  if (const int ow = c.layer_window(l); ow > 0) {
+    // The layer's own window (a model's local layer): invisible keys, not skipped ones. A
+    // windowed cache already lists its pages; a full cache reads the identity list, with the
+    // tile count and query position from the step record in decode steps.
+    a.own_window = ow;
+    if (!a.tile_pos0) {
+      a.tile_pos0 = own_list(a.block_size);
+      a.sink_count = 0;
+      a.window = 0;
+      a.skip_mask = nullptr;  // masks are recorded on positional tiles only
+      if (p.kv_bound > 0) {
+        a.n_tiles = int((p.kv_bound + a.block_size - 1) / a.block_size);
+        a.kv_len = int64_t(a.n_tiles) * a.block_size;
+        a.q_start = a.kv_len - 1;
+        a.kv_len_dev = nullptr;
+        a.n_tiles_dev = m_step.as<int32_t>() + kStepOwnTiles;
+        a.q_pos_dev = m_step.as<int32_t>() + kStepPosOrig;
+      } else {
+        a.n_tiles = int((a.kv_len + a.block_size - 1) / a.block_size);
+      }
+    }
+  }
   return a;
 }
 

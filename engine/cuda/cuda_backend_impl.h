@@ -108,7 +108,9 @@ struct DecodeGraph {
 
 // Device step record of a decode step (int32 slots of m_step / m_h_step).
 // kStepPos is the append position (the ring position of a windowed cache, engine/cache/kv_page_plan.h);
-// kStepPosOrig the original position and kStepNTiles the live-page count (windowed caches).
+// kStepPosOrig the original position and kStepNTiles the live-page count (windowed caches);
+// kStepOwnTiles the tiles of the identity list a full cache's local layers read (ceil((pos + 1)
+// / block_size)).
 enum StepSlot : int {
   kStepToken = 0,
   kStepPos = 1,
@@ -116,6 +118,7 @@ enum StepSlot : int {
   kStepLog2Lambda = 3,
   kStepPosOrig = 4,
   kStepNTiles = 5,
+  kStepOwnTiles = 6,
   kStepSlots
 };
 
@@ -381,6 +384,14 @@ class CudaBackendImpl final : public CudaBackend {
   // identity live-page list (tile t at position t * block_size) that carries the window rule.
   QkvCaptureRequest m_cap;
   DeviceBuffer m_vis_pos0;
+  // Models with local layers (ModelConfig::layer_window) over a full cache: identity live-page
+  // lists (tile t at position t * block_size) that carry the layer's own window into the
+  // kernels (AttentionParams::own_window): alloc_pos / 64 entries for block size 64, then
+  // alloc_pos / 128 for 128. Null without local layers.
+  DeviceBuffer m_own_pos0;
+  const int32_t* own_list(int block_size) const {
+    return m_own_pos0.as<int32_t>() + (block_size == 64 ? 0 : m_alloc_pos / 64);
+  }
   DeviceBuffer m_probe;  // u64 [phase: prefill, decode][visited, skipped][layer][head]
   DeviceBuffer m_step;   // int32 [kStepSlots]: the decode step record (StepSlot)
   PinnedBuffer m_h_logits, m_h_probe, m_h_step;
