@@ -34,8 +34,9 @@ OpStatus launch_f32_to_bf16(const float* src, uint16_t* dst, int64_t n, void* st
 
 // x[i][:] = float(table[tokens[i]][:]).  table: [n_vocab][dim] bf16, tokens: [n] (device,
 // already validated), x: [n][dim] fp32 (the residual stream).
+// scale != 1 (Gemma: sqrt(n_embd) rounded to float32): x = float(table[...]) * scale.
 OpStatus launch_embed_gather(const uint16_t* table, const int32_t* tokens, float* x, int n, int dim,
-                             void* stream);
+                             void* stream, float scale = 1.0f);
 
 // out[r][:] = bf16(x[r][:] * rsqrt(mean(x[r]^2) + eps) * w[:]), fp32 accumulation.
 // x: [rows][dim] fp32, w: [dim] fp32, out: [rows][dim] bf16.
@@ -125,6 +126,18 @@ OpStatus launch_kv_quant_append(const KvQuantAppendParams& p, void* stream);
 // out[r][j] = bf16(silu(g) * u) with g = gate_up[r][j], u = gate_up[r][n_ff + j].
 // gate_up: [rows][2*n_ff] fp32 (the fused gate|up GEMM), out: [rows][n_ff] bf16.
 OpStatus launch_swiglu(const float* gate_up, uint16_t* out, int rows, int n_ff, void* stream);
+
+// Gemma's post-norms: x[r][:] += (y[r][:] * rsqrt(mean(y[r]^2) + eps)) * w[:] in fp32 (the sum of
+// squares in double, the CPU's rms_norm then its residual add). y, x: [rows][dim] fp32, w: [dim].
+OpStatus launch_rms_norm_add(const float* y, const float* w, float* x, int rows, int dim, float eps,
+                             void* stream);
+
+// GeGLU (Gemma): out[r][j] = bf16(gelu_tanh(g) * u), gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi)
+// (g + 0.044715 g^3))), with g = gate_up[r][j], u = gate_up[r][n_ff + j] (the CPU's geglu).
+OpStatus launch_geglu(const float* gate_up, uint16_t* out, int rows, int n_ff, void* stream);
+
+// Logit soft-capping in place: x[i] = tanh(x[i] * (1 / cap)) * cap (Gemma 2's final logits).
+OpStatus launch_softcap(float* x, int64_t n, float cap, void* stream);
 
 // Copies positions [0, n_positions) of one layer's paged cache from pages of bs_src slots to
 // pages of bs_dst slots (identity page tables on both sides). src and dst must not overlap.

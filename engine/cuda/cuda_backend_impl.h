@@ -149,6 +149,8 @@ struct LayerDev {
   const float* ffn_norm = nullptr;   // (D)
   const float* q_norm = nullptr;     // (head_dim) per-head Q RMSNorm gain (qk_norm) or null
   const float* k_norm = nullptr;     // (head_dim) per-head K RMSNorm gain (qk_norm) or null
+  const float* attn_post_norm = nullptr;  // (D) Gemma: RMSNorm of the attention output, or null
+  const float* ffn_post_norm = nullptr;   // (D) Gemma: RMSNorm of the FFN output, or null
 };
 
 // Which projections stay in their file layout (GpuWeights::kNative and a type with a device
@@ -352,6 +354,12 @@ class CudaBackendImpl final : public CudaBackend {
   // Weights (shared_weights(): one upload per model and device).
   std::shared_ptr<const DeviceWeights> m_weights;
   DeviceBuffer m_rope_cos, m_rope_sin;  // (alloc_pos, rope_dim/2)
+  // Local layers' own RoPE (ModelConfig::rope_theta_local, gemma3): the same layout as the tables
+  // above (and the cache-index tables below), from m_rope_host_local. Null otherwise.
+  DeviceBuffer m_rope_cos_l, m_rope_sin_l, m_rope_cache_cos_l, m_rope_cache_sin_l;
+  RopeTable m_rope_host_local;
+  // Gemma: the O / down projection's fp32 output before its post-norm and residual add.
+  DeviceBuffer m_tmp;
   // KV cache: per layer, pages[page][kv_head][slot][head_dim] bf16, identity page table.
   DeviceBuffer m_k, m_v, m_page_table, m_repage_tmp;
   // Quantized cache: per layer pages[page][kv_head][slot][code bytes] codes and [...][d/32]

@@ -28,6 +28,7 @@ struct WidenShape {
   float qk_gain_sd = 0.3f;  // spread of the per-head Q/K norm gains around 1
   float qk_gain_mul = 1.0f; // all Q/K norm gains times this (sensitivity checks)
   bool bf16 = false;        // every matrix stored as BF16 (what the device rounds F32 weights to)
+  int sliding_window = 0;   // > 0: {arch}.attention.sliding_window set to it (local layers)
 };
 
 // Deterministic normal numbers (splitmix64 + Box-Muller): the same file on every machine.
@@ -71,6 +72,7 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
   w.set_u32(a + "attention.key_length", uint32_t(hd));
   w.set_u32(a + "attention.value_length", uint32_t(hd));
   if (f->has(a + "rope.dimension_count")) w.set_u32(a + "rope.dimension_count", uint32_t(hd));
+  if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(s.sliding_window));
   WidenRng rng(seed);
   const auto ends = [](const std::string& n, const std::string& suf) {
     return n.size() >= suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0;

@@ -5,19 +5,21 @@
 //    must match the stored transformers logits (max |dlogit| <= 1e-3, the CPU unit test's gate);
 //    the CUDA backend must either run the file and match them too (mean KL <= 1e-3 nats, top-1
 //    >= 99 %) or refuse it with the reason listed in kRefusals below. Today every oracle file is
-//    refused: the qwen3 oracles have head_dim 32 (the attention kernels take 64 or 128), the
-//    gemma and gpt-oss families are not on the device yet.
+//    refused: the qwen3 and gemma3 oracles have head_dim 32 / 16 (the attention kernels take 64
+//    or 128), gemma2 (attention soft-capping) and gpt-oss are not on the device yet.
 // 2. Each supported family's oracle file widened to head_dim 64 and 128 (family_models.h: same
-//    architecture, metadata and tokenizer, random weights), the F32 and the Q8_0 file, CUDA
+//    architecture, metadata and tokenizer, random weights): qwen3 F32 and Q8_0, gemma3 Q8_0 (its
+//    local layers' window set to 100: five local layers to one global, two RoPE bases, post-norms,
+//    GeGLU, scaled embeddings, Q/K norm), CUDA
 //    against the CPU backend on the same file, teacher-forced over one token-id sequence with
 //    repeated spans:
 //      prefill of 256 tokens (all positions), prefill 64 + 64 decode steps (CUDA graphs), both
 //      dense; with the dynamic-sparse rule (lambda 0.01); with a sliding-window cache (W 64, S 4,
 //      original and cache position modes) streamed 3 windows past W;
 //    gates: mean KL(cpu || gpu) <= 1e-3 nats and top-1 >= 98 % (windowed: 2e-3, 97 %), every
-//    logit finite, all decode steps through graphs, and a sensitivity check: the same file with
-//    the Q/K norm gains times 1.5 moves the CPU's logits by more than 20x the KL gate (so the
-//    gates see a wrong norm).
+//    logit finite, all decode steps through graphs; sensitivity checks on the CPU: the same file
+//    with the Q/K norm gains times 1.5, and (gemma3) with the local window 4096 instead of 100,
+//    moves the logits by more than 10x the KL gate (so the gates see a wrong norm or window).
 // Plain executable: "SKIP: <reason>" and exit 0 without a GPU. An argument runs only the sections
 // whose name contains it (e.g. `test_cuda_families qwen3_tied_f32_hd64`); `--cpu-only` runs the
 // CPU side alone (oracle files vs transformers, the widened files' sensitivity check) on a machine
@@ -80,9 +82,9 @@ struct Refusal {
   const char* reason;
 };
 const Refusal kRefusals[] = {
-    {"qwen3", "head_dim"},  // the oracles' 32-dim heads; widened below
-    {"gemma2", "CPU backend only"},
-    {"gemma3", "CPU backend only"},
+    {"qwen3", "head_dim"},   // the oracles' 32-dim heads; widened below
+    {"gemma2", "soft-caps its attention"},
+    {"gemma3", "head_dim"},  // 16-dim heads; widened below
     {"gpt-oss", "CPU backend only"},
 };
 
@@ -317,13 +319,16 @@ int main(int argc, char** argv) {
   const fs::path dir = fs::temp_directory_path() / ("sinkscope_families_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   // The families the CUDA backend runs, from their oracle files.
-  for (const char* base : {"qwen3_tied_f32", "qwen3_untied_q8_0"})
+  for (const char* base : {"qwen3_tied_f32", "qwen3_untied_q8_0", "gemma3_tied_q8_0"})
     for (int hd : {64, 128}) {
       const std::string tag = std::string(base) + "_hd" + std::to_string(hd);
       run(tag, [&] {
         const fs::path src = oracle_dir() / (std::string(base) + ".gguf");
         gpu_test::WidenShape s;
         s.head_dim = hd;
+        // Gemma 3's local layers: a window of 100 (the oracle's 6 is shorter than a tile), so
+        // windows end mid-tile and later tiles drop out of the local layers whole.
+        if (std::string(base).rfind("gemma3", 0) == 0) s.sliding_window = 100;
         const fs::path file = dir / (tag + ".gguf");
         gpu_test::widen_oracle(src, file, s, 1000 + hd);
         s.qk_gain_mul = kSharpGain;
@@ -346,6 +351,18 @@ int main(int argc, char** argv) {
         const Agreement a = compare(l0, stream(*c1, ids, 256, 0, true), V);
         check(a.mean_kl > 10 * 2e-3, tag + "_qk_norm_sensitivity",
               "Q/K gains x1.5 on the CPU: " + a.str() + " (gate: mean KL > 10x the 2e-3 gate)");
+        if (s.sliding_window > 0) {  // the local layers' window must matter too
+          gpu_test::WidenShape wide = s;
+          wide.qk_gain_mul = 1.0f;
+          wide.sliding_window = 4096;
+          const fs::path nw = dir / (tag + "_nowindow.gguf");
+          gpu_test::widen_oracle(src, nw, wide, 1000 + hd);
+          auto c3 = make_cpu_backend(Model::load(nw), o);
+          const Agreement w = compare(l0, stream(*c3, ids, 256, 0, true), V);
+          check(w.mean_kl > 10 * 2e-3, tag + "_window_sensitivity",
+                "local window 4096 instead of 100 on the CPU: " + w.str() +
+                    " (gate: mean KL > 10x the 2e-3 gate)");
+        }
         // For scale (no gate): what rounding the matrices to bf16 alone does on the CPU, and how
         // many tiles the CPU skips on the sharp file.
         s.qk_gain_mul = 1.0f;
