@@ -156,6 +156,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const int t1 = min(ap.n_tiles, t0 + ap.tiles_per_split);
   const int nsplit_tiles = t1 - t0;
   const float sl2 = p.scale * kLog2e;
+  // Soft-capping on raw scores (AttentionParams::softcap): tanh(q.k * scale / cap) * cap / scale.
+  const float cap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
+  const float cap_out = p.softcap > 0.f ? p.softcap / p.scale : 0.f;
   float* ws = static_cast<float*>(p.workspace);
   float* ws_scores = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.scores);
   float* ws_tmax = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.tmax);
@@ -473,6 +476,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
             for (int e = 0; e < 2; ++e)
               if (pos0s[sl] + warp * C::KPW + 8 * j + tq * 2 + e < p.sink_count) s[j][e] = ss[e];
           }
+        }
+        // Soft-capping (Gemma 2) of the raw q.k: scale * result = tanh(scale q.k / cap) * cap.
+        if (p.softcap > 0.f) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) s[j][e] = tanhf(s[j][e] * cap_in) * cap_out;
         }
 #pragma unroll
         for (int e = 0; e < 2; ++e)

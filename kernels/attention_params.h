@@ -118,6 +118,12 @@ struct AttentionParams {
 
   // ---- softmax and skip rule ----
   float scale = 0.f;                 // softmax scale, usually 1/sqrt(head_dim)
+  // Attention logit soft-capping (Gemma 2), 0 = none: each score s = scale * q.k becomes
+  // tanh(s / softcap) * softcap before the masks, the softmax and the skip rule (tile maxima and
+  // running maxima are of capped scores), as engine/backend/cpu_attention.h. The decode and the
+  // mma.sync / wgmma prefill kernels apply it right after Q K^T (a run-time branch); the
+  // warp-specialised prefill does not, so the dispatch passes it over.
+  float softcap = 0.f;
   // log2(lambda); -inf = dense (see log2_of_lambda() in attention_dispatch.h).
   float log2_lambda = -std::numeric_limits<float>::infinity();
   bool skip_value_load = true;       // do not load V for skipped tiles (decode: always possible)

@@ -390,6 +390,18 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
       }
     }
 
+    // ---- soft-capping (Gemma 2) of the raw q.k, before the masks: scale * result =
+    // tanh(scale q.k / cap) * cap (AttentionParams::softcap) ----
+    if (p.softcap > 0.f) {
+      const float cap_in = p.scale / p.softcap, cap_out = p.softcap / p.scale;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nb][e] = tanhf(s[mt][nb][e] * cap_in) * cap_out;
+    }
+
     // ---- causal / cache-end / padding-row mask: only tiles that cross a boundary ----
     // Window rule: keys below the last row's window floor may be out of some row's window.
     const bool win_mask = LIST && p.window > 0 && key0 <= q_lo + rows - 1 - p.window;

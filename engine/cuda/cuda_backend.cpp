@@ -360,20 +360,18 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
   // What the device forward does not apply is refused (before touching a device) rather than
   // computed wrong; backend_factory's auto mode then falls back to the CPU. Supported: llama,
   // qwen2, qwen3 (per-head Q/K RMSNorm), a model's own sliding-window layers
-  // (AttentionParams::own_window), gemma3 (scaled embeddings, post-norms, GeGLU, local RoPE
-  // base, final logit soft-cap). Not yet: attention soft-capping (gemma2), gpt-oss.
+  // (AttentionParams::own_window), gemma2 / gemma3 (scaled embeddings, post-norms, GeGLU, local
+  // RoPE base, attention and final logit soft-caps). Not yet: gpt-oss.
   const ModelConfig& c = model->config();
   const std::string who = c.name.empty() ? model->path().filename().string() : c.name;
-  if (c.attn_softcap > 0)
-    throw BackendError("CUDA backend: " + c.architecture + " is supported on the CPU backend only (" +
-                       who + " soft-caps its attention scores, which the CUDA attention kernels "
-                       "do not apply)");
   // gpt-oss: learned sink logits in the softmax denominator, a mixture-of-experts FFN with
-  // MXFP4 experts, output-projection bias and YaRN, none of which the device forward has.
+  // MXFP4 experts and an output-projection bias, none of which the device forward has (its YaRN
+  // RoPE would come from the CPU's tables, its local windows from own_window).
   if (c.gpt_oss || c.attn_sinks || c.n_expert > 0)
     throw BackendError("CUDA backend: " + c.architecture + " is supported on the CPU backend only (" +
-                       who + " needs learned attention sinks, mixture-of-experts layers and YaRN "
-                       "RoPE, which the CUDA forward does not apply)");
+                       who + " needs learned attention sinks (a per-head sink logit in the softmax "
+                       "denominator), mixture-of-experts layers with MXFP4 experts and an "
+                       "output-projection bias, which the CUDA forward does not apply)");
   if (c.o_bias)
     throw BackendError("CUDA backend: " + who + " needs an output-projection bias, which the CUDA "
                        "forward does not apply");

@@ -37,6 +37,7 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
     a.log2_lambda_dev = reinterpret_cast<const float*>(m_step.as<int32_t>() + kStepLog2Lambda);
   }
   a.scale = c.attention_scale();  // 1/sqrt(head_dim) unless the model sets its own
+  a.softcap = c.attn_softcap;     // Gemma 2: scores tanh(s / cap) * cap (0: none)
   a.log2_lambda = kernels::log2_of_lambda(p.lambda);
   a.skip_value_load = m_attn.skip_value_load;
   a.skip_softmax_exp = m_attn.skip_softmax_exp;

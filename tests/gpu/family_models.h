@@ -29,6 +29,8 @@ struct WidenShape {
   float qk_gain_mul = 1.0f; // all Q/K norm gains times this (sensitivity checks)
   bool bf16 = false;        // every matrix stored as BF16 (what the device rounds F32 weights to)
   int sliding_window = 0;   // > 0: {arch}.attention.sliding_window set to it (local layers)
+  float attn_softcap = 0;   // > 0: {arch}.attn_logit_softcapping set to it (gemma2)
+  float q_weight_mul = 1;   // attn_q.weight times this (scores that reach a soft-cap)
 };
 
 // Deterministic normal numbers (splitmix64 + Box-Muller): the same file on every machine.
@@ -73,6 +75,7 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
   w.set_u32(a + "attention.value_length", uint32_t(hd));
   if (f->has(a + "rope.dimension_count")) w.set_u32(a + "rope.dimension_count", uint32_t(hd));
   if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(s.sliding_window));
+  if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
   WidenRng rng(seed);
   const auto ends = [](const std::string& n, const std::string& suf) {
     return n.size() >= suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0;
@@ -122,6 +125,8 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
     for (float& e : v) e = float(mean + sd * rng.normal());
     if (ends(n, "attn_q_norm.weight") || ends(n, "attn_k_norm.weight"))
       for (float& e : v) e *= s.qk_gain_mul;
+    if (ends(n, "attn_q.weight"))
+      for (float& e : v) e *= s.q_weight_mul;
     const GgmlTypeTraits* tt = ggml_type_traits(uint32_t(t.type));
     const bool keep = tt && dims[0] % tt->block_elems == 0;
     const GgmlType type = keep ? t.type : GgmlType::kF32;

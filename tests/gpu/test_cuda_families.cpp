@@ -5,12 +5,13 @@
 //    must match the stored transformers logits (max |dlogit| <= 1e-3, the CPU unit test's gate);
 //    the CUDA backend must either run the file and match them too (mean KL <= 1e-3 nats, top-1
 //    >= 99 %) or refuse it with the reason listed in kRefusals below. Today every oracle file is
-//    refused: the qwen3 and gemma3 oracles have head_dim 32 / 16 (the attention kernels take 64
-//    or 128), gemma2 (attention soft-capping) and gpt-oss are not on the device yet.
+//    refused: the qwen3 and gemma oracles have head_dim 32 / 16 (the attention kernels take 64
+//    or 128), gpt-oss is not on the device yet.
 // 2. Each supported family's oracle file widened to head_dim 64 and 128 (family_models.h: same
 //    architecture, metadata and tokenizer, random weights): qwen3 F32 and Q8_0, gemma3 Q8_0 (its
 //    local layers' window set to 100: five local layers to one global, two RoPE bases, post-norms,
-//    GeGLU, scaled embeddings, Q/K norm), CUDA
+//    GeGLU, scaled embeddings, Q/K norm), gemma2 F32 (window 100, alternating, attention soft-cap
+//    5 and final soft-cap 10 from the oracle), CUDA
 //    against the CPU backend on the same file, teacher-forced over one token-id sequence with
 //    repeated spans:
 //      prefill of 256 tokens (all positions), prefill 64 + 64 decode steps (CUDA graphs), both
@@ -18,7 +19,8 @@
 //      original and cache position modes) streamed 3 windows past W;
 //    gates: mean KL(cpu || gpu) <= 1e-3 nats and top-1 >= 98 % (windowed: 2e-3, 97 %), every
 //    logit finite, all decode steps through graphs; sensitivity checks on the CPU: the same file
-//    with the Q/K norm gains times 1.5, and (gemma3) with the local window 4096 instead of 100,
+//    with the Q/K norm gains times 1.5 (gemma2: the attention soft-cap 50 instead of 5), and
+//    (gemma) with the local window 4096 instead of 100,
 //    moves the logits by more than 10x the KL gate (so the gates see a wrong norm or window).
 // Plain executable: "SKIP: <reason>" and exit 0 without a GPU. An argument runs only the sections
 // whose name contains it (e.g. `test_cuda_families qwen3_tied_f32_hd64`); `--cpu-only` runs the
@@ -59,6 +61,7 @@ bool g_cpu_only = false;
 // The sharp file's Q/K norm gains (times those of the plain file, around 1): attention scores of a
 // few units, so that lambda 0.01 skips tiles.
 constexpr float kSharpGain = 2.0f;
+constexpr float kGemma2QMul = 5.0f;
 
 // $SINKSCOPE_ORACLE_DIR, else the source tree's tests/data/oracles, else the working
 // directory's (a prebuilt program run from a copy of the repository root).
@@ -83,7 +86,7 @@ struct Refusal {
 };
 const Refusal kRefusals[] = {
     {"qwen3", "head_dim"},   // the oracles' 32-dim heads; widened below
-    {"gemma2", "soft-caps its attention"},
+    {"gemma2", "head_dim"},  // 16-dim heads; widened below
     {"gemma3", "head_dim"},  // 16-dim heads; widened below
     {"gpt-oss", "CPU backend only"},
 };
@@ -281,13 +284,16 @@ void check_widened(const fs::path& file, const fs::path& sharp, const std::strin
       const TileCounts tc = cpu->probes().total(dec), tg = gpu->probes().total(dec);
       const double fc = double(tc.skipped) / double(std::max<int64_t>(tc.visited, 1));
       const double fg = double(tg.skipped) / double(std::max<int64_t>(tg.visited, 1));
+      // Decode must skip some tiles where the sharp file's Q/K gains peak the attention (the
+      // families with Q/K norms; gemma2's gains have no such knob).
+      const bool need_skips = dec && mc.qk_norm;
       check(tg.visited == tc.visited && std::abs(fg - fc) <= 0.02 + 0.1 * fc &&
-                (!dec || tc.skipped > 0),
+                (!need_skips || tc.skipped > 0),
             tag + "_sparse_" + (dec ? "decode" : "prefill") + "_tiles",
             "skipped cpu " + std::to_string(tc.skipped) + " of " + std::to_string(tc.visited) +
                 ", gpu " + std::to_string(tg.skipped) + " of " + std::to_string(tg.visited) +
                 " (gates: same tiles visited, skipped share within 0.02 + 10 % of the CPU's" +
-                (dec ? ", some skipped)" : ")"));
+                (need_skips ? ", some skipped)" : ")"));
     }
   }
 }
@@ -319,41 +325,52 @@ int main(int argc, char** argv) {
   const fs::path dir = fs::temp_directory_path() / ("sinkscope_families_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   // The families the CUDA backend runs, from their oracle files.
-  for (const char* base : {"qwen3_tied_f32", "qwen3_untied_q8_0", "gemma3_tied_q8_0"})
+  for (const char* base :
+       {"qwen3_tied_f32", "qwen3_untied_q8_0", "gemma3_tied_q8_0", "gemma2_tied_f32"})
     for (int hd : {64, 128}) {
       const std::string tag = std::string(base) + "_hd" + std::to_string(hd);
       run(tag, [&] {
         const fs::path src = oracle_dir() / (std::string(base) + ".gguf");
         gpu_test::WidenShape s;
         s.head_dim = hd;
-        // Gemma 3's local layers: a window of 100 (the oracle's 6 is shorter than a tile), so
+        // Gemma's local layers: a window of 100 (the oracles' 6 / 8 are shorter than a tile), so
         // windows end mid-tile and later tiles drop out of the local layers whole.
-        if (std::string(base).rfind("gemma3", 0) == 0) s.sliding_window = 100;
+        if (std::string(base).rfind("gemma", 0) == 0) s.sliding_window = 100;
+        // Gemma 2 has no Q/K norms: larger queries, so that scores reach its soft-cap of 5.
+        if (std::string(base).rfind("gemma2", 0) == 0) s.q_weight_mul = kGemma2QMul;
         const fs::path file = dir / (tag + ".gguf");
         gpu_test::widen_oracle(src, file, s, 1000 + hd);
-        s.qk_gain_mul = kSharpGain;
+        gpu_test::WidenShape sharp_s = s;
+        sharp_s.qk_gain_mul = kSharpGain;
         const fs::path sharp = dir / (tag + "_sharp.gguf");
-        gpu_test::widen_oracle(src, sharp, s, 1000 + hd);
+        gpu_test::widen_oracle(src, sharp, sharp_s, 1000 + hd);
         if (!g_cpu_only)
           check_widened(file, sharp, tag, std::string(base).find("q8_0") != std::string::npos);
         if (hd != 64) return;
-        // Sensitivity: the Q/K norm gains x1.5 must move the logits far past the gates.
-        s.qk_gain_mul = 1.5f;
-        const fs::path alt = dir / (tag + "_gain15.gguf");
-        gpu_test::widen_oracle(src, alt, s, 1000 + hd);
+        // Sensitivity: the Q/K norm gains x1.5 (gemma2, without Q/K norms: the attention
+        // soft-cap 50 instead of the file's) must move the logits far past the gates.
         BackendOptions o;
         o.decode_products = QgemvMode::kFloatActivations;
-        auto m0 = Model::load(file), m1 = Model::load(alt);
+        auto m0 = Model::load(file);
+        const bool capped = m0->config().attn_softcap > 0;
+        gpu_test::WidenShape alt_s = s;
+        alt_s.qk_gain_mul = 1.5f;
+        if (capped) alt_s.attn_softcap = 50.0f;
+        const fs::path alt = dir / (tag + "_alt.gguf");
+        gpu_test::widen_oracle(src, alt, alt_s, 1000 + hd);
+        auto m1 = Model::load(alt);
         const int V = m0->config().n_vocab;
         const std::vector<TokenId> ids = test_ids(400, V, 7);
         auto c0 = make_cpu_backend(m0, o), c1 = make_cpu_backend(m1, o);
         const std::vector<float> l0 = stream(*c0, ids, 256, 0, true);
         const Agreement a = compare(l0, stream(*c1, ids, 256, 0, true), V);
-        check(a.mean_kl > 10 * 2e-3, tag + "_qk_norm_sensitivity",
-              "Q/K gains x1.5 on the CPU: " + a.str() + " (gate: mean KL > 10x the 2e-3 gate)");
+        check(a.mean_kl > 10 * 2e-3, tag + (capped ? "_softcap_sensitivity" : "_qk_norm_sensitivity"),
+              std::string(capped ? "attention soft-cap 50 instead of " +
+                                       std::to_string(m0->config().attn_softcap)
+                                 : "Q/K gains x1.5") +
+                  " on the CPU: " + a.str() + " (gate: mean KL > 10x the 2e-3 gate)");
         if (s.sliding_window > 0) {  // the local layers' window must matter too
           gpu_test::WidenShape wide = s;
-          wide.qk_gain_mul = 1.0f;
           wide.sliding_window = 4096;
           const fs::path nw = dir / (tag + "_nowindow.gguf");
           gpu_test::widen_oracle(src, nw, wide, 1000 + hd);
@@ -365,7 +382,6 @@ int main(int argc, char** argv) {
         }
         // For scale (no gate): what rounding the matrices to bf16 alone does on the CPU, and how
         // many tiles the CPU skips on the sharp file.
-        s.qk_gain_mul = 1.0f;
         s.bf16 = true;
         const fs::path b16 = dir / (tag + "_bf16.gguf");
         gpu_test::widen_oracle(src, b16, s, 1000 + hd);

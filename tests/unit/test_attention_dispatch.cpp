@@ -117,6 +117,19 @@ TEST(AttentionDispatch, OwnWindowNeedsALivePageList) {
   EXPECT_FALSE(select_attention_kernel(s).ok());
 }
 
+// Soft-capping (AttentionParams::softcap) is applied by the decode and mma.sync / wgmma prefill
+// kernels, not by the warp-specialised prefill: the dispatch passes that one over.
+TEST(AttentionDispatch, SoftcapSkipsTheWarpSpecializedPrefill) {
+  AttentionShape s = prefill_shape();
+  s.wgmma_ok = true;
+  s.prefer_ws = true;
+  ASSERT_TRUE(select_attention_kernel(s).warp_specialized);
+  s.softcap = true;
+  const AttentionChoice c = select_attention_kernel(s);
+  EXPECT_TRUE(c.ok()) << c.reason;
+  EXPECT_FALSE(c.warp_specialized);
+}
+
 TEST(AttentionDispatch, PrefillTileConfigCoversTheQueryTile) {
   for (int d : {64, 128})
     for (int bc : {64, 128})
