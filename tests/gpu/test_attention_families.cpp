@@ -1,20 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// A layer's own sliding window in the attention kernels (AttentionParams::own_window: a model's
-// local layer, Gemma 2/3, gpt-oss, Mistral) against the engine's CPU attention
-// (engine/backend/cpu_attention.cpp, own_window) on the same bf16 inputs, over an identity
-// live-page list (how the CUDA backend runs a local layer on a full cache), composed with the
-// cache's sink-retaining window (sink_count, window) and the dynamic-sparse rule:
-//   prefill from position 0 and a chunk later in the sequence, decode steps with the host length
-//   and with the device-side tile count and query position (decode graphs), d 64 / 128, block
-//   64 / 128, GQA, own windows shorter and longer than the cache window, lambda 0 and 1e-2 (a
-//   sink key and quiet tiles, so tiles are skipped).
+// What the model families add to the attention kernels, against the engine's CPU attention
+// (engine/backend/cpu_attention.cpp) on the same bf16 inputs:
+//   own_window (AttentionParams::own_window: a model's local layer, Gemma 2/3, gpt-oss, Mistral)
+//     over an identity live-page list (how the CUDA backend runs a local layer on a full cache),
+//     composed with the cache's sink-retaining window (sink_count, window) and the skip rule;
+//   softcap (AttentionParams::softcap: Gemma 2's attention logit soft-cap) on positional tiles
+//     (the wgmma prefill on sm_90, the decode kernels) and with own_window on a list.
+// Prefill from position 0 and a chunk later in the sequence, decode steps with the host length
+// and with the device-side tile count and query position (decode graphs), d 64 / 128, block
+// 64 / 128, GQA, own windows shorter and longer than the cache window, lambda 0 and 1e-2 (a sink
+// key and quiet tiles, so tiles are skipped).
 // Gates: output relative L2 error <= 1e-2 (the kernel test's tolerance, tests/gpu/
 // test_attention_gpu.cpp); tiles visited equal to the CPU's per head (keys past the own window
 // are invisible: neither visited nor skipped), and at lambda 0 no tile skipped; skipped tiles
 // within 1 % of the visited ones (+2) of the CPU's at lambda 1e-2 (scores near the threshold
-// round differently). A sensitivity check where the own window hides at least half of the last
-// query's keys: the CPU without own_window differs from its own-window output by > 5x the
-// tolerance.
+// round differently). Sensitivity checks (CPU alone): where the own window hides at least half of
+// the last query's keys, the output without own_window differs by > 5x the tolerance; with a
+// soft-cap, the uncapped output differs by > 5x the tolerance.
 // Plain executable: "SKIP: <reason>" and exit 0 without a GPU.
 #include <cuda_runtime.h>
 
@@ -47,7 +49,7 @@ struct Result {
 // The GPU run over an identity list (tile t at position t * block_size). device_len: the decode's
 // tile count and query position from device memory, with a larger tile bound.
 Result run_gpu(DeviceProblem& dp, const HostProblem& hp, double lambda, int sinks, int window,
-               int own, bool device_len) {
+               int own, bool device_len, float cap) {
   const ProblemSpec& s = hp.spec;
   Result r;
   kernels::AttentionParams p = dp.params(hp, lambda);
@@ -70,12 +72,17 @@ Result run_gpu(DeviceProblem& dp, const HostProblem& hp, double lambda, int sink
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(table.data(), dp.pages, size_t(n_tiles) * 4, cudaMemcpyDeviceToHost));
   SINKSCOPE_CUDA_CHECK(cudaMalloc(&d_pages, table.size() * 4));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(d_pages, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
-  p.page_table = d_pages;
-  p.tile_pos0 = d_pos0;
-  p.n_tiles = bound;
-  p.sink_count = sinks;
-  p.window = window;
-  p.own_window = own;
+  p.softcap = cap;
+  // Without a window of either kind, positional tiles (the wgmma / warp-specialised prefill path).
+  const bool list = own > 0 || window > 0 || sinks > 0 || device_len;
+  if (list) {
+    p.page_table = d_pages;
+    p.tile_pos0 = d_pos0;
+    p.n_tiles = bound;
+    p.sink_count = sinks;
+    p.window = window;
+    p.own_window = own;
+  }
   if (device_len) {
     p.kv_len = int64_t(bound) * s.block_size;
     p.q_start = p.kv_len - 1;
@@ -104,7 +111,7 @@ Result run_gpu(DeviceProblem& dp, const HostProblem& hp, double lambda, int sink
 }
 
 Result run_cpu(const HostProblem& hp, double lambda, float scale, int sinks, int window, int own,
-               ThreadPool* pool) {
+               float cap, ThreadPool* pool) {
   const ProblemSpec& s = hp.spec;
   std::vector<float> qf(hp.q.size()), kf(hp.k.size()), vf(hp.v.size());
   for (size_t i = 0; i < qf.size(); ++i) qf[i] = bf2f(hp.q[i]);
@@ -131,6 +138,7 @@ Result run_cpu(const HostProblem& hp, double lambda, float scale, int sinks, int
   a.sink_count = sinks;
   a.window = window;
   a.own_window = own;
+  a.softcap = cap;
   cpu_attention(a, pool);
   for (const TileCounts& c : counts) {
     r.visited.push_back(c.visited);
@@ -153,7 +161,7 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& ref) {
 
 int main(int argc, char** argv) {
   if (argc > 1) gpu_test::g_filter = argv[1];
-  if (!have_gpu("test_attention_own_window")) return 0;
+  if (!have_gpu("test_attention_families")) return 0;
   std::mt19937_64 rng(2027);
   ThreadPool pool(std::max(1, int(std::min(16u, std::thread::hardware_concurrency()))));
   struct C {
@@ -161,6 +169,7 @@ int main(int argc, char** argv) {
     int64_t kv, q0;
     int hq, hkv, d, bc;
     int sinks, window, own;
+    float cap = 0;
   };
   const C cases[] = {
       // prefill from 0: own window only; shorter and longer than the cache window
@@ -172,15 +181,20 @@ int main(int argc, char** argv) {
       // decode steps
       {1, 500, 499, 8, 2, 64, 64, 0, 0, 128},    {1, 3000, 2999, 9, 3, 64, 64, 4, 1024, 128},
       {1, 3000, 2999, 8, 1, 128, 128, 4, 256, 4096}, {1, 4097, 4096, 8, 2, 128, 64, 0, 0, 4096},
+      // soft-capped scores (cap 1.5: the inputs' scores reach it): positional prefill and decode,
+      // and with an own window over a list
+      {300, 300, 0, 8, 2, 64, 64, 0, 0, 0, 1.5f},   {256, 1500, 1244, 8, 2, 128, 128, 0, 0, 0, 1.5f},
+      {1, 3000, 2999, 8, 2, 64, 64, 0, 0, 0, 1.5f},  {300, 300, 0, 8, 2, 128, 64, 0, 0, 100, 1.5f},
+      {1, 3000, 2999, 9, 3, 128, 64, 4, 1024, 128, 1.5f},
   };
   for (const C& c : cases)
     for (double lambda : {0.0, 1e-2})
       for (bool dev : {false, true}) {
         if (dev && c.nq != 1) continue;
         char name[200];
-        std::snprintf(name, sizeof name, "nq%d_kv%lld_h%d/%d_d%d_b%d_S%d_W%d_own%d_lambda%g%s", c.nq,
-                      (long long)c.kv, c.hq, c.hkv, c.d, c.bc, c.sinks, c.window, c.own, lambda,
-                      dev ? "_devlen" : "");
+        std::snprintf(name, sizeof name, "nq%d_kv%lld_h%d/%d_d%d_b%d_S%d_W%d_own%d_cap%g_lambda%g%s",
+                      c.nq, (long long)c.kv, c.hq, c.hkv, c.d, c.bc, c.sinks, c.window, c.own,
+                      double(c.cap), lambda, dev ? "_devlen" : "");
         gpu_test::run(name, [&] {
           ProblemSpec s;
           s.n_q_tokens = c.nq;
@@ -196,8 +210,8 @@ int main(int argc, char** argv) {
           DeviceProblem dp;
           dp.upload(hp, rng);
           const float scale = float(1.0 / std::sqrt(double(c.d)));
-          const Result g = run_gpu(dp, hp, lambda, c.sinks, c.window, c.own, dev);
-          const Result r = run_cpu(hp, lambda, scale, c.sinks, c.window, c.own, &pool);
+          const Result g = run_gpu(dp, hp, lambda, c.sinks, c.window, c.own, dev, c.cap);
+          const Result r = run_cpu(hp, lambda, scale, c.sinks, c.window, c.own, c.cap, &pool);
           if (!g.error.empty()) {
             check(false, name, "launch: " + g.error);
             dp.release();
@@ -222,8 +236,15 @@ int main(int argc, char** argv) {
                         (long long)skg, (long long)skc,
                         lambda == 0 ? "none" : "within 1 % of visited + 2");
           check(e <= 1e-2 && counts_ok && skip_ok, name, detail);
-          if (lambda == 0 && !dev && 2 * c.own <= c.q0 + c.nq) {  // the window must matter
-            const Result none = run_cpu(hp, 0.0, scale, c.sinks, c.window, 0, &pool);
+          if (lambda == 0 && !dev && c.cap > 0) {  // the cap must matter
+            const Result none = run_cpu(hp, 0.0, scale, c.sinks, c.window, c.own, 0.f, &pool);
+            const double d = rel_err(none.o, r.o);
+            check(d > 5 * 1e-2, std::string(name) + "_cap_sensitivity",
+                  "without the soft-cap the CPU output moves by rel " + std::to_string(d) +
+                      " (gate: > 5x the tolerance)");
+          }
+          if (lambda == 0 && !dev && c.own > 0 && 2 * c.own <= c.q0 + c.nq) {  // the window too
+            const Result none = run_cpu(hp, 0.0, scale, c.sinks, c.window, 0, c.cap, &pool);
             const double d = rel_err(none.o, r.o);
             check(d > 5 * 1e-2, std::string(name) + "_sensitivity",
                   "without own_window the CPU output moves by rel " + std::to_string(d) +
