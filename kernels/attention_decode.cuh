@@ -156,6 +156,9 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const int t1 = min(ap.n_tiles, t0 + ap.tiles_per_split);
   const int nsplit_tiles = t1 - t0;
   const float sl2 = p.scale * kLog2e;
+  // Soft-capping on raw scores (AttentionParams::softcap): tanh(q.k * scale / cap) * cap / scale.
+  const float cap_in = p.softcap > 0.f ? p.scale / p.softcap : 0.f;
+  const float cap_out = p.softcap > 0.f ? p.softcap / p.scale : 0.f;
   float* ws = static_cast<float*>(p.workspace);
   float* ws_scores = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.scores);
   float* ws_tmax = reinterpret_cast<float*>(static_cast<uint8_t*>(p.workspace) + wl.tmax);
@@ -182,15 +185,17 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   auto list_ok = [&](int i, int off) {
     if constexpr (!LIST) return true;
     const int64_t k = int64_t(pos0s[i]) + off;
-    return k <= qpos && (k < p.sink_count || p.window == 0 || k > qpos - p.window);
+    return k <= qpos && (k < p.sink_count || p.window == 0 || k > qpos - p.window) &&
+           (p.own_window == 0 || k > qpos - p.own_window);
   };
-  // A live-page tile all of whose keys left the window (its page is evicted after this step):
-  // neither visited nor skipped in the probes, as in the CPU attention (its scores are all
-  // masked, so the rule below drops it from the work either way).
+  // A live-page tile all of whose keys left the window (its page is evicted after this step),
+  // or lie past the layer's own window: neither visited nor skipped in the probes, as in the CPU
+  // attention (its scores are all masked, so the rule below drops it from the work either way).
   auto list_gone = [&](int i) {
     if constexpr (!LIST) return false;
     const int64_t k0 = pos0s[i];
-    return p.window > 0 && k0 >= p.sink_count && k0 + BC - 1 <= qpos - p.window;
+    return (p.window > 0 && k0 >= p.sink_count && k0 + BC - 1 <= qpos - p.window) ||
+           (p.own_window > 0 && k0 + BC - 1 <= qpos - p.own_window);
   };
 
   // ---- issue the loads of work item i into ring stage `st` (each lane: its own chunks) ----
@@ -471,6 +476,11 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
             for (int e = 0; e < 2; ++e)
               if (pos0s[sl] + warp * C::KPW + 8 * j + tq * 2 + e < p.sink_count) s[j][e] = ss[e];
           }
+        }
+        // Soft-capping (Gemma 2) of the raw q.k: scale * result = tanh(scale q.k / cap) * cap.
+        if (p.softcap > 0.f) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) s[j][e] = tanhf(s[j][e] * cap_in) * cap_out;
         }
 #pragma unroll
         for (int e = 0; e < 2; ++e)

@@ -50,6 +50,8 @@ struct AttentionShape {
   bool device_lambda = false;
   // Live-page list (AttentionParams::tile_pos0): tiles listed (0 = positional tiles).
   int list_tiles = 0;
+  int own_window = 0;  // AttentionParams::own_window
+  bool softcap = false;  // AttentionParams::softcap > 0
   bool sink_queries = false;  // AttentionParams::q_sink
   int kv_bits = 0;            // AttentionParams::kv_bits: 0 bf16, 8 / 4 quantized pages
   // Warp-specialised prefill (dense and sparse) allowed (AttentionParams::prefer_ws, and on the
@@ -67,6 +69,8 @@ inline AttentionShape shape_of(const AttentionParams& p) {
   s.device_len = p.kv_len_dev != nullptr || p.n_tiles_dev != nullptr;
   s.device_lambda = p.log2_lambda_dev != nullptr;
   s.list_tiles = p.tile_pos0 != nullptr ? (p.n_tiles > 0 ? p.n_tiles : -1) : 0;
+  s.own_window = p.own_window;
+  s.softcap = p.softcap > 0;
   s.sink_queries = p.q_sink != nullptr;
   s.kv_bits = p.kv_bits;
   s.prefer_ws = p.prefer_ws;
@@ -120,6 +124,9 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   const bool sparse = s.log2_lambda > -std::numeric_limits<float>::infinity() ||
                       s.force_sparse_kernel;
   if (s.list_tiles < 0) return no("a live-page list (tile_pos0) needs n_tiles >= 1");
+  if (s.own_window < 0) return no("own_window must be >= 0");
+  if (s.own_window > 0 && s.list_tiles == 0)
+    return no("own_window (a layer's own sliding window) needs a live-page list (tile_pos0)");
   if (s.kv_bits != 0 && s.kv_bits != 8 && s.kv_bits != 4) return no("kv_bits must be 0, 8 or 4");
   if (s.sink_queries && s.list_tiles == 0)
     return no("q_sink (cache position mode) needs a live-page list (tile_pos0)");
@@ -131,7 +138,7 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   // Quantized KV: the mma.sync prefill kernels with V loaded with K (dequantised into the
   // shared tile; the only quantized prefill instantiations, to bound the build time).
   const bool wg = s.wgmma_ok && s.kv_bits == 0;
-  const bool ws = wg && s.prefer_ws && s.list_tiles == 0 && !s.sink_queries;
+  const bool ws = wg && s.prefer_ws && s.list_tiles == 0 && !s.sink_queries && !s.softcap;
   if (!sparse) return {AttentionVariant::kPrefillDense, "", wg, ws};
   // Sparse: the warp-specialised sparse kernel where ws_sparse_prefill_head_dim() says so and
   // prefer_ws_sparse allows it; else the wgmma (or mma.sync) sparse kernels, lazy V when

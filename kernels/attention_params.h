@@ -105,6 +105,12 @@ struct AttentionParams {
   const int32_t* q_pos_dev = nullptr;
   int sink_count = 0;
   int window = 0;
+  // The layer's own sliding window (a model's local layer, ModelConfig::layer_window), live-page
+  // lists only: a key at k is visible to the query at q only if also k > q - own_window (sinks
+  // included: the cache's sinks are not the model's). Keys past it are invisible like future
+  // keys: never scored, never counted as visited or skipped (engine/backend/cpu_attention.h).
+  // 0: none. A full cache takes it through an identity list (tile t at position t * block_size).
+  int own_window = 0;
   // Cache position mode: the queries rotated at their cache index, same layout as q; scores
   // against keys at positions < sink_count use them (engine/cache/kv_cache.h). Decode and prefill
   // kernels with a live-page list.
@@ -112,6 +118,12 @@ struct AttentionParams {
 
   // ---- softmax and skip rule ----
   float scale = 0.f;                 // softmax scale, usually 1/sqrt(head_dim)
+  // Attention logit soft-capping (Gemma 2), 0 = none: each score s = scale * q.k becomes
+  // tanh(s / softcap) * softcap before the masks, the softmax and the skip rule (tile maxima and
+  // running maxima are of capped scores), as engine/backend/cpu_attention.h. The decode and the
+  // mma.sync / wgmma prefill kernels apply it right after Q K^T (a run-time branch); the
+  // warp-specialised prefill does not, so the dispatch passes it over.
+  float softcap = 0.f;
   // log2(lambda); -inf = dense (see log2_of_lambda() in attention_dispatch.h).
   float log2_lambda = -std::numeric_limits<float>::infinity();
   bool skip_value_load = true;       // do not load V for skipped tiles (decode: always possible)

@@ -189,25 +189,33 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   // reaches into row 0's window to the last that starts at or before the last row (tiles in
   // between are invisible to every row and not visited). Iteration i reads list entry
   // tile_of(i).
+  // The layer's own window (own_window) drops the leading tiles, sink tiles included, all of
+  // whose keys lie at or below row 0's own-window floor (sink_begin: the first sink tile kept).
   int n_t = static_cast<int>(last_key / BC) + 1;
-  int n_sink_it = 0, win_begin = 0;
+  int n_sink_it = 0, win_begin = 0, sink_begin = 0;
   if constexpr (LIST) {
     const int64_t q_hi = q_lo + rows - 1;
-    int win_end = 0;
+    int win_end = 0, sink_end = 0;
     win_begin = -1;
     for (int t = 0; t < p.n_tiles; ++t) {
       const int64_t a = p.tile_pos0[t];
-      if (a < p.sink_count) n_sink_it = t + 1;
-      if (win_begin < 0 && a >= p.sink_count &&
+      const bool own_out = p.own_window > 0 && a + BC - 1 <= q_lo - p.own_window;
+      if (a < p.sink_count) {
+        sink_end = t + 1;
+        if (own_out) sink_begin = t + 1;
+      }
+      if (win_begin < 0 && a >= p.sink_count && !own_out &&
           (p.window == 0 || a + BC - 1 > q_lo - p.window))
         win_begin = t;
       if (a <= q_hi) win_end = t + 1;
     }
     if (win_begin < 0 || win_begin > win_end) win_begin = win_end;
-    n_sink_it = min(n_sink_it, win_end);
+    n_sink_it = max(min(sink_end, win_end) - sink_begin, 0);
     n_t = n_sink_it + (win_end - win_begin);
   }
-  auto tile_of = [&](int i) { return i < n_sink_it ? i : win_begin + (i - n_sink_it); };
+  auto tile_of = [&](int i) {
+    return i < n_sink_it ? sink_begin + i : win_begin + (i - n_sink_it);
+  };
   const int n_kvt = static_cast<int>((p.kv_len + BC - 1) / BC);
   const int row_base = warp * 16 * MT;
   const int half = warp / WPH;  // the query tile (of the two) this warp's rows belong to
@@ -223,7 +231,8 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   const int nv1 = hf1.rows == 0 ? 0 : static_cast<int>(hf1.last_key / BC) + 1;
   auto half_sees = [&](const PrefillHalf& hf, int64_t key0) {
     return hf.rows != 0 && key0 <= hf.q_lo + hf.rows - 1 &&
-           (key0 < p.sink_count || p.window == 0 || key0 + BC - 1 > hf.q_lo - p.window);
+           (key0 < p.sink_count || p.window == 0 || key0 + BC - 1 > hf.q_lo - p.window) &&
+           (p.own_window == 0 || key0 + BC - 1 > hf.q_lo - p.own_window);
   };
   bool seen0 = false, seen1 = false;  // LIST: the half visited a tile already (its first is never skipped)
 
@@ -381,10 +390,23 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
       }
     }
 
+    // ---- soft-capping (Gemma 2) of the raw q.k, before the masks: scale * result =
+    // tanh(scale q.k / cap) * cap (AttentionParams::softcap) ----
+    if (p.softcap > 0.f) {
+      const float cap_in = p.scale / p.softcap, cap_out = p.softcap / p.scale;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][nb][e] = tanhf(s[mt][nb][e] * cap_in) * cap_out;
+    }
+
     // ---- causal / cache-end / padding-row mask: only tiles that cross a boundary ----
     // Window rule: keys below the last row's window floor may be out of some row's window.
     const bool win_mask = LIST && p.window > 0 && key0 <= q_lo + rows - 1 - p.window;
-    if (key0 + BC - 1 > q_lo || key0 + BC > p.kv_len || rows < BR || win_mask) {
+    const bool own_mask = LIST && p.own_window > 0 && key0 <= q_lo + rows - 1 - p.own_window;
+    if (key0 + BC - 1 > q_lo || key0 + BC > p.kv_len || rows < BR || win_mask || own_mask) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -394,7 +416,8 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
             const int row = row_base + mt * 16 + g + ((e >> 1) << 3);
             const int64_t key = key0 + nb * 8 + tq * 2 + (e & 1);
             if (row >= rows || key > q_lo + row || key >= p.kv_len ||
-                (win_mask && key >= p.sink_count && key <= q_lo + row - p.window))
+                (win_mask && key >= p.sink_count && key <= q_lo + row - p.window) ||
+                (own_mask && key <= q_lo + row - p.own_window))
               s[mt][nb][e] = kNegInf;
           }
     }

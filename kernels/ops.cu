@@ -80,11 +80,60 @@ __global__ void f32_to_bf16_kernel(const float* __restrict__ src, uint16_t* __re
 // One block per token row.
 __global__ void embed_gather_kernel(const uint16_t* __restrict__ table,
                                     const int32_t* __restrict__ tokens, float* __restrict__ x,
-                                    int dim) {
+                                    int dim, float scale) {
   const int64_t row = blockIdx.x;
   const uint16_t* src = table + int64_t(tokens[row]) * dim;
   float* dst = x + row * dim;
-  for (int d = threadIdx.x; d < dim; d += blockDim.x) dst[d] = from_bf16_bits(src[d]);
+  if (scale == 1.0f) {
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) dst[d] = from_bf16_bits(src[d]);
+  } else {
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) dst[d] = from_bf16_bits(src[d]) * scale;
+  }
+}
+
+// Gemma's post-norm + residual add, one block per row (as rms_norm_kernel).
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_add_kernel(const float* __restrict__ y, const float* __restrict__ w,
+                        float* __restrict__ x, int dim, float eps) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t row = blockIdx.x;
+  const float* yr = y + row * dim;
+  double ss = 0.0;
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) ss += double(yr[d]) * yr[d];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  __shared__ double warp_sums[kThreads / 32];
+  __shared__ float scale_s;
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int i = 0; i < kThreads / 32; ++i) total += warp_sums[i];
+    scale_s = float(1.0 / sqrt(total / double(dim) + double(eps)));
+  }
+  __syncthreads();
+  const float scale = scale_s;
+  float* xr = x + row * dim;
+  for (int d = threadIdx.x; d < dim; d += blockDim.x) xr[d] += yr[d] * scale * w[d];
+}
+
+__global__ void geglu_kernel(const float* __restrict__ gu, uint16_t* __restrict__ out,
+                             int64_t total, int n_ff) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int64_t r = i / n_ff, j = i % n_ff;
+  const float g = gu[r * 2 * n_ff + j], u = gu[r * 2 * n_ff + n_ff + j];
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  out[i] = to_bf16_bits(0.5f * g * (1.0f + tanhf(k * (g + 0.044715f * g * g * g))) * u);
+}
+
+__global__ void softcap_kernel(float* __restrict__ x, int64_t n, float cap, float inv) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = tanhf(x[i] * inv) * cap;
 }
 
 // One block per row; kThreads threads. Sum of squares in fp32 per thread, then warp shuffles
@@ -233,6 +282,33 @@ constexpr int kQuantWarpsPerBlock = 8;
 // with correctly rounded operations so the codes equal the CPU's for the same fp32 input:
 // want = amax / qmax (IEEE division), scale = the smallest fp16 >= want (__float2half_ru ==
 // fp16_round_up), inv = 1 / s (IEEE), code = round-half-even(x * inv) clamped (== lrint).
+// One warp per (token, head) of the q|k|v row: heads [0, n_head) are queries, then n_head_kv
+// keys (normalised), then n_head_kv values (bias only).
+constexpr int kHeadNormWarps = 4;
+__global__ void __launch_bounds__(kHeadNormWarps * 32) qk_head_norm_kernel(QkHeadNormParams p) {
+  pdl_wait();
+  pdl_trigger();
+  const int lane = threadIdx.x & 31;
+  const int heads = p.n_head + 2 * p.n_head_kv;
+  const int64_t item = int64_t(blockIdx.x) * kHeadNormWarps + (threadIdx.x >> 5);
+  if (item >= int64_t(p.n_tokens) * heads) return;
+  const int token = int(item / heads), h = int(item % heads);
+  const int width = heads * p.head_dim;
+  float* x = p.qkv + int64_t(token) * width + int64_t(h) * p.head_dim;
+  const float* b = p.bias ? p.bias + int64_t(h) * p.head_dim : nullptr;
+  const float* g = h < p.n_head ? p.q_norm : h < p.n_head + p.n_head_kv ? p.k_norm : nullptr;
+  double ss = 0.0;
+  for (int d = lane; d < p.head_dim; d += 32) {
+    const float v = b ? x[d] + b[d] : x[d];
+    if (b) x[d] = v;
+    ss += double(v) * v;
+  }
+  if (!g) return;  // a value head: bias only
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float scale = float(1.0 / sqrt(ss / double(p.head_dim) + double(p.eps)));
+  for (int d = lane; d < p.head_dim; d += 32) x[d] = x[d] * scale * g[d];
+}
+
 __global__ void kv_quant_append_kernel(KvQuantAppendParams p) {
   pdl_wait();
   pdl_trigger();
@@ -341,10 +417,41 @@ OpStatus launch_f32_to_bf16(const float* src, uint16_t* dst, int64_t n, void* st
 }
 
 OpStatus launch_embed_gather(const uint16_t* table, const int32_t* tokens, float* x, int n, int dim,
-                             void* stream) {
+                             void* stream, float scale) {
   if (n <= 0 || dim <= 0) return {};
-  embed_gather_kernel<<<n, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(table, tokens, x, dim);
+  embed_gather_kernel<<<n, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(table, tokens, x, dim,
+                                                                             scale);
   return SINKSCOPE_OP_CHECK("embed_gather_kernel");
+}
+
+OpStatus launch_rms_norm_add(const float* y, const float* w, float* x, int rows, int dim, float eps,
+                             void* stream) {
+  if (rows <= 0 || dim <= 0) return {};
+  const cudaError_t e = launch_pdl(true, rms_norm_add_kernel, dim3(rows), dim3(kThreads), 0,
+                                   static_cast<cudaStream_t>(stream), y, w, x, dim, eps);
+  if (e != cudaSuccess)
+    return OpStatus::error(cuda_error_text(e, "rms_norm_add_kernel", __FILE__, __LINE__));
+  return {};
+}
+
+OpStatus launch_geglu(const float* gate_up, uint16_t* out, int rows, int n_ff, void* stream) {
+  const int64_t total = int64_t(rows) * n_ff;
+  if (total <= 0) return {};
+  const cudaError_t e = launch_pdl(true, geglu_kernel, dim3(grid_for(total)), dim3(kThreads), 0,
+                                   static_cast<cudaStream_t>(stream), gate_up, out, total, n_ff);
+  if (e != cudaSuccess)
+    return OpStatus::error(cuda_error_text(e, "geglu_kernel", __FILE__, __LINE__));
+  return {};
+}
+
+OpStatus launch_softcap(float* x, int64_t n, float cap, void* stream) {
+  if (n <= 0) return {};
+  if (!(cap > 0)) return OpStatus::error("launch_softcap: cap must be > 0");
+  const cudaError_t e = launch_pdl(true, softcap_kernel, dim3(grid_for(n)), dim3(kThreads), 0,
+                                   static_cast<cudaStream_t>(stream), x, n, cap, 1.0f / cap);
+  if (e != cudaSuccess)
+    return OpStatus::error(cuda_error_text(e, "softcap_kernel", __FILE__, __LINE__));
+  return {};
 }
 
 OpStatus launch_rms_norm(const float* x, const float* w, uint16_t* out, int rows, int dim,
@@ -397,6 +504,21 @@ OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream) {
                                    0, static_cast<cudaStream_t>(stream), p);
   if (e != cudaSuccess)
     return OpStatus::error(cuda_error_text(e, "qkv_rope_append_kernel", __FILE__, __LINE__));
+  return {};
+}
+
+OpStatus launch_qk_head_norm(const QkHeadNormParams& p, void* stream) {
+  if (p.n_tokens <= 0) return {};
+  if (!p.qkv || !p.q_norm || !p.k_norm)
+    return OpStatus::error("launch_qk_head_norm: a required pointer is null");
+  if (p.n_head <= 0 || p.n_head_kv <= 0 || p.head_dim <= 0)
+    return OpStatus::error("launch_qk_head_norm: empty head shape");
+  const int64_t warps = int64_t(p.n_tokens) * (p.n_head + 2 * p.n_head_kv);
+  const int64_t blocks = (warps + kHeadNormWarps - 1) / kHeadNormWarps;
+  const cudaError_t e = launch_pdl(true, qk_head_norm_kernel, dim3(unsigned(blocks)),
+                                   dim3(kHeadNormWarps * 32), 0, static_cast<cudaStream_t>(stream), p);
+  if (e != cudaSuccess)
+    return OpStatus::error(cuda_error_text(e, "qk_head_norm_kernel", __FILE__, __LINE__));
   return {};
 }
 

@@ -32,8 +32,9 @@ OpStatus launch_f32_to_bf16(const float* src, uint16_t* dst, int64_t n, void* st
 
 // x[i][:] = float(table[tokens[i]][:]).  table: [n_vocab][dim] bf16, tokens: [n] (device,
 // already validated), x: [n][dim] fp32 (the residual stream).
+// scale != 1 (Gemma: sqrt(n_embd) rounded to float32): x = float(table[...]) * scale.
 OpStatus launch_embed_gather(const uint16_t* table, const int32_t* tokens, float* x, int n, int dim,
-                             void* stream);
+                             void* stream, float scale = 1.0f);
 
 // out[r][:] = bf16(x[r][:] * rsqrt(mean(x[r]^2) + eps) * w[:]), fp32 accumulation.
 // x: [rows][dim] fp32, w: [dim] fp32, out: [rows][dim] bf16.
@@ -71,6 +72,22 @@ struct QkvRopeParams {
 };
 OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream);
 
+// Per-head Q/K RMSNorm (qwen3, gemma3), in place on the fp32 q|k|v rows of the QKV GEMM before
+// launch_qkv_rope_append: the optional bias is added to the whole row first (the CPU's order), then
+// each query head's head_dim values become x * (1 / sqrt(mean(x^2) + eps)) * q_norm (sum of squares
+// in double, like the CPU's rms_norm) and each key head's likewise with k_norm; V keeps x + bias.
+// The caller then runs qkv_rope_append / rope_queries without the bias (it is in the rows now).
+struct QkHeadNormParams {
+  float* qkv = nullptr;           // [n_tokens][q_dim + 2*kv_dim] fp32, updated in place
+  const float* bias = nullptr;    // [q_dim + 2*kv_dim] or nullptr
+  const float* q_norm = nullptr;  // [head_dim] gain shared by the query heads
+  const float* k_norm = nullptr;  // [head_dim] gain shared by the key heads
+  int n_tokens = 0;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  float eps = 1e-6f;
+};
+OpStatus launch_qk_head_norm(const QkHeadNormParams& p, void* stream);
+
 // Quantized KV append (engine/cache/kv_layout.h KvQuantFormat, groups of 32, the CPU's
 // quantize_kv_row rounding bit for bit on the same fp32 input): the rows of QkvRopeParams::kv_f32
 // go into one layer's paged quantized cache
@@ -107,6 +124,18 @@ OpStatus launch_kv_quant_append(const KvQuantAppendParams& p, void* stream);
 // out[r][j] = bf16(silu(g) * u) with g = gate_up[r][j], u = gate_up[r][n_ff + j].
 // gate_up: [rows][2*n_ff] fp32 (the fused gate|up GEMM), out: [rows][n_ff] bf16.
 OpStatus launch_swiglu(const float* gate_up, uint16_t* out, int rows, int n_ff, void* stream);
+
+// Gemma's post-norms: x[r][:] += (y[r][:] * rsqrt(mean(y[r]^2) + eps)) * w[:] in fp32 (the sum of
+// squares in double, the CPU's rms_norm then its residual add). y, x: [rows][dim] fp32, w: [dim].
+OpStatus launch_rms_norm_add(const float* y, const float* w, float* x, int rows, int dim, float eps,
+                             void* stream);
+
+// GeGLU (Gemma): out[r][j] = bf16(gelu_tanh(g) * u), gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi)
+// (g + 0.044715 g^3))), with g = gate_up[r][j], u = gate_up[r][n_ff + j] (the CPU's geglu).
+OpStatus launch_geglu(const float* gate_up, uint16_t* out, int rows, int n_ff, void* stream);
+
+// Logit soft-capping in place: x[i] = tanh(x[i] * (1 / cap)) * cap (Gemma 2's final logits).
+OpStatus launch_softcap(float* x, int64_t n, float cap, void* stream);
 
 // Copies positions [0, n_positions) of one layer's paged cache from pages of bs_src slots to
 // pages of bs_dst slots (identity page tables on both sides). src and dst must not overlap.

@@ -58,6 +58,13 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                        std::to_string(opt.attention.block_size) + " (a KV page is one attention tile)");
   m_cache_settings = opt.cache;
   m_rope_host = RopeTable(c, m_model->weights().rope_freqs);
+  if (c.rope_theta_local > 0) {
+    // Local layers of their own RoPE (gemma3): base rope_theta_local, never scaled (as the CPU).
+    ModelConfig lc = c;
+    lc.rope_theta = c.rope_theta_local;
+    lc.rope_scaling = RopeScalingType::kNone;
+    m_rope_host_local = RopeTable(lc, {});
+  }
   m_capacity = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
   if (m_capacity <= 0) throw BackendError("CUDA backend: KV capacity must be positive");
   kernels::set_gpu_tuning(m_copt.tuning);
@@ -74,6 +81,17 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                       ? kernels::decode_fused_unsupported(fs)
                       : "switched off (tuning fused_decode; SINKSCOPE_FUSED_DECODE=0)";
     m_fused = m_fused_why.empty();
+  }
+  if (m_fused && c.gemma) {
+    m_fused = false;
+    m_fused_why = "Gemma's post-norms and GeGLU run in the unfused decode path";
+  }
+  if (m_fused && c.qk_norm) {
+    // The fused QKV kernel rotates and appends straight from its products; the per-head Q/K
+    // RMSNorm sits between the projection and RoPE, so these models decode unfused.
+    m_fused = false;
+    m_fused_why = "the model normalises each Q/K head (qk_norm), which the unfused decode path "
+                  "applies between the QKV projection and RoPE";
   }
   m_gpu_weights = opt.gpu_weights;
   m_sparse_decode = opt.sparse_decode;
@@ -162,7 +180,9 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   // names the whole need rather than whichever buffer happened to fail.
   const auto a128 = [](int64_t e) { return size_t(round_up(e, 128)); };
   const size_t w16_elems = size_t(wplan.w16_elems);
-  size_t w32_elems = a128(D) + size_t(c.n_layer) * (2 * a128(D) + (c.qkv_bias ? a128(W) : 0));
+  size_t w32_elems = a128(D) + size_t(c.n_layer) * (2 * a128(D) + (c.qkv_bias ? a128(W) : 0) +
+                                                    (c.qk_norm ? 2 * a128(c.head_dim) : 0) +
+                                                    (c.gemma ? 2 * a128(D) : 0));
   const size_t half = size_t(std::max(c.rope_dim / 2, 1));
   const uint64_t weights_b = w16_elems * 2 + wplan.wq_bytes + w32_elems * 4;
   const uint64_t kv_b = 2 * uint64_t(c.n_layer) *
@@ -170,7 +190,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   const uint64_t B = uint64_t(m_batch);
   const uint64_t scratch_b = B * 4 + B * D * 4 + B * D * 2 + B * W * 4 + 2 * B * Q * 2 +
                              B * 2 * F * 4 + B * F * 2 + uint64_t(m_logit_rows) * V * 4 + ws_bytes +
-                             2 * size_t(m_alloc_pos) * half * 4 + 2 * kBlasWorkspaceBytes +
+                             (c.rope_theta_local > 0 ? 4 : 2) * size_t(m_alloc_pos) * half * 4 +
+                             (c.gemma ? B * D * 4 : 0) + 2 * kBlasWorkspaceBytes +
                              kStagingFloats * 4 + wplan.scratch_elems * 2;
   std::shared_ptr<DeviceWeights> shared = shared_weights(m_model.get(), m_device, m_gpu_weights);
   const uint64_t need = (shared ? 0 : weights_b) + kv_b + scratch_b;
@@ -221,6 +242,11 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   m_page_table = alloc(size_t(m_alloc_pos / 64) * 4, "page table");
   m_rope_cos = alloc(size_t(m_alloc_pos) * half * 4, "RoPE cos table");
   m_rope_sin = alloc(size_t(m_alloc_pos) * half * 4, "RoPE sin table");
+  if (c.rope_theta_local > 0) {
+    m_rope_cos_l = alloc(size_t(m_alloc_pos) * half * 4, "local layers' RoPE cos table");
+    m_rope_sin_l = alloc(size_t(m_alloc_pos) * half * 4, "local layers' RoPE sin table");
+  }
+  if (c.gemma) m_tmp = alloc(B * D * 4, "projection output before its post-norm");
   m_tokens = alloc(B * 4, "token ids");
   m_x = alloc(B * D * 4, "residual stream");
   m_xn = alloc(B * D * 2, "normed activations");
@@ -248,10 +274,23 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
       const size_t rows = size_t(ks.sink_keep_count + ks.window_size);
       m_rope_cache_cos = alloc(rows * half * 4, "RoPE cos of cache indices");
       m_rope_cache_sin = alloc(rows * half * 4, "RoPE sin of cache indices");
+      if (c.rope_theta_local > 0) {
+        m_rope_cache_cos_l = alloc(rows * half * 4, "local RoPE cos of cache indices");
+        m_rope_cache_sin_l = alloc(rows * half * 4, "local RoPE sin of cache indices");
+      }
       m_q_sink = alloc(B * Q * 2, "queries at cache indices");
     }
   }
   m_h_step = PinnedBuffer(kStepSlots * 4, "pinned decode step record");
+  bool local_layers = false;
+  for (int l = 0; l < c.n_layer; ++l) local_layers = local_layers || c.layer_window(l) > 0;
+  if (local_layers && !ks.windowed()) {
+    std::vector<int32_t> pos0;
+    for (int bs : {64, 128})
+      for (int t = 0; t < m_alloc_pos / bs; ++t) pos0.push_back(int32_t(t) * bs);
+    m_own_pos0 = alloc(pos0.size() * 4, "identity live-page lists (local layers)");
+    SS_CUDA(cudaMemcpy(m_own_pos0.get(), pos0.data(), pos0.size() * 4, cudaMemcpyHostToDevice));
+  }
 
   fill_rope_tables();
   warm_up_decode();
@@ -268,37 +307,44 @@ CudaBackendImpl::~CudaBackendImpl() {
 void CudaBackendImpl::fill_rope_tables() {
   const ModelConfig& c = m_model->config();
   const size_t half = size_t(std::max(c.rope_dim / 2, 1));
-  RopeTable rope(c, m_model->weights().rope_freqs);
-  std::vector<float> cs(size_t(m_alloc_pos) * half, 1.0f), sn(size_t(m_alloc_pos) * half, 0.0f);
-  if (c.rope_dim >= 2)
-    for (int p = 0; p < m_alloc_pos; ++p)
-      rope.angles(p, &cs[size_t(p) * half], &sn[size_t(p) * half]);
-  SS_CUDA(cudaMemcpyAsync(m_rope_cos.get(), cs.data(), cs.size() * 4, cudaMemcpyHostToDevice,
-                          m_stream.s));
-  SS_CUDA(cudaMemcpyAsync(m_rope_sin.get(), sn.data(), sn.size() * 4, cudaMemcpyHostToDevice,
-                          m_stream.s));
+  // One RoPE (the model's, or the local layers' own) into its position and cache-index tables.
+  const auto fill = [&](const RopeTable& rope, DeviceBuffer& cos_b, DeviceBuffer& sin_b,
+                        DeviceBuffer& cache_cos, DeviceBuffer& cache_sin) {
+    std::vector<float> cs(size_t(m_alloc_pos) * half, 1.0f), sn(size_t(m_alloc_pos) * half, 0.0f);
+    if (c.rope_dim >= 2)
+      for (int p = 0; p < m_alloc_pos; ++p)
+        rope.angles(p, &cs[size_t(p) * half], &sn[size_t(p) * half]);
+    SS_CUDA(cudaMemcpyAsync(cos_b.get(), cs.data(), cs.size() * 4, cudaMemcpyHostToDevice,
+                            m_stream.s));
+    SS_CUDA(cudaMemcpyAsync(sin_b.get(), sn.data(), sn.size() * 4, cudaMemcpyHostToDevice,
+                            m_stream.s));
+    if (cache_cos) {  // cache indices [0, S + W), the first rows of the same table
+      const size_t n = std::min(cache_cos.bytes() / 4, cs.size());
+      SS_CUDA(cudaMemcpyAsync(cache_cos.get(), cs.data(), n * 4, cudaMemcpyHostToDevice,
+                              m_stream.s));
+      SS_CUDA(cudaMemcpyAsync(cache_sin.get(), sn.data(), n * 4, cudaMemcpyHostToDevice,
+                              m_stream.s));
+      if (cache_cos.bytes() / 4 > cs.size()) {  // S + W beyond the pool: compute the rest
+        const size_t rows = cache_cos.bytes() / 4 / half;
+        std::vector<float> c2(rows * half, 1.0f), s2(rows * half, 0.0f);
+        if (c.rope_dim >= 2)
+          for (size_t p = 0; p < rows; ++p) rope.angles(int(p), &c2[p * half], &s2[p * half]);
+        SS_CUDA(cudaMemcpyAsync(cache_cos.get(), c2.data(), c2.size() * 4,
+                                cudaMemcpyHostToDevice, m_stream.s));
+        SS_CUDA(cudaMemcpyAsync(cache_sin.get(), s2.data(), s2.size() * 4,
+                                cudaMemcpyHostToDevice, m_stream.s));
+      }
+    }
+    SS_CUDA(cudaStreamSynchronize(m_stream.s));  // the host vectors die here
+  };
+  fill(RopeTable(c, m_model->weights().rope_freqs), m_rope_cos, m_rope_sin, m_rope_cache_cos,
+       m_rope_cache_sin);
+  if (m_rope_cos_l)
+    fill(m_rope_host_local, m_rope_cos_l, m_rope_sin_l, m_rope_cache_cos_l, m_rope_cache_sin_l);
   std::vector<int32_t> table(size_t(m_alloc_pos / 64));
   for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
   SS_CUDA(cudaMemcpyAsync(m_page_table.get(), table.data(), table.size() * 4,
                           cudaMemcpyHostToDevice, m_stream.s));
-  if (m_rope_cache_cos) {  // cache indices [0, S + W), the first rows of the same table
-    const size_t n = std::min(m_rope_cache_cos.bytes() / 4, cs.size());
-    SS_CUDA(cudaMemcpyAsync(m_rope_cache_cos.get(), cs.data(), n * 4, cudaMemcpyHostToDevice,
-                            m_stream.s));
-    SS_CUDA(cudaMemcpyAsync(m_rope_cache_sin.get(), sn.data(), n * 4, cudaMemcpyHostToDevice,
-                            m_stream.s));
-    if (m_rope_cache_cos.bytes() / 4 > cs.size()) {  // S + W beyond the pool: compute the rest
-      const size_t rows = m_rope_cache_cos.bytes() / 4 / half;
-      std::vector<float> c2(rows * half, 1.0f), s2(rows * half, 0.0f);
-      if (c.rope_dim >= 2)
-        for (size_t p = 0; p < rows; ++p) rope.angles(int(p), &c2[p * half], &s2[p * half]);
-      SS_CUDA(cudaMemcpyAsync(m_rope_cache_cos.get(), c2.data(), c2.size() * 4,
-                              cudaMemcpyHostToDevice, m_stream.s));
-      SS_CUDA(cudaMemcpyAsync(m_rope_cache_sin.get(), s2.data(), s2.size() * 4,
-                              cudaMemcpyHostToDevice, m_stream.s));
-      SS_CUDA(cudaStreamSynchronize(m_stream.s));
-    }
-  }
   // warm_up_decode() reads a one-page list: page 0 at position 0.
   if (m_tile_pos0) {
     SS_CUDA(cudaMemsetAsync(m_tile_pos0.get(), 0, m_tile_pos0.bytes(), m_stream.s));
@@ -313,29 +359,24 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
                                                const BackendOptions& options,
                                                const CudaBackendOptions& cuda_options) {
   if (!model) throw BackendError("make_cuda_backend: no model");
-  // The device forward has no per-head Q/K RMSNorm and none of Gemma's additions (scaled
-  // embeddings, post-norms, GeGLU, soft-caps, per-layer windows and RoPE bases): refuse (before
-  // touching a device) rather than compute wrong logits; backend_factory's auto mode then falls
-  // back to the CPU.
-  if (const ModelConfig& c = model->config(); c.gemma)
-    throw BackendError("CUDA backend: " + c.architecture +
-                       " is supported on the CPU backend only (" +
-                       (c.name.empty() ? model->path().filename().string() : c.name) +
-                       " needs Gemma's soft-caps, post-norms, GeGLU and per-layer sliding windows, "
-                       "which the CUDA forward does not apply)");
+  // What the device forward does not apply is refused (before touching a device) rather than
+  // computed wrong; backend_factory's auto mode then falls back to the CPU. Supported: llama,
+  // qwen2, qwen3 (per-head Q/K RMSNorm), a model's own sliding-window layers
+  // (AttentionParams::own_window), gemma2 / gemma3 (scaled embeddings, post-norms, GeGLU, local
+  // RoPE base, attention and final logit soft-caps). Not yet: gpt-oss.
+  const ModelConfig& c = model->config();
+  const std::string who = c.name.empty() ? model->path().filename().string() : c.name;
   // gpt-oss: learned sink logits in the softmax denominator, a mixture-of-experts FFN with
-  // MXFP4 experts, output-projection bias and YaRN, none of which the device forward has.
-  if (const ModelConfig& c = model->config(); c.gpt_oss || c.attn_sinks || c.n_expert > 0)
-    throw BackendError("CUDA backend: " + c.architecture +
-                       " is supported on the CPU backend only (" +
-                       (c.name.empty() ? model->path().filename().string() : c.name) +
-                       " needs learned attention sinks, mixture-of-experts layers and YaRN RoPE, "
-                       "which the CUDA forward does not apply)");
-  if (const ModelConfig& c = model->config(); c.qk_norm)
-    throw BackendError("CUDA backend: " + c.architecture +
-                       " is supported on the CPU backend only (" +
-                       (c.name.empty() ? model->path().filename().string() : c.name) +
-                       " needs the per-head Q/K RMSNorm the CUDA forward does not apply)");
+  // MXFP4 experts and an output-projection bias, none of which the device forward has (its YaRN
+  // RoPE would come from the CPU's tables, its local windows from own_window).
+  if (c.gpt_oss || c.attn_sinks || c.n_expert > 0)
+    throw BackendError("CUDA backend: " + c.architecture + " is supported on the CPU backend only (" +
+                       who + " needs learned attention sinks (a per-head sink logit in the softmax "
+                       "denominator), mixture-of-experts layers with MXFP4 experts and an "
+                       "output-projection bias, which the CUDA forward does not apply)");
+  if (c.o_bias)
+    throw BackendError("CUDA backend: " + who + " needs an output-projection bias, which the CUDA "
+                       "forward does not apply");
   std::string why;
   if (!gpu::probe_device(&why, nullptr)) throw BackendError("CUDA backend unavailable: " + why);
   return std::make_unique<cuda_detail::CudaBackendImpl>(std::move(model), options, cuda_options);

@@ -36,7 +36,8 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
     a.kv_len_dev = m_step.as<int32_t>() + kStepKvLen;
     a.log2_lambda_dev = reinterpret_cast<const float*>(m_step.as<int32_t>() + kStepLog2Lambda);
   }
-  a.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  a.scale = c.attention_scale();  // 1/sqrt(head_dim) unless the model sets its own
+  a.softcap = c.attn_softcap;     // Gemma 2: scores tanh(s / cap) * cap (0: none)
   a.log2_lambda = kernels::log2_of_lambda(p.lambda);
   a.skip_value_load = m_attn.skip_value_load;
   a.skip_softmax_exp = m_attn.skip_softmax_exp;
@@ -84,6 +85,28 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
       a.q_pos_dev = m_step.as<int32_t>() + kStepPosOrig;
     } else {
       a.n_tiles = int(m_plan->tile_pos0().size());
+    }
+  }
+  if (const int ow = c.layer_window(l); ow > 0) {
+    // The layer's own window (a model's local layer): invisible keys, not skipped ones. A
+    // windowed cache already lists its pages; a full cache reads the identity list, with the
+    // tile count and query position from the step record in decode steps.
+    a.own_window = ow;
+    if (!a.tile_pos0) {
+      a.tile_pos0 = own_list(a.block_size);
+      a.sink_count = 0;
+      a.window = 0;
+      a.skip_mask = nullptr;  // masks are recorded on positional tiles only
+      if (p.kv_bound > 0) {
+        a.n_tiles = int((p.kv_bound + a.block_size - 1) / a.block_size);
+        a.kv_len = int64_t(a.n_tiles) * a.block_size;
+        a.q_start = a.kv_len - 1;
+        a.kv_len_dev = nullptr;
+        a.n_tiles_dev = m_step.as<int32_t>() + kStepOwnTiles;
+        a.q_pos_dev = m_step.as<int32_t>() + kStepPosOrig;
+      } else {
+        a.n_tiles = int((a.kv_len + a.block_size - 1) / a.block_size);
+      }
     }
   }
   return a;

@@ -92,6 +92,16 @@ void CudaBackendImpl::upload_window_tables(int m) {
                             size_t(m) * half * 4, cudaMemcpyHostToDevice, s));
     SS_CUDA(cudaMemcpyAsync(m_rope_sin.as<float>() + row0 * half, m_h_rope.data() + size_t(m) * half,
                             size_t(m) * half * 4, cudaMemcpyHostToDevice, s));
+    if (m_rope_cos_l) {  // the local layers' own RoPE (gemma3): the same ring rows
+      for (int i = 0; i < m; ++i)
+        m_rope_host_local.angles(int(n0 + i), &m_h_rope[size_t(i) * half],
+                                 &m_h_rope[(size_t(m) + size_t(i)) * half]);
+      SS_CUDA(cudaMemcpyAsync(m_rope_cos_l.as<float>() + row0 * half, m_h_rope.data(),
+                              size_t(m) * half * 4, cudaMemcpyHostToDevice, s));
+      SS_CUDA(cudaMemcpyAsync(m_rope_sin_l.as<float>() + row0 * half,
+                              m_h_rope.data() + size_t(m) * half, size_t(m) * half * 4,
+                              cudaMemcpyHostToDevice, s));
+    }
   }
   const std::vector<int32_t>& pos0 = m_plan->tile_pos0();
   const std::vector<int32_t>& page = m_plan->tile_page();

@@ -118,6 +118,7 @@ void CudaBackendImpl::decode_step(TokenId token, double asked_lambda, std::vecto
   std::memcpy(&h[kStepLog2Lambda], &log2_lambda, 4);
   h[kStepPosOrig] = pos;
   h[kStepNTiles] = int32_t(m_plan->tile_pos0().size());
+  h[kStepOwnTiles] = int32_t((pos + m_attn.block_size) / m_attn.block_size);
 
   const int64_t bound = kv_bound(int64_t(pos) + 1);
   cudaGraphExec_t exec = nullptr;
@@ -227,6 +228,7 @@ void CudaBackendImpl::warm_up_decode() {
   std::memcpy(&h[kStepLog2Lambda], &dense, 4);
   h[kStepPosOrig] = 0;
   h[kStepNTiles] = 1;
+  h[kStepOwnTiles] = 1;
   enqueue_decode(m_cap_stream.s, *m_blas_cap, kv_bound(1), 0.0, true);
   SS_CUDA(cudaStreamSynchronize(m_cap_stream.s));
 }

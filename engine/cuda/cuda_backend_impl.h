@@ -108,7 +108,9 @@ struct DecodeGraph {
 
 // Device step record of a decode step (int32 slots of m_step / m_h_step).
 // kStepPos is the append position (the ring position of a windowed cache, engine/cache/kv_page_plan.h);
-// kStepPosOrig the original position and kStepNTiles the live-page count (windowed caches).
+// kStepPosOrig the original position and kStepNTiles the live-page count (windowed caches);
+// kStepOwnTiles the tiles of the identity list a full cache's local layers read (ceil((pos + 1)
+// / block_size)).
 enum StepSlot : int {
   kStepToken = 0,
   kStepPos = 1,
@@ -116,6 +118,7 @@ enum StepSlot : int {
   kStepLog2Lambda = 3,
   kStepPosOrig = 4,
   kStepNTiles = 5,
+  kStepOwnTiles = 6,
   kStepSlots
 };
 
@@ -144,6 +147,10 @@ struct LayerDev {
   ProjDev down;                      // (D, n_ff)
   const float* attn_norm = nullptr;  // (D)
   const float* ffn_norm = nullptr;   // (D)
+  const float* q_norm = nullptr;     // (head_dim) per-head Q RMSNorm gain (qk_norm) or null
+  const float* k_norm = nullptr;     // (head_dim) per-head K RMSNorm gain (qk_norm) or null
+  const float* attn_post_norm = nullptr;  // (D) Gemma: RMSNorm of the attention output, or null
+  const float* ffn_post_norm = nullptr;   // (D) Gemma: RMSNorm of the FFN output, or null
 };
 
 // Which projections stay in their file layout (GpuWeights::kNative and a type with a device
@@ -355,6 +362,12 @@ class CudaBackendImpl final : public CudaBackend {
   // Weights (shared_weights(): one upload per model and device).
   std::shared_ptr<const DeviceWeights> m_weights;
   DeviceBuffer m_rope_cos, m_rope_sin;  // (alloc_pos, rope_dim/2)
+  // Local layers' own RoPE (ModelConfig::rope_theta_local, gemma3): the same layout as the tables
+  // above (and the cache-index tables below), from m_rope_host_local. Null otherwise.
+  DeviceBuffer m_rope_cos_l, m_rope_sin_l, m_rope_cache_cos_l, m_rope_cache_sin_l;
+  RopeTable m_rope_host_local;
+  // Gemma: the O / down projection's fp32 output before its post-norm and residual add.
+  DeviceBuffer m_tmp;
   // KV cache: per layer, pages[page][kv_head][slot][head_dim] bf16, identity page table.
   DeviceBuffer m_k, m_v, m_page_table, m_repage_tmp;
   // Quantized cache: per layer pages[page][kv_head][slot][code bytes] codes and [...][d/32]
@@ -387,6 +400,14 @@ class CudaBackendImpl final : public CudaBackend {
   // identity live-page list (tile t at position t * block_size) that carries the window rule.
   QkvCaptureRequest m_cap;
   DeviceBuffer m_vis_pos0;
+  // Models with local layers (ModelConfig::layer_window) over a full cache: identity live-page
+  // lists (tile t at position t * block_size) that carry the layer's own window into the
+  // kernels (AttentionParams::own_window): alloc_pos / 64 entries for block size 64, then
+  // alloc_pos / 128 for 128. Null without local layers.
+  DeviceBuffer m_own_pos0;
+  const int32_t* own_list(int block_size) const {
+    return m_own_pos0.as<int32_t>() + (block_size == 64 ? 0 : m_alloc_pos / 64);
+  }
   DeviceBuffer m_probe;  // u64 [phase: prefill, decode][visited, skipped][layer][head]
   DeviceBuffer m_step;   // int32 [kStepSlots]: the decode step record (StepSlot)
   PinnedBuffer m_h_logits, m_h_probe, m_h_step;

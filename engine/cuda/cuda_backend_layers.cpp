@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA backend's per-layer device work of one pass, mirroring engine/backend/cpu_backend.cpp:
-//   RMSNorm (fp32 -> bf16) -> fused QKV GEMM (fp32 out) -> bias + RoPE + paged KV append
+//   RMSNorm (fp32 -> bf16) -> fused QKV GEMM (fp32 out) [-> bias + per-head Q/K RMSNorm
+//   (qk_norm)] -> bias + RoPE + paged KV append
 //   -> attention (kernels::launch_attention) -> O GEMM with the residual add fused (beta = 1)
 //   -> RMSNorm -> fused gate|up GEMM -> SwiGLU -> down GEMM with the residual add fused;
 // then the final RMSNorm and the LM head (fp32 logits). Decode steps (one token) run the fused
@@ -9,6 +10,7 @@
 // (fused_decode() says why). Projections go through linear_proj (cuda_backend_weights.cpp): bf16
 // cuBLAS, or for weights in their file layout the quantized GEMV (one token) or dequantize +
 // cuBLAS (several).
+#include <cmath>
 #include <optional>
 
 #include "engine/cuda/cuda_backend_impl.h"
@@ -23,7 +25,9 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
   float* x = m_x.as<float>();
   uint16_t* xn = m_xn.as<uint16_t>();
   const int32_t* tokens = p.kv_bound > 0 ? m_step.as<int32_t>() + kStepToken : m_tokens.as<int32_t>();
-  SS_LAUNCH(kernels::launch_embed_gather(m_weights->embd, tokens, x, p.n, D, s));
+  // Gemma scales the embeddings by sqrt(D), rounded to float32 as the CPU and HF do.
+  const float embd_scale = c.gemma ? float(std::sqrt(double(D))) : 1.0f;
+  SS_LAUNCH(kernels::launch_embed_gather(m_weights->embd, tokens, x, p.n, D, s, embd_scale));
   // A capture's prefill that ends after its layer (QkvCaptureRequest::stop_after_layer).
   const int n_layers = m_capture.layer >= 0 && m_cap.stop_after_layer && !p.decode &&
                                !p.capturing && p.kv_bound == 0
@@ -46,11 +50,28 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
       linear_proj(s, blas, xn, L.qkv, m_qkv.as<float>(), p.n);
     }
 
+    const float* qkv_bias = L.b_qkv;
+    if (L.q_norm) {  // qwen3 / gemma3: bias, then each Q and K head RMS-normalised, in place
+      kernels::QkHeadNormParams hn;
+      hn.qkv = m_qkv.as<float>();
+      hn.bias = L.b_qkv;
+      hn.q_norm = L.q_norm;
+      hn.k_norm = L.k_norm;
+      hn.n_tokens = p.n;
+      hn.n_head = c.n_head;
+      hn.n_head_kv = c.n_head_kv;
+      hn.head_dim = c.head_dim;
+      hn.eps = c.rms_eps;
+      SS_LAUNCH(kernels::launch_qk_head_norm(hn, s));
+      qkv_bias = nullptr;  // added above
+    }
     kernels::QkvRopeParams r;
     r.qkv = m_qkv.as<float>();
-    r.bias = L.b_qkv;
-    r.rope_cos = m_rope_cos.as<float>();
-    r.rope_sin = m_rope_sin.as<float>();
+    r.bias = qkv_bias;
+    // Local layers of a model with two RoPE bases (gemma3) rotate with their own tables.
+    const bool local_rope = m_rope_cos_l && c.layer_local(l);
+    r.rope_cos = (local_rope ? m_rope_cos_l : m_rope_cos).as<float>();
+    r.rope_sin = (local_rope ? m_rope_sin_l : m_rope_sin).as<float>();
     r.q_out = m_q.as<uint16_t>();
     r.k_pages = k_layer(l);
     r.v_pages = v_layer(l);
@@ -105,9 +126,9 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     if (p.sinkq) {
       kernels::RopeQueriesParams rq;
       rq.qkv = m_qkv.as<float>();
-      rq.bias = L.b_qkv;
-      rq.rope_cos = m_rope_cache_cos.as<float>();
-      rq.rope_sin = m_rope_cache_sin.as<float>();
+      rq.bias = qkv_bias;
+      rq.rope_cos = (local_rope ? m_rope_cache_cos_l : m_rope_cache_cos).as<float>();
+      rq.rope_sin = (local_rope ? m_rope_cache_sin_l : m_rope_cache_sin).as<float>();
       rq.q_out = m_q_sink.as<uint16_t>();
       rq.n_tokens = p.n;
       rq.pos0 = p.pos0;
@@ -148,11 +169,26 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
       SS_LAUNCH(kernels::launch_fused_gemv_residual(m_act.as<uint16_t>(), L.down.w16, x, D, F, s));
       continue;
     }
-    linear_proj(s, blas, m_att.as<uint16_t>(), L.o, x, p.n, 1.0f);  // x += o-proj
+    if (L.attn_post_norm) {  // Gemma: x += RMSNorm(o-proj)
+      linear_proj(s, blas, m_att.as<uint16_t>(), L.o, m_tmp.as<float>(), p.n);
+      SS_LAUNCH(kernels::launch_rms_norm_add(m_tmp.as<float>(), L.attn_post_norm, x, p.n, D,
+                                             c.rms_eps, s));
+    } else {
+      linear_proj(s, blas, m_att.as<uint16_t>(), L.o, x, p.n, 1.0f);  // x += o-proj
+    }
     SS_LAUNCH(kernels::launch_rms_norm(x, L.ffn_norm, xn, p.n, D, c.rms_eps, s));
     linear_proj(s, blas, xn, L.gu, m_gu.as<float>(), p.n);
-    SS_LAUNCH(kernels::launch_swiglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
-    linear_proj(s, blas, m_act.as<uint16_t>(), L.down, x, p.n, 1.0f);  // x += down-proj
+    if (c.gemma)
+      SS_LAUNCH(kernels::launch_geglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
+    else
+      SS_LAUNCH(kernels::launch_swiglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
+    if (L.ffn_post_norm) {  // Gemma: x += RMSNorm(down-proj)
+      linear_proj(s, blas, m_act.as<uint16_t>(), L.down, m_tmp.as<float>(), p.n);
+      SS_LAUNCH(kernels::launch_rms_norm_add(m_tmp.as<float>(), L.ffn_post_norm, x, p.n, D,
+                                             c.rms_eps, s));
+    } else {
+      linear_proj(s, blas, m_act.as<uint16_t>(), L.down, x, p.n, 1.0f);  // x += down-proj
+    }
   }
 }
 
@@ -163,6 +199,9 @@ void CudaBackendImpl::enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int 
   SS_LAUNCH(
       kernels::launch_rms_norm(x, m_weights->out_norm, m_xn.as<uint16_t>(), rows, c.n_embd, c.rms_eps, s));
   blas.linear(m_xn.as<uint16_t>(), m_weights->lm_head, m_logits.as<float>(), rows, c.n_vocab, c.n_embd);
+  if (c.final_softcap > 0)  // Gemma: logits tanh(z / cap) * cap
+    SS_LAUNCH(kernels::launch_softcap(m_logits.as<float>(), int64_t(rows) * c.n_vocab,
+                                      c.final_softcap, s));
 }
 
 }  // namespace sinkscope::cuda_detail

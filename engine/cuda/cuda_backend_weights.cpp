@@ -201,6 +201,15 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
       upload_f32(b + Q + KV, L.bv, KV, "attn_v.bias");
       d.b_qkv = b;
     }
+    if (!L.attn_post_norm.empty())
+      d.attn_post_norm = upload_f32(take32(D), L.attn_post_norm, D, "post_attention_norm");
+    if (!L.ffn_post_norm.empty())
+      d.ffn_post_norm = upload_f32(take32(D), L.ffn_post_norm, D, "post_ffw_norm");
+    if (c.qk_norm) {
+      const size_t hd = size_t(c.head_dim);
+      d.q_norm = upload_f32(take32(hd), L.q_norm, hd, "attn_q_norm");
+      d.k_norm = upload_f32(take32(hd), L.k_norm, hd, "attn_k_norm");
+    }
   }
   // The host vectors are the model's (alive), but staging dies here: wait for the copies.
   SS_CUDA(cudaStreamSynchronize(m_stream.s));

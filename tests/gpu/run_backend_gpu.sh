@@ -62,7 +62,7 @@ trace_targets=()
 [[ "${SKIP_CAPTURED:-0}" != 1 ]] && trace_targets+=(capture_qkv bench_captured)
 [[ -z "${TEXT:-}" && -f "$ROOT/.model/kjv.txt" ]] && TEXT="$ROOT/.model/kjv.txt"
 [[ -n "${TEXT:-}" ]] && export SINKSCOPE_TEXT="$TEXT"
-ninja -C "$BUILD" test_cuda_backend test_cuda_cache test_gpu_head_map bench_e2e test_decode_fused "${trace_targets[@]}" \
+ninja -C "$BUILD" test_cuda_backend test_cuda_cache test_cuda_families test_gpu_head_map bench_e2e test_decode_fused "${trace_targets[@]}" \
   >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 grep -A2 "ops_cu" "$OUT/build.log" | grep -E "spill" | sort | uniq -c | sed 's/^/  ptxas (ops.cu): /'
@@ -91,12 +91,17 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   cat "$OUT/test_cache.log"
   cache_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_cache.log" | tail -1)
   [[ -z "$cache_status" ]] && cache_status="crashed, see $OUT/test_cache.log"
+  echo "== test_cuda_families (model families vs the CPU backend and transformers) =="
+  timeout 600 "$BUILD/tests/gpu/test_cuda_families" >"$OUT/test_families.log" 2>&1 || rc=1
+  cat "$OUT/test_families.log"
+  families_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_families.log" | tail -1)
+  [[ -z "$families_status" ]] && families_status="crashed, see $OUT/test_families.log"
   echo "== test_gpu_head_map (the workbench's map from captured Q/K vs the CPU reference) =="
   timeout 600 "$BUILD/tests/gpu/test_gpu_head_map" >"$OUT/test_head_map.log" 2>&1 || rc=1
   cat "$OUT/test_head_map.log"
   map_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_head_map.log" | tail -1)
   [[ -z "$map_status" ]] && map_status="crashed, see $OUT/test_head_map.log"
-  test_status="$test_status; cache: $cache_status; map: $map_status"
+  test_status="$test_status; cache: $cache_status; families: $families_status; map: $map_status"
 fi
 
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then

@@ -20,7 +20,7 @@ cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DSINKSCOPE_CUD
   -DSINKSCOPE_PTXAS_VERBOSE=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_USER_MAKE_RULES_OVERRIDE_CUDA="$ROOT/tests/gpu/cuda20_override.cmake" \
   >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
-ninja -C "$BUILD" test_attention_gpu bench_attention >"$OUT/build.log" 2>&1 ||
+ninja -C "$BUILD" test_attention_gpu test_attention_families bench_attention >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 grep -E "spill" "$OUT/build.log" | sort | uniq -c | sed 's/^/  ptxas: /'
 
@@ -31,6 +31,9 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   rc=$?
   grep -E "^(FAIL|     )" "$OUT/test.log" | head -30
   grep -vE "^(FAIL|     )" "$OUT/test.log"
+  echo "== family additions (own_window, softcap) vs the CPU attention =="
+  timeout 200 "$BUILD/tests/gpu/test_attention_families" >"$OUT/test_families.log" 2>&1 || rc=1
+  grep -E "^(FAIL|RESULT|SKIP)" "$OUT/test_families.log"
 fi
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then
   echo "== benchmark: ours =="

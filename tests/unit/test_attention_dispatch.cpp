@@ -101,6 +101,35 @@ TEST(AttentionDispatch, RejectsWhatNoKernelRuns) {
   EXPECT_STRNE(select_attention_kernel(s).reason, "");
 }
 
+// A layer's own window (AttentionParams::own_window) rides on the live-page list's mask: it is
+// refused without a list (the positional kernels do not apply it) and runs the list kernels.
+TEST(AttentionDispatch, OwnWindowNeedsALivePageList) {
+  AttentionShape s = prefill_shape();
+  s.own_window = 128;
+  const AttentionChoice no_list = select_attention_kernel(s);
+  EXPECT_FALSE(no_list.ok());
+  EXPECT_NE(std::string(no_list.reason).find("own_window"), std::string::npos) << no_list.reason;
+  s.list_tiles = int((s.kv_len + s.block_size - 1) / s.block_size);
+  const AttentionChoice with_list = select_attention_kernel(s);
+  EXPECT_TRUE(with_list.ok()) << with_list.reason;
+  EXPECT_FALSE(with_list.warp_specialized);  // the warp-specialised kernels take positional tiles only
+  s.own_window = -1;
+  EXPECT_FALSE(select_attention_kernel(s).ok());
+}
+
+// Soft-capping (AttentionParams::softcap) is applied by the decode and mma.sync / wgmma prefill
+// kernels, not by the warp-specialised prefill: the dispatch passes that one over.
+TEST(AttentionDispatch, SoftcapSkipsTheWarpSpecializedPrefill) {
+  AttentionShape s = prefill_shape();
+  s.wgmma_ok = true;
+  s.prefer_ws = true;
+  ASSERT_TRUE(select_attention_kernel(s).warp_specialized);
+  s.softcap = true;
+  const AttentionChoice c = select_attention_kernel(s);
+  EXPECT_TRUE(c.ok()) << c.reason;
+  EXPECT_FALSE(c.warp_specialized);
+}
+
 TEST(AttentionDispatch, PrefillTileConfigCoversTheQueryTile) {
   for (int d : {64, 128})
     for (int bc : {64, 128})

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// Family test models for the GPU checks. The transformers oracles of tests/data/oracles
+// (tests/oracle/make_family_oracles.py) have heads of 16 or 32 dims, below the 64 / 128 the CUDA
+// attention kernels support; widen_oracle() keeps an oracle file's architecture, metadata and
+// tokenizer and replaces its tensors by random ones of a larger shape (head_dim 64 or 128), so the
+// CUDA backend can run the family and be checked against the CPU backend on the same file (the
+// CPU backend being the one checked against transformers, tests/unit/test_family_oracles.cpp).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/format/ggml_types.h"
+#include "engine/format/gguf.h"
+#include "engine/format/gguf_writer.h"
+
+namespace sinkscope::gpu_test {
+
+struct WidenShape {
+  int n_embd = 256;
+  int head_dim = 64;
+  int n_ff = 512;
+  int n_ctx = 2048;
+  float qk_gain_sd = 0.3f;  // spread of the per-head Q/K norm gains around 1
+  float qk_gain_mul = 1.0f; // all Q/K norm gains times this (sensitivity checks)
+  bool bf16 = false;        // every matrix stored as BF16 (what the device rounds F32 weights to)
+  int sliding_window = 0;   // > 0: {arch}.attention.sliding_window set to it (local layers)
+  float attn_softcap = 0;   // > 0: {arch}.attn_logit_softcapping set to it (gemma2)
+  float q_weight_mul = 1;   // attn_q.weight times this (scores that reach a soft-cap)
+};
+
+// Deterministic normal numbers (splitmix64 + Box-Muller): the same file on every machine.
+class WidenRng {
+ public:
+  explicit WidenRng(uint64_t seed) : m_s(seed) {}
+  double uniform() {  // (0, 1)
+    uint64_t z = (m_s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double(z >> 11) + 0.5) / 9007199254740992.0;
+  }
+  double normal() {
+    return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
+  }
+
+ private:
+  uint64_t m_s;
+};
+
+// Writes `dst`: the oracle GGUF `src` with n_embd, head_dim and n_ff widened to `s` and every
+// tensor drawn anew (projections N(0, 1/in), embeddings scaled for logits of a few units, norm
+// gains 1 + N(0, 0.1^2), Q/K norm gains 1 + N(0, qk_gain_sd^2), biases N(0, 0.1^2)). Each tensor
+// keeps its stored type where the new row length allows it (else F32). Throws
+// std::runtime_error for a tensor whose role it does not know.
+inline void widen_oracle(const std::filesystem::path& src, const std::filesystem::path& dst,
+                         const WidenShape& s, uint64_t seed) {
+  const auto f = GgufFile::open(src);
+  const std::string arch = f->get_string("general.architecture");
+  const std::string a = arch + ".";
+  const int64_t n_head = f->get_int(a + "attention.head_count");
+  const int64_t n_kv = f->get_int(a + "attention.head_count_kv");
+  const int64_t D = s.n_embd, hd = s.head_dim, F = s.n_ff, Q = n_head * hd, KV = n_kv * hd;
+  GgufWriter w;
+  for (const auto& [k, v] : f->metadata())
+    if (k != "general.alignment") w.set_value(k, v);
+  w.set_u32(a + "embedding_length", uint32_t(D));
+  w.set_u32(a + "feed_forward_length", uint32_t(F));
+  w.set_u32(a + "context_length", uint32_t(s.n_ctx));
+  w.set_u32(a + "attention.key_length", uint32_t(hd));
+  w.set_u32(a + "attention.value_length", uint32_t(hd));
+  if (f->has(a + "rope.dimension_count")) w.set_u32(a + "rope.dimension_count", uint32_t(hd));
+  if (s.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(s.sliding_window));
+  if (s.attn_softcap > 0) w.set_f32(a + "attn_logit_softcapping", s.attn_softcap);
+  WidenRng rng(seed);
+  const auto ends = [](const std::string& n, const std::string& suf) {
+    return n.size() >= suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0;
+  };
+  for (const GgufTensorInfo& t : f->tensors()) {
+    const std::string& n = t.name;
+    std::vector<int64_t> dims;
+    double mean = 0, sd = 0;
+    if (n == "token_embd.weight" || n == "output.weight") {
+      dims = {D, t.dims[1]};
+      sd = 1.5 / std::sqrt(double(D));  // tied or not: logits of a few units
+    } else if (ends(n, "attn_q_norm.weight") || ends(n, "attn_k_norm.weight")) {
+      dims = {hd};
+      mean = 1.0;
+      sd = s.qk_gain_sd;
+    } else if (ends(n, "norm.weight")) {  // attn / ffn / output / post norms
+      dims = {D};
+      mean = 1.0;
+      sd = 0.1;
+    } else if (ends(n, "attn_q.weight")) {
+      dims = {D, Q};
+      sd = 0.7 / std::sqrt(double(D));
+    } else if (ends(n, "attn_k.weight") || ends(n, "attn_v.weight")) {
+      dims = {D, KV};
+      sd = 0.7 / std::sqrt(double(D));
+    } else if (ends(n, "attn_output.weight")) {
+      dims = {Q, D};
+      sd = 1.0 / std::sqrt(double(Q));
+    } else if (ends(n, "ffn_gate.weight") || ends(n, "ffn_up.weight")) {
+      dims = {D, F};
+      sd = 0.7 / std::sqrt(double(D));
+    } else if (ends(n, "ffn_down.weight")) {
+      dims = {F, D};
+      sd = 1.0 / std::sqrt(double(F));
+    } else if (ends(n, "attn_q.bias")) {
+      dims = {Q};
+      sd = 0.1;
+    } else if (ends(n, "attn_k.bias") || ends(n, "attn_v.bias")) {
+      dims = {KV};
+      sd = 0.1;
+    } else {
+      throw std::runtime_error("widen_oracle: no rule for tensor " + n + " of " + src.string());
+    }
+    int64_t count = 1;
+    for (int64_t d : dims) count *= d;
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& e : v) e = float(mean + sd * rng.normal());
+    if (ends(n, "attn_q_norm.weight") || ends(n, "attn_k_norm.weight"))
+      for (float& e : v) e *= s.qk_gain_mul;
+    if (ends(n, "attn_q.weight"))
+      for (float& e : v) e *= s.q_weight_mul;
+    const GgmlTypeTraits* tt = ggml_type_traits(uint32_t(t.type));
+    const bool keep = tt && dims[0] % tt->block_elems == 0;
+    const GgmlType type = keep ? t.type : GgmlType::kF32;
+    w.add_tensor(n, dims, s.bf16 && dims.size() == 2 ? GgmlType::kBF16 : type, v);
+  }
+  w.write(dst);
+}
+
+}  // namespace sinkscope::gpu_test
