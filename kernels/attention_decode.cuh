@@ -31,6 +31,7 @@
 
 #include "kernels/attention_decode_combine.cuh"  // the separate combine, launched after it
 #include "kernels/attention_decode_common.cuh"
+#include "kernels/visibility.h"
 
 namespace sinkscope::kernels::detail {
 
@@ -179,14 +180,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     pdl_wait();
     pdl_trigger();
   }
-  // Live-page list: the sink/window rule by position (engine/cache/kv_layout.h). Slot `off` of split
+  // Live-page list: the sink/window rule by position (kernels/visibility.h). Slot `off` of split
   // tile i; positional tiles need only the length test (done by the callers).
   const int64_t qpos = LIST ? (p.q_pos_dev ? int64_t(*p.q_pos_dev) : p.q_start) : 0;
   auto list_ok = [&](int i, int off) {
     if constexpr (!LIST) return true;
     const int64_t k = int64_t(pos0s[i]) + off;
-    return k <= qpos && (k < p.sink_count || p.window == 0 || k > qpos - p.window) &&
-           (p.own_window == 0 || k > qpos - p.own_window);
+    return visibility::key_visible(k, qpos, p.sink_count, p.window, p.own_window);
   };
   // A live-page tile all of whose keys left the window (its page is evicted after this step),
   // or lie past the layer's own window: neither visited nor skipped in the probes, as in the CPU
@@ -194,8 +194,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   auto list_gone = [&](int i) {
     if constexpr (!LIST) return false;
     const int64_t k0 = pos0s[i];
-    return (p.window > 0 && k0 >= p.sink_count && k0 + BC - 1 <= qpos - p.window) ||
-           (p.own_window > 0 && k0 + BC - 1 <= qpos - p.own_window);
+    return !visibility::tile_in_windows(k0, k0 + BC - 1, qpos, p.sink_count, p.window,
+                                        p.own_window);
   };
 
   // ---- issue the loads of work item i into ring stage `st` (each lane: its own chunks) ----

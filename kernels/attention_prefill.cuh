@@ -20,6 +20,7 @@
 #include "kernels/attention_dispatch.h"
 #include "kernels/attention_params.h"
 #include "kernels/attention_wgmma.cuh"
+#include "kernels/visibility.h"
 
 namespace sinkscope::kernels::detail {
 
@@ -199,14 +200,13 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
     win_begin = -1;
     for (int t = 0; t < p.n_tiles; ++t) {
       const int64_t a = p.tile_pos0[t];
-      const bool own_out = p.own_window > 0 && a + BC - 1 <= q_lo - p.own_window;
+      const bool in = visibility::tile_in_windows(a, a + BC - 1, q_lo, p.sink_count, p.window,
+                                                  p.own_window);
       if (a < p.sink_count) {
         sink_end = t + 1;
-        if (own_out) sink_begin = t + 1;
+        if (!in) sink_begin = t + 1;  // below row 0's own-window floor
       }
-      if (win_begin < 0 && a >= p.sink_count && !own_out &&
-          (p.window == 0 || a + BC - 1 > q_lo - p.window))
-        win_begin = t;
+      if (win_begin < 0 && a >= p.sink_count && in) win_begin = t;
       if (a <= q_hi) win_end = t + 1;
     }
     if (win_begin < 0 || win_begin > win_end) win_begin = win_end;
@@ -231,8 +231,8 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   const int nv1 = hf1.rows == 0 ? 0 : static_cast<int>(hf1.last_key / BC) + 1;
   auto half_sees = [&](const PrefillHalf& hf, int64_t key0) {
     return hf.rows != 0 && key0 <= hf.q_lo + hf.rows - 1 &&
-           (key0 < p.sink_count || p.window == 0 || key0 + BC - 1 > hf.q_lo - p.window) &&
-           (p.own_window == 0 || key0 + BC - 1 > hf.q_lo - p.own_window);
+           visibility::tile_in_windows(key0, key0 + BC - 1, hf.q_lo, p.sink_count, p.window,
+                                       p.own_window);
   };
   bool seen0 = false, seen1 = false;  // LIST: the half visited a tile already (its first is never skipped)
 
@@ -416,8 +416,9 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
             const int row = row_base + mt * 16 + g + ((e >> 1) << 3);
             const int64_t key = key0 + nb * 8 + tq * 2 + (e & 1);
             if (row >= rows || key > q_lo + row || key >= p.kv_len ||
-                (win_mask && key >= p.sink_count && key <= q_lo + row - p.window) ||
-                (own_mask && key <= q_lo + row - p.own_window))
+                ((win_mask || own_mask) &&
+                 !visibility::key_in_windows(key, q_lo + row, p.sink_count, p.window,
+                                             p.own_window)))
               s[mt][nb][e] = kNegInf;
           }
     }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "engine/backend/cpu_attention.h"
 
+#include "kernels/visibility.h"
+
 #include <algorithm>
 #include <cmath>
 #include <mutex>
@@ -264,10 +266,9 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
     for (int t = 0; t < n_kvtiles_total; ++t) {
       const int k0 = tile_pos0(t), nk = tile_keys(t), k1 = k0 + nk;
       if (k0 > tile_last_pos) break;  // tiles are in position order
-      // A tile all of whose keys left the first row's window is invisible to every row.
-      if (W > 0 && k0 >= S && k1 - 1 <= tile_first_pos - W) continue;
-      // ... and so is one all of whose keys lie past the first row's own window (no sinks).
-      if (OW > 0 && k1 - 1 <= tile_first_pos - OW) continue;
+      // A tile none of whose keys is within the first row's windows (the cache's, the layer's
+      // own) is invisible to every row (kernels/visibility.h: the rule the kernels share).
+      if (!visibility::tile_in_windows(k0, k1 - 1, tile_first_pos, S, W, OW)) continue;
       // Transpose the K tile once; every row of the query tile reuses it, and the score loop
       // becomes broadcast-FMA over contiguous keys (no horizontal sums).
       if (!quant) {
@@ -323,6 +324,7 @@ void cpu_attention(const CpuAttentionArgs& a, ThreadPool* pool) {
         if (cap > 0)
           for (int j = 0; j < vis; ++j) sr[j] = std::tanh(sr[j] * inv_cap) * cap;
         for (int j = std::max(vis, 0); j < nk; ++j) sr[j] = -INFINITY;
+        // The keys of this row for which visibility::key_in_windows is false, as two bands.
         if (W > 0) {  // the evicted band [S, pos - W] of this row
           const int lo = std::max(S, k0), hi = std::min(pos - W, k1 - 1);
           for (int k = lo; k <= hi; ++k) sr[k - k0] = -INFINITY;

@@ -11,7 +11,8 @@
 // visibility rule below excludes them by position alone, so no per-slot valid bits exist.
 //
 // Visibility of key position k to a query at original position q (S sinks, window W, W = 0 for
-// the full cache):   k <= q  and  (k < S  or  W == 0  or  k > q - W).
+// the full cache):   k <= q  and  (k < S  or  W == 0  or  k > q - W)  -- kernels/visibility.h,
+// which also applies a model layer's own window, is the one implementation.
 #pragma once
 
 #include <algorithm>

@@ -8,6 +8,7 @@
 
 #include "engine/backend/attention.h"
 #include "engine/util/thread_pool.h"
+#include "kernels/visibility.h"
 
 namespace sinkscope::gui {
 
@@ -29,8 +30,7 @@ std::vector<double> alphaFromColumns(const std::vector<double>& colSum,
 namespace {
 
 bool visible(int k, int q, const HeadMapOptions& o) {
-  return k <= q && (k < o.sinkCount || o.window == 0 || k > q - o.window) &&
-         (o.ownWindow <= 0 || k > q - o.ownWindow);
+  return visibility::key_visible(k, q, o.sinkCount, o.window, std::max(o.ownWindow, 0));
 }
 
 // Eight partial sums let the compiler vectorise the 64-wide dot without reassociating.

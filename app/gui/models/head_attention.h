@@ -23,8 +23,8 @@ namespace sinkscope::gui {
 struct HeadMapOptions {
   int layer = 0, head = 0;
   int maxCells = 256;
-  // The cache's visibility rule (sink-retaining window): key k is visible to query q iff k <= q
-  // and (k < sinkCount or window == 0 or k > q - window).
+  // The cache's sink-retaining window and (below) the layer's own window: the visibility rule of
+  // kernels/visibility.h.
   int sinkCount = 0;
   int window = 0;
   // The layer's own attention (ModelConfig): its window (0: none; keys k <= q - ownWindow are
