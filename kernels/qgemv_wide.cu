@@ -21,7 +21,11 @@
 //        joined with funnel shifts. Q8_0: 2 lanes per block (16 elements each); Q6_K: 4 lanes
 //        per block (16 elements of each of the 4 quarters of one half).
 // The staging reads whole aligned 16-byte chunks that hold at least one byte of the run, so it
-// never touches a page the matrix does not: a 16-byte aligned chunk lies in one page.#include "kernels/qgemv_wide.h"
+// never touches a page the matrix does not: a 16-byte aligned chunk lies in one page.
+//
+// The pipelined variants of this kernel are in kernels/qgemv_wide_pipe.cu; the device helpers
+// both use are in kernels/qgemv_wide.cuh.
+#include "kernels/qgemv_wide.h"
 
 #include <cuda_runtime.h>
 
@@ -29,6 +33,7 @@
 
 #include "kernels/qblock.h"
 #include "kernels/qgemv_wide.cuh"
+#include "kernels/tuning.h"
 
 namespace sinkscope::kernels::qwide {
 namespace {
@@ -155,7 +160,7 @@ cudaError_t raise_smem(int cols) {
 // __launch_bounds__ asks; the activation is then quantized at most 4 times per SM).
 int grid_cap() { return 4 * sm_count(); }
 
-std::atomic<int> g_variant{kDefaultVariant};
+std::atomic<int> g_variant{-1};  // -1: not yet read from the tuning
 
 template <int T, int P>
 cudaError_t launch_t(const void* w, int rows, int cols, int64_t row_bytes, const uint16_t* v,
@@ -218,7 +223,16 @@ int sm_count() {
   return c;
 }
 
-int variant() { return g_variant.load(std::memory_order_relaxed); }
+int variant() {
+  int v = g_variant.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const int t = gpu_tuning().qgemv_variant;
+    int expected = -1;
+    g_variant.compare_exchange_strong(expected, t >= 0 && t < kVariants ? t : kDefaultVariant);
+    v = g_variant.load(std::memory_order_relaxed);
+  }
+  return v;
+}
 
 bool set_variant(int which) {
   if (which < 0 || which >= kVariants) return false;

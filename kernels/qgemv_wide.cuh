@@ -163,29 +163,21 @@ __device__ __forceinline__ float dotx(uint4 q, const int8_t* x, int cols, const 
   return r;
 }
 
-// Q4_K's 6-bit scale and min of sub-block j from the scale bytes s0 (0..3), s1 (4..7), s2 (8..11)
-// (qblock::k_scale_min on three words).
-__device__ __forceinline__ void q4k_scale_min(int j, uint32_t s0, uint32_t s1, uint32_t s2, int* sc,
-                                              int* m) {
-  if (j < 4) {
-    *sc = (s0 >> (8 * j)) & 63;
-    *m = (s1 >> (8 * j)) & 63;
-  } else {
-    const int i = 8 * (j - 4);
-    const uint32_t b2 = (s2 >> i) & 0xffu;
-    *sc = static_cast<int>((b2 & 15u) | (((s0 >> i) & 0xc0u) >> 2));
-    *m = static_cast<int>((b2 >> 4) | (((s1 >> i) & 0xc0u) >> 2));
-  }
-}
-
 // One lane's share of a Q4_K block: hd = bytes 0..15, qv = qs[16 t .. 16 t + 16).
 template <int P>
 __device__ __forceinline__ float q4k_part(uint4 hd, uint4 qv, const int8_t* xb, int cols,
                                           const XScale* xdb, int t) {
   const int p = t >> 1, h = t & 1;
-  int sc_lo, m_lo, sc_hi, m_hi;
-  q4k_scale_min(2 * p, hd.y, hd.z, hd.w, &sc_lo, &m_lo);
-  q4k_scale_min(2 * p + 1, hd.y, hd.z, hd.w, &sc_hi, &m_hi);
+  // Scales and mins of sub-blocks 2p and 2p+1 at once, 8 bits each in a 16-bit pair, without a
+  // branch on p (qblock::k_scale_min's values): p < 2 bytes 2p, 2p+1 of s0 / s1 masked to 6 bits;
+  // p >= 2 the nibbles of s2's bytes 2(p-2), 2(p-2)+1 with s0's / s1's top two bits above.
+  const uint32_t sh = 16u * static_cast<uint32_t>(p & 1);
+  const uint32_t a0 = hd.y >> sh, a1 = hd.z >> sh, a2 = hd.w >> sh;
+  const bool lowp = p < 2;
+  const uint32_t scp = lowp ? a0 & 0x3f3fu : (a2 & 0x0f0fu) | ((a0 >> 2) & 0x3030u);
+  const uint32_t mp = lowp ? a1 & 0x3f3fu : ((a2 >> 4) & 0x0f0fu) | ((a1 >> 2) & 0x3030u);
+  const int sc_lo = static_cast<int>(scp & 0xffu), sc_hi = static_cast<int>((scp >> 8) & 0xffu);
+  const int m_lo = static_cast<int>(mp & 0xffu), m_hi = static_cast<int>((mp >> 8) & 0xffu);
   constexpr uint32_t kLo = 0x0f0f0f0fu;
   const uint4 lo = make_uint4(qv.x & kLo, qv.y & kLo, qv.z & kLo, qv.w & kLo);
   const uint4 hi = make_uint4((qv.x >> 4) & kLo, (qv.y >> 4) & kLo, (qv.z >> 4) & kLo,
