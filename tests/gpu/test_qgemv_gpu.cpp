@@ -297,8 +297,8 @@ void check_chain(GgmlType t) {
   const Matrix vm = make_matrix(GgmlType::kQ8_0, 1, cols, rng);  // v's source row
   DevBuf<uint8_t> dw(m.q.size());
   DevBuf<uint8_t> dvq(vm.q.size());
-  DevBuf<uint16_t> dv(size_t(cols));
-  DevBuf<float> dy(size_t(rows));
+  DevBuf<uint16_t> dv(static_cast<size_t>(cols));
+  DevBuf<float> dy(static_cast<size_t>(rows));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dw.p, m.q.data(), m.q.size(), cudaMemcpyHostToDevice));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dvq.p, vm.q.data(), vm.q.size(), cudaMemcpyHostToDevice));
   const int ti = static_cast<int>(t), q8 = static_cast<int>(GgmlType::kQ8_0);
@@ -309,7 +309,7 @@ void check_chain(GgmlType t) {
     SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
     require(kernels::launch_qgemv(ti, dw.p, rows, cols, dv.p, dy.p, false, nullptr));
     SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> a(size_t(rows)), y(size_t(rows));
+    std::vector<float> a(static_cast<size_t>(rows)), y(static_cast<size_t>(rows));
     SINKSCOPE_CUDA_CHECK(cudaMemcpy(a.data(), dy.p, a.size() * 4, cudaMemcpyDeviceToHost));
     SINKSCOPE_CUDA_CHECK(cudaMemset(dv.p, 0xff, size_t(cols) * 2));
     SINKSCOPE_CUDA_CHECK(cudaMemset(dy.p, 0xff, size_t(rows) * 4));
