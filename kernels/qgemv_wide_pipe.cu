@@ -60,40 +60,6 @@ template <int T> constexpr int pass_blocks() {
   return T == qblock::kQ4_K ? 4 : T == qblock::kQ6_K ? 8 : 16;
 }
 
-template <int D>
-struct Q4Chunk {
-  uint4 hd[D], qv[D];
-};
-
-// Lane's loads of the Q4_K chunk whose first block for this lane is b0 (blocks b0 + 4 i); zeros
-// (not read) past the row's nb blocks or for row >= rows.
-template <int D>
-__device__ __forceinline__ void q4k_load(Q4Chunk<D>& c, const uint8_t* w, int64_t row_bytes,
-                                         int row, int rows, int b0, int nb, int t) {
-  const uint4* wb = reinterpret_cast<const uint4*>(w + static_cast<int64_t>(row) * row_bytes);
-#pragma unroll
-  for (int i = 0; i < D; ++i) {
-    const int b = b0 + 4 * i;
-    c.hd[i] = c.qv[i] = make_uint4(0u, 0u, 0u, 0u);
-    if (row < rows && b < nb) {
-      c.hd[i] = __ldg(wb + 9 * b);
-      c.qv[i] = __ldg(wb + 9 * b + 1 + t);
-    }
-  }
-}
-
-template <int P, int D>
-__device__ __forceinline__ float q4k_compute(const Q4Chunk<D>& c, const int8_t* xq, int cols,
-                                             const XScale* xd, int b0, int nb, int t) {
-  float acc = 0.f;
-#pragma unroll
-  for (int i = 0; i < D; ++i) {
-    const int b = b0 + 4 * i;
-    if (b < nb) acc += q4k_part<P>(c.hd[i], c.qv[i], xq + 256 * b, cols, xd + 8 * b, t);
-  }
-  return acc;
-}
-
 // Loads of a staged run: the aligned 16-byte chunks covering [src, src + n) into registers
 // (lane's chunks lane + 32 k); returns src & 15. Nothing is read when n == 0.
 template <int kPasses>
