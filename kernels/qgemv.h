@@ -46,7 +46,7 @@ bool qgemv_int8_activation(int type, const void* w, int64_t cols, const void* v)
 OpStatus launch_qgemv_int8(int type, const void* w, int rows, int cols, const uint16_t* v,
                            float* y, bool accumulate, int planes, void* stream);
 
-// The kernel variants of the int8-activation GEMV (kernels/qgemv_wide.h: 0 the original, 1-3
+// The kernel variants of the int8-activation GEMV (kernels/qgemv_wide.h: 0 the original, 1-4
 // pipelined, with PDL or not, 4 or 2 CTAs per SM), for the benchmark to time side by side and the
 // tests to check; launch_qgemv and launch_qgemv_int8 use the selected one (process-wide).
 int qgemv_wide_variants();

@@ -246,6 +246,7 @@ const char* variant_name(int which) {
     case 1: return "v1";
     case 2: return "v2";
     case 3: return "v3";
+    case 4: return "v4";
     default: return "?";
   }
 }
@@ -253,9 +254,10 @@ const char* variant_name(int which) {
 cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_bytes,
                    const uint16_t* v, float* y, bool accumulate, void* stream, int planes) {
   switch (variant()) {
-    case 1: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 4, true);
-    case 2: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 2, true);
-    case 3: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 4, false);
+    case 1: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 4, true, true);
+    case 2: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 2, true, true);
+    case 3: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 4, false, true);
+    case 4: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 4, true, false);
     default: break;
   }
   const auto st = static_cast<cudaStream_t>(stream);

@@ -37,7 +37,9 @@ cudaError_t prepare(int max_cols);
 //   2: the pipelined kernel, 2 CTAs per SM (128 registers, twice the loads in flight per warp),
 //      launched with PDL.
 //   3: variant 1 without PDL.
-constexpr int kVariants = 4;
+//   4: variant 1 with its runs never shortened for long rows (fewer CTAs per SM there, each
+//      warp with twice the bytes in flight).
+constexpr int kVariants = 5;
 constexpr int kDefaultVariant = 0;
 int variant();                // kDefaultVariant until set_variant
 bool set_variant(int which);  // false (and no change) outside 0 .. kVariants - 1
@@ -47,10 +49,11 @@ const char* variant_name(int which);
 int sm_count();
 
 // The pipelined kernel (qgemv_wide_pipe.cu) with min_ctas 4 or 2 CTAs per SM, with or without the
-// PDL launch attribute; same contract as launch().
+// PDL launch attribute; halve: runs shortened for long rows so that min_ctas CTAs fit an SM;
+// same contract as launch().
 cudaError_t launch_pipe(int type, const void* w, int rows, int cols, int64_t row_bytes,
                         const uint16_t* v, float* y, bool accumulate, void* stream, int planes,
-                        int min_ctas, bool pdl);
+                        int min_ctas, bool pdl, bool halve);
 cudaError_t prepare_pipe(int max_cols);
 
 }  // namespace sinkscope::kernels::qwide

@@ -218,11 +218,12 @@ int ctas_per_sm(size_t smem) {
   return n;
 }
 
-// The run length for rows of `cols`: the longest that keeps kMinCta CTAs per SM by shared
-// memory (halved down to one pass of blocks), else the longest.
+// The run length for rows of `cols`: with halve, the longest that keeps kMinCta CTAs per SM by
+// shared memory (halved down to one pass of blocks), else (and without halve) the longest.
 template <int T, int P, int kMinCta>
-int pick_run(int cols) {
+int pick_run(int cols, bool halve) {
   constexpr int kMax = run_blocks<T, kMinCta>();
+  if (!halve) return kMax;
   for (int run = kMax; run >= pass_blocks<T>(); run /= 2) {
     const size_t smem = pipe_smem_bytes<T, P, kMinCta>(cols, run);
     if (smem > 227 * 1024) continue;
@@ -237,14 +238,15 @@ int pick_run(int cols) {
 
 template <int T, int P, int kMinCta>
 cudaError_t pipe_launch_t(const void* w, int rows, int cols, int64_t row_bytes, const uint16_t* v,
-                          float* y, bool accumulate, bool pdl, cudaStream_t st) {
-  static std::atomic<int64_t> slots[8];  // cols << 16 | run; 0: empty
-  std::atomic<int64_t>& picked = slots[(cols >> 8) & 7];
+                          float* y, bool accumulate, bool pdl, bool halve, cudaStream_t st) {
+  static std::atomic<int64_t> slots[8];  // cols << 17 | halve << 16 | run; 0: empty
+  std::atomic<int64_t>& picked = slots[((cols >> 8) ^ (halve ? 5 : 0)) & 7];
+  const int64_t key = (static_cast<int64_t>(cols) << 1) | (halve ? 1 : 0);
   const int64_t pk = picked.load();
   int run = static_cast<int>(pk & 0xffff);
-  if (pk == 0 || (pk >> 16) != cols) {
-    run = pick_run<T, P, kMinCta>(cols);
-    picked.store((static_cast<int64_t>(cols) << 16) | run);
+  if (pk == 0 || (pk >> 16) != key) {
+    run = pick_run<T, P, kMinCta>(cols, halve);
+    picked.store((key << 16) | run);
   }
   const size_t smem = pipe_smem_bytes<T, P, kMinCta>(cols, run);
   if (const cudaError_t e = pipe_raise_smem<T, P, kMinCta>(smem); e != cudaSuccess) return e;
@@ -258,14 +260,15 @@ cudaError_t pipe_launch_t(const void* w, int rows, int cols, int64_t row_bytes, 
 
 template <int P, int kMinCta>
 cudaError_t pipe_launch_p(int type, const void* w, int rows, int cols, int64_t row_bytes,
-                          const uint16_t* v, float* y, bool accumulate, bool pdl, cudaStream_t st) {
+                          const uint16_t* v, float* y, bool accumulate, bool pdl, bool halve,
+                          cudaStream_t st) {
   switch (type) {
     case qblock::kQ4_K:
-      return pipe_launch_t<qblock::kQ4_K, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate, pdl, st);
+      return pipe_launch_t<qblock::kQ4_K, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
     case qblock::kQ6_K:
-      return pipe_launch_t<qblock::kQ6_K, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate, pdl, st);
+      return pipe_launch_t<qblock::kQ6_K, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
     case qblock::kQ8_0:
-      return pipe_launch_t<qblock::kQ8_0, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate, pdl, st);
+      return pipe_launch_t<qblock::kQ8_0, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -286,14 +289,14 @@ cudaError_t pipe_prepare_p(int max_cols) {
 
 cudaError_t launch_pipe(int type, const void* w, int rows, int cols, int64_t row_bytes,
                         const uint16_t* v, float* y, bool accumulate, void* stream, int planes,
-                        int min_ctas, bool pdl) {
+                        int min_ctas, bool pdl, bool halve) {
   const auto st = static_cast<cudaStream_t>(stream);
   if (min_ctas == 4) {
-    if (planes == 1) return pipe_launch_p<1, 4>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, st);
-    if (planes == 2) return pipe_launch_p<2, 4>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, st);
+    if (planes == 1) return pipe_launch_p<1, 4>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
+    if (planes == 2) return pipe_launch_p<2, 4>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
   } else if (min_ctas == 2) {
-    if (planes == 1) return pipe_launch_p<1, 2>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, st);
-    if (planes == 2) return pipe_launch_p<2, 2>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, st);
+    if (planes == 1) return pipe_launch_p<1, 2>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
+    if (planes == 2) return pipe_launch_p<2, 2>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
   }
   return cudaErrorInvalidValue;
 }
