@@ -254,10 +254,15 @@ const char* variant_name(int which) {
 cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_bytes,
                    const uint16_t* v, float* y, bool accumulate, void* stream, int planes) {
   switch (variant()) {
-    case 1: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 4, true, true);
-    case 2: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 2, true, true);
-    case 3: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 4, false, true);
-    case 4: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes, 4, true, false);
+    // {CTAs per SM, PDL, shorter runs on long rows}
+    case 1: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes,
+                               4, true, true);
+    case 2: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes,
+                               2, true, true);
+    case 3: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes,
+                               4, false, true);
+    case 4: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes,
+                               4, true, false);
     default: break;
   }
   const auto st = static_cast<cudaStream_t>(stream);

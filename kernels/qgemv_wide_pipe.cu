@@ -35,14 +35,19 @@ namespace {
 
 // Blocks per staged run: Q4_K 16 / 32 (2304 / 4608 bytes), Q6_K 8 / 16 (1680 / 3360), Q8_0
 // 64 / 128 (2176 / 4352) at 4 / 2 CTAs per SM.
-template <int T, int kMinCta> constexpr int run_blocks() {
+template <int T, int kMinCta>
+constexpr int run_blocks() {
   constexpr int k = kMinCta >= 4 ? 1 : 2;
   return k * (T == qblock::kQ4_K ? 16 : T == qblock::kQ6_K ? 8 : 64);
 }
-template <int T> constexpr int blk_bytes() {
+template <int T>
+constexpr int blk_bytes() {
   return T == qblock::kQ4_K ? 144 : T == qblock::kQ6_K ? 210 : 34;
 }
-template <int T> constexpr int blk_elems() { return T == qblock::kQ8_0 ? 32 : 256; }
+template <int T>
+constexpr int blk_elems() {
+  return T == qblock::kQ8_0 ? 32 : 256;
+}
 
 // Per-warp staging chunks for runs of `run` blocks: the aligned 16-byte chunks a run can touch,
 // ceil((15 + bytes) / 16), rounded up to whole passes of 32 lanes (Q4_K 16: 160, 32: 320; Q6_K
@@ -52,11 +57,13 @@ template <int T>
 __host__ __device__ constexpr int stage_chunks_for(int run) {
   return ((15 + run * blk_bytes<T>() + 15) / 16 + 31) / 32 * 32;
 }
-template <int T, int kMinCta> constexpr int pipe_chunks() {
+template <int T, int kMinCta>
+constexpr int pipe_chunks() {
   return stage_chunks_for<T>(run_blocks<T, kMinCta>());
 }
 // Blocks one pass of the warp's lanes covers (a run is a multiple of it).
-template <int T> constexpr int pass_blocks() {
+template <int T>
+constexpr int pass_blocks() {
   return T == qblock::kQ4_K ? 4 : T == qblock::kQ6_K ? 8 : 16;
 }
 
@@ -159,13 +166,15 @@ __global__ void __launch_bounds__(kThreads, kMinCta)
 #pragma unroll
         for (int i = 0; i < kRun / 8; ++i) {
           const int bi = (lane >> 2) + 8 * i;
-          if (bi < nblk) acc += q6k_part<P>(sb, off_cur + 210 * bi, xq, cols, xd, b0 + bi, lane & 3);
+          if (bi < nblk)
+            acc += q6k_part<P>(sb, off_cur + 210 * bi, xq, cols, xd, b0 + bi, lane & 3);
         }
       } else {
 #pragma unroll
         for (int i = 0; i < kRun / 16; ++i) {
           const int bi = (lane >> 1) + 16 * i;
-          if (bi < nblk) acc += q8_0_part<P>(sb, off_cur + 34 * bi, xq, cols, xd, b0 + bi, lane & 1);
+          if (bi < nblk)
+            acc += q8_0_part<P>(sb, off_cur + 34 * bi, xq, cols, xd, b0 + bi, lane & 1);
         }
       }
       if (sn == 0) {
@@ -264,22 +273,28 @@ cudaError_t pipe_launch_p(int type, const void* w, int rows, int cols, int64_t r
                           cudaStream_t st) {
   switch (type) {
     case qblock::kQ4_K:
-      return pipe_launch_t<qblock::kQ4_K, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
+      return pipe_launch_t<qblock::kQ4_K, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate,
+                                                      pdl, halve, st);
     case qblock::kQ6_K:
-      return pipe_launch_t<qblock::kQ6_K, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
+      return pipe_launch_t<qblock::kQ6_K, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate,
+                                                      pdl, halve, st);
     case qblock::kQ8_0:
-      return pipe_launch_t<qblock::kQ8_0, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
-    default: return cudaErrorInvalidValue;
+      return pipe_launch_t<qblock::kQ8_0, P, kMinCta>(w, rows, cols, row_bytes, v, y, accumulate,
+                                                      pdl, halve, st);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
 template <int P, int kMinCta>
 cudaError_t pipe_prepare_p(int max_cols) {
   constexpr int kQ4 = qblock::kQ4_K, kQ6 = qblock::kQ6_K, kQ8 = qblock::kQ8_0;
-  for (const cudaError_t e :
-       {pipe_raise_smem<kQ4, P, kMinCta>(pipe_smem_bytes<kQ4, P, kMinCta>(max_cols, run_blocks<kQ4, kMinCta>())),
-        pipe_raise_smem<kQ6, P, kMinCta>(pipe_smem_bytes<kQ6, P, kMinCta>(max_cols, run_blocks<kQ6, kMinCta>())),
-        pipe_raise_smem<kQ8, P, kMinCta>(pipe_smem_bytes<kQ8, P, kMinCta>(max_cols, run_blocks<kQ8, kMinCta>()))}) {
+  for (const cudaError_t e : {pipe_raise_smem<kQ4, P, kMinCta>(pipe_smem_bytes<kQ4, P, kMinCta>(
+                                  max_cols, run_blocks<kQ4, kMinCta>())),
+                              pipe_raise_smem<kQ6, P, kMinCta>(pipe_smem_bytes<kQ6, P, kMinCta>(
+                                  max_cols, run_blocks<kQ6, kMinCta>())),
+                              pipe_raise_smem<kQ8, P, kMinCta>(pipe_smem_bytes<kQ8, P, kMinCta>(
+                                  max_cols, run_blocks<kQ8, kMinCta>()))}) {
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -292,11 +307,15 @@ cudaError_t launch_pipe(int type, const void* w, int rows, int cols, int64_t row
                         int min_ctas, bool pdl, bool halve) {
   const auto st = static_cast<cudaStream_t>(stream);
   if (min_ctas == 4) {
-    if (planes == 1) return pipe_launch_p<1, 4>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
-    if (planes == 2) return pipe_launch_p<2, 4>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
+    if (planes == 1)
+      return pipe_launch_p<1, 4>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
+    if (planes == 2)
+      return pipe_launch_p<2, 4>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
   } else if (min_ctas == 2) {
-    if (planes == 1) return pipe_launch_p<1, 2>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
-    if (planes == 2) return pipe_launch_p<2, 2>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
+    if (planes == 1)
+      return pipe_launch_p<1, 2>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
+    if (planes == 2)
+      return pipe_launch_p<2, 2>(type, w, rows, cols, row_bytes, v, y, accumulate, pdl, halve, st);
   }
   return cudaErrorInvalidValue;
 }
