@@ -46,6 +46,14 @@ bool qgemv_int8_activation(int type, const void* w, int64_t cols, const void* v)
 OpStatus launch_qgemv_int8(int type, const void* w, int rows, int cols, const uint16_t* v,
                            float* y, bool accumulate, int planes, void* stream);
 
+// The kernel variants of the int8-activation GEMV (kernels/qgemv_wide.h: 0 the original, 1-4
+// pipelined, with PDL or not, 4 or 2 CTAs per SM), for the benchmark to time side by side and the
+// tests to check; launch_qgemv and launch_qgemv_int8 use the selected one (process-wide).
+int qgemv_wide_variants();
+int qgemv_wide_variant();
+bool set_qgemv_wide_variant(int which);  // false for an unknown variant
+const char* qgemv_wide_variant_name(int which);
+
 // The fp32-activation GEMV for every format (the bf16 v exactly, each weight decoded by
 // qblock::decode8, one warp per row): the reference path and the fallback.
 OpStatus launch_qgemv_f32(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,

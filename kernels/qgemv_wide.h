@@ -22,11 +22,38 @@ constexpr int kDefaultPlanes = 2;
 // Q8_0: 2 bytes).
 bool eligible(int type, const void* w, int64_t cols, int64_t row_bytes, const void* v);
 
-// y[r] (+)= W[r] . v for r < rows; only for eligible() matrices, rows >= 1; planes 1 or 2.
+// y[r] (+)= W[r] . v for r < rows; only for eligible() matrices, rows >= 1; planes 1 or 2; the
+// kernel of variant(). The pipelined variants read w before waiting for the previous kernel in
+// the stream (PDL): w must not be written by the kernel launched just before.
 cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_bytes,
                    const uint16_t* v, float* y, bool accumulate, void* stream, int planes);
 
 // Raises the kernels' shared-memory limit for rows up to max_cols (outside graph capture).
 cudaError_t prepare(int max_cols);
+
+// Kernel variants launch() chooses between (the benchmark times each; tests check each):
+//   0: the original kernel (qgemv_wide.cu): load a row's chunk, wait, compute; 4 CTAs per SM.
+//   1: the pipelined kernel (qgemv_wide_pipe.cu), 4 CTAs per SM, launched with PDL.
+//   2: the pipelined kernel, 2 CTAs per SM (128 registers, twice the loads in flight per warp),
+//      launched with PDL.
+//   3: variant 1 without PDL.
+//   4: variant 1 with its runs never shortened for long rows (fewer CTAs per SM there, each
+//      warp with twice the bytes in flight).
+constexpr int kVariants = 5;
+constexpr int kDefaultVariant = 0;
+int variant();                // kDefaultVariant until set_variant
+bool set_variant(int which);  // false (and no change) outside 0 .. kVariants - 1
+const char* variant_name(int which);
+
+// SMs of the current device (132 when the query fails), read once.
+int sm_count();
+
+// The pipelined kernel (qgemv_wide_pipe.cu) with min_ctas 4 or 2 CTAs per SM, with or without the
+// PDL launch attribute; halve: runs shortened for long rows so that min_ctas CTAs fit an SM;
+// same contract as launch().
+cudaError_t launch_pipe(int type, const void* w, int rows, int cols, int64_t row_bytes,
+                        const uint16_t* v, float* y, bool accumulate, void* stream, int planes,
+                        int min_ctas, bool pdl, bool halve);
+cudaError_t prepare_pipe(int max_cols);
 
 }  // namespace sinkscope::kernels::qwide

@@ -165,9 +165,10 @@ void check_gemv(const Matrix& m, GgmlType t, const uint8_t* dw, const std::vecto
   Int8X xi;
   if (int8) xi = int8_activation(v, planes);
   const int64_t rb = ggml_row_bytes(t, cols);
-  const std::string path = how == Path::kF32 ? "f32" : planes == 1 ? "int8x1" : planes == 2
-                                                                               ? "int8x2"
-                                                                               : "auto->f32";
+  std::string path = how == Path::kF32 ? "f32" : planes == 1 ? "int8x1" : planes == 2
+                                                                         ? "int8x2"
+                                                                         : "auto->f32";
+  if (int8) path += std::string("/") + kernels::qgemv_wide_variant_name(kernels::qgemv_wide_variant());
   for (int accumulate = 0; accumulate < 2; ++accumulate) {
     if (accumulate) {
       SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
@@ -236,7 +237,8 @@ void check_gemv(const Matrix& m, GgmlType t, const uint8_t* dw, const std::vecto
   }
 }
 
-void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset) {
+// all_paths false: the one-plane path is left out (the vocab-size case, to bound the host time).
+void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset, bool all_paths = true) {
   std::mt19937 rng(seed);
   const Matrix m = make_matrix(t, rows, cols, rng);
   const std::string name = std::string("qgemv ") + ggml_type_name(t) + " " + std::to_string(rows) +
@@ -255,9 +257,17 @@ void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset) {
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dw, m.q.data(), m.q.size(), cudaMemcpyHostToDevice));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dv.p, v.data(), v.size() * 2, cudaMemcpyHostToDevice));
 
-  for (Path how : {Path::kAuto, Path::kInt8x1, Path::kF32}) {
-    check_gemv(m, t, dw, v, dv.p, y0, dy.p, how, name);
+  // Every kernel variant of the int8 paths (kernels::qgemv_wide_variants), then the default again.
+  const int keep = kernels::qgemv_wide_variant();
+  for (int var = 0; var < kernels::qgemv_wide_variants(); ++var) {
+    kernels::set_qgemv_wide_variant(var);
+    for (Path how : {Path::kAuto, Path::kInt8x1}) {
+      if (how == Path::kInt8x1 && !all_paths && var != 0) continue;
+      check_gemv(m, t, dw, v, dv.p, y0, dy.p, how, name);
+    }
   }
+  kernels::set_qgemv_wide_variant(keep);
+  check_gemv(m, t, dw, v, dv.p, y0, dy.p, Path::kF32, name);
 
   // Dequantize to bf16.
   DevBuf<uint16_t> dout(m.deq.size());
@@ -272,6 +282,61 @@ void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset) {
                       std::to_string(rows) + "x" + std::to_string(cols) + " w+" +
                       std::to_string(w_offset),
         std::to_string(bad) + " of " + std::to_string(out.size()) + " bf16 values differ");
+}
+
+// Launches back to back without synchronizing, as a decode step issues them (the pipelined
+// variants launch with PDL and read the weights before waiting for the previous kernel): a
+// dequantization kernel writes v (poisoned with NaN before), then one GEMV stores y and two
+// accumulate onto it. Per variant, y must equal, bit for bit, fl(fl(a + a) + a) with a the
+// store-only result of the same variant on a v prepared and synchronized beforehand (each launch
+// computes the same fp32 sums).
+void check_chain(GgmlType t) {
+  constexpr int rows = 4097, cols = 4096;
+  std::mt19937 rng(900 + static_cast<uint32_t>(t));
+  const Matrix m = make_matrix(t, rows, cols, rng);
+  const Matrix vm = make_matrix(GgmlType::kQ8_0, 1, cols, rng);  // v's source row
+  DevBuf<uint8_t> dw(m.q.size());
+  DevBuf<uint8_t> dvq(vm.q.size());
+  DevBuf<uint16_t> dv(static_cast<size_t>(cols));
+  DevBuf<float> dy(static_cast<size_t>(rows));
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(dw.p, m.q.data(), m.q.size(), cudaMemcpyHostToDevice));
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(dvq.p, vm.q.data(), vm.q.size(), cudaMemcpyHostToDevice));
+  const int ti = static_cast<int>(t), q8 = static_cast<int>(GgmlType::kQ8_0);
+  const int keep = kernels::qgemv_wide_variant();
+  for (int var = 0; var < kernels::qgemv_wide_variants(); ++var) {
+    kernels::set_qgemv_wide_variant(var);
+    require(kernels::launch_qdequant_bf16(q8, dvq.p, 1, cols, dv.p, nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    require(kernels::launch_qgemv(ti, dw.p, rows, cols, dv.p, dy.p, false, nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> a(static_cast<size_t>(rows)), y(static_cast<size_t>(rows));
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(a.data(), dy.p, a.size() * 4, cudaMemcpyDeviceToHost));
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dv.p, 0xff, size_t(cols) * 2));
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dy.p, 0xff, size_t(rows) * 4));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    require(kernels::launch_qdequant_bf16(q8, dvq.p, 1, cols, dv.p, nullptr));
+    require(kernels::launch_qgemv(ti, dw.p, rows, cols, dv.p, dy.p, false, nullptr));
+    require(kernels::launch_qgemv(ti, dw.p, rows, cols, dv.p, dy.p, true, nullptr));
+    require(kernels::launch_qgemv(ti, dw.p, rows, cols, dv.p, dy.p, true, nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost));
+    int bad = 0, finite = 0;
+    for (int r = 0; r < rows; ++r) {
+      const float x = a[size_t(r)];
+      volatile float twice = x + x;
+      const float want = twice + x;
+      finite += std::isfinite(x) ? 1 : 0;
+      if (std::memcmp(&want, &y[size_t(r)], 4) != 0 && ++bad <= 3) {
+        std::printf("  row %d: chained %.9g, expected %.9g\n", r, y[size_t(r)], want);
+      }
+    }
+    check(bad == 0 && finite == rows,
+          std::string("qgemv chain ") + ggml_type_name(t) + " " +
+              kernels::qgemv_wide_variant_name(var),
+          std::to_string(bad) + " of " + std::to_string(rows) + " rows differ, " +
+              std::to_string(rows - finite) + " non-finite single results");
+  }
+  kernels::set_qgemv_wide_variant(keep);
 }
 
 void check_errors() {
@@ -335,11 +400,11 @@ void bench() {
   };
   auto row = [&](const Shape& s, const char* type, const char* path, double us, double bytes) {
     const double gbs = bytes / us / 1e3;
-    std::printf("%-20s %-6s %-6s %10.2f %10.1f %7.1f%%\n", s.what, type, path, us, gbs,
+    std::printf("%-20s %-6s %-9s %10.2f %10.1f %7.1f%%\n", s.what, type, path, us, gbs,
                 100.0 * gbs / kPeakGBs);
     std::fflush(stdout);
   };
-  std::printf("%-20s %-6s %-6s %10s %10s %8s\n", "shape", "type", "path", "us", "GB/s",
+  std::printf("%-20s %-6s %-9s %10s %10s %8s\n", "shape", "type", "path", "us", "GB/s",
               "of 4.8TB/s");
   for (const Shape& s : shapes) {
     DevBuf<uint16_t> v(size_t(s.cols));
@@ -370,19 +435,27 @@ void bench() {
       }
       const int ti = static_cast<int>(t);
       const bool int8 = kernels::qgemv_int8_activation(ti, w.p, s.cols, v.p);
-      // planes: 2 (launch_qgemv's choice), 1 (plain int8), 0 (the f32-activation kernel).
+      // planes: 2 (launch_qgemv's choice), 1 (plain int8), 0 (the f32-activation kernel); the
+      // int8 paths once per kernel variant (path "int8x2/v1": variant 1; variant 0, the
+      // original kernel, keeps the plain name).
+      const int keep = kernels::qgemv_wide_variant();
       for (int planes : {2, 1, 0}) {
         if (planes > 0 && !int8) continue;
-        const double us = time_us([&](int i) {
-          const uint8_t* wi = w.p + bytes * size_t(i % copies);
-          require(planes == 0
-                      ? kernels::launch_qgemv_f32(ti, wi, s.rows, s.cols, v.p, y.p, true, nullptr)
-                      : kernels::launch_qgemv_int8(ti, wi, s.rows, s.cols, v.p, y.p, true, planes,
-                                                   nullptr));
-        });
-        row(s, ggml_type_name(t), planes == 2 ? "int8x2" : planes == 1 ? "int8x1" : "f32", us,
-            double(bytes));
+        for (int var = 0; var < (planes > 0 ? kernels::qgemv_wide_variants() : 1); ++var) {
+          if (planes > 0) kernels::set_qgemv_wide_variant(var);
+          const double us = time_us([&](int i) {
+            const uint8_t* wi = w.p + bytes * size_t(i % copies);
+            require(planes == 0
+                        ? kernels::launch_qgemv_f32(ti, wi, s.rows, s.cols, v.p, y.p, true, nullptr)
+                        : kernels::launch_qgemv_int8(ti, wi, s.rows, s.cols, v.p, y.p, true,
+                                                     planes, nullptr));
+          });
+          std::string path = planes == 2 ? "int8x2" : planes == 1 ? "int8x1" : "f32";
+          if (planes > 0 && var > 0) path += std::string("/") + kernels::qgemv_wide_variant_name(var);
+          row(s, ggml_type_name(t), path.c_str(), us, double(bytes));
+        }
       }
+      kernels::set_qgemv_wide_variant(keep);
     }
   }
   cudaEventDestroy(e0);
@@ -418,7 +491,10 @@ int main(int argc, char** argv) {
                       [&] { check_case(t, s[0], s[1], seed++, s[2]); });
       }
     }
-    gpu_test::run("qgemv Q6_K vocab", [&] { check_case(GgmlType::kQ6_K, 128256, 4096, 7, 0); });
+    gpu_test::run("qgemv Q6_K vocab", [&] { check_case(GgmlType::kQ6_K, 128256, 4096, 7, 0, false); });
+    for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
+      gpu_test::run(std::string("qgemv chain ") + ggml_type_name(t), [&] { check_chain(t); });
+    }
     gpu_test::run("errors", check_errors);
   }
   if (do_bench) gpu_test::run("bench", bench);

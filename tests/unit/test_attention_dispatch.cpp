@@ -479,7 +479,7 @@ constexpr const char* kTuningVars[] = {
     "SINKSCOPE_CUDA_GRAPHS", "SINKSCOPE_FUSED_DECODE", "SINKSCOPE_PDL",
     "SINKSCOPE_PREFILL_WS", "SINKSCOPE_PREFILL_WS_SPARSE", "SINKSCOPE_WS_DENSE_CONSUMERS",
     "SINKSCOPE_WS_SPARSE_CONSUMERS", "SINKSCOPE_DECODE_CTAS_PER_SM", "SINKSCOPE_DECODE_EARLY_LOADS",
-    "SINKSCOPE_FUSED_COMBINE"};
+    "SINKSCOPE_FUSED_COMBINE", "SINKSCOPE_QGEMV_VARIANT"};
 struct TuningEnv {
   TuningEnv() {
     for (const char* v : kTuningVars) unsetenv(v);
@@ -502,6 +502,7 @@ TEST(GpuTuning, DefaultsAreWhatShips) {
   EXPECT_EQ(t.ws_dense_consumers, 0);
   EXPECT_EQ(t.ws_sparse_consumers, 0);
   EXPECT_EQ(t.decode_ctas_per_sm, 0);
+  EXPECT_EQ(t.qgemv_variant, -1);
 }
 
 TEST(GpuTuning, EveryVariableSetsItsField) {
