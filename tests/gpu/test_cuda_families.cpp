@@ -276,6 +276,7 @@ void check_widened(const fs::path& file, const fs::path& sharp, const std::strin
     o.attention.type = AttentionType::kDynamicSparse;
     o.attention.threshold_prefill = 0.01;
     o.attention.threshold_decode = 0.01;
+    o.sparse_decode = SparseDecodeKernels::kAlways;  // the CPU's decisions, not the fastest kernels
     auto cpu = make_cpu_backend(sm, o);
     auto gpu = make_cuda_backend(sm, o);
     gate(stream(*cpu, ids, 320, 64, true), stream(*gpu, ids, 320, 64, true), V, tag + "_sparse",
@@ -395,6 +396,7 @@ int main(int argc, char** argv) {
         BackendOptions so = o;
         so.attention.type = AttentionType::kDynamicSparse;
         so.attention.threshold_prefill = so.attention.threshold_decode = 0.01;
+        so.sparse_decode = SparseDecodeKernels::kAlways;  // decode tiles compared with the CPU's
         auto cs = make_cpu_backend(Model::load(sharp), so);
         (void)stream(*cs, ids, 320, 64, true);
         const TileCounts tp = cs->probes().total(false), td = cs->probes().total(true);
