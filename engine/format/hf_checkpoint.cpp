@@ -2,6 +2,7 @@
 #include "engine/format/hf_checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -108,6 +109,86 @@ fs::path hf_checkpoint_dir(const fs::path& path) {
 
 namespace {
 
+// A window setting: absent or null = none (0), else an integer >= 0.
+int window_value(const ConfigReader& r, const char* key) {
+  if (!r.has(key)) return 0;
+  const Json& v = r.json().at(key);
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t(1) << 30))
+    r.fail(std::string("'") + key + "' = " + v.dump() + " is not a window (an integer in 0 .. 2^30)");
+  return int(v.get<int64_t>());
+}
+
+// The model's own sliding window, as transformers applies it: MistralForCausalLM and
+// Phi3ForCausalLM on every layer (config.sliding_window; null = none), Qwen2ForCausalLM only
+// with use_sliding_window and on the layers layer_types calls sliding (by default those from
+// max_window_layers on). LlamaForCausalLM ignores the key and so does SinkScope; gpt_oss reads
+// its own alternating pattern; qwen3's windows are refused.
+void read_hf_window(const ConfigReader& r, const std::string& type, ModelConfig& c) {
+  if (type == "mistral" || type == "phi3") {
+    c.sliding_window = window_value(r, "sliding_window");
+    c.swa_pattern = 0;
+  } else if (type == "qwen2" && r.get_bool_or("use_sliding_window", false)) {
+    c.sliding_window = window_value(r, "sliding_window");
+    if (c.sliding_window == 0) return;
+    std::vector<char> local(size_t(c.n_layer));
+    auto lt = r.json().find("layer_types");
+    if (lt != r.json().end() && !lt->is_null()) {
+      if (!lt->is_array() || int(lt->size()) != c.n_layer)
+        r.fail("layer_types must list " + std::to_string(c.n_layer) + " layer kinds");
+      for (int l = 0; l < c.n_layer; ++l) {
+        const Json& k = (*lt)[size_t(l)];
+        const std::string kind = k.is_string() ? k.get<std::string>() : k.dump();
+        if (kind != "sliding_attention" && kind != "full_attention")
+          r.fail("layer_types[" + std::to_string(l) + "] = '" + kind +
+                 "' (supported: sliding_attention, full_attention)");
+        local[size_t(l)] = kind == "sliding_attention";
+      }
+    } else {
+      const int first = r.has("max_window_layers")
+                            ? int(r.json().at("max_window_layers").get<int64_t>()) : 28;
+      for (int l = 0; l < c.n_layer; ++l) local[size_t(l)] = l >= first;
+    }
+    const auto n_local = std::count(local.begin(), local.end(), char(1));
+    if (n_local == 0) c.sliding_window = 0;
+    else if (n_local < c.n_layer) c.local_layers = std::move(local);
+    c.swa_pattern = 0;
+  } else if (type == "qwen3" && r.get_bool_or("use_sliding_window", false)) {
+    r.fail("sliding_window attention is not supported for qwen3 (use_sliding_window is set)");
+  }
+}
+
+// LongRoPE (Phi3 "longrope", formerly "su"; transformers' _compute_longrope_parameters):
+// per-pair factors for a sequence up to original_max_position_embeddings (short_factor) and
+// beyond (long_factor); cos and sin times attention_factor, by default
+// sqrt(1 + ln(s) / ln(orig)) with s = factor, else max_position_embeddings / orig.
+void read_hf_longrope(const ConfigReader& r, const Json& rope, ModelConfig& c) {
+  int orig = 0;
+  if (rope.contains("original_max_position_embeddings") &&
+      !rope["original_max_position_embeddings"].is_null())
+    orig = r.positive("original_max_position_embeddings", rope["original_max_position_embeddings"]);
+  else
+    orig = r.get_int("original_max_position_embeddings");
+  for (const char* key : {"long_factor", "short_factor"}) {
+    if (!rope.contains(key) || !rope[key].is_array() || int(rope[key].size()) != c.rope_dim / 2)
+      r.fail(std::string("rope scaling 'longrope' needs '") + key + "' with " +
+             std::to_string(c.rope_dim / 2) + " numbers (one per rotated pair)");
+    for (const Json& v : rope[key])
+      if (!v.is_number() || !(v.get<double>() > 0))
+        r.fail(std::string("rope scaling 'longrope': '") + key + "' holds " + v.dump() +
+               " (each factor must be > 0)");
+  }
+  double factor = double(c.n_ctx_train) / orig;
+  if (rope.contains("factor") && rope["factor"].is_number()) factor = rope["factor"].get<double>();
+  double attn = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(double(orig)));
+  if (rope.contains("attention_factor") && rope["attention_factor"].is_number())
+    attn = rope["attention_factor"].get<double>();
+  if (!(attn > 0)) r.fail("rope scaling 'longrope': attention_factor must be > 0");
+  c.rope_scaling = RopeScalingType::kNone;
+  c.long_rope = true;
+  c.rope_orig_ctx = orig;
+  c.rope_attn_factor = float(attn);
+}
+
 ModelConfig read_hf_config_json(const std::string& text, const std::string& file) {
   const Json j = parse_object(text, file);
   const ConfigReader r(j, file);
@@ -120,9 +201,11 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
     c.architecture = type;
   } else if (type == "gpt_oss") {
     c.architecture = "gpt-oss";
+  } else if (type == "phi3") {
+    c.architecture = "phi3";
   } else {
     r.fail("model_type '" + type +
-           "' is not supported (supported: llama, mistral, qwen2, qwen3, gpt_oss)");
+           "' is not supported (supported: llama, mistral, qwen2, qwen3, gpt_oss, phi3)");
   }
   const bool gpt_oss = c.architecture == "gpt-oss";
   c.name = r.get_string_or("_name_or_path", "");
@@ -180,13 +263,7 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
   if (c.architecture != "qwen2" && !gpt_oss && r.get_bool_or("attention_bias", false))
     r.fail("attention_bias true (biases on q/k/v/o_proj) is not supported for " + type);
   if (r.get_bool_or("mlp_bias", false)) r.fail("mlp_bias true is not supported");
-  // The engine attends over the whole context: a model trained with a sliding window would be
-  // run wrongly beyond it, so it is refused rather than approximated.
-  const bool sliding = gpt_oss ? false
-                      : c.architecture == "llama" ? r.has("sliding_window")
-                                                  : r.get_bool_or("use_sliding_window", false);
-  if (sliding)
-    r.fail("sliding_window attention is not supported yet (set for this " + type + " model)");
+  read_hf_window(r, type, c);
 
   // RoPE: transformers 4 writes rope_theta and rope_scaling, transformers 5 rope_parameters.
   const Json* rope = nullptr;
@@ -203,6 +280,16 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
   theta = r.get_float_or("rope_theta", theta);
   if (!(theta > 0)) r.fail("rope_theta must be > 0");
   c.rope_theta = float(theta);
+  // Partial rotary (Phi-4-mini's 0.75): only the first rope_dim values of each head rotate.
+  double partial = r.get_float_or("partial_rotary_factor", 1.0);
+  if (rope && rope->contains("partial_rotary_factor") &&
+      (*rope)["partial_rotary_factor"].is_number())
+    partial = (*rope)["partial_rotary_factor"].get<double>();
+  if (!(partial > 0 && partial <= 1)) r.fail("partial_rotary_factor must be in (0, 1]");
+  c.rope_dim = int(c.head_dim * partial);
+  if (c.rope_dim < 2 || c.rope_dim % 2 != 0)
+    r.fail("partial_rotary_factor " + std::to_string(partial) + " gives " +
+           std::to_string(c.rope_dim) + " rotated dims per head (must be even and >= 2)");
   std::string scaling = "default";
   if (rope) {
     for (const char* key : {"rope_type", "type"}) {
@@ -249,9 +336,11 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
       c.yarn_beta_slow = rope_float("beta_slow");
     c.yarn_truncate = !(rope->contains("truncate") && (*rope)["truncate"].is_boolean())
                           ? true : (*rope)["truncate"].get<bool>();
+  } else if (scaling == "longrope" || (type == "phi3" && scaling == "su")) {
+    read_hf_longrope(r, *rope, c);
   } else {
     r.fail("rope scaling '" + scaling +
-           "' is not supported (supported: default, linear, llama3, yarn)");
+           "' is not supported (supported: default, linear, llama3, yarn, longrope)");
   }
   return c;
 }
@@ -278,6 +367,16 @@ std::vector<float> hf_rope_freqs(const Json& j, const ModelConfig& c) {
   return llama3_rope_factors(c.rope_dim, c.rope_theta, c.rope_scale_factor,
                              float(rope["low_freq_factor"].get<double>()),
                              float(rope["high_freq_factor"].get<double>()), c.rope_orig_ctx);
+}
+
+// LongRoPE's factor sets from config.json (checked by read_hf_longrope).
+void hf_long_rope(const Json& j, ModelWeights& w) {
+  const Json& rope = j.contains("rope_scaling") && j["rope_scaling"].is_object()
+                         ? j["rope_scaling"]
+                         : j["rope_parameters"];
+  for (const double v : rope["long_factor"]) w.rope_factors_long.push_back(float(v));
+  for (const double v : rope["short_factor"]) w.rope_factors_short.push_back(float(v));
+  w.rope_freqs = w.rope_factors_short;
 }
 
 // Opens the shards: model.safetensors.index.json's, else model.safetensors.
@@ -439,6 +538,14 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
     return q;
   };
 
+  // Rows [first, first + n) of a projection, as a view (fused tensors split without copies).
+  auto rows_of = [](const QuantMatrix& all, int64_t first, int64_t n) {
+    QuantMatrix q = all;
+    q.rows = n;
+    q.data = all.data + uint64_t(first) * all.row_bytes;
+    return q;
+  };
+
   ModelWeights& w = parts.weights;
   const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
   // A whole tensor as float32.
@@ -508,15 +615,24 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
   if (!c.tied_embeddings) w.output = mat("lm_head.weight", V, D);
   tick();
   w.rope_freqs = hf_rope_freqs(config, c);
+  if (c.long_rope) hf_long_rope(config, w);
   tick();
   w.layers.resize(size_t(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[size_t(l)];
     L.attn_norm = vec(p + "input_layernorm.weight", D);
-    L.wq = mat(p + "self_attn.q_proj.weight", Q, D);
-    L.wk = mat(p + "self_attn.k_proj.weight", KV, D);
-    L.wv = mat(p + "self_attn.v_proj.weight", KV, D);
+    if (c.architecture == "phi3") {
+      // Phi3's fused qkv_proj (Q, then K, then V rows): three row views of one tensor.
+      const QuantMatrix qkv = mat(p + "self_attn.qkv_proj.weight", Q + 2 * KV, D);
+      L.wq = rows_of(qkv, 0, Q);
+      L.wk = rows_of(qkv, Q, KV);
+      L.wv = rows_of(qkv, Q + KV, KV);
+    } else {
+      L.wq = mat(p + "self_attn.q_proj.weight", Q, D);
+      L.wk = mat(p + "self_attn.k_proj.weight", KV, D);
+      L.wv = mat(p + "self_attn.v_proj.weight", KV, D);
+    }
     if (c.qkv_bias) {
       L.bq = vec(p + "self_attn.q_proj.bias", Q);
       L.bk = vec(p + "self_attn.k_proj.bias", KV);
@@ -535,8 +651,15 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
       tick();
       continue;
     }
-    L.w_gate = mat(p + "mlp.gate_proj.weight", F, D);
-    L.w_up = mat(p + "mlp.up_proj.weight", F, D);
+    if (c.architecture == "phi3") {
+      // Phi3MLP's gate_up_proj: the gate's F rows, then the up projection's (chunk(2) order).
+      const QuantMatrix gu = mat(p + "mlp.gate_up_proj.weight", 2 * F, D);
+      L.w_gate = rows_of(gu, 0, F);
+      L.w_up = rows_of(gu, F, F);
+    } else {
+      L.w_gate = mat(p + "mlp.gate_proj.weight", F, D);
+      L.w_up = mat(p + "mlp.up_proj.weight", F, D);
+    }
     L.w_down = mat(p + "mlp.down_proj.weight", D, F);
     tick();
   }

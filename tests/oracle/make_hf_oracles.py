@@ -22,6 +22,15 @@ Cases:
   qwen2_f16           qwen2 (Q/K/V biases), F16, one file, tied, config vocab_size above the
                       tokenizer's (padding rows), Qwen2 tokenizer with ChatML.
   qwen3_f32           qwen3 (Q/K norms, head_dim apart from the width), F32, tied.
+  gpt_oss_bf16        gpt_oss (sinks, unpacked experts, YaRN, alternating windows), BF16.
+  phi3_bf16           Phi3ForCausalLM: fused qkv_proj and gate_up_proj, LongRoPE (long and
+                      short factors, partial rotary 0.5, original context 64 of 256: every
+                      prompt is shorter, so transformers runs the short factors; the attention
+                      factor applies regardless), sliding_window 12 on every layer.
+  mistral_f16_window  MistralForCausalLM with sliding_window 6 (every layer); also written as
+                      GGUF (arch llama, llama.attention.sliding_window, Q/K rows permuted).
+  qwen2_window_f32    Qwen2ForCausalLM with use_sliding_window, window 6, max_window_layers 1:
+                      layer 0 full, layer 1 sliding (layer_types).
 Tokenizer-only kinds (tokenizers/<kind>/tokenizer.json): gpt2 (ByteLevel with its regex) and
 smollm (Digits + ByteLevel); the llama3 and qwen2 kinds are the checkpoints' own.
 
@@ -158,6 +167,18 @@ CASES = [
          n_expert_used=2,
          rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                        "truncate": False, "original_max_position_embeddings": 64}),
+    dict(name="phi3_bf16", family="phi3", tokenizer="qwen2", dtype="bfloat16", shard=None,
+         d=48, n_head=3, n_head_kv=1, n_ff=64, n_layer=2, n_ctx=256, theta=10000.0, eps=1e-5,
+         tied=False, pad_vocab=0, seed=45, window=12,
+         rope_scaling={"rope_type": "longrope", "partial_rotary_factor": 0.5,
+                       "long_factor": [1.0, 2.5, 4.0, 8.0], "short_factor": [1.0, 1.1, 1.3, 1.6],
+                       "original_max_position_embeddings": 64}),
+    dict(name="mistral_f16_window", family="mistral", tokenizer="llama3", dtype="float16",
+         shard=None, d=32, n_head=4, n_head_kv=2, n_ff=64, n_layer=2, n_ctx=256, theta=1e6,
+         eps=1e-5, tied=False, pad_vocab=0, seed=46, window=6),
+    dict(name="qwen2_window_f32", family="qwen2", tokenizer="qwen2", dtype="float32", shard=None,
+         d=32, n_head=4, n_head_kv=2, n_ff=64, n_layer=2, n_ctx=256, theta=1e6, eps=1e-6,
+         tied=True, pad_vocab=0, seed=47, window=6, max_window_layers=1),
 ]
 TOKENIZER_VOCAB = 400  # bytes + merges, before the specials
 
@@ -170,8 +191,24 @@ def hf_config(c: dict, n_vocab: int, bos: int, eos: int):
                   eos_token_id=eos)
     if c["family"] == "llama":
         cfg = transformers.LlamaConfig(**common, attention_bias=False, mlp_bias=False)
+    elif c["family"] == "qwen2" and c.get("window"):
+        cfg = transformers.Qwen2Config(**common, use_sliding_window=True,
+                                       sliding_window=c["window"],
+                                       max_window_layers=c["max_window_layers"],
+                                       attn_implementation="eager")
+        assert cfg.layer_types == ["full_attention" if i < c["max_window_layers"] else
+                                   "sliding_attention" for i in range(c["n_layer"])]
     elif c["family"] == "qwen2":
         cfg = transformers.Qwen2Config(**common, use_sliding_window=False)
+    elif c["family"] == "phi3":
+        orig = c["rope_scaling"]["original_max_position_embeddings"]
+        cfg = transformers.Phi3Config(**common, sliding_window=c["window"], pad_token_id=eos,
+                                      original_max_position_embeddings=orig,
+                                      rope_parameters=dict(c["rope_scaling"], rope_theta=c["theta"]),
+                                      attn_implementation="eager")
+    elif c["family"] == "mistral":
+        cfg = transformers.MistralConfig(**common, sliding_window=c["window"],
+                                         attn_implementation="eager")
     elif c["family"] == "gpt_oss":
         cfg = transformers.GptOssConfig(**common, head_dim=c["head_dim"],
                                         num_local_experts=c["n_expert"],
@@ -185,6 +222,8 @@ def hf_config(c: dict, n_vocab: int, bos: int, eos: int):
         rope = dict(c["rope_scaling"], rope_theta=c["theta"])
     if hasattr(cfg, "rope_parameters"):
         cfg.rope_parameters = rope
+        if c["family"] == "phi3":
+            assert cfg.original_max_position_embeddings == rope["original_max_position_embeddings"]
     else:
         cfg.rope_theta = c["theta"]
         if "rope_scaling" in c:
@@ -229,7 +268,7 @@ def llama_permute(w: np.ndarray, n_head: int) -> np.ndarray:
 def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path: pathlib.Path,
                      n_vocab: int) -> None:
     """The llama case in llama.cpp's layout, every weight with the checkpoint's bf16 bytes."""
-    wr = gguf.GGUFWriter(str(path), "llama")
+    wr = gguf.GGUFWriter(str(path), "llama")  # Mistral too, as convert_hf_to_gguf.py writes it
     wr.add_type("model")
     wr.add_name(f"sinkscope-hf-oracle {c['name']}")
     wr.add_context_length(c["n_ctx"])
@@ -241,7 +280,10 @@ def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path
     wr.add_rope_freq_base(c["theta"])
     wr.add_layer_norm_rms_eps(c["eps"])
     wr.add_rope_dimension_count(c["d"] // c["n_head"])
-    wr.add_file_type(gguf.LlamaFileType.MOSTLY_BF16)
+    if c.get("window"):
+        wr.add_sliding_window(c["window"])
+    wr.add_file_type(gguf.LlamaFileType.MOSTLY_BF16 if c["dtype"] == "bfloat16" else
+                     gguf.LlamaFileType.MOSTLY_F16)
     vocab = tok.get_vocab(with_added_tokens=True)
     tokens = [None] * len(vocab)
     for t, i in vocab.items():
@@ -258,12 +300,12 @@ def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path
     wr.add_add_bos_token(True)
     wr.add_chat_template(LLAMA3_TEMPLATE)
     # rope_freqs.weight as convert_hf_to_gguf.py computes it for Llama 3 scaling.
-    rs, hd = c["rope_scaling"], c["d"] // c["n_head"]
+    rs, hd = c.get("rope_scaling", {}), c["d"] // c["n_head"]
     freqs = 1.0 / (c["theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
-    low_wl = rs["original_max_position_embeddings"] / rs["low_freq_factor"]
-    high_wl = rs["original_max_position_embeddings"] / rs["high_freq_factor"]
+    low_wl = rs["original_max_position_embeddings"] / rs["low_freq_factor"] if rs else 0
+    high_wl = rs["original_max_position_embeddings"] / rs["high_freq_factor"] if rs else 0
     factors = []
-    for f in freqs.tolist():
+    for f in freqs.tolist() if rs else []:
         wl = 2 * math.pi / f
         if wl < high_wl:
             factors.append(1.0)
@@ -273,7 +315,8 @@ def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path
             sm = (rs["original_max_position_embeddings"] / wl - rs["low_freq_factor"]) / \
                 (rs["high_freq_factor"] - rs["low_freq_factor"])
             factors.append(1 / ((1 - sm) / rs["factor"] + sm))
-    wr.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
+    if factors:
+        wr.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
     sys.path.insert(0, str(pathlib.Path(__file__).parent))
     from make_family_oracles import llama_style_gguf_name
     for name, t in state.items():
@@ -287,8 +330,10 @@ def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path
         gg = llama_style_gguf_name(name)
         if a.ndim == 1:
             wr.add_tensor(gg, a.astype(np.float32))
-        else:
+        elif c["dtype"] == "bfloat16":
             wr.add_tensor(gg, gguf.quants.quantize(a, QT.BF16), raw_dtype=QT.BF16)
+        else:
+            wr.add_tensor(gg, a.astype(np.float16))
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
@@ -311,8 +356,9 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
                     fast.convert_tokens_to_ids(eos))
     torch.manual_seed(c["seed"])
     model = getattr(transformers, {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                                   "qwen3": "Qwen3ForCausalLM",
-                                   "gpt_oss": "GptOssForCausalLM"}[c["family"]])(cfg).eval()
+                                   "qwen3": "Qwen3ForCausalLM", "gpt_oss": "GptOssForCausalLM",
+                                   "phi3": "Phi3ForCausalLM",
+                                   "mistral": "MistralForCausalLM"}[c["family"]])(cfg).eval()
     state = random_state(model, c["seed"])
     if c["tied"]:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
@@ -375,7 +421,7 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
         "bos": fast.bos_token_id, "eos": fast.eos_token_id,
         "logits_std": float(allv.std()),
     }
-    if c["family"] == "llama":
+    if c["family"] in ("llama", "mistral"):
         gpath = out / f"{c['name']}.gguf"
         write_llama_gguf(c, gguf_state, tok, fast, gpath, n_vocab)
         entry["gguf"] = gpath.name
