@@ -189,6 +189,68 @@ void read_hf_longrope(const ConfigReader& r, const Json& rope, ModelConfig& c) {
   c.rope_attn_factor = float(attn);
 }
 
+// Gemma 2 / Gemma 3 text (Gemma2ForCausalLM, Gemma3ForCausalLM): GeGLU with the tanh GELU,
+// scaled embeddings, post-norms (the engine's `gemma`), the query scale from
+// query_pre_attn_scalar, soft-caps (null: none), the window on the layers layer_types calls
+// sliding (by default Gemma 2 alternates from a sliding layer 0; Gemma 3 has five sliding to
+// one full), Gemma 3's Q/K norms.
+void read_hf_gemma(const ConfigReader& r, ModelConfig& c) {
+  const bool gemma2 = c.architecture == "gemma2";
+  c.gemma = true;
+  c.qk_norm = !gemma2;
+  const std::string act = r.get_string_or(
+      "hidden_activation", r.get_string_or("hidden_act", "gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh" && act != "gelu_tanh")
+    r.fail("hidden_activation '" + act + "' is not supported (gelu_pytorch_tanh)");
+  const double qpas = r.get_float_or("query_pre_attn_scalar", c.head_dim);
+  if (!(qpas > 0)) r.fail("query_pre_attn_scalar must be > 0");
+  c.query_scale = float(1.0 / std::sqrt(qpas));
+  auto cap = [&](const char* key) {
+    const double v = r.get_float_or(key, 0.0);
+    if (!(v >= 0) || !std::isfinite(v)) r.fail(std::string("'") + key + "' must be >= 0");
+    return float(v);
+  };
+  c.attn_softcap = cap("attn_logit_softcapping");
+  c.final_softcap = cap("final_logit_softcapping");
+  c.sliding_window = window_value(r, "sliding_window");
+  c.swa_pattern = gemma2 ? 2 : 6;
+  auto lt = r.json().find("layer_types");
+  if (c.sliding_window > 0 && lt != r.json().end() && !lt->is_null()) {
+    if (!lt->is_array() || int(lt->size()) != c.n_layer)
+      r.fail("layer_types must list " + std::to_string(c.n_layer) + " layer kinds");
+    std::vector<char> local(size_t(c.n_layer));
+    for (int l = 0; l < c.n_layer; ++l) {
+      const Json& k = (*lt)[size_t(l)];
+      const std::string kind = k.is_string() ? k.get<std::string>() : k.dump();
+      if (kind != "sliding_attention" && kind != "full_attention")
+        r.fail("layer_types[" + std::to_string(l) + "] = '" + kind +
+               "' (supported: sliding_attention, full_attention)");
+      local[size_t(l)] = kind == "sliding_attention";
+    }
+    bool pattern = true;
+    for (int l = 0; l < c.n_layer; ++l) pattern = pattern && bool(local[size_t(l)]) == c.layer_local(l);
+    if (!pattern) c.local_layers = std::move(local);
+  }
+  if (c.sliding_window == 0) c.swa_pattern = 0;
+}
+
+// Gemma's per-layer-type RoPE (transformers 5): the sliding layers' entry must be unscaled;
+// its base becomes rope_theta_local.
+void read_hf_gemma_local_rope(const ConfigReader& r, const Json& rope, ModelConfig& c) {
+  if (c.sliding_window == 0 || !rope.contains("sliding_attention")) return;
+  const Json& s = rope["sliding_attention"];
+  if (!s.is_object()) r.fail("rope_parameters['sliding_attention'] is not an object");
+  const std::string type = s.contains("rope_type") && s["rope_type"].is_string()
+                               ? s["rope_type"].get<std::string>() : "default";
+  if (type != "default")
+    r.fail("rope_parameters['sliding_attention'] of type '" + type +
+           "' is not supported (the local layers' RoPE must be unscaled)");
+  const double theta = s.contains("rope_theta") && s["rope_theta"].is_number()
+                           ? s["rope_theta"].get<double>() : 10000.0;
+  if (!(theta > 0)) r.fail("rope_parameters['sliding_attention'] rope_theta must be > 0");
+  c.rope_theta_local = float(theta);
+}
+
 ModelConfig read_hf_config_json(const std::string& text, const std::string& file) {
   const Json j = parse_object(text, file);
   const ConfigReader r(j, file);
@@ -203,9 +265,16 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
     c.architecture = "gpt-oss";
   } else if (type == "phi3") {
     c.architecture = "phi3";
+  } else if (type == "gemma2" || type == "gemma3_text") {
+    c.architecture = type == "gemma2" ? "gemma2" : "gemma3";
+  } else if (type == "gemma3") {
+    r.fail("model_type 'gemma3' (Gemma3ForConditionalGeneration, text and vision) is not "
+           "supported: SinkScope reads the text model, model_type 'gemma3_text' "
+           "(Gemma3ForCausalLM)");
   } else {
     r.fail("model_type '" + type +
-           "' is not supported (supported: llama, mistral, qwen2, qwen3, gpt_oss, phi3)");
+           "' is not supported (supported: llama, mistral, qwen2, qwen3, gpt_oss, phi3, gemma2, "
+           "gemma3_text)");
   }
   const bool gpt_oss = c.architecture == "gpt-oss";
   c.name = r.get_string_or("_name_or_path", "");
@@ -258,14 +327,20 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
     }
   }
 
-  const std::string act = r.get_string_or("hidden_act", "silu");
-  if (act != "silu") r.fail("hidden_act '" + act + "' is not supported (silu)");
+  const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
+  if (gemma) {
+    read_hf_gemma(r, c);
+  } else {
+    const std::string act = r.get_string_or("hidden_act", "silu");
+    if (act != "silu") r.fail("hidden_act '" + act + "' is not supported (silu)");
+  }
   if (c.architecture != "qwen2" && !gpt_oss && r.get_bool_or("attention_bias", false))
     r.fail("attention_bias true (biases on q/k/v/o_proj) is not supported for " + type);
   if (r.get_bool_or("mlp_bias", false)) r.fail("mlp_bias true is not supported");
   read_hf_window(r, type, c);
 
-  // RoPE: transformers 4 writes rope_theta and rope_scaling, transformers 5 rope_parameters.
+  // RoPE: transformers 4 writes rope_theta and rope_scaling, transformers 5 rope_parameters
+  // (Gemma: one entry per layer type; the full layers' is the model's RoPE).
   const Json* rope = nullptr;
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     auto it = j.find(key);
@@ -273,6 +348,13 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
       rope = &*it;
       break;
     }
+  }
+  if (rope && rope->contains("full_attention") && (*rope)["full_attention"].is_object()) {
+    if (gemma) read_hf_gemma_local_rope(r, *rope, c);
+    rope = &(*rope)["full_attention"];
+  } else if (gemma && c.architecture == "gemma3" && c.sliding_window > 0) {
+    // transformers 4: the local layers' base is rope_local_base_freq (default 10000).
+    c.rope_theta_local = float(r.get_float_or("rope_local_base_freq", 10000.0));
   }
   double theta = 10000.0;
   if (rope && rope->contains("rope_theta") && (*rope)["rope_theta"].is_number())
@@ -608,9 +690,17 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
     L.exp_up = views(u, F, D);
     L.exp_down = views(d, D, F);
   };
+  // Gemma's RMSNorm multiplies by 1 + w: its gains are read as 1 + w (as llama.cpp's converter
+  // writes them), the engine's ordinary gain.
+  auto gain = [&](const std::string& name, int64_t n) {
+    std::vector<float> g = vec(name, n);
+    if (c.gemma)
+      for (float& x : g) x += 1.0f;
+    return g;
+  };
   w.tok_embd = mat("model.embed_tokens.weight", V, D);
   tick();
-  w.output_norm = vec("model.norm.weight", D);
+  w.output_norm = gain("model.norm.weight", D);
   // Tied models may still store lm_head.weight (a copy); the embedding stands in either way.
   if (!c.tied_embeddings) w.output = mat("lm_head.weight", V, D);
   tick();
@@ -621,7 +711,7 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[size_t(l)];
-    L.attn_norm = vec(p + "input_layernorm.weight", D);
+    L.attn_norm = gain(p + "input_layernorm.weight", D);
     if (c.architecture == "phi3") {
       // Phi3's fused qkv_proj (Q, then K, then V rows): three row views of one tensor.
       const QuantMatrix qkv = mat(p + "self_attn.qkv_proj.weight", Q + 2 * KV, D);
@@ -639,11 +729,19 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
       L.bv = vec(p + "self_attn.v_proj.bias", KV);
     }
     if (c.qk_norm) {
-      L.q_norm = vec(p + "self_attn.q_norm.weight", c.head_dim);
-      L.k_norm = vec(p + "self_attn.k_norm.weight", c.head_dim);
+      L.q_norm = gain(p + "self_attn.q_norm.weight", c.head_dim);
+      L.k_norm = gain(p + "self_attn.k_norm.weight", c.head_dim);
     }
     L.wo = mat(p + "self_attn.o_proj.weight", D, Q);
-    L.ffn_norm = vec(p + "post_attention_layernorm.weight", D);
+    if (c.gemma) {
+      // Gemma: post_attention_layernorm normalises the attention's output; the FFN has a pre-
+      // and a post-norm.
+      L.attn_post_norm = gain(p + "post_attention_layernorm.weight", D);
+      L.ffn_norm = gain(p + "pre_feedforward_layernorm.weight", D);
+      L.ffn_post_norm = gain(p + "post_feedforward_layernorm.weight", D);
+    } else {
+      L.ffn_norm = vec(p + "post_attention_layernorm.weight", D);
+    }
     if (c.gpt_oss) {
       L.bo = vec(p + "self_attn.o_proj.bias", D);
       L.sinks = vec(p + "self_attn.sinks", c.n_head);

@@ -31,6 +31,10 @@ Cases:
                       GGUF (arch llama, llama.attention.sliding_window, Q/K rows permuted).
   qwen2_window_f32    Qwen2ForCausalLM with use_sliding_window, window 6, max_window_layers 1:
                       layer 0 full, layer 1 sliding (layer_types).
+  gemma2_bf16         Gemma2ForCausalLM: window 6 on layers 0 and 2, soft-caps 5 / 10,
+                      query_pre_attn_scalar 24 (not head_dim 16), norms stored as w (1 + w).
+  gemma3_bf16         Gemma3ForCausalLM (model_type gemma3_text): 7 layers, 5 sliding (window
+                      6, RoPE base 10000) to 1 full (base 1e6, linear scaling 4), Q/K norms.
 Tokenizer-only kinds (tokenizers/<kind>/tokenizer.json): gpt2 (ByteLevel with its regex) and
 smollm (Digits + ByteLevel); the llama3 and qwen2 kinds are the checkpoints' own.
 
@@ -176,6 +180,13 @@ CASES = [
     dict(name="mistral_f16_window", family="mistral", tokenizer="llama3", dtype="float16",
          shard=None, d=32, n_head=4, n_head_kv=2, n_ff=64, n_layer=2, n_ctx=256, theta=1e6,
          eps=1e-5, tied=False, pad_vocab=0, seed=46, window=6),
+    dict(name="gemma2_bf16", family="gemma2", tokenizer="qwen2", dtype="bfloat16", shard=None,
+         d=32, n_head=4, n_head_kv=2, head_dim=16, n_ff=48, n_layer=3, n_ctx=256,
+         theta=10000.0, eps=1e-6, tied=True, pad_vocab=0, seed=48, window=6, qpas=24,
+         attn_cap=5.0, final_cap=10.0),
+    dict(name="gemma3_bf16", family="gemma3", tokenizer="qwen2", dtype="bfloat16", shard=None,
+         d=32, n_head=4, n_head_kv=2, head_dim=16, n_ff=48, n_layer=7, n_ctx=256, theta=1e6,
+         eps=1e-6, tied=True, pad_vocab=0, seed=49, window=6, qpas=24, rope_linear=4.0),
     dict(name="qwen2_window_f32", family="qwen2", tokenizer="qwen2", dtype="float32", shard=None,
          d=32, n_head=4, n_head_kv=2, n_ff=64, n_layer=2, n_ctx=256, theta=1e6, eps=1e-6,
          tied=True, pad_vocab=0, seed=47, window=6, max_window_layers=1),
@@ -206,6 +217,21 @@ def hf_config(c: dict, n_vocab: int, bos: int, eos: int):
                                       original_max_position_embeddings=orig,
                                       rope_parameters=dict(c["rope_scaling"], rope_theta=c["theta"]),
                                       attn_implementation="eager")
+    elif c["family"] in ("gemma2", "gemma3"):
+        sys.path.insert(0, str(pathlib.Path(__file__).parent))
+        from make_family_oracles import gemma_rope
+        kw = dict(common, head_dim=c["head_dim"], query_pre_attn_scalar=c["qpas"],
+                  sliding_window=c["window"], hidden_activation="gelu_pytorch_tanh",
+                  attn_implementation="eager", pad_token_id=eos)
+        if c["family"] == "gemma2":
+            cfg = transformers.Gemma2Config(**kw, attn_logit_softcapping=c["attn_cap"],
+                                            final_logit_softcapping=c["final_cap"])
+            gemma_rope(cfg, {"rope_theta": c["theta"]}, None)
+        else:
+            cfg = transformers.Gemma3TextConfig(**kw)
+            gemma_rope(cfg, {"rope_type": "linear", "factor": c["rope_linear"],
+                             "rope_theta": c["theta"]}, {"rope_theta": 10000.0})
+        return cfg
     elif c["family"] == "mistral":
         cfg = transformers.MistralConfig(**common, sliding_window=c["window"],
                                          attn_implementation="eager")
@@ -231,7 +257,7 @@ def hf_config(c: dict, n_vocab: int, bos: int, eos: int):
     return cfg
 
 
-def random_state(model, seed: int) -> dict:
+def random_state(model, seed: int, norm_offset: float = 0.0) -> dict:
     """As make_family_oracles.py: weights scaled so logits spread over several units."""
     rng = np.random.default_rng(seed)
     out = {}
@@ -244,7 +270,8 @@ def random_state(model, seed: int) -> dict:
         elif name.endswith("embed_tokens.weight"):
             a = 0.5 * rng.standard_normal(shape)
         elif "norm" in name:
-            a = 1.0 + 0.2 * rng.standard_normal(shape)
+            # Gains near 1: w itself, or w where the model multiplies by 1 + w (Gemma).
+            a = 1.0 - norm_offset + 0.2 * rng.standard_normal(shape)
         elif len(shape) == 2:
             gain = 2.0 if ("q_proj" in name or "k_proj" in name) else \
                 3.0 if name == "lm_head.weight" else 1.0
@@ -357,9 +384,10 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
     torch.manual_seed(c["seed"])
     model = getattr(transformers, {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                                    "qwen3": "Qwen3ForCausalLM", "gpt_oss": "GptOssForCausalLM",
-                                   "phi3": "Phi3ForCausalLM",
-                                   "mistral": "MistralForCausalLM"}[c["family"]])(cfg).eval()
-    state = random_state(model, c["seed"])
+                                   "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM",
+                                   "gemma2": "Gemma2ForCausalLM",
+                                   "gemma3": "Gemma3ForCausalLM"}[c["family"]])(cfg).eval()
+    state = random_state(model, c["seed"], 1.0 if c["family"].startswith("gemma") else 0.0)
     if c["tied"]:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
     dtype = getattr(torch, c["dtype"])
