@@ -6,7 +6,7 @@
 // RMSNorm of Q and K before RoPE, head_dim given apart from the width), gemma2 and gemma3
 // (scaled embeddings, norms after attention and FFN, GeGLU, local sliding-window layers of the
 // model's own; gemma2 soft-caps attention scores and logits, gemma3 normalises Q and K and gives
-// its local layers a RoPE base of their own; GGUF only), gpt-oss (learned attention sinks,
+// its local layers a RoPE base of their own), gpt-oss (learned attention sinks,
 // mixture of experts, YaRN; GGUF or a checkpoint with unpacked experts), phi3 (fused QKV and
 // gate/up projections, LongRoPE with long and short factors, a sliding window on every layer).
 #pragma once
