@@ -36,7 +36,12 @@ Cases:
   gemma3_bf16         Gemma3ForCausalLM (model_type gemma3_text): 7 layers, 5 sliding (window
                       6, RoPE base 10000) to 1 full (base 1e6, linear scaling 4), Q/K norms.
 Tokenizer-only kinds (tokenizers/<kind>/tokenizer.json): gpt2 (ByteLevel with its regex) and
-smollm (Digits + ByteLevel); the llama3 and qwen2 kinds are the checkpoints' own.
+smollm (Digits + ByteLevel); the llama3 and qwen2 kinds are the checkpoints' own. The
+SentencePiece-style kinds (BPE with byte_fallback over U+2581 pieces, <0x00>..<0xFF> in the
+vocabulary, <unk> <s> </s> added; merges trained here, then the vocabulary rebuilt in the order
+Llama's files have): llama2_spm (normalizer Prepend + Replace, decoder Replace, ByteFallback,
+Fuse, Strip), mistral_spm (Metaspace prepend_scheme first, split false), gemma_spm (Replace only,
+no prefix, no Strip), metaspace_split (Metaspace always, split true).
 
 The HF model runs float32 with exactly the values the checkpoint stores (rounded to its dtype).
 
@@ -144,6 +149,53 @@ def train_tokenizer(kind: str, n_merges_vocab: int, specials: list) -> tokenizer
             special_tokens=[(bos, tok.token_to_id(bos))])
     else:
         tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+SPM_SPECIALS = ["<unk>", "<s>", "</s>"]
+SPM_KINDS = ("llama2_spm", "mistral_spm", "gemma_spm", "metaspace_split")
+
+
+def train_spm_tokenizer(kind: str, n_merges_vocab: int) -> tokenizers.Tokenizer:
+    """A SentencePiece-style BPE tokenizer.json as Llama 2 / Mistral / Gemma ship it."""
+    from tokenizers import normalizers
+    mark = "\u2581"
+
+    def pipeline(tok):
+        dec = [decoders.Replace(mark, " "), decoders.ByteFallback(), decoders.Fuse()]
+        if kind == "llama2_spm":
+            tok.normalizer = normalizers.Sequence([normalizers.Prepend(mark),
+                                                   normalizers.Replace(" ", mark)])
+            dec.append(decoders.Strip(" ", 1, 0))
+        elif kind == "mistral_spm":
+            tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=mark, prepend_scheme="first",
+                                                         split=False)
+            dec.append(decoders.Strip(" ", 1, 0))
+        elif kind == "gemma_spm":
+            tok.normalizer = normalizers.Replace(" ", mark)
+        else:
+            tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=mark, prepend_scheme="always",
+                                                         split=True)
+            dec = [decoders.Metaspace(replacement=mark, prepend_scheme="always", split=True),
+                   decoders.ByteFallback(), decoders.Fuse()]
+        tok.decoder = decoders.Sequence(dec)
+
+    draft = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
+    pipeline(draft)
+    draft.train_from_iterator(TRAIN_TEXT, trainer=trainers.BpeTrainer(
+        vocab_size=n_merges_vocab, show_progress=False, special_tokens=SPM_SPECIALS))
+    trained = json.loads(draft.to_str())["model"]
+    vocab = {t: i for i, t in enumerate(SPM_SPECIALS)}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    for t, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]):
+        if t not in vocab:
+            vocab[t] = len(vocab)
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in trained["merges"]]
+    tok = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>",
+                                          byte_fallback=True, fuse_unk=True))
+    pipeline(tok)
+    tok.add_special_tokens(SPM_SPECIALS)
     return tok
 
 
@@ -478,10 +530,12 @@ def main() -> int:
         "gpt2": train_tokenizer("gpt2", TOKENIZER_VOCAB, CHATML_SPECIALS),
         "smollm": train_tokenizer("smollm", TOKENIZER_VOCAB, CHATML_SPECIALS),
     }
+    for kind in SPM_KINDS:
+        toks[kind] = train_spm_tokenizer(kind, 300)
     corpus = {}
     for kind, tok in toks.items():
         # llama3 and qwen2 are read from the checkpoints that use them.
-        if kind in ("gpt2", "smollm"):
+        if kind in ("gpt2", "smollm") or kind in SPM_KINDS:
             d = out / "tokenizers" / kind
             d.mkdir(parents=True, exist_ok=True)
             tok.save(str(d / "tokenizer.json"))
@@ -492,6 +546,10 @@ def main() -> int:
             "with_special": tok.encode("<|im_start|>user\nhi<|im_end|>x<|eot_id|>",
                                        add_special_tokens=False).ids,
         }
+        if kind in SPM_KINDS:
+            # Added tokens split the text: each fragment gets the prefix its scheme gives it.
+            corpus[kind]["with_spm_special"] = tok.encode("<s>hi there</s> and<s> x",
+                                                          add_special_tokens=False).ids
     if args.case:
         old = {e["name"]: e for e in json.loads((out / "manifest.json").read_text("utf-8"))["cases"]}
         old.update({c["name"]: write_case(c, out, toks) for c in CASES if c["name"] in args.case})

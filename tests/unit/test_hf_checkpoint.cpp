@@ -71,7 +71,7 @@ TEST(HfCheckpoint, ManifestFilesAreIntactAndSmall) {
   uint64_t total = 0;
   for (const auto& e : fs::recursive_directory_iterator(hf_dir()))
     if (e.is_regular_file()) total += e.file_size();
-  EXPECT_LT(total, 2500u * 1000) << "tests/data/hf should stay under 2.5 MB";
+  EXPECT_LT(total, 2600u * 1000) << "tests/data/hf should stay under 2.6 MB";
   std::set<std::string> want(std::begin(kCases), std::end(kCases)), got;
   want.insert("gpt_oss_bf16");  // its own tests below (experts, sinks)
   want.insert("phi3_bf16");     // test_phi3.cpp
@@ -256,25 +256,70 @@ TEST_P(HfTokenizerCorpus, IdsAndRoundTripMatchTokenizers) {
   const Json& corpus = manifest().at("corpus");
   ASSERT_EQ(corpus.size(), want.at("ids").size());
   int multi_byte_lines = 0;
+  const bool spm = kind.size() > 4 && (kind.ends_with("_spm") || kind == "metaspace_split");
   for (size_t i = 0; i < corpus.size(); ++i) {
     const std::string line = corpus[i].get<std::string>();
     const auto ids = tok->encode(line, /*parse_special=*/false, /*add_bos=*/false);
     EXPECT_EQ(ids, ids_of(want.at("ids")[i])) << kind << " line " << i << ": " << line;
     EXPECT_EQ(tok->decode(ids), want.at("decoded")[i].get<std::string>()) << kind << " line " << i;
-    EXPECT_EQ(tok->decode(ids), line) << kind << " line " << i;
+    // tokenizers' own round trip loses a leading space under Metaspace (no prefix was added,
+    // the decoder strips one all the same); SinkScope matches its decode, checked above.
+    if (want.at("decoded")[i].get<std::string>() == line || !spm)
+      EXPECT_EQ(tok->decode(ids), line) << kind << " line " << i;
     std::string pieces;
     for (TokenId id : ids) pieces += tok->token_to_piece(id);
-    EXPECT_EQ(pieces, line);
+    // SentencePiece-style pieces keep the U+2581 prefix encoding added (decode drops it).
+    const bool prefixed = spm && kind != "gemma_spm" && !line.empty() &&
+                          (kind == "llama2_spm" || line[0] != ' ');
+    EXPECT_EQ(pieces, prefixed ? " " + line : line) << kind << " line " << i;
     for (unsigned char ch : line) multi_byte_lines += ch >= 0x80;
   }
   EXPECT_GT(multi_byte_lines, 0) << "the corpus must hold non-ASCII text";
   EXPECT_EQ(tok->encode("<|im_start|>user\nhi<|im_end|>x<|eot_id|>", /*parse_special=*/true,
                         /*add_bos=*/false),
             ids_of(want.at("with_special")));
+  if (want.contains("with_spm_special")) {
+    // Each fragment between added tokens gets the prefix its scheme gives it.
+    EXPECT_EQ(tok->encode("<s>hi there</s> and<s> x", /*parse_special=*/true, /*add_bos=*/false),
+              ids_of(want.at("with_spm_special")))
+        << kind;
+    EXPECT_EQ(tok->model_name(), "llama");
+  }
+}
+
+// SentencePiece-style steps other than the supported ones are named.
+TEST(HfTokenizer, UnsupportedSentencePieceStepsAreNamed) {
+  auto error = [](const char* kind, const std::function<void(Json&)>& edit) {
+    Json j = Json::parse(read_file(hf_dir() / "tokenizers" / kind / "tokenizer.json"));
+    edit(j);
+    HfTokenizerFiles f;
+    f.tokenizer_json = j.dump();
+    f.source = "ckpt";
+    try {
+      Tokenizer::from_hf(f);
+    } catch (const TokenizerError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(built without error)");
+  };
+  EXPECT_EQ(error("mistral_spm", [](Json&) {}), "(built without error)");
+  std::string e = error("mistral_spm", [](Json& j) { j["pre_tokenizer"]["prepend_scheme"] = "odd"; });
+  EXPECT_NE(e.find("Metaspace prepend_scheme 'odd' is not supported"), std::string::npos) << e;
+  e = error("llama2_spm", [](Json& j) { j["decoder"] = Json{{"type", "WordPiece"}}; });
+  EXPECT_NE(e.find("decoder WordPiece is not supported in a SentencePiece-style"),
+            std::string::npos) << e;
+  e = error("gemma_spm", [](Json& j) { j["pre_tokenizer"] = Json{{"type", "Whitespace"}}; });
+  EXPECT_NE(e.find("pre_tokenizer Whitespace is not supported in a SentencePiece-style"),
+            std::string::npos) << e;
+  e = error("gemma_spm", [](Json& j) { j["normalizer"] = Json{{"type", "NFKC"}}; });
+  EXPECT_NE(e.find("normalizer NFKC is not supported"), std::string::npos) << e;
+  e = error("llama2_spm", [](Json& j) { j["model"]["type"] = "Unigram"; });
+  EXPECT_NE(e.find("model type Unigram is not supported"), std::string::npos) << e;
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, HfTokenizerCorpus,
-                         ::testing::Values("gpt2", "smollm", "qwen2", "llama3"),
+                         ::testing::Values("gpt2", "smollm", "qwen2", "llama3", "llama2_spm",
+                                           "mistral_spm", "gemma_spm", "metaspace_split"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });
@@ -297,13 +342,15 @@ TEST(HfTokenizer, UnsupportedKindsAreNamed) {
   std::string e = tokenizer_error([](Json& j) {
     j["pre_tokenizer"] = Json{{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};
   });
-  EXPECT_NE(e.find("ckpt/tokenizer.json: pre_tokenizer Metaspace is not supported"),
+  // Metaspace makes it SentencePiece-style, where Qwen2's NFC normalizer is not supported.
+  EXPECT_NE(e.find("ckpt/tokenizer.json: normalizer NFC is not supported in a "
+                   "SentencePiece-style tokenizer"),
             std::string::npos)
       << e;
   e = tokenizer_error([](Json& j) { j["model"]["type"] = "Unigram"; });
   EXPECT_NE(e.find("model type Unigram is not supported"), std::string::npos) << e;
   e = tokenizer_error([](Json& j) { j["model"]["byte_fallback"] = true; });
-  EXPECT_NE(e.find("byte_fallback"), std::string::npos) << e;
+  EXPECT_NE(e.find("SentencePiece-style"), std::string::npos) << e;
   e = tokenizer_error([](Json& j) { j["normalizer"] = Json{{"type", "Lowercase"}}; });
   EXPECT_NE(e.find("normalizer Lowercase is not supported"), std::string::npos) << e;
   e = tokenizer_error(
@@ -719,7 +766,7 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
     });
   });
   EXPECT_LOAD_ERROR(d, "TokenizerError",
-                    "tokenizer.json: pre_tokenizer Metaspace is not supported");
+                    "tokenizer.json: normalizer NFC is not supported in a SentencePiece-style");
   fs::remove_all(d.parent_path());
 }
 
