@@ -129,7 +129,9 @@ HfSpmSettings read_spm_style(const Reader& r, const Json& j, const Json& model) 
   }
   for (const Json& n : steps) {
     const std::string t = type_of(n);
-    if (t == "Prepend" && text_of(n, "prepend") == kMarker) {
+    if (t == "NFC" && !replaces && st.prepend == HfSpmSettings::Prepend::kNever) {
+      st.nfc = true;
+    } else if (t == "Prepend" && text_of(n, "prepend") == kMarker) {
       st.prepend = HfSpmSettings::Prepend::kAlways;
     } else if (t == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
                text_of(n["pattern"], "String") == " " && text_of(n, "content") == kMarker) {
@@ -142,7 +144,7 @@ HfSpmSettings read_spm_style(const Reader& r, const Json& j, const Json& model) 
   }
   const Json pre = j.value("pre_tokenizer", Json());
   if (type_of(pre) == "Metaspace") {
-    if (text_of(pre, "replacement") != kMarker)
+    if (pre.contains("replacement") && text_of(pre, "replacement") != kMarker)  // default U+2581
       r.fail("pre_tokenizer Metaspace with a replacement other than U+2581 is not supported");
     std::string scheme = text_of(pre, "prepend_scheme");
     if (scheme.empty()) scheme = flag(pre, "add_prefix_space", true) ? "always" : "never";
@@ -236,6 +238,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf(const HfTokenizerFiles& files) {
     const Json normalizer = j.value("normalizer", Json());
     if (!normalizer.is_null() && type_of(normalizer) != "NFC")
       r.fail("normalizer " + type_of(normalizer) + " is not supported (none or NFC)");
+    settings.nfc = type_of(normalizer) == "NFC";
     const Json decoder = j.value("decoder", Json());
     if (!decoder.is_null() && type_of(decoder) != "ByteLevel")
       r.fail("decoder " + type_of(decoder) + " is not supported (ByteLevel)");

@@ -71,6 +71,11 @@ HfSpmTokenizer::HfSpmTokenizer(Vocab vocab, HfSpmSettings settings)
 
 void HfSpmTokenizer::encode_fragment(std::string_view text, bool at_start, bool,
                                      std::vector<TokenId>& out) const {
+  std::string normalized;
+  if (m_s.nfc) {
+    normalized = unicode::nfc(text);
+    text = normalized;
+  }
   if (text.empty()) return;
   std::string s;
   s.reserve(text.size() + 8);

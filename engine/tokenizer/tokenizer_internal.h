@@ -104,6 +104,7 @@ class TokenizerBase : public Tokenizer {
 struct BpeSettings {
   unicode::PreSplit split = unicode::PreSplit::kGpt2;
   bool ignore_merges = false;  // a word that is itself a token is emitted whole (Llama 3)
+  bool nfc = false;            // tokenizer.json's NFC normalizer: each fragment normalized first
   std::vector<std::pair<std::string, std::string>> merges;  // by rank, lowest first
 };
 
@@ -122,6 +123,7 @@ struct HfSpmSettings {
   Prepend prepend = Prepend::kAlways;
   bool split = false;
   bool byte_fallback = true;
+  bool nfc = false;  // an NFC step in the normalizer, before the U+2581 steps
   bool prepend_unless_space = false;  // Metaspace: no prefix where the text starts with a space
   bool fuse_unk = false;  // consecutive unknown characters give one unknown token
   bool strip_first_space = true;  // the decoder drops the first token's leading space

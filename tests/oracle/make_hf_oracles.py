@@ -60,6 +60,7 @@ import math
 import pathlib
 import shutil
 import sys
+import unicodedata
 
 import numpy as np
 import torch
@@ -100,6 +101,16 @@ CORPUS = [
     "Ünïcödé àccents and ß, Ωμέγα, Кириллица",
     "",
     "!!!???...,,,;;;",
+    # Decomposed text (NFC composes it: Qwen2's normalizer), Hangul jamo, a singleton.
+    "Cafe\u0301 nai\u0308ve A\u030a \u212b \u1100\u1161\u11a8 q\u0323\u0307 \u0915\u093c",
+]
+# Unicode NFC (unicodedata) of these strings: an oracle for unicode::nfc beyond the corpus.
+NFC_CASES = [
+    "e\u0301", "A\u0308\u0304", "\u1e9b\u0323", "\u0071\u0307\u0323", "\u212b\u2126",
+    "\u0958\u095f", "\u1100\u1161\u11a8\u1100", "\uac00\u11a8", "a\u0328\u0301\u0323",
+    "\u00c5\u030a", "\u0f73\u0f75\u0f81", "\u05b8\u05b9\u05b1\u0591\u05c3\u05b0\u05ac",
+    "\u1026\u102e", "\ud55c\uad6d\uc5b4 \u1112\u1161\u11ab", "\u0301a", "x\u0300\u0301y",
+    "\U0001d15e\U0001d165", "\u3099\u304b\u3099", "plain ASCII", "\u00e9\u00e8",
 ]
 
 PROMPTS = [
@@ -568,6 +579,7 @@ def main() -> int:
                   "HF ran float32 with the exact values the checkpoint stores"],
         "corpus": CORPUS,
         "tokenizer_corpus": corpus,
+        "nfc": [[t, unicodedata.normalize("NFC", t)] for t in NFC_CASES],
         "cases": entries,
     }
     with open(out / "manifest.json", "w", encoding="utf-8") as f:

@@ -24,6 +24,7 @@
 #include "engine/format/safetensors.h"
 #include "engine/model/sampler.h"
 #include "engine/util/sha256.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace sinkscope {
 namespace {
@@ -263,15 +264,16 @@ TEST_P(HfTokenizerCorpus, IdsAndRoundTripMatchTokenizers) {
     EXPECT_EQ(ids, ids_of(want.at("ids")[i])) << kind << " line " << i << ": " << line;
     EXPECT_EQ(tok->decode(ids), want.at("decoded")[i].get<std::string>()) << kind << " line " << i;
     // tokenizers' own round trip loses a leading space under Metaspace (no prefix was added,
-    // the decoder strips one all the same); SinkScope matches its decode, checked above.
-    if (want.at("decoded")[i].get<std::string>() == line || !spm)
-      EXPECT_EQ(tok->decode(ids), line) << kind << " line " << i;
+    // the decoder strips one all the same) and NFC changes decomposed text; SinkScope matches
+    // its decode, checked above, and round trips wherever it does.
+    const std::string decoded = want.at("decoded")[i].get<std::string>();
+    if (decoded == line) EXPECT_EQ(tok->decode(ids), line) << kind << " line " << i;
     std::string pieces;
     for (TokenId id : ids) pieces += tok->token_to_piece(id);
     // SentencePiece-style pieces keep the U+2581 prefix encoding added (decode drops it).
     const bool prefixed = spm && kind != "gemma_spm" && !line.empty() &&
                           (kind == "llama2_spm" || line[0] != ' ');
-    EXPECT_EQ(pieces, prefixed ? " " + line : line) << kind << " line " << i;
+    EXPECT_EQ(pieces, prefixed ? " " + line : spm ? line : decoded) << kind << " line " << i;
     for (unsigned char ch : line) multi_byte_lines += ch >= 0x80;
   }
   EXPECT_GT(multi_byte_lines, 0) << "the corpus must hold non-ASCII text";
@@ -285,6 +287,19 @@ TEST_P(HfTokenizerCorpus, IdsAndRoundTripMatchTokenizers) {
         << kind;
     EXPECT_EQ(tok->model_name(), "llama");
   }
+}
+
+// unicode::nfc against Python's unicodedata (the manifest's "nfc" pairs: composition, Hangul,
+// singletons, exclusions, reordering of combining marks, blocking).
+TEST(HfTokenizer, NfcMatchesUnicodedata) {
+  int changed = 0;
+  for (const auto& pair : manifest().at("nfc")) {
+    const std::string in = pair[0].get<std::string>(), want = pair[1].get<std::string>();
+    EXPECT_EQ(unicode::nfc(in), want) << in;
+    changed += in != want;
+  }
+  EXPECT_GT(changed, 10);
+  EXPECT_EQ(unicode::nfc("\xff\xfe e\xcc\x81"), "\xff\xfe e\xcc\x81");  // not UTF-8: as given
 }
 
 // SentencePiece-style steps other than the supported ones are named.
@@ -342,8 +357,8 @@ TEST(HfTokenizer, UnsupportedKindsAreNamed) {
   std::string e = tokenizer_error([](Json& j) {
     j["pre_tokenizer"] = Json{{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};
   });
-  // Metaspace makes it SentencePiece-style, where Qwen2's NFC normalizer is not supported.
-  EXPECT_NE(e.find("ckpt/tokenizer.json: normalizer NFC is not supported in a "
+  // Metaspace makes it SentencePiece-style, where Qwen2's ByteLevel decoder is not supported.
+  EXPECT_NE(e.find("ckpt/tokenizer.json: decoder ByteLevel is not supported in a "
                    "SentencePiece-style tokenizer"),
             std::string::npos)
       << e;
@@ -766,7 +781,7 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
     });
   });
   EXPECT_LOAD_ERROR(d, "TokenizerError",
-                    "tokenizer.json: normalizer NFC is not supported in a SentencePiece-style");
+                    "tokenizer.json: decoder ByteLevel is not supported in a SentencePiece-style");
   fs::remove_all(d.parent_path());
 }
 
