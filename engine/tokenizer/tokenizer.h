@@ -55,7 +55,7 @@ class Tokenizer {
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
   // Builds a BPE tokenizer from tokenizer.json: byte-level (the pre-tokenizer of GPT-2, SmolLM2
   // (Digits + ByteLevel), Qwen2 or Llama 3 (Split with their regex + ByteLevel), no normalizer
-  // or NFC (text is taken as given, as llama.cpp does)) or SentencePiece-style (byte_fallback,
+  // or NFC, applied per fragment) or SentencePiece-style (byte_fallback,
   // U+2581 by Replace / Prepend normalizers or Metaspace; tokenizer_hf_spm.cpp), the
   // added tokens (special ones matched with parse_special, the others always). bos/eos, add_bos
   // and the chat template come from tokenizer_config.json (chat_template.jinja when it has
