@@ -640,15 +640,82 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
   // gpt-oss experts as transformers stores them: gate_up_proj (E, D, 2F) multiplied as x @ W
   // with gate and up in the even and odd columns, down_proj (E, F, D), biases (E, 2F) / (E, D).
   // Rewritten once into the engine's (out, in) rows per expert, float32, held by the weights.
+  // MXFP4-packed experts as the released gpt-oss checkpoints store them: *_blocks (E, rows,
+  // cols/32, 16) U8 and *_scales (E, rows, cols/32) U8, row r the output feature (gate_up: gate
+  // on even rows, up on odd), each block 32 inputs with element 2j in the low nibble of byte j
+  // and 2j+1 in the high one, value E2M1(code) * 2^(scale - 127) (transformers'
+  // convert_moe_packed_tensors). Repacked once into GGUF's MXFP4 blocks ({e, qs[16]}, element j
+  // low and j + 16 high nibble of qs[j]) so the GGUF path's decoder and products read them.
+  auto packed = [&](const std::string& base, int64_t rows, int64_t cols) {
+    const SafetensorsTensor* b = find(base + "_blocks", false);
+    const SafetensorsTensor* s = find(base + "_scales", false);
+    const int64_t E = c.n_expert, G = cols / 32;
+    if (cols % 32 != 0)
+      throw ModelError(dir.string() + ": tensor '" + base + "_blocks': " + std::to_string(cols) +
+                       " inputs are not whole MXFP4 blocks of 32");
+    const std::vector<int64_t> want_b = {E, rows, G, 16}, want_s = {E, rows, G};
+    for (const auto& [t, want] : {std::make_pair(b, want_b), std::make_pair(s, want_s)}) {
+      if (t->dtype != "U8")
+        throw ModelError(where(*t) + ": tensor '" + t->name + "' has dtype " + t->dtype +
+                         ", expected U8 (packed MXFP4)");
+      if (t->shape != want)
+        throw ModelError(where(*t) + ": tensor '" + t->name + "' has shape " +
+                         dims_str(t->shape) + ", expected " + dims_str(want));
+    }
+    std::vector<uint8_t> out(size_t(E * rows * G * 17));
+    for (int64_t blk = 0; blk < E * rows * G; ++blk) {
+      const uint8_t* in = b->data + blk * 16;
+      uint8_t* o = out.data() + blk * 17;
+      o[0] = s->data[blk];
+      auto code = [&](int k) { return (k & 1) ? in[k >> 1] >> 4 : in[k >> 1] & 0x0F; };
+      for (int j = 0; j < 16; ++j) o[1 + j] = uint8_t(code(j) | (code(j + 16) << 4));
+    }
+    return out;
+  };
+  // One (rows_all, cols) MXFP4 view per expert into an (E, rows_all, cols) block tensor.
+  auto mxfp4_views = [&](const std::vector<uint8_t>& all, int64_t rows_all, int64_t cols) {
+    std::vector<QuantMatrix> out(static_cast<size_t>(c.n_expert));
+    for (int64_t e = 0; e < c.n_expert; ++e) {
+      QuantMatrix& q = out[size_t(e)];
+      q.type = GgmlType::kMXFP4;
+      q.cols = cols;
+      q.rows = rows_all;
+      q.row_bytes = ggml_row_bytes(GgmlType::kMXFP4, cols);
+      q.data = all.data() + uint64_t(e) * uint64_t(rows_all) * q.row_bytes;
+    }
+    return out;
+  };
   auto load_experts = [&](const std::string& p, LayerWeights& L) {
     const int64_t E = c.n_expert;
     const std::string x = p + "mlp.experts.";
-    if (find(x + "gate_up_proj_blocks", true) || find(x + "down_proj_blocks", true))
-      throw ModelError(dir.string() + ": tensor '" + x +
-                       "gate_up_proj_blocks': MXFP4-packed experts are not read from safetensors "
-                       "(convert the checkpoint to GGUF with llama.cpp's convert_hf_to_gguf.py)");
     L.router = mat(p + "mlp.router.weight", E, D);
     L.router_bias = vec(p + "mlp.router.bias", E);
+    if (find(x + "gate_up_proj_blocks", true) || find(x + "down_proj_blocks", true)) {
+      const std::vector<float> gub = floats(x + "gate_up_proj_bias", {E, 2 * F});
+      L.exp_down_b = floats(x + "down_proj_bias", {E, D});
+      const std::vector<uint8_t> gu = packed(x + "gate_up_proj", 2 * F, D);
+      // Gate rows (even) and up rows (odd) into two tensors of F rows per expert.
+      const uint64_t rb = ggml_row_bytes(GgmlType::kMXFP4, D);
+      const size_t base = w.owned_bytes.size();
+      w.owned_bytes.emplace_back(size_t(E * F) * rb);
+      w.owned_bytes.emplace_back(size_t(E * F) * rb);
+      w.owned_bytes.push_back(packed(x + "down_proj", D, F));
+      std::vector<uint8_t>& g = w.owned_bytes[base];
+      std::vector<uint8_t>& u = w.owned_bytes[base + 1];
+      L.exp_gate_b.resize(size_t(E * F));
+      L.exp_up_b.resize(size_t(E * F));
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t f = 0; f < F; ++f) {
+          std::copy_n(gu.data() + ((e * 2 * F) + 2 * f) * rb, rb, g.data() + (e * F + f) * rb);
+          std::copy_n(gu.data() + ((e * 2 * F) + 2 * f + 1) * rb, rb, u.data() + (e * F + f) * rb);
+          L.exp_gate_b[size_t(e * F + f)] = gub[size_t(e * 2 * F + 2 * f)];
+          L.exp_up_b[size_t(e * F + f)] = gub[size_t(e * 2 * F + 2 * f + 1)];
+        }
+      L.exp_gate = mxfp4_views(g, F, D);
+      L.exp_up = mxfp4_views(u, F, D);
+      L.exp_down = mxfp4_views(w.owned_bytes[base + 2], D, F);
+      return;
+    }
     const std::vector<float> gu = floats(x + "gate_up_proj", {E, D, 2 * F});
     const std::vector<float> gub = floats(x + "gate_up_proj_bias", {E, 2 * F});
     const std::vector<float> dn = floats(x + "down_proj", {E, F, D});

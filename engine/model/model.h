@@ -169,6 +169,9 @@ struct ModelWeights {
   // Float32 copies the views above may point into, where the stored layout is not the engine's
   // (a Hugging Face gpt-oss checkpoint's experts: x @ W with gate and up interleaved).
   std::vector<std::vector<float>> owned;
+  // Bytes the views may point into: a checkpoint's MXFP4-packed experts, repacked into GGUF's
+  // block layout.
+  std::vector<std::vector<uint8_t>> owned_bytes;
   const QuantMatrix& lm_head() const { return output.empty() ? tok_embd : output; }
   // The per-pair factors for a backend holding up to `context` positions: LongRoPE's long
   // factors when the context exceeds the original one (llama.cpp's rule: n_ctx > n_ctx_orig),

@@ -23,6 +23,11 @@ Cases:
                       tokenizer's (padding rows), Qwen2 tokenizer with ChatML.
   qwen3_f32           qwen3 (Q/K norms, head_dim apart from the width), F32, tied.
   gpt_oss_bf16        gpt_oss (sinks, unpacked experts, YaRN, alternating windows), BF16.
+  gpt_oss_mxfp4       the gpt_oss case with its experts MXFP4-packed as the released
+                      checkpoints ship them (*_blocks / *_scales U8, quantization_config mxfp4):
+                      the values come from gguf-py's MXFP4 quantizer, are packed in HF's nibble
+                      order and checked against transformers' convert_moe_packed_tensors; the HF
+                      model runs on those values (other weights BF16).
   phi3_bf16           Phi3ForCausalLM: fused qkv_proj and gate_up_proj, LongRoPE (long and
                       short factors, partial rotary 0.5, original context 64 of 256: every
                       prompt is shorter, so transformers runs the short factors; the attention
@@ -234,6 +239,12 @@ CASES = [
          n_expert_used=2,
          rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                        "truncate": False, "original_max_position_embeddings": 64}),
+    dict(name="gpt_oss_mxfp4", family="gpt_oss", tokenizer="qwen2", dtype="bfloat16", shard=None,
+         d=32, n_head=4, n_head_kv=2, head_dim=16, n_ff=32, n_layer=2, n_ctx=2048,
+         theta=150000.0, eps=1e-5, tied=False, pad_vocab=0, seed=50, window=8, n_expert=4,
+         n_expert_used=2, mxfp4=True,
+         rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                       "truncate": False, "original_max_position_embeddings": 64}),
     dict(name="phi3_bf16", family="phi3", tokenizer="qwen2", dtype="bfloat16", shard=None,
          d=48, n_head=3, n_head_kv=1, n_ff=64, n_layer=2, n_ctx=256, theta=10000.0, eps=1e-5,
          tied=False, pad_vocab=0, seed=45, window=12,
@@ -343,6 +354,52 @@ def random_state(model, seed: int, norm_offset: float = 0.0) -> dict:
             a = 0.3 * rng.standard_normal(shape)
         out[name] = torch.from_numpy(a.astype(np.float32))
     return out
+
+
+def mxfp4_pack(w: torch.Tensor):
+    """An expert tensor in HF's x @ W layout (E, in, out) as MXFP4: gguf-py quantizes each output
+    row's inputs in blocks of 32; the blocks are rewritten in HF's packing (element 2j in the low
+    nibble of byte j, 2j + 1 in the high one; scales apart) and checked against transformers'
+    own unpacker. Returns ({"_blocks": .., "_scales": ..}, the values, (E, in, out) float32)."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    rows = w.transpose(1, 2).contiguous().numpy()  # (E, out, in)
+    E, R, C = rows.shape
+    q = gguf.quants.quantize(rows.reshape(E * R, C), QT.MXFP4).reshape(E, R, C // 32, 17)
+    scales = q[..., 0].copy()
+    qs = q[..., 1:]
+    codes = np.concatenate([qs & 0x0F, qs >> 4], -1)  # GGUF: element j low, j + 16 high
+    blocks = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+    values = gguf.quants.dequantize(q.reshape(E * R, -1), QT.MXFP4).reshape(E, R, C)
+    mine = torch.from_numpy(values.astype(np.float32)).transpose(1, 2).contiguous()
+    theirs = convert_moe_packed_tensors(torch.from_numpy(blocks), torch.from_numpy(scales),
+                                        dtype=torch.float32)
+    assert torch.equal(theirs, mine), "HF's unpacker reads other values"
+    return {"_blocks": torch.from_numpy(blocks), "_scales": torch.from_numpy(scales)}, mine
+
+
+def write_packed_experts(ck: pathlib.Path, packed: dict) -> None:
+    """model.safetensors with the experts replaced by *_blocks / *_scales (the unpacked
+    checkpoint is kept in unpacked/ for transformers' read-back) and config.json's
+    quantization_config as the released checkpoints have it."""
+    from safetensors.torch import load_file, save_file
+    un = ck / "unpacked"
+    un.mkdir()
+    for f in ("config.json", "model.safetensors", "generation_config.json"):
+        shutil.copy(ck / f, un / f)
+    for f in ck.glob("tokenizer*"):
+        shutil.copy(f, un / f.name)
+    t = load_file(ck / "model.safetensors")
+    for name, parts in packed.items():
+        del t[name]
+        for suffix, a in parts.items():
+            t[name + suffix] = a.contiguous()
+    save_file(t, ck / "model.safetensors", metadata={"format": "pt"})
+    cfg = json.loads((ck / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "mxfp4",
+                                  "modules_to_not_convert": ["model.layers.*.self_attn",
+                                                             "model.layers.*.mlp.router",
+                                                             "model.embed_tokens", "lm_head"]}
+    (ck / "config.json").write_text(json.dumps(cfg, indent=2))
 
 
 def sha256_file(path: pathlib.Path) -> str:
@@ -456,6 +513,11 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
     dtype = getattr(torch, c["dtype"])
     # The stored values, back in float32: what the HF model runs with.
     state = {k: v.to(dtype).to(torch.float32) for k, v in state.items()}
+    packed = {}
+    if c.get("mxfp4"):
+        for k in [k for k in state if k.endswith("experts.gate_up_proj") or
+                  k.endswith("experts.down_proj")]:
+            packed[k], state[k] = mxfp4_pack(state[k])
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not [k for k in missing if "rotary_emb" not in k] and not unexpected
     if c["tied"]:
@@ -472,13 +534,18 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
     save_kw = {"max_shard_size": c["shard"]} if c["shard"] else {}
     model.to(dtype).save_pretrained(ck, **save_kw)
     fast.save_pretrained(ck)
+    if packed:
+        write_packed_experts(ck, packed)
     if c["shard"]:
         assert (ck / "model.safetensors.index.json").exists(), "expected shards"
     else:
         assert (ck / "model.safetensors").exists()
 
-    # Read back by transformers itself (its loader, its config keys).
-    back = transformers.AutoModelForCausalLM.from_pretrained(ck, dtype=torch.float32).eval()
+    # Read back by transformers itself (its loader, its config keys); the packed experts have
+    # their own check (mxfp4_pack), so that model reads the unpacked copy kept aside.
+    back = transformers.AutoModelForCausalLM.from_pretrained(
+        ck if not packed else ck / "unpacked", dtype=torch.float32).eval()
+    shutil.rmtree(ck / "unpacked", ignore_errors=True)
     back_tok = transformers.AutoTokenizer.from_pretrained(ck)
     prompts, logits = [], []
     for text, ids0, lg0 in zip(PROMPTS, ref_ids, ref):
@@ -505,7 +572,7 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
         "params": {k: v for k, v in c.items() if k != "name"},
         "n_vocab": n_vocab, "tokenizer_vocab": n_tok, "dtype": c["dtype"],
         "shards": sorted(p.name for p in ck.glob("*.safetensors")),
-        "files": {p.name: sha256_file(p) for p in sorted(ck.iterdir())},
+        "files": {p.name: sha256_file(p) for p in sorted(ck.iterdir()) if p.is_file()},
         "logits_file": bin_path.name, "logits_sha256": sha256_file(bin_path),
         "prompts": prompts, "chat_text": chat_text,
         "argmax": [[int(x) for x in lg.argmax(-1)] for lg in logits],
