@@ -169,10 +169,13 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     cfg["attn_softcap"] = static_cast<double>(c.attn_softcap);
     cfg["final_softcap"] = static_cast<double>(c.final_softcap);
     cfg["rope_theta_local"] = static_cast<double>(c.rope_theta_local);
-    if (c.rope_scaling == RopeScalingType::kYarn) {
+    if (c.rope_scaling == RopeScalingType::kYarn || c.long_rope) {
       cfg["rope_scale_factor"] = static_cast<double>(c.rope_scale_factor);
       cfg["rope_orig_ctx"] = c.rope_orig_ctx;
     }
+    // phi3's LongRoPE: short / long per-pair factors chosen by the context, cos/sin factor.
+    cfg["long_rope"] = c.long_rope;
+    cfg["rope_attn_factor"] = static_cast<double>(c.rope_attn_factor);
     // gpt-oss: learned sink logits per layer and head (score units), experts.
     cfg["attn_sinks"] = c.attn_sinks;
     if (c.attn_sinks) {
@@ -235,14 +238,20 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   row("qkv bias") << (c.qkv_bias ? "yes" : "no") << "\n";
   row("q/k norm") << (c.qk_norm ? "yes (per head, before rope)" : "no") << "\n";
   row("tied embeddings") << (c.tied_embeddings ? "yes" : "no") << "\n";
+  if (c.long_rope)
+    row("rope (LongRoPE)") << "short factors up to " << c.rope_orig_ctx
+                           << " positions of context, long beyond; attention factor "
+                           << c.rope_attn_factor << "\n";
+  // The model's own windows and sinks, whatever the family (none is said as such).
+  if (c.sliding_window > 0) {
+    row("layer windows") << "local " << c.sliding_window << " tokens on layers "
+                         << layer_list(c, true) << "; global on " << layer_list(c, false)
+                         << "\n";
+  } else {
+    row("layer windows") << "none (every layer global)\n";
+  }
+  if (!c.attn_sinks) row("learned sinks") << "none\n";
   if (c.gemma) {
-    if (c.sliding_window > 0) {
-      row("layer windows") << "local " << c.sliding_window << " tokens on layers "
-                           << layer_list(c, true) << "; global on " << layer_list(c, false)
-                           << "\n";
-    } else {
-      row("layer windows") << "none (every layer global)\n";
-    }
     if (c.rope_theta_local > 0)
       row("rope (local)") << std::defaultfloat << "theta " << c.rope_theta_local
                           << ", no scaling\n";
@@ -258,10 +267,6 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
                      << "\n";
   }
   if (c.gpt_oss) {
-    if (c.sliding_window > 0)
-      row("layer windows") << "local " << c.sliding_window << " tokens on layers "
-                           << layer_list(c, true) << "; global on " << layer_list(c, false)
-                           << "\n";
     row("experts") << c.n_expert << ", " << c.n_expert_used << " used per token (clamped SwiGLU, "
                    << "alpha " << c.swiglu_alpha << ", limit " << c.swiglu_limit << ")\n";
   }

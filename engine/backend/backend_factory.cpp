@@ -75,6 +75,17 @@ bool cuda_memory_info(uint64_t* free_bytes, uint64_t* total_bytes, std::string* 
 #endif
 }
 
+std::string cuda_unsupported_reason(const ModelConfig& c) {
+  if (!c.gemma && !c.gpt_oss)
+    for (int l = 0; l < c.n_layer; ++l)
+      if (c.layer_window(l) > 0)
+        return c.architecture + "'s own sliding window (" + std::to_string(c.sliding_window) +
+               " tokens) is not applied by the CUDA backend yet";
+  if (c.long_rope)
+    return c.architecture + "'s LongRoPE factors are not applied by the CUDA backend yet";
+  return {};
+}
+
 std::unique_ptr<Backend> make_backend(std::shared_ptr<const Model> model,
                                       const BackendOptions& options, BackendKind kind,
                                       std::string* note) {
@@ -91,6 +102,12 @@ std::unique_ptr<Backend> make_backend(std::shared_ptr<const Model> model,
     return make_cpu_backend(std::move(model), options);
   }
 #ifdef SINKSCOPE_HAVE_CUDA
+  if (const std::string unsupported = cuda_unsupported_reason(model->config());
+      !unsupported.empty()) {
+    if (kind == BackendKind::kCuda) throw BackendError("CUDA backend: " + unsupported);
+    if (note) *note = "cpu backend (" + unsupported + ")";
+    return make_cpu_backend(std::move(model), options);
+  }
   if (kind == BackendKind::kCuda) {
     auto be = make_cuda_backend(model, options);
     if (note) *note = "cuda backend on " + be->device_name() + " (requested)";

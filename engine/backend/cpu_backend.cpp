@@ -22,7 +22,9 @@ class CpuBackend final : public Backend {
         m_qmode(opt.decode_products) {
     const ModelConfig& c = m_model->config();
     m_max_context = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
-    m_rope = RopeTable(c, m_model->weights().rope_freqs);
+    // LongRoPE (phi3): long factors for a context past the original one, as llama.cpp picks
+    // them from n_ctx (HF switches per forward by the sequence length so far).
+    m_rope = RopeTable(c, m_model->weights().rope_factors_for(m_max_context, c.rope_orig_ctx));
     if (c.rope_theta_local > 0) {
       // Local layers of their own RoPE (gemma3): base rope_theta_local, never scaled.
       ModelConfig lc = c;

@@ -2,6 +2,7 @@
 #include "engine/format/hf_checkpoint.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -10,8 +11,10 @@
 #include "engine/util/json_io.h"
 #include "engine/util/sha256.h"
 #include "engine/format/testmodel.h"
+#include "engine/format/hf_config_reader.h"
 
 namespace sinkscope {
+using namespace hf_detail;
 namespace {
 
 namespace fs = std::filesystem;
@@ -51,48 +54,6 @@ Json parse_object(const std::string& text, const std::string& file) {
   return j;
 }
 
-class ConfigReader {
- public:
-  ConfigReader(const Json& j, std::string file) : m_j(j), m_file(std::move(file)) {}
-  [[noreturn]] void fail(const std::string& what) const { throw ModelError(m_file + ": " + what); }
-  bool has(const char* key) const {
-    auto it = m_j.find(key);
-    return it != m_j.end() && !it->is_null();
-  }
-  int get_int(const char* key) const {
-    if (!has(key)) fail(std::string("missing key '") + key + "'");
-    return positive(key, m_j.at(key));
-  }
-  int get_int_or(const char* key, int fallback) const { return has(key) ? get_int(key) : fallback; }
-  double get_float_or(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    const Json& v = m_j.at(key);
-    if (!v.is_number()) fail(std::string("'") + key + "' is not a number");
-    return v.get<double>();
-  }
-  bool get_bool_or(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const Json& v = m_j.at(key);
-    if (!v.is_boolean()) fail(std::string("'") + key + "' is not true or false");
-    return v.get<bool>();
-  }
-  std::string get_string_or(const char* key, std::string fallback) const {
-    if (!has(key)) return fallback;
-    const Json& v = m_j.at(key);
-    if (!v.is_string()) fail(std::string("'") + key + "' is not a string");
-    return v.get<std::string>();
-  }
-  int positive(const std::string& key, const Json& v) const {
-    if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > (int64_t(1) << 30))
-      fail("'" + key + "' = " + v.dump() + " is not an integer in 1 .. 2^30");
-    return int(v.get<int64_t>());
-  }
-  const Json& json() const { return m_j; }
-
- private:
-  const Json& m_j;
-  std::string m_file;
-};
 
 }  // namespace
 
@@ -108,6 +69,7 @@ fs::path hf_checkpoint_dir(const fs::path& path) {
 
 namespace {
 
+
 ModelConfig read_hf_config_json(const std::string& text, const std::string& file) {
   const Json j = parse_object(text, file);
   const ConfigReader r(j, file);
@@ -120,9 +82,18 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
     c.architecture = type;
   } else if (type == "gpt_oss") {
     c.architecture = "gpt-oss";
+  } else if (type == "phi3") {
+    c.architecture = "phi3";
+  } else if (type == "gemma2" || type == "gemma3_text") {
+    c.architecture = type == "gemma2" ? "gemma2" : "gemma3";
+  } else if (type == "gemma3") {
+    r.fail("model_type 'gemma3' (Gemma3ForConditionalGeneration, text and vision) is not "
+           "supported: SinkScope reads the text model, model_type 'gemma3_text' "
+           "(Gemma3ForCausalLM)");
   } else {
     r.fail("model_type '" + type +
-           "' is not supported (supported: llama, mistral, qwen2, qwen3, gpt_oss)");
+           "' is not supported (supported: llama, mistral, qwen2, qwen3, gpt_oss, phi3, gemma2, "
+           "gemma3_text)");
   }
   const bool gpt_oss = c.architecture == "gpt-oss";
   c.name = r.get_string_or("_name_or_path", "");
@@ -175,20 +146,20 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
     }
   }
 
-  const std::string act = r.get_string_or("hidden_act", "silu");
-  if (act != "silu") r.fail("hidden_act '" + act + "' is not supported (silu)");
+  const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
+  if (gemma) {
+    read_hf_gemma(r, c);
+  } else {
+    const std::string act = r.get_string_or("hidden_act", "silu");
+    if (act != "silu") r.fail("hidden_act '" + act + "' is not supported (silu)");
+  }
   if (c.architecture != "qwen2" && !gpt_oss && r.get_bool_or("attention_bias", false))
     r.fail("attention_bias true (biases on q/k/v/o_proj) is not supported for " + type);
   if (r.get_bool_or("mlp_bias", false)) r.fail("mlp_bias true is not supported");
-  // The engine attends over the whole context: a model trained with a sliding window would be
-  // run wrongly beyond it, so it is refused rather than approximated.
-  const bool sliding = gpt_oss ? false
-                      : c.architecture == "llama" ? r.has("sliding_window")
-                                                  : r.get_bool_or("use_sliding_window", false);
-  if (sliding)
-    r.fail("sliding_window attention is not supported yet (set for this " + type + " model)");
+  read_hf_window(r, type, c);
 
-  // RoPE: transformers 4 writes rope_theta and rope_scaling, transformers 5 rope_parameters.
+  // RoPE: transformers 4 writes rope_theta and rope_scaling, transformers 5 rope_parameters
+  // (Gemma: one entry per layer type; the full layers' is the model's RoPE).
   const Json* rope = nullptr;
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     auto it = j.find(key);
@@ -197,12 +168,29 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
       break;
     }
   }
+  if (rope && rope->contains("full_attention") && (*rope)["full_attention"].is_object()) {
+    if (gemma) read_hf_gemma_local_rope(r, *rope, c);
+    rope = &(*rope)["full_attention"];
+  } else if (gemma && c.architecture == "gemma3" && c.sliding_window > 0) {
+    // transformers 4: the local layers' base is rope_local_base_freq (default 10000).
+    c.rope_theta_local = float(r.get_float_or("rope_local_base_freq", 10000.0));
+  }
   double theta = 10000.0;
   if (rope && rope->contains("rope_theta") && (*rope)["rope_theta"].is_number())
     theta = (*rope)["rope_theta"].get<double>();
   theta = r.get_float_or("rope_theta", theta);
   if (!(theta > 0)) r.fail("rope_theta must be > 0");
   c.rope_theta = float(theta);
+  // Partial rotary (Phi-4-mini's 0.75): only the first rope_dim values of each head rotate.
+  double partial = r.get_float_or("partial_rotary_factor", 1.0);
+  if (rope && rope->contains("partial_rotary_factor") &&
+      (*rope)["partial_rotary_factor"].is_number())
+    partial = (*rope)["partial_rotary_factor"].get<double>();
+  if (!(partial > 0 && partial <= 1)) r.fail("partial_rotary_factor must be in (0, 1]");
+  c.rope_dim = int(c.head_dim * partial);
+  if (c.rope_dim < 2 || c.rope_dim % 2 != 0)
+    r.fail("partial_rotary_factor " + std::to_string(partial) + " gives " +
+           std::to_string(c.rope_dim) + " rotated dims per head (must be even and >= 2)");
   std::string scaling = "default";
   if (rope) {
     for (const char* key : {"rope_type", "type"}) {
@@ -249,9 +237,11 @@ ModelConfig read_hf_config_json(const std::string& text, const std::string& file
       c.yarn_beta_slow = rope_float("beta_slow");
     c.yarn_truncate = !(rope->contains("truncate") && (*rope)["truncate"].is_boolean())
                           ? true : (*rope)["truncate"].get<bool>();
+  } else if (scaling == "longrope" || (type == "phi3" && scaling == "su")) {
+    read_hf_longrope(r, *rope, c);
   } else {
     r.fail("rope scaling '" + scaling +
-           "' is not supported (supported: default, linear, llama3, yarn)");
+           "' is not supported (supported: default, linear, llama3, yarn, longrope)");
   }
   return c;
 }
@@ -278,6 +268,16 @@ std::vector<float> hf_rope_freqs(const Json& j, const ModelConfig& c) {
   return llama3_rope_factors(c.rope_dim, c.rope_theta, c.rope_scale_factor,
                              float(rope["low_freq_factor"].get<double>()),
                              float(rope["high_freq_factor"].get<double>()), c.rope_orig_ctx);
+}
+
+// LongRoPE's factor sets from config.json (checked by read_hf_longrope).
+void hf_long_rope(const Json& j, ModelWeights& w) {
+  const Json& rope = j.contains("rope_scaling") && j["rope_scaling"].is_object()
+                         ? j["rope_scaling"]
+                         : j["rope_parameters"];
+  for (const double v : rope["long_factor"]) w.rope_factors_long.push_back(float(v));
+  for (const double v : rope["short_factor"]) w.rope_factors_short.push_back(float(v));
+  w.rope_freqs = w.rope_factors_short;
 }
 
 // Opens the shards: model.safetensors.index.json's, else model.safetensors.
@@ -439,6 +439,14 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
     return q;
   };
 
+  // Rows [first, first + n) of a projection, as a view (fused tensors split without copies).
+  auto rows_of = [](const QuantMatrix& all, int64_t first, int64_t n) {
+    QuantMatrix q = all;
+    q.rows = n;
+    q.data = all.data + uint64_t(first) * all.row_bytes;
+    return q;
+  };
+
   ModelWeights& w = parts.weights;
   const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
   // A whole tensor as float32.
@@ -451,15 +459,82 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
   // gpt-oss experts as transformers stores them: gate_up_proj (E, D, 2F) multiplied as x @ W
   // with gate and up in the even and odd columns, down_proj (E, F, D), biases (E, 2F) / (E, D).
   // Rewritten once into the engine's (out, in) rows per expert, float32, held by the weights.
+  // MXFP4-packed experts as the released gpt-oss checkpoints store them: *_blocks (E, rows,
+  // cols/32, 16) U8 and *_scales (E, rows, cols/32) U8, row r the output feature (gate_up: gate
+  // on even rows, up on odd), each block 32 inputs with element 2j in the low nibble of byte j
+  // and 2j+1 in the high one, value E2M1(code) * 2^(scale - 127) (transformers'
+  // convert_moe_packed_tensors). Repacked once into GGUF's MXFP4 blocks ({e, qs[16]}, element j
+  // low and j + 16 high nibble of qs[j]) so the GGUF path's decoder and products read them.
+  auto packed = [&](const std::string& base, int64_t rows, int64_t cols) {
+    const SafetensorsTensor* b = find(base + "_blocks", false);
+    const SafetensorsTensor* s = find(base + "_scales", false);
+    const int64_t E = c.n_expert, G = cols / 32;
+    if (cols % 32 != 0)
+      throw ModelError(dir.string() + ": tensor '" + base + "_blocks': " + std::to_string(cols) +
+                       " inputs are not whole MXFP4 blocks of 32");
+    const std::vector<int64_t> want_b = {E, rows, G, 16}, want_s = {E, rows, G};
+    for (const auto& [t, want] : {std::make_pair(b, want_b), std::make_pair(s, want_s)}) {
+      if (t->dtype != "U8")
+        throw ModelError(where(*t) + ": tensor '" + t->name + "' has dtype " + t->dtype +
+                         ", expected U8 (packed MXFP4)");
+      if (t->shape != want)
+        throw ModelError(where(*t) + ": tensor '" + t->name + "' has shape " +
+                         dims_str(t->shape) + ", expected " + dims_str(want));
+    }
+    std::vector<uint8_t> out(size_t(E * rows * G * 17));
+    for (int64_t blk = 0; blk < E * rows * G; ++blk) {
+      const uint8_t* in = b->data + blk * 16;
+      uint8_t* o = out.data() + blk * 17;
+      o[0] = s->data[blk];
+      auto code = [&](int k) { return (k & 1) ? in[k >> 1] >> 4 : in[k >> 1] & 0x0F; };
+      for (int j = 0; j < 16; ++j) o[1 + j] = uint8_t(code(j) | (code(j + 16) << 4));
+    }
+    return out;
+  };
+  // One (rows_all, cols) MXFP4 view per expert into an (E, rows_all, cols) block tensor.
+  auto mxfp4_views = [&](const std::vector<uint8_t>& all, int64_t rows_all, int64_t cols) {
+    std::vector<QuantMatrix> out(static_cast<size_t>(c.n_expert));
+    for (int64_t e = 0; e < c.n_expert; ++e) {
+      QuantMatrix& q = out[size_t(e)];
+      q.type = GgmlType::kMXFP4;
+      q.cols = cols;
+      q.rows = rows_all;
+      q.row_bytes = ggml_row_bytes(GgmlType::kMXFP4, cols);
+      q.data = all.data() + uint64_t(e) * uint64_t(rows_all) * q.row_bytes;
+    }
+    return out;
+  };
   auto load_experts = [&](const std::string& p, LayerWeights& L) {
     const int64_t E = c.n_expert;
     const std::string x = p + "mlp.experts.";
-    if (find(x + "gate_up_proj_blocks", true) || find(x + "down_proj_blocks", true))
-      throw ModelError(dir.string() + ": tensor '" + x +
-                       "gate_up_proj_blocks': MXFP4-packed experts are not read from safetensors "
-                       "(convert the checkpoint to GGUF with llama.cpp's convert_hf_to_gguf.py)");
     L.router = mat(p + "mlp.router.weight", E, D);
     L.router_bias = vec(p + "mlp.router.bias", E);
+    if (find(x + "gate_up_proj_blocks", true) || find(x + "down_proj_blocks", true)) {
+      const std::vector<float> gub = floats(x + "gate_up_proj_bias", {E, 2 * F});
+      L.exp_down_b = floats(x + "down_proj_bias", {E, D});
+      const std::vector<uint8_t> gu = packed(x + "gate_up_proj", 2 * F, D);
+      // Gate rows (even) and up rows (odd) into two tensors of F rows per expert.
+      const uint64_t rb = ggml_row_bytes(GgmlType::kMXFP4, D);
+      const size_t base = w.owned_bytes.size();
+      w.owned_bytes.emplace_back(size_t(E * F) * rb);
+      w.owned_bytes.emplace_back(size_t(E * F) * rb);
+      w.owned_bytes.push_back(packed(x + "down_proj", D, F));
+      std::vector<uint8_t>& g = w.owned_bytes[base];
+      std::vector<uint8_t>& u = w.owned_bytes[base + 1];
+      L.exp_gate_b.resize(size_t(E * F));
+      L.exp_up_b.resize(size_t(E * F));
+      for (int64_t e = 0; e < E; ++e)
+        for (int64_t f = 0; f < F; ++f) {
+          std::copy_n(gu.data() + ((e * 2 * F) + 2 * f) * rb, rb, g.data() + (e * F + f) * rb);
+          std::copy_n(gu.data() + ((e * 2 * F) + 2 * f + 1) * rb, rb, u.data() + (e * F + f) * rb);
+          L.exp_gate_b[size_t(e * F + f)] = gub[size_t(e * 2 * F + 2 * f)];
+          L.exp_up_b[size_t(e * F + f)] = gub[size_t(e * 2 * F + 2 * f + 1)];
+        }
+      L.exp_gate = mxfp4_views(g, F, D);
+      L.exp_up = mxfp4_views(u, F, D);
+      L.exp_down = mxfp4_views(w.owned_bytes[base + 2], D, F);
+      return;
+    }
     const std::vector<float> gu = floats(x + "gate_up_proj", {E, D, 2 * F});
     const std::vector<float> gub = floats(x + "gate_up_proj_bias", {E, 2 * F});
     const std::vector<float> dn = floats(x + "down_proj", {E, F, D});
@@ -501,33 +576,58 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
     L.exp_up = views(u, F, D);
     L.exp_down = views(d, D, F);
   };
+  // Gemma's RMSNorm multiplies by 1 + w: its gains are read as 1 + w (as llama.cpp's converter
+  // writes them), the engine's ordinary gain.
+  auto gain = [&](const std::string& name, int64_t n) {
+    std::vector<float> g = vec(name, n);
+    if (c.gemma)
+      for (float& x : g) x += 1.0f;
+    return g;
+  };
   w.tok_embd = mat("model.embed_tokens.weight", V, D);
   tick();
-  w.output_norm = vec("model.norm.weight", D);
+  w.output_norm = gain("model.norm.weight", D);
   // Tied models may still store lm_head.weight (a copy); the embedding stands in either way.
   if (!c.tied_embeddings) w.output = mat("lm_head.weight", V, D);
   tick();
   w.rope_freqs = hf_rope_freqs(config, c);
+  if (c.long_rope) hf_long_rope(config, w);
   tick();
   w.layers.resize(size_t(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[size_t(l)];
-    L.attn_norm = vec(p + "input_layernorm.weight", D);
-    L.wq = mat(p + "self_attn.q_proj.weight", Q, D);
-    L.wk = mat(p + "self_attn.k_proj.weight", KV, D);
-    L.wv = mat(p + "self_attn.v_proj.weight", KV, D);
+    L.attn_norm = gain(p + "input_layernorm.weight", D);
+    if (c.architecture == "phi3") {
+      // Phi3's fused qkv_proj (Q, then K, then V rows): three row views of one tensor.
+      const QuantMatrix qkv = mat(p + "self_attn.qkv_proj.weight", Q + 2 * KV, D);
+      L.wq = rows_of(qkv, 0, Q);
+      L.wk = rows_of(qkv, Q, KV);
+      L.wv = rows_of(qkv, Q + KV, KV);
+    } else {
+      L.wq = mat(p + "self_attn.q_proj.weight", Q, D);
+      L.wk = mat(p + "self_attn.k_proj.weight", KV, D);
+      L.wv = mat(p + "self_attn.v_proj.weight", KV, D);
+    }
     if (c.qkv_bias) {
       L.bq = vec(p + "self_attn.q_proj.bias", Q);
       L.bk = vec(p + "self_attn.k_proj.bias", KV);
       L.bv = vec(p + "self_attn.v_proj.bias", KV);
     }
     if (c.qk_norm) {
-      L.q_norm = vec(p + "self_attn.q_norm.weight", c.head_dim);
-      L.k_norm = vec(p + "self_attn.k_norm.weight", c.head_dim);
+      L.q_norm = gain(p + "self_attn.q_norm.weight", c.head_dim);
+      L.k_norm = gain(p + "self_attn.k_norm.weight", c.head_dim);
     }
     L.wo = mat(p + "self_attn.o_proj.weight", D, Q);
-    L.ffn_norm = vec(p + "post_attention_layernorm.weight", D);
+    if (c.gemma) {
+      // Gemma: post_attention_layernorm normalises the attention's output; the FFN has a pre-
+      // and a post-norm.
+      L.attn_post_norm = gain(p + "post_attention_layernorm.weight", D);
+      L.ffn_norm = gain(p + "pre_feedforward_layernorm.weight", D);
+      L.ffn_post_norm = gain(p + "post_feedforward_layernorm.weight", D);
+    } else {
+      L.ffn_norm = vec(p + "post_attention_layernorm.weight", D);
+    }
     if (c.gpt_oss) {
       L.bo = vec(p + "self_attn.o_proj.bias", D);
       L.sinks = vec(p + "self_attn.sinks", c.n_head);
@@ -535,8 +635,15 @@ HfModelParts load_parts(const fs::path& dir, const std::function<void(LoadProgre
       tick();
       continue;
     }
-    L.w_gate = mat(p + "mlp.gate_proj.weight", F, D);
-    L.w_up = mat(p + "mlp.up_proj.weight", F, D);
+    if (c.architecture == "phi3") {
+      // Phi3MLP's gate_up_proj: the gate's F rows, then the up projection's (chunk(2) order).
+      const QuantMatrix gu = mat(p + "mlp.gate_up_proj.weight", 2 * F, D);
+      L.w_gate = rows_of(gu, 0, F);
+      L.w_up = rows_of(gu, F, F);
+    } else {
+      L.w_gate = mat(p + "mlp.gate_proj.weight", F, D);
+      L.w_up = mat(p + "mlp.up_proj.weight", F, D);
+    }
     L.w_down = mat(p + "mlp.down_proj.weight", D, F);
     tick();
   }

@@ -90,6 +90,21 @@ void read_gpt_oss_config(const GgufFile& f, const std::string& a, ModelConfig& c
   c.yarn_truncate = false;
 }
 
+// The window of a family whose every layer is local when it has one (llama / Mistral, qwen2,
+// phi3: attention.sliding_window, as transformers applies config.sliding_window to every layer;
+// 0 or absent: none). llama.cpp ignores the key for these architectures (for phi3 it warns and
+// disables it); SinkScope follows the HF model the file was converted from.
+void read_uniform_window(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const std::string key = a + "attention.sliding_window";
+  if (!f.has(key)) return;
+  const int64_t v = f.get_int(key);
+  if (v < 0 || v > (int64_t(1) << 30))
+    throw ModelError(f.path() + ": metadata '" + key + "' = " + std::to_string(v) +
+                     " is out of range (0 .. 2^30)");
+  c.sliding_window = int(v);
+  c.swa_pattern = 0;  // every layer
+}
+
 }  // namespace
 
 const char* model_format_name(ModelFormat f) {
@@ -107,6 +122,7 @@ std::string architecture_family(const std::string& architecture) {
   if (architecture == "gemma2") return "Gemma 2";
   if (architecture == "gemma3") return "Gemma 3";
   if (architecture == "gpt-oss") return "gpt-oss";
+  if (architecture == "phi3") return "Phi-3";
   return architecture;
 }
 
@@ -116,10 +132,11 @@ ModelConfig read_model_config(const GgufFile& f) {
   if (c.architecture.empty())
     throw ModelError(f.path() + ": missing metadata key 'general.architecture'");
   if (c.architecture != "llama" && c.architecture != "qwen2" && c.architecture != "qwen3" &&
-      c.architecture != "gemma2" && c.architecture != "gemma3" && c.architecture != "gpt-oss")
+      c.architecture != "gemma2" && c.architecture != "gemma3" && c.architecture != "gpt-oss" &&
+      c.architecture != "phi3")
     throw ModelError(f.path() + ": architecture '" + c.architecture +
                      "' is not supported (supported: llama, qwen2, qwen3, gemma2, gemma3, "
-                     "gpt-oss)");
+                     "gpt-oss, phi3)");
   const std::string a = c.architecture + ".";
   auto req = [&](const std::string& k) {
     if (!f.has(a + k)) throw ModelError(f.path() + ": missing metadata key '" + a + k + "'");
@@ -160,6 +177,15 @@ ModelConfig read_model_config(const GgufFile& f) {
   c.qk_norm = c.architecture == "qwen3" || gemma3;
   if (gemma2 || gemma3) read_gemma_config(f, a, c);
   if (c.architecture == "gpt-oss") read_gpt_oss_config(f, a, c);
+  if (!c.gemma && !c.gpt_oss && c.architecture != "qwen3") read_uniform_window(f, a, c);
+  // LongRoPE (phi3): cos and sin times rope.scaling.attn_factor (the converter's
+  // sqrt(1 + ln(s) / ln(orig)), s = context_length / original_context_length).
+  c.rope_attn_factor = float(f.get_float_or(a + "rope.scaling.attn_factor", 1.0));
+  if (!(c.rope_attn_factor > 0) || !std::isfinite(c.rope_attn_factor))
+    throw ModelError(f.path() + ": metadata '" + a + "rope.scaling.attn_factor' = " +
+                     std::to_string(c.rope_attn_factor) + " must be > 0");
+  c.long_rope = f.find_tensor("rope_factors_long.weight") != nullptr ||
+                f.find_tensor("rope_factors_short.weight") != nullptr;
 
   const std::string scaling = f.get_string_or(a + "rope.scaling.type", "none");
   if (scaling == "none" || scaling.empty()) {
@@ -265,6 +291,14 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
     return q;
   };
 
+  // Rows [first, first + n) of a projection, as a view (fused tensors split without copies).
+  auto rows_of = [](const QuantMatrix& all, int64_t first, int64_t n) {
+    QuantMatrix q = all;
+    q.rows = n;
+    q.data = all.data + uint64_t(first) * all.row_bytes;
+    return q;
+  };
+
   ModelWeights& w = m->m_weights;
   const int64_t D = c.n_embd, Q = c.q_dim(), KV = c.kv_dim(), F = c.n_ff, V = c.n_vocab;
   w.tok_embd = quant("token_embd.weight", {D, V});
@@ -273,15 +307,39 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   w.output = quant("output.weight", {D, V}, /*optional=*/true);
   tick();
   w.rope_freqs = load("rope_freqs.weight", {c.rope_dim / 2}, /*optional=*/true);
+  if (c.long_rope) {
+    // phi3 LongRoPE: both sets are needed (which one runs depends on the backend's context).
+    if (!w.rope_freqs.empty())
+      throw ModelError(f.path() + ": has both rope_freqs.weight and rope_factors_* (one of them)");
+    w.rope_factors_long = load("rope_factors_long.weight", {c.rope_dim / 2});
+    w.rope_factors_short = load("rope_factors_short.weight", {c.rope_dim / 2});
+    if (c.rope_orig_ctx <= 0)
+      throw ModelError(f.path() + ": rope_factors_long/short need metadata key '" + c.architecture +
+                       ".rope.scaling.original_context_length'");
+    for (const auto* v : {&w.rope_factors_long, &w.rope_factors_short})
+      for (float x : *v)
+        if (!(x > 0) || !std::isfinite(x))
+          throw ModelError(f.path() + ": rope_factors_* hold a factor " + std::to_string(x) +
+                           " (each must be > 0)");
+    w.rope_freqs = w.rope_factors_short;
+  }
   tick();
   w.layers.resize(size_t(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     LayerWeights& L = w.layers[size_t(l)];
     L.attn_norm = load(p + "attn_norm.weight", {D});
-    L.wq = quant(p + "attn_q.weight", {D, Q});
-    L.wk = quant(p + "attn_k.weight", {D, KV});
-    L.wv = quant(p + "attn_v.weight", {D, KV});
+    if (f.find_tensor(p + "attn_qkv.weight")) {
+      // phi3's fused QKV: rows [0, Q) are Q, then K, then V; three row views of one tensor.
+      const QuantMatrix qkv = quant(p + "attn_qkv.weight", {D, Q + 2 * KV});
+      L.wq = rows_of(qkv, 0, Q);
+      L.wk = rows_of(qkv, Q, KV);
+      L.wv = rows_of(qkv, Q + KV, KV);
+    } else {
+      L.wq = quant(p + "attn_q.weight", {D, Q});
+      L.wk = quant(p + "attn_k.weight", {D, KV});
+      L.wv = quant(p + "attn_v.weight", {D, KV});
+    }
     if (c.qkv_bias) {
       L.bq = load(p + "attn_q.bias", {Q});
       L.bk = load(p + "attn_k.bias", {KV});
@@ -323,8 +381,15 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
       continue;
     }
     L.ffn_norm = load(p + "ffn_norm.weight", {D});
-    L.w_gate = quant(p + "ffn_gate.weight", {D, F});
-    L.w_up = quant(p + "ffn_up.weight", {D, F});
+    if (c.architecture == "phi3" && !f.find_tensor(p + "ffn_gate.weight")) {
+      // phi3's fused gate_up: ffn_up holds 2F rows, the gate's first (HF's chunk(2) order).
+      const QuantMatrix gu = quant(p + "ffn_up.weight", {D, 2 * F});
+      L.w_gate = rows_of(gu, 0, F);
+      L.w_up = rows_of(gu, F, F);
+    } else {
+      L.w_gate = quant(p + "ffn_gate.weight", {D, F});
+      L.w_up = quant(p + "ffn_up.weight", {D, F});
+    }
     L.w_down = quant(p + "ffn_down.weight", {F, D});
     if (c.gemma) L.ffn_post_norm = load(p + "post_ffw_norm.weight", {D});
     tick();

@@ -6,8 +6,9 @@
 // RMSNorm of Q and K before RoPE, head_dim given apart from the width), gemma2 and gemma3
 // (scaled embeddings, norms after attention and FFN, GeGLU, local sliding-window layers of the
 // model's own; gemma2 soft-caps attention scores and logits, gemma3 normalises Q and K and gives
-// its local layers a RoPE base of their own; GGUF only), gpt-oss (learned attention sinks,
-// mixture of experts, YaRN; GGUF or a checkpoint with unpacked experts).
+// its local layers a RoPE base of their own), gpt-oss (learned attention sinks,
+// mixture of experts, YaRN; GGUF or a checkpoint with unpacked experts), phi3 (fused QKV and
+// gate/up projections, LongRoPE with long and short factors, a sliding window on every layer).
 #pragma once
 
 #include <cmath>
@@ -34,7 +35,8 @@ class ModelError : public std::runtime_error {
 enum class RopeScalingType { kNone, kLinear, kYarn, kLlama3 };
 
 struct ModelConfig {
-  std::string architecture;  // "llama" | "qwen2" | "qwen3" | "gemma2" | "gemma3" | "gpt-oss"
+  // "llama" | "qwen2" | "qwen3" | "gemma2" | "gemma3" | "gpt-oss" | "phi3"
+  std::string architecture;
   std::string name;          // general.name
   int n_layer = 0;
   int n_embd = 0;       // model width D
@@ -71,9 +73,14 @@ struct ModelConfig {
   // The model's own sliding window (attention.sliding_window) on its local layers: a key k is
   // visible to the query at q only if k > q - sliding_window. 0: no local layers.
   int sliding_window = 0;
-  // Layer l is local iff sliding_window > 0 and l % swa_pattern < swa_pattern - 1 (llama.cpp's
-  // set_swa_pattern: gemma2 2 = alternate, local first; gemma3 6 = five local then one global).
+  // Which layers are local when sliding_window > 0: 0 = every layer (Mistral, Phi-3, a Llama /
+  // Qwen2 checkpoint with one window for all layers), else l is local iff
+  // l % swa_pattern < swa_pattern - 1 (llama.cpp's set_swa_pattern: gemma2 / gpt-oss 2 =
+  // alternate, local first; gemma3 6 = five local then one global).
   int swa_pattern = 0;
+  // Per layer, 1 = local, where the pattern above cannot say it (a Qwen2 checkpoint's
+  // layer_types: full below max_window_layers, sliding from there); empty: the pattern decides.
+  std::vector<char> local_layers;
   // RoPE of local layers (gemma3: base 10000, no scaling; the rope.scaling keys apply to the
   // global layers only). 0: local layers rotate like the global ones.
   float rope_theta_local = 0.0f;
@@ -98,10 +105,19 @@ struct ModelConfig {
   float yarn_beta_slow = 1.0f;
   bool yarn_truncate = true;
 
+  // RoPE attention factor (phi3's LongRoPE: rope.scaling.attn_factor, HF's attention_factor):
+  // cos and sin are multiplied by it, so every score scales by its square. 1 = none.
+  float rope_attn_factor = 1.0f;
+  // phi3: the weights hold rope_factors_long / _short (ModelWeights::rope_factors_for).
+  bool long_rope = false;
+
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
   bool layer_local(int layer) const {
-    return sliding_window > 0 && swa_pattern > 0 && layer % swa_pattern < swa_pattern - 1;
+    if (sliding_window <= 0) return false;
+    if (!local_layers.empty())
+      return layer >= 0 && size_t(layer) < local_layers.size() && local_layers[size_t(layer)];
+    return swa_pattern <= 0 || layer % swa_pattern < swa_pattern - 1;
   }
   // The layer's own window in positions; 0 on a global layer (sees every cached key).
   int layer_window(int layer) const { return layer_local(layer) ? sliding_window : 0; }
@@ -145,11 +161,25 @@ struct ModelWeights {
   std::vector<float> output_norm;  // (D)
   QuantMatrix output;              // (n_vocab, D); empty when tied to tok_embd
   std::vector<float> rope_freqs;   // (rope_dim/2) optional per-pair frequency factors (llama3)
+  // LongRoPE (phi3, rope_dim/2 each): frequency i is divided by factor i, as rope_freqs. The
+  // short factors serve a context up to rope_orig_ctx, the long ones a longer one; rope_freqs
+  // holds the short ones (what a backend that does not ask gets).
+  std::vector<float> rope_factors_long, rope_factors_short;
   std::vector<LayerWeights> layers;
   // Float32 copies the views above may point into, where the stored layout is not the engine's
   // (a Hugging Face gpt-oss checkpoint's experts: x @ W with gate and up interleaved).
   std::vector<std::vector<float>> owned;
+  // Bytes the views may point into: a checkpoint's MXFP4-packed experts, repacked into GGUF's
+  // block layout.
+  std::vector<std::vector<uint8_t>> owned_bytes;
   const QuantMatrix& lm_head() const { return output.empty() ? tok_embd : output; }
+  // The per-pair factors for a backend holding up to `context` positions: LongRoPE's long
+  // factors when the context exceeds the original one (llama.cpp's rule: n_ctx > n_ctx_orig),
+  // else rope_freqs.
+  const std::vector<float>& rope_factors_for(int context, int orig_ctx) const {
+    return !rope_factors_long.empty() && orig_ctx > 0 && context > orig_ctx ? rope_factors_long
+                                                                             : rope_freqs;
+  }
 };
 
 enum class ModelFormat { kGguf, kSafetensors };
@@ -205,7 +235,7 @@ class Model {
 };
 
 // The model family an architecture name stands for, for people: "Llama", "Qwen2", "Qwen3",
-// "Gemma 2", "Gemma 3".
+// "Gemma 2", "Gemma 3", "gpt-oss", "Phi-3".
 std::string architecture_family(const std::string& architecture);
 
 // Whether `path` names a Hugging Face checkpoint (a directory, or a file named config.json)

@@ -2,7 +2,8 @@
 // Rotary position embedding. Llama GGUF files store Q/K permuted so that rotation pairs are
 // adjacent elements (2i, 2i+1); Qwen2 (NeoX style) pairs i and i + d/2.
 // Frequencies: theta_i = base^(-2i/d), divided by an optional per-pair factor (Llama 3
-// rope_freqs) and positions divided by the linear scaling factor.
+// rope_freqs, LongRoPE's long or short factors) and positions divided by the linear scaling
+// factor; cos and sin carry YaRN's and LongRoPE's attention factors.
 #pragma once
 
 #include <algorithm>
@@ -27,6 +28,7 @@ class RopeTable {
       m_inv_freq[size_t(i)] = f;
     }
     if (c.rope_scaling == RopeScalingType::kYarn) yarn(c);
+    m_mscale *= double(c.rope_attn_factor);
   }
 
   // cos/sin of every rotation pair at absolute position pos (dim()/2 values each).

@@ -145,7 +145,7 @@ std::vector<TokenId> TokenizerBase::encode(std::string_view text, bool parse_spe
       out.push_back(f.id);
       after_special = true;
     } else {
-      encode_text(f.text, after_special, out);
+      encode_fragment(f.text, f.text.data() == text.data(), after_special, out);
       after_special = false;
     }
   }

@@ -53,14 +53,14 @@ class Tokenizer {
   // Builds the tokenizer described by the file's metadata. Throws TokenizerError naming the
   // missing or inconsistent key.
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
-  // Builds a byte-level BPE tokenizer from tokenizer.json: model "BPE" without byte fallback,
-  // the pre-tokenizer of GPT-2, SmolLM2 (Digits + ByteLevel), Qwen2 or Llama 3 (Split with their
-  // regex + ByteLevel), no normalizer or NFC (text is taken as given, as llama.cpp does), the
+  // Builds a BPE tokenizer from tokenizer.json: byte-level (the pre-tokenizer of GPT-2, SmolLM2
+  // (Digits + ByteLevel), Qwen2 or Llama 3 (Split with their regex + ByteLevel), no normalizer
+  // or NFC, applied per fragment) or SentencePiece-style (byte_fallback,
+  // U+2581 by Replace / Prepend normalizers or Metaspace; tokenizer_hf_spm.cpp), the
   // added tokens (special ones matched with parse_special, the others always). bos/eos, add_bos
   // and the chat template come from tokenizer_config.json (chat_template.jinja when it has
   // none), eos ids from generation_config.json and config.json also end generation. Throws
-  // TokenizerError naming the file and the unsupported kind (e.g. a SentencePiece-style
-  // Metaspace pre-tokenizer or a Unigram model).
+  // TokenizerError naming the file and the unsupported kind (e.g. a Unigram model).
   static std::unique_ptr<Tokenizer> from_hf(const HfTokenizerFiles& files);
 
   // Text to ids. add_bos follows tokenizer.ggml.add_bos_token unless overridden.

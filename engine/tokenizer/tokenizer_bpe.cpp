@@ -86,6 +86,7 @@ class BpeTokenizer final : public TokenizerBase {
 
   PreSplit m_split = PreSplit::kGpt2;
   bool m_ignore_merges = false;
+  bool m_nfc = false;
   std::array<uint32_t, 256> m_byte_to_cp{};
   std::array<TokenId, 256> m_byte_token{};  // -1: the byte has no token (dropped, as HF does)
   std::unordered_map<uint64_t, Merge, PairHash> m_merges;
@@ -101,6 +102,7 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, const BpeSettings& settings)
     : TokenizerBase(std::move(vocab)) {
   m_split = settings.split;
   m_ignore_merges = settings.ignore_merges;
+  m_nfc = settings.nfc;
 
   m_byte_to_cp = make_byte_to_cp();
   std::unordered_map<uint32_t, uint8_t> cp_to_byte;
@@ -141,7 +143,10 @@ BpeTokenizer::BpeTokenizer(Vocab vocab, const BpeSettings& settings)
   }
 }
 
-void BpeTokenizer::encode_text(std::string_view text, bool, std::vector<TokenId>& out) const {
+void BpeTokenizer::encode_text(std::string_view raw, bool, std::vector<TokenId>& out) const {
+  std::string normalized;
+  if (m_nfc) normalized = unicode::nfc(raw);
+  const std::string_view text = m_nfc ? std::string_view(normalized) : raw;
   for (const auto& [b, e] : unicode::pre_split(m_split, text))
     encode_word(text.substr(b, e - b), out);
 }

@@ -103,6 +103,87 @@ PreSplit read_pre_tokenizer(const Reader& r, const Json& pre) {
   return PreSplit::kGpt2;  // not reached: unsupported() throws
 }
 
+// True when the file describes SentencePiece-style BPE (byte fallback, Metaspace, or a
+// normalizer that writes U+2581) rather than byte-level BPE.
+bool is_spm_style(const Json& j, const Json& model) {
+  const Json norm = j.value("normalizer", Json()), pre = j.value("pre_tokenizer", Json());
+  if (flag(model, "byte_fallback", false) || type_of(pre) == "Metaspace") return true;
+  const std::string nt = type_of(norm);
+  return nt == "Replace" || nt == "Prepend" || (nt == "Sequence" && norm.contains("normalizers"));
+}
+
+// The SentencePiece-style settings, each step as written (anything else named and refused).
+HfSpmSettings read_spm_style(const Reader& r, const Json& j, const Json& model) {
+  constexpr std::string_view kMarker = "\xE2\x96\x81";
+  HfSpmSettings st;
+  st.prepend = HfSpmSettings::Prepend::kNever;
+  st.byte_fallback = flag(model, "byte_fallback", false);
+  st.fuse_unk = flag(model, "fuse_unk", false);
+  bool replaces = false;
+  const Json norm = j.value("normalizer", Json());
+  std::vector<Json> steps;
+  if (type_of(norm) == "Sequence") {
+    for (const Json& n : norm.value("normalizers", Json::array())) steps.push_back(n);
+  } else if (!norm.is_null()) {
+    steps.push_back(norm);
+  }
+  for (const Json& n : steps) {
+    const std::string t = type_of(n);
+    if (t == "NFC" && !replaces && st.prepend == HfSpmSettings::Prepend::kNever) {
+      st.nfc = true;
+    } else if (t == "Prepend" && text_of(n, "prepend") == kMarker) {
+      st.prepend = HfSpmSettings::Prepend::kAlways;
+    } else if (t == "Replace" && n.contains("pattern") && n["pattern"].is_object() &&
+               text_of(n["pattern"], "String") == " " && text_of(n, "content") == kMarker) {
+      replaces = true;
+    } else {
+      r.fail("normalizer " + t +
+             " is not supported in a SentencePiece-style tokenizer (Prepend U+2581, Replace ' ' "
+             "with U+2581, or a Sequence of them)");
+    }
+  }
+  const Json pre = j.value("pre_tokenizer", Json());
+  if (type_of(pre) == "Metaspace") {
+    if (pre.contains("replacement") && text_of(pre, "replacement") != kMarker)  // default U+2581
+      r.fail("pre_tokenizer Metaspace with a replacement other than U+2581 is not supported");
+    std::string scheme = text_of(pre, "prepend_scheme");
+    if (scheme.empty()) scheme = flag(pre, "add_prefix_space", true) ? "always" : "never";
+    if (scheme == "always") st.prepend = HfSpmSettings::Prepend::kAlways;
+    else if (scheme == "first") st.prepend = HfSpmSettings::Prepend::kFirst;
+    else if (scheme != "never")
+      r.fail("pre_tokenizer Metaspace prepend_scheme '" + scheme + "' is not supported");
+    st.split = flag(pre, "split", true);
+    st.prepend_unless_space = true;
+    replaces = true;
+  } else if (!pre.is_null()) {
+    r.fail("pre_tokenizer " + type_of(pre) +
+           " is not supported in a SentencePiece-style tokenizer (none or Metaspace)");
+  }
+  if (!replaces)
+    r.fail("a SentencePiece-style tokenizer without Replace ' ' -> U+2581 or Metaspace is not "
+           "supported");
+  // Decoding drops the first token's leading space where encoding added it: a Strip decoder
+  // step (Llama 2) or a Metaspace decoder that prepends.
+  st.strip_first_space = false;
+  const Json dec = j.value("decoder", Json());
+  std::vector<Json> dsteps;
+  if (type_of(dec) == "Sequence") {
+    for (const Json& d : dec.value("decoders", Json::array())) dsteps.push_back(d);
+  } else if (!dec.is_null()) {
+    dsteps.push_back(dec);
+  }
+  for (const Json& d : dsteps) {
+    const std::string t = type_of(d);
+    if (t == "Strip" && d.value("start", 0) >= 1) st.strip_first_space = true;
+    if (t == "Metaspace")
+      st.strip_first_space = text_of(d, "prepend_scheme") != "never" &&
+                             flag(d, "add_prefix_space", true);
+    if (t != "Strip" && t != "Metaspace" && t != "Replace" && t != "ByteFallback" && t != "Fuse")
+      r.fail("decoder " + t + " is not supported in a SentencePiece-style tokenizer");
+  }
+  return st;
+}
+
 // A token named in tokenizer_config.json: a string or {"content": ...}; "" when absent or null.
 std::string token_text(const Json& cfg, const char* key) {
   auto it = cfg.find(key);
@@ -141,24 +222,31 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf(const HfTokenizerFiles& files) {
   const Json model = j.value("model", Json());
   const std::string model_type = type_of(model);
   if (model_type != "BPE")
-    r.fail("model type " + model_type + " is not supported (byte-level BPE only)");
-  if (flag(model, "byte_fallback", false))
-    r.fail("BPE with byte_fallback (SentencePiece-style) is not supported (byte-level BPE only)");
+    r.fail("model type " + model_type +
+           " is not supported (BPE only: byte-level, or SentencePiece-style with byte_fallback)");
+  const bool spm = is_spm_style(j, model);
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     auto it = model.find(key);
     if (it != model.end() && it->is_string() && !it->get<std::string>().empty())
       r.fail(std::string("BPE ") + key + " '" + it->get<std::string>() + "' is not supported");
   }
-  const Json normalizer = j.value("normalizer", Json());
-  if (!normalizer.is_null() && type_of(normalizer) != "NFC")
-    r.fail("normalizer " + type_of(normalizer) + " is not supported (none or NFC)");
-  const Json decoder = j.value("decoder", Json());
-  if (!decoder.is_null() && type_of(decoder) != "ByteLevel")
-    r.fail("decoder " + type_of(decoder) + " is not supported (ByteLevel)");
-
+  HfSpmSettings spm_settings;
   BpeSettings settings;
-  settings.split = read_pre_tokenizer(r, j.value("pre_tokenizer", Json()));
+  if (spm) {
+    spm_settings = read_spm_style(r, j, model);
+  } else {
+    const Json normalizer = j.value("normalizer", Json());
+    if (!normalizer.is_null() && type_of(normalizer) != "NFC")
+      r.fail("normalizer " + type_of(normalizer) + " is not supported (none or NFC)");
+    settings.nfc = type_of(normalizer) == "NFC";
+    const Json decoder = j.value("decoder", Json());
+    if (!decoder.is_null() && type_of(decoder) != "ByteLevel")
+      r.fail("decoder " + type_of(decoder) + " is not supported (ByteLevel)");
+    settings.split = read_pre_tokenizer(r, j.value("pre_tokenizer", Json()));
+  }
   settings.ignore_merges = flag(model, "ignore_merges", false);
+  if (spm && settings.ignore_merges)
+    r.fail("ignore_merges in a SentencePiece-style tokenizer is not supported");
 
   // Vocabulary: model.vocab (text -> id) and added_tokens (id, content, special).
   auto vit = model.find("vocab");
@@ -249,6 +337,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf(const HfTokenizerFiles& files) {
   if (v.eos < 0 && !cfg.contains("eos_token"))
     v.eos = first_valid(id_list(model_cfg, "eos_token_id"));
   v.unk = id_of(token_text(cfg, "unk_token"));
+  if (v.unk < 0) v.unk = id_of(text_of(model, "unk_token"));
 
   // add_bos: tokenizer_config.json's flag, else whether the post-processor's single-sequence
   // template starts with a special token (Llama 3's TemplateProcessing adds <|begin_of_text|>).
@@ -285,6 +374,10 @@ std::unique_ptr<Tokenizer> tokenizer_from_hf(const HfTokenizerFiles& files) {
   std::vector<TokenId> extra = id_list(gen_cfg, "eos_token_id");
   for (TokenId id : id_list(model_cfg, "eos_token_id")) extra.push_back(id);
   finish_vocab(v, extra);
+  if (spm) {
+    spm_settings.merges = std::move(settings.merges);
+    return make_hf_spm_tokenizer(std::move(v), std::move(spm_settings));
+  }
   return make_bpe_tokenizer(std::move(v), std::move(settings));
 }
 

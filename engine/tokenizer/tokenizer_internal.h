@@ -83,6 +83,13 @@ class TokenizerBase : public Tokenizer {
   // and right after a special token (SentencePiece adds its space prefix there).
   virtual void encode_text(std::string_view text, bool after_special,
                            std::vector<TokenId>& out) const = 0;
+  // The same with `at_start`: the fragment begins the input (tokenizer.json's Metaspace
+  // prepend_scheme "first" tells the two apart).
+  virtual void encode_fragment(std::string_view text, bool at_start, bool after_special,
+                               std::vector<TokenId>& out) const {
+    (void)at_start;
+    encode_text(text, after_special, out);
+  }
   // Appends the bytes of a non-special token.
   virtual void append_piece(TokenId id, std::string& out) const = 0;
   // Called by decode with the text of the first decoded token that was not BOS.
@@ -97,11 +104,31 @@ class TokenizerBase : public Tokenizer {
 struct BpeSettings {
   unicode::PreSplit split = unicode::PreSplit::kGpt2;
   bool ignore_merges = false;  // a word that is itself a token is emitted whole (Llama 3)
+  bool nfc = false;            // tokenizer.json's NFC normalizer: each fragment normalized first
   std::vector<std::pair<std::string, std::string>> merges;  // by rank, lowest first
 };
 
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, const GgufFile& file);
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(Vocab vocab, BpeSettings settings);
 std::unique_ptr<Tokenizer> make_spm_tokenizer(Vocab vocab, const GgufFile& file);
+
+// What a SentencePiece-style tokenizer.json (Llama 2, Mistral, Gemma) says beyond the vocabulary:
+// spaces become U+2581 (a Replace normalizer or the Metaspace pre-tokenizer), a U+2581 is
+// prepended to each fragment (Prepend normalizer, Metaspace "always"), to the input's first
+// fragment only (Metaspace "first") or never; Metaspace split cuts words before each U+2581;
+// BPE merges by rank over characters, a character without a token falls back to its <0xNN> byte
+// tokens (byte_fallback) or the unknown token.
+struct HfSpmSettings {
+  enum class Prepend { kNever, kFirst, kAlways };
+  Prepend prepend = Prepend::kAlways;
+  bool split = false;
+  bool byte_fallback = true;
+  bool nfc = false;  // an NFC step in the normalizer, before the U+2581 steps
+  bool prepend_unless_space = false;  // Metaspace: no prefix where the text starts with a space
+  bool fuse_unk = false;  // consecutive unknown characters give one unknown token
+  bool strip_first_space = true;  // the decoder drops the first token's leading space
+  std::vector<std::pair<std::string, std::string>> merges;  // by rank, lowest first
+};
+std::unique_ptr<Tokenizer> make_hf_spm_tokenizer(Vocab vocab, HfSpmSettings settings);
 
 }  // namespace sinkscope::tokenizer_detail

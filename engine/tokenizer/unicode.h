@@ -26,6 +26,10 @@ void append_utf8(std::string& out, uint32_t cp);  // cp must be a valid scalar v
 // Number of bytes of the (possibly invalid) UTF-8 character starting at s[pos], at least 1.
 size_t utf8_char_len(std::string_view s, size_t pos);
 
+// Unicode Normalization Form C of UTF-8 text (unicode_nfc.cpp); text that is not valid UTF-8 is
+// returned unchanged.
+std::string nfc(std::string_view text);
+
 bool is_letter(uint32_t cp);      // \p{L}
 bool is_number(uint32_t cp);      // \p{N} (Nd, Nl, No; the same set as Rust's char::is_numeric)
 bool is_whitespace(uint32_t cp);  // \s: the Unicode White_Space property

@@ -36,6 +36,15 @@ values, so the logits also check SinkScope's MXFP4 dequantizer); YaRN and the sl
 in the metadata as llama.cpp writes them. transformers' GGUF loader has no gpt-oss, so that case
 has no round-trip self-check. `--case NAME` rewrites one case and keeps the manifest's others.
 
+phi3 (Phi3MiniModel in convert_hf_to_gguf.py): the fused qkv_proj and gate_up_proj are written
+as they are, attn_qkv.weight and ffn_up.weight (2F rows, the gate's first); LongRoPE's factor
+lists as the F32 tensors rope_factors_long.weight / rope_factors_short.weight (the `extra_tensors`
+hook), with context_length = max_position_embeddings, rope.scaling.original_context_length,
+rope.scaling.attn_factor (sqrt(1 + ln s / ln orig), s their ratio) and rope.dimension_count
+(partial rotary), no rope.scaling.type; sliding_window as the config has it (every layer). The
+original context (16) lies between the two prompts' lengths, so transformers runs the long
+prompt on the long factors and the short one on the short factors.
+
 Tokenizer: the engine needs tokenizer metadata it can load, so each GGUF carries a minimal GPT-2
 byte-level BPE vocabulary made here: the 256 byte tokens, merges learnt from a fixed sentence,
 then <|endoftext|>, <|im_start|>, <|im_end|>. The prompts are token ids; nothing is tokenized.
@@ -365,6 +374,62 @@ def gpt_oss_extra_kv(wr, c: dict) -> None:
     wr.add_rope_scaling_orig_ctx_len(c["yarn_orig_ctx"])
 
 
+def phi3_factors(n: int, top: float) -> list:
+    """LongRoPE factors rising from 1 to `top` over the rotated pairs (as the released ones do)."""
+    return [round(1.0 + (top - 1.0) * i / max(n - 1, 1), 4) for i in range(n)]
+
+
+def phi3_rope(c: dict) -> dict:
+    n = int(c["head_dim"] * c["partial"]) // 2
+    return {"rope_type": "longrope", "rope_theta": c["theta"], "partial_rotary_factor": c["partial"],
+            "long_factor": phi3_factors(n, 6.0), "short_factor": phi3_factors(n, 1.5),
+            "original_max_position_embeddings": c["orig_ctx"]}
+
+
+def phi3_hf_config(c: dict):
+    cfg = transformers.Phi3Config(
+        vocab_size=c["n_vocab"], hidden_size=c["d"], intermediate_size=c["n_ff"],
+        num_hidden_layers=c["n_layer"], num_attention_heads=c["n_head"],
+        num_key_value_heads=c["n_head_kv"], max_position_embeddings=c["n_ctx"],
+        original_max_position_embeddings=c["orig_ctx"], rms_norm_eps=c["eps"],
+        tie_word_embeddings=c["tied"], sliding_window=c.get("window"),
+        rope_parameters=phi3_rope(c), pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        attn_implementation="eager")
+    assert cfg.rope_parameters["rope_type"] == "longrope", cfg.rope_parameters
+    return cfg
+
+
+PHI3_LAYER_NAMES = dict(LAYER_NAMES)
+PHI3_LAYER_NAMES.update({"self_attn.qkv_proj.weight": "attn_qkv.weight",
+                         "mlp.gate_up_proj.weight": "ffn_up.weight"})
+
+
+def phi3_gguf_name(hf: str) -> str | None:
+    parts = hf.split(".")
+    if parts[:2] == ["model", "layers"]:
+        suffix = ".".join(parts[3:])
+        if suffix in PHI3_LAYER_NAMES:
+            return f"blk.{parts[2]}.{PHI3_LAYER_NAMES[suffix]}"
+        raise SystemExit(f"no GGUF name for {hf}")
+    return llama_style_gguf_name(hf)
+
+
+def phi3_extra_kv(wr, c: dict) -> None:
+    n_rot = int(c["head_dim"] * c["partial"])
+    scale = c["n_ctx"] / c["orig_ctx"]
+    wr.add_rope_dimension_count(n_rot)
+    wr.add_rope_scaling_orig_ctx_len(c["orig_ctx"])
+    wr.add_rope_scaling_attn_factors(
+        math.sqrt(1 + math.log(scale) / math.log(c["orig_ctx"])) if scale > 1 else 1.0)
+    wr.add_sliding_window(c.get("window") or 0)
+
+
+def phi3_extra_tensors(c: dict) -> list:
+    r = phi3_rope(c)
+    return [("rope_factors_long.weight", np.array(r["long_factor"], np.float32)),
+            ("rope_factors_short.weight", np.array(r["short_factor"], np.float32))]
+
+
 FAMILIES = {
     "qwen3": dict(arch="qwen3", hf_config=qwen3_hf_config, model_class="Qwen3ForCausalLM",
                   gguf_name=llama_style_gguf_name, extra_kv=qwen3_extra_kv),
@@ -376,6 +441,8 @@ FAMILIES = {
                    norm_offset=1.0),
     "gpt-oss": dict(arch="gpt-oss", hf_config=gpt_oss_hf_config, model_class="GptOssForCausalLM",
                     gguf_name=gpt_oss_gguf_name, extra_kv=gpt_oss_extra_kv, expand=gpt_oss_expand),
+    "phi3": dict(arch="phi3", hf_config=phi3_hf_config, model_class="Phi3ForCausalLM",
+                 gguf_name=phi3_gguf_name, extra_kv=phi3_extra_kv, extra_tensors=phi3_extra_tensors),
 }
 
 # Each case: a family, sizes and encodings. proj: encoding of the 2-D weights other than
@@ -401,6 +468,11 @@ CASES = [
          head_dim=16, n_ff=32, n_layer=2, n_ctx=2048, theta=150000.0, eps=1e-5, tied=False,
          window=8, n_expert=4, n_expert_used=2, yarn_factor=32.0, yarn_orig_ctx=64,
          proj="F32", embd="F16", exps="MXFP4", seed=51),
+    # Fused QKV and gate/up in Q8_0, untied; LongRoPE over 12 of 16 dims per head (partial
+    # 0.75), original context 16 of 256 (attention factor sqrt(2)); a window of 20 on every layer.
+    dict(name="phi3_longrope_q8_0", family="phi3", n_vocab=320, d=32, n_head=2, n_head_kv=1,
+         head_dim=16, n_ff=64, n_layer=2, n_ctx=256, orig_ctx=16, partial=0.75, theta=10000.0,
+         eps=1e-5, tied=False, window=20, proj="Q8_0", embd="F16", seed=61),
 ]
 
 
@@ -474,7 +546,12 @@ def logits_from_gguf(path: pathlib.Path, c: dict, ref_cfg) -> np.ndarray:
     for k in ("query_pre_attn_scalar", "rope_parameters", "rope_scaling", "rope_local_base_freq",
               "layer_types", "attn_implementation", "attn_logit_softcapping",
               "final_logit_softcapping"):
-        if c["family"].startswith("gemma") and hasattr(ref_cfg, k):
+        if c["family"].startswith(("gemma", "phi3")) and hasattr(ref_cfg, k):
+            setattr(cfg, k, getattr(ref_cfg, k))
+    # transformers' GGUF loader reads neither LongRoPE (factors, partial rotary, original
+    # context) nor phi3's window: the self-check then covers the tensors' names and layouts.
+    for k in ("original_max_position_embeddings", "sliding_window"):
+        if c["family"] == "phi3":
             setattr(cfg, k, getattr(ref_cfg, k))
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, config=cfg, dtype=torch.float32).eval()
@@ -558,6 +635,8 @@ def write_case(c: dict, out: pathlib.Path) -> dict:
         else:
             wr.add_tensor(gg, data, raw_dtype=raw)
         held[hf_name] = torch.from_numpy(values)
+    for name, a in fam.get("extra_tensors", lambda _: [])(c):
+        wr.add_tensor(name, a)
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()

@@ -22,8 +22,31 @@ Cases:
   qwen2_f16           qwen2 (Q/K/V biases), F16, one file, tied, config vocab_size above the
                       tokenizer's (padding rows), Qwen2 tokenizer with ChatML.
   qwen3_f32           qwen3 (Q/K norms, head_dim apart from the width), F32, tied.
+  gpt_oss_bf16        gpt_oss (sinks, unpacked experts, YaRN, alternating windows), BF16.
+  gpt_oss_mxfp4       the gpt_oss case with its experts MXFP4-packed as the released
+                      checkpoints ship them (*_blocks / *_scales U8, quantization_config mxfp4):
+                      the values come from gguf-py's MXFP4 quantizer, are packed in HF's nibble
+                      order and checked against transformers' convert_moe_packed_tensors; the HF
+                      model runs on those values (other weights BF16).
+  phi3_bf16           Phi3ForCausalLM: fused qkv_proj and gate_up_proj, LongRoPE (long and
+                      short factors, partial rotary 0.5, original context 64 of 256: every
+                      prompt is shorter, so transformers runs the short factors; the attention
+                      factor applies regardless), sliding_window 12 on every layer.
+  mistral_f16_window  MistralForCausalLM with sliding_window 6 (every layer); also written as
+                      GGUF (arch llama, llama.attention.sliding_window, Q/K rows permuted).
+  qwen2_window_f32    Qwen2ForCausalLM with use_sliding_window, window 6, max_window_layers 1:
+                      layer 0 full, layer 1 sliding (layer_types).
+  gemma2_bf16         Gemma2ForCausalLM: window 6 on layers 0 and 2, soft-caps 5 / 10,
+                      query_pre_attn_scalar 24 (not head_dim 16), norms stored as w (1 + w).
+  gemma3_bf16         Gemma3ForCausalLM (model_type gemma3_text): 7 layers, 5 sliding (window
+                      6, RoPE base 10000) to 1 full (base 1e6, linear scaling 4), Q/K norms.
 Tokenizer-only kinds (tokenizers/<kind>/tokenizer.json): gpt2 (ByteLevel with its regex) and
-smollm (Digits + ByteLevel); the llama3 and qwen2 kinds are the checkpoints' own.
+smollm (Digits + ByteLevel); the llama3 and qwen2 kinds are the checkpoints' own. The
+SentencePiece-style kinds (BPE with byte_fallback over U+2581 pieces, <0x00>..<0xFF> in the
+vocabulary, <unk> <s> </s> added; merges trained here, then the vocabulary rebuilt in the order
+Llama's files have): llama2_spm (normalizer Prepend + Replace, decoder Replace, ByteFallback,
+Fuse, Strip), mistral_spm (Metaspace prepend_scheme first, split false), gemma_spm (Replace only,
+no prefix, no Strip), metaspace_split (Metaspace always, split true).
 
 The HF model runs float32 with exactly the values the checkpoint stores (rounded to its dtype).
 
@@ -42,6 +65,7 @@ import math
 import pathlib
 import shutil
 import sys
+import unicodedata
 
 import numpy as np
 import torch
@@ -82,6 +106,16 @@ CORPUS = [
     "Ünïcödé àccents and ß, Ωμέγα, Кириллица",
     "",
     "!!!???...,,,;;;",
+    # Decomposed text (NFC composes it: Qwen2's normalizer), Hangul jamo, a singleton.
+    "Cafe\u0301 nai\u0308ve A\u030a \u212b \u1100\u1161\u11a8 q\u0323\u0307 \u0915\u093c",
+]
+# Unicode NFC (unicodedata) of these strings: an oracle for unicode::nfc beyond the corpus.
+NFC_CASES = [
+    "e\u0301", "A\u0308\u0304", "\u1e9b\u0323", "\u0071\u0307\u0323", "\u212b\u2126",
+    "\u0958\u095f", "\u1100\u1161\u11a8\u1100", "\uac00\u11a8", "a\u0328\u0301\u0323",
+    "\u00c5\u030a", "\u0f73\u0f75\u0f81", "\u05b8\u05b9\u05b1\u0591\u05c3\u05b0\u05ac",
+    "\u1026\u102e", "\ud55c\uad6d\uc5b4 \u1112\u1161\u11ab", "\u0301a", "x\u0300\u0301y",
+    "\U0001d15e\U0001d165", "\u3099\u304b\u3099", "plain ASCII", "\u00e9\u00e8",
 ]
 
 PROMPTS = [
@@ -134,6 +168,53 @@ def train_tokenizer(kind: str, n_merges_vocab: int, specials: list) -> tokenizer
     return tok
 
 
+SPM_SPECIALS = ["<unk>", "<s>", "</s>"]
+SPM_KINDS = ("llama2_spm", "mistral_spm", "gemma_spm", "metaspace_split")
+
+
+def train_spm_tokenizer(kind: str, n_merges_vocab: int) -> tokenizers.Tokenizer:
+    """A SentencePiece-style BPE tokenizer.json as Llama 2 / Mistral / Gemma ship it."""
+    from tokenizers import normalizers
+    mark = "\u2581"
+
+    def pipeline(tok):
+        dec = [decoders.Replace(mark, " "), decoders.ByteFallback(), decoders.Fuse()]
+        if kind == "llama2_spm":
+            tok.normalizer = normalizers.Sequence([normalizers.Prepend(mark),
+                                                   normalizers.Replace(" ", mark)])
+            dec.append(decoders.Strip(" ", 1, 0))
+        elif kind == "mistral_spm":
+            tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=mark, prepend_scheme="first",
+                                                         split=False)
+            dec.append(decoders.Strip(" ", 1, 0))
+        elif kind == "gemma_spm":
+            tok.normalizer = normalizers.Replace(" ", mark)
+        else:
+            tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=mark, prepend_scheme="always",
+                                                         split=True)
+            dec = [decoders.Metaspace(replacement=mark, prepend_scheme="always", split=True),
+                   decoders.ByteFallback(), decoders.Fuse()]
+        tok.decoder = decoders.Sequence(dec)
+
+    draft = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
+    pipeline(draft)
+    draft.train_from_iterator(TRAIN_TEXT, trainer=trainers.BpeTrainer(
+        vocab_size=n_merges_vocab, show_progress=False, special_tokens=SPM_SPECIALS))
+    trained = json.loads(draft.to_str())["model"]
+    vocab = {t: i for i, t in enumerate(SPM_SPECIALS)}
+    for b in range(256):
+        vocab[f"<0x{b:02X}>"] = len(vocab)
+    for t, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]):
+        if t not in vocab:
+            vocab[t] = len(vocab)
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in trained["merges"]]
+    tok = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>",
+                                          byte_fallback=True, fuse_unk=True))
+    pipeline(tok)
+    tok.add_special_tokens(SPM_SPECIALS)
+    return tok
+
+
 LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>",
                    "<|end_header_id|>", "<|eot_id|>"]
 CHATML_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -158,6 +239,31 @@ CASES = [
          n_expert_used=2,
          rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
                        "truncate": False, "original_max_position_embeddings": 64}),
+    dict(name="gpt_oss_mxfp4", family="gpt_oss", tokenizer="qwen2", dtype="bfloat16", shard=None,
+         d=32, n_head=4, n_head_kv=2, head_dim=16, n_ff=32, n_layer=2, n_ctx=2048,
+         theta=150000.0, eps=1e-5, tied=False, pad_vocab=0, seed=50, window=8, n_expert=4,
+         n_expert_used=2, mxfp4=True,
+         rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                       "truncate": False, "original_max_position_embeddings": 64}),
+    dict(name="phi3_bf16", family="phi3", tokenizer="qwen2", dtype="bfloat16", shard=None,
+         d=48, n_head=3, n_head_kv=1, n_ff=64, n_layer=2, n_ctx=256, theta=10000.0, eps=1e-5,
+         tied=False, pad_vocab=0, seed=45, window=12,
+         rope_scaling={"rope_type": "longrope", "partial_rotary_factor": 0.5,
+                       "long_factor": [1.0, 2.5, 4.0, 8.0], "short_factor": [1.0, 1.1, 1.3, 1.6],
+                       "original_max_position_embeddings": 64}),
+    dict(name="mistral_f16_window", family="mistral", tokenizer="llama3", dtype="float16",
+         shard=None, d=32, n_head=4, n_head_kv=2, n_ff=64, n_layer=2, n_ctx=256, theta=1e6,
+         eps=1e-5, tied=False, pad_vocab=0, seed=46, window=6),
+    dict(name="gemma2_bf16", family="gemma2", tokenizer="qwen2", dtype="bfloat16", shard=None,
+         d=32, n_head=4, n_head_kv=2, head_dim=16, n_ff=48, n_layer=3, n_ctx=256,
+         theta=10000.0, eps=1e-6, tied=True, pad_vocab=0, seed=48, window=6, qpas=24,
+         attn_cap=5.0, final_cap=10.0),
+    dict(name="gemma3_bf16", family="gemma3", tokenizer="qwen2", dtype="bfloat16", shard=None,
+         d=32, n_head=4, n_head_kv=2, head_dim=16, n_ff=48, n_layer=7, n_ctx=256, theta=1e6,
+         eps=1e-6, tied=True, pad_vocab=0, seed=49, window=6, qpas=24, rope_linear=4.0),
+    dict(name="qwen2_window_f32", family="qwen2", tokenizer="qwen2", dtype="float32", shard=None,
+         d=32, n_head=4, n_head_kv=2, n_ff=64, n_layer=2, n_ctx=256, theta=1e6, eps=1e-6,
+         tied=True, pad_vocab=0, seed=47, window=6, max_window_layers=1),
 ]
 TOKENIZER_VOCAB = 400  # bytes + merges, before the specials
 
@@ -170,8 +276,39 @@ def hf_config(c: dict, n_vocab: int, bos: int, eos: int):
                   eos_token_id=eos)
     if c["family"] == "llama":
         cfg = transformers.LlamaConfig(**common, attention_bias=False, mlp_bias=False)
+    elif c["family"] == "qwen2" and c.get("window"):
+        cfg = transformers.Qwen2Config(**common, use_sliding_window=True,
+                                       sliding_window=c["window"],
+                                       max_window_layers=c["max_window_layers"],
+                                       attn_implementation="eager")
+        assert cfg.layer_types == ["full_attention" if i < c["max_window_layers"] else
+                                   "sliding_attention" for i in range(c["n_layer"])]
     elif c["family"] == "qwen2":
         cfg = transformers.Qwen2Config(**common, use_sliding_window=False)
+    elif c["family"] == "phi3":
+        orig = c["rope_scaling"]["original_max_position_embeddings"]
+        cfg = transformers.Phi3Config(**common, sliding_window=c["window"], pad_token_id=eos,
+                                      original_max_position_embeddings=orig,
+                                      rope_parameters=dict(c["rope_scaling"], rope_theta=c["theta"]),
+                                      attn_implementation="eager")
+    elif c["family"] in ("gemma2", "gemma3"):
+        sys.path.insert(0, str(pathlib.Path(__file__).parent))
+        from make_family_oracles import gemma_rope
+        kw = dict(common, head_dim=c["head_dim"], query_pre_attn_scalar=c["qpas"],
+                  sliding_window=c["window"], hidden_activation="gelu_pytorch_tanh",
+                  attn_implementation="eager", pad_token_id=eos)
+        if c["family"] == "gemma2":
+            cfg = transformers.Gemma2Config(**kw, attn_logit_softcapping=c["attn_cap"],
+                                            final_logit_softcapping=c["final_cap"])
+            gemma_rope(cfg, {"rope_theta": c["theta"]}, None)
+        else:
+            cfg = transformers.Gemma3TextConfig(**kw)
+            gemma_rope(cfg, {"rope_type": "linear", "factor": c["rope_linear"],
+                             "rope_theta": c["theta"]}, {"rope_theta": 10000.0})
+        return cfg
+    elif c["family"] == "mistral":
+        cfg = transformers.MistralConfig(**common, sliding_window=c["window"],
+                                         attn_implementation="eager")
     elif c["family"] == "gpt_oss":
         cfg = transformers.GptOssConfig(**common, head_dim=c["head_dim"],
                                         num_local_experts=c["n_expert"],
@@ -185,6 +322,8 @@ def hf_config(c: dict, n_vocab: int, bos: int, eos: int):
         rope = dict(c["rope_scaling"], rope_theta=c["theta"])
     if hasattr(cfg, "rope_parameters"):
         cfg.rope_parameters = rope
+        if c["family"] == "phi3":
+            assert cfg.original_max_position_embeddings == rope["original_max_position_embeddings"]
     else:
         cfg.rope_theta = c["theta"]
         if "rope_scaling" in c:
@@ -192,7 +331,7 @@ def hf_config(c: dict, n_vocab: int, bos: int, eos: int):
     return cfg
 
 
-def random_state(model, seed: int) -> dict:
+def random_state(model, seed: int, norm_offset: float = 0.0) -> dict:
     """As make_family_oracles.py: weights scaled so logits spread over several units."""
     rng = np.random.default_rng(seed)
     out = {}
@@ -205,7 +344,8 @@ def random_state(model, seed: int) -> dict:
         elif name.endswith("embed_tokens.weight"):
             a = 0.5 * rng.standard_normal(shape)
         elif "norm" in name:
-            a = 1.0 + 0.2 * rng.standard_normal(shape)
+            # Gains near 1: w itself, or w where the model multiplies by 1 + w (Gemma).
+            a = 1.0 - norm_offset + 0.2 * rng.standard_normal(shape)
         elif len(shape) == 2:
             gain = 2.0 if ("q_proj" in name or "k_proj" in name) else \
                 3.0 if name == "lm_head.weight" else 1.0
@@ -214,6 +354,52 @@ def random_state(model, seed: int) -> dict:
             a = 0.3 * rng.standard_normal(shape)
         out[name] = torch.from_numpy(a.astype(np.float32))
     return out
+
+
+def mxfp4_pack(w: torch.Tensor):
+    """An expert tensor in HF's x @ W layout (E, in, out) as MXFP4: gguf-py quantizes each output
+    row's inputs in blocks of 32; the blocks are rewritten in HF's packing (element 2j in the low
+    nibble of byte j, 2j + 1 in the high one; scales apart) and checked against transformers'
+    own unpacker. Returns ({"_blocks": .., "_scales": ..}, the values, (E, in, out) float32)."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    rows = w.transpose(1, 2).contiguous().numpy()  # (E, out, in)
+    E, R, C = rows.shape
+    q = gguf.quants.quantize(rows.reshape(E * R, C), QT.MXFP4).reshape(E, R, C // 32, 17)
+    scales = q[..., 0].copy()
+    qs = q[..., 1:]
+    codes = np.concatenate([qs & 0x0F, qs >> 4], -1)  # GGUF: element j low, j + 16 high
+    blocks = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+    values = gguf.quants.dequantize(q.reshape(E * R, -1), QT.MXFP4).reshape(E, R, C)
+    mine = torch.from_numpy(values.astype(np.float32)).transpose(1, 2).contiguous()
+    theirs = convert_moe_packed_tensors(torch.from_numpy(blocks), torch.from_numpy(scales),
+                                        dtype=torch.float32)
+    assert torch.equal(theirs, mine), "HF's unpacker reads other values"
+    return {"_blocks": torch.from_numpy(blocks), "_scales": torch.from_numpy(scales)}, mine
+
+
+def write_packed_experts(ck: pathlib.Path, packed: dict) -> None:
+    """model.safetensors with the experts replaced by *_blocks / *_scales (the unpacked
+    checkpoint is kept in unpacked/ for transformers' read-back) and config.json's
+    quantization_config as the released checkpoints have it."""
+    from safetensors.torch import load_file, save_file
+    un = ck / "unpacked"
+    un.mkdir()
+    for f in ("config.json", "model.safetensors", "generation_config.json"):
+        shutil.copy(ck / f, un / f)
+    for f in ck.glob("tokenizer*"):
+        shutil.copy(f, un / f.name)
+    t = load_file(ck / "model.safetensors")
+    for name, parts in packed.items():
+        del t[name]
+        for suffix, a in parts.items():
+            t[name + suffix] = a.contiguous()
+    save_file(t, ck / "model.safetensors", metadata={"format": "pt"})
+    cfg = json.loads((ck / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "mxfp4",
+                                  "modules_to_not_convert": ["model.layers.*.self_attn",
+                                                             "model.layers.*.mlp.router",
+                                                             "model.embed_tokens", "lm_head"]}
+    (ck / "config.json").write_text(json.dumps(cfg, indent=2))
 
 
 def sha256_file(path: pathlib.Path) -> str:
@@ -229,7 +415,7 @@ def llama_permute(w: np.ndarray, n_head: int) -> np.ndarray:
 def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path: pathlib.Path,
                      n_vocab: int) -> None:
     """The llama case in llama.cpp's layout, every weight with the checkpoint's bf16 bytes."""
-    wr = gguf.GGUFWriter(str(path), "llama")
+    wr = gguf.GGUFWriter(str(path), "llama")  # Mistral too, as convert_hf_to_gguf.py writes it
     wr.add_type("model")
     wr.add_name(f"sinkscope-hf-oracle {c['name']}")
     wr.add_context_length(c["n_ctx"])
@@ -241,7 +427,10 @@ def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path
     wr.add_rope_freq_base(c["theta"])
     wr.add_layer_norm_rms_eps(c["eps"])
     wr.add_rope_dimension_count(c["d"] // c["n_head"])
-    wr.add_file_type(gguf.LlamaFileType.MOSTLY_BF16)
+    if c.get("window"):
+        wr.add_sliding_window(c["window"])
+    wr.add_file_type(gguf.LlamaFileType.MOSTLY_BF16 if c["dtype"] == "bfloat16" else
+                     gguf.LlamaFileType.MOSTLY_F16)
     vocab = tok.get_vocab(with_added_tokens=True)
     tokens = [None] * len(vocab)
     for t, i in vocab.items():
@@ -258,12 +447,12 @@ def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path
     wr.add_add_bos_token(True)
     wr.add_chat_template(LLAMA3_TEMPLATE)
     # rope_freqs.weight as convert_hf_to_gguf.py computes it for Llama 3 scaling.
-    rs, hd = c["rope_scaling"], c["d"] // c["n_head"]
+    rs, hd = c.get("rope_scaling", {}), c["d"] // c["n_head"]
     freqs = 1.0 / (c["theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
-    low_wl = rs["original_max_position_embeddings"] / rs["low_freq_factor"]
-    high_wl = rs["original_max_position_embeddings"] / rs["high_freq_factor"]
+    low_wl = rs["original_max_position_embeddings"] / rs["low_freq_factor"] if rs else 0
+    high_wl = rs["original_max_position_embeddings"] / rs["high_freq_factor"] if rs else 0
     factors = []
-    for f in freqs.tolist():
+    for f in freqs.tolist() if rs else []:
         wl = 2 * math.pi / f
         if wl < high_wl:
             factors.append(1.0)
@@ -273,7 +462,8 @@ def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path
             sm = (rs["original_max_position_embeddings"] / wl - rs["low_freq_factor"]) / \
                 (rs["high_freq_factor"] - rs["low_freq_factor"])
             factors.append(1 / ((1 - sm) / rs["factor"] + sm))
-    wr.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
+    if factors:
+        wr.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
     sys.path.insert(0, str(pathlib.Path(__file__).parent))
     from make_family_oracles import llama_style_gguf_name
     for name, t in state.items():
@@ -287,8 +477,10 @@ def write_llama_gguf(c: dict, state: dict, tok: tokenizers.Tokenizer, fast, path
         gg = llama_style_gguf_name(name)
         if a.ndim == 1:
             wr.add_tensor(gg, a.astype(np.float32))
-        else:
+        elif c["dtype"] == "bfloat16":
             wr.add_tensor(gg, gguf.quants.quantize(a, QT.BF16), raw_dtype=QT.BF16)
+        else:
+            wr.add_tensor(gg, a.astype(np.float16))
     wr.write_header_to_file()
     wr.write_kv_data_to_file()
     wr.write_tensors_to_file()
@@ -311,14 +503,21 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
                     fast.convert_tokens_to_ids(eos))
     torch.manual_seed(c["seed"])
     model = getattr(transformers, {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                                   "qwen3": "Qwen3ForCausalLM",
-                                   "gpt_oss": "GptOssForCausalLM"}[c["family"]])(cfg).eval()
-    state = random_state(model, c["seed"])
+                                   "qwen3": "Qwen3ForCausalLM", "gpt_oss": "GptOssForCausalLM",
+                                   "phi3": "Phi3ForCausalLM", "mistral": "MistralForCausalLM",
+                                   "gemma2": "Gemma2ForCausalLM",
+                                   "gemma3": "Gemma3ForCausalLM"}[c["family"]])(cfg).eval()
+    state = random_state(model, c["seed"], 1.0 if c["family"].startswith("gemma") else 0.0)
     if c["tied"]:
         state["lm_head.weight"] = state["model.embed_tokens.weight"]
     dtype = getattr(torch, c["dtype"])
     # The stored values, back in float32: what the HF model runs with.
     state = {k: v.to(dtype).to(torch.float32) for k, v in state.items()}
+    packed = {}
+    if c.get("mxfp4"):
+        for k in [k for k in state if k.endswith("experts.gate_up_proj") or
+                  k.endswith("experts.down_proj")]:
+            packed[k], state[k] = mxfp4_pack(state[k])
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not [k for k in missing if "rotary_emb" not in k] and not unexpected
     if c["tied"]:
@@ -335,13 +534,18 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
     save_kw = {"max_shard_size": c["shard"]} if c["shard"] else {}
     model.to(dtype).save_pretrained(ck, **save_kw)
     fast.save_pretrained(ck)
+    if packed:
+        write_packed_experts(ck, packed)
     if c["shard"]:
         assert (ck / "model.safetensors.index.json").exists(), "expected shards"
     else:
         assert (ck / "model.safetensors").exists()
 
-    # Read back by transformers itself (its loader, its config keys).
-    back = transformers.AutoModelForCausalLM.from_pretrained(ck, dtype=torch.float32).eval()
+    # Read back by transformers itself (its loader, its config keys); the packed experts have
+    # their own check (mxfp4_pack), so that model reads the unpacked copy kept aside.
+    back = transformers.AutoModelForCausalLM.from_pretrained(
+        ck if not packed else ck / "unpacked", dtype=torch.float32).eval()
+    shutil.rmtree(ck / "unpacked", ignore_errors=True)
     back_tok = transformers.AutoTokenizer.from_pretrained(ck)
     prompts, logits = [], []
     for text, ids0, lg0 in zip(PROMPTS, ref_ids, ref):
@@ -368,14 +572,14 @@ def write_case(c: dict, out: pathlib.Path, toks: dict) -> dict:
         "params": {k: v for k, v in c.items() if k != "name"},
         "n_vocab": n_vocab, "tokenizer_vocab": n_tok, "dtype": c["dtype"],
         "shards": sorted(p.name for p in ck.glob("*.safetensors")),
-        "files": {p.name: sha256_file(p) for p in sorted(ck.iterdir())},
+        "files": {p.name: sha256_file(p) for p in sorted(ck.iterdir()) if p.is_file()},
         "logits_file": bin_path.name, "logits_sha256": sha256_file(bin_path),
         "prompts": prompts, "chat_text": chat_text,
         "argmax": [[int(x) for x in lg.argmax(-1)] for lg in logits],
         "bos": fast.bos_token_id, "eos": fast.eos_token_id,
         "logits_std": float(allv.std()),
     }
-    if c["family"] == "llama":
+    if c["family"] in ("llama", "mistral"):
         gpath = out / f"{c['name']}.gguf"
         write_llama_gguf(c, gguf_state, tok, fast, gpath, n_vocab)
         entry["gguf"] = gpath.name
@@ -404,10 +608,12 @@ def main() -> int:
         "gpt2": train_tokenizer("gpt2", TOKENIZER_VOCAB, CHATML_SPECIALS),
         "smollm": train_tokenizer("smollm", TOKENIZER_VOCAB, CHATML_SPECIALS),
     }
+    for kind in SPM_KINDS:
+        toks[kind] = train_spm_tokenizer(kind, 300)
     corpus = {}
     for kind, tok in toks.items():
         # llama3 and qwen2 are read from the checkpoints that use them.
-        if kind in ("gpt2", "smollm"):
+        if kind in ("gpt2", "smollm") or kind in SPM_KINDS:
             d = out / "tokenizers" / kind
             d.mkdir(parents=True, exist_ok=True)
             tok.save(str(d / "tokenizer.json"))
@@ -418,6 +624,10 @@ def main() -> int:
             "with_special": tok.encode("<|im_start|>user\nhi<|im_end|>x<|eot_id|>",
                                        add_special_tokens=False).ids,
         }
+        if kind in SPM_KINDS:
+            # Added tokens split the text: each fragment gets the prefix its scheme gives it.
+            corpus[kind]["with_spm_special"] = tok.encode("<s>hi there</s> and<s> x",
+                                                          add_special_tokens=False).ids
     if args.case:
         old = {e["name"]: e for e in json.loads((out / "manifest.json").read_text("utf-8"))["cases"]}
         old.update({c["name"]: write_case(c, out, toks) for c in CASES if c["name"] in args.case})
@@ -436,6 +646,7 @@ def main() -> int:
                   "HF ran float32 with the exact values the checkpoint stores"],
         "corpus": CORPUS,
         "tokenizer_corpus": corpus,
+        "nfc": [[t, unicodedata.normalize("NFC", t)] for t in NFC_CASES],
         "cases": entries,
     }
     with open(out / "manifest.json", "w", encoding="utf-8") as f:

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <memory>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -89,6 +92,46 @@ inline void check_prompt(Backend& be, const std::vector<TokenId>& ids,
     out.agree_dec += top(logits, 0) == want[i];
   }
   out.total += int(n);
+}
+
+// Every prompt of a manifest case (token-id arrays, or objects with "ids") against its logits
+// file in `dir`, each on a CPU backend made with options_for(the prompt's length): prefill, then
+// prefill + decode (check_prompt). Fails when the file's size does not match the prompts.
+inline PromptAgreement check_case(const std::shared_ptr<const Model>& model, const Json& c,
+                                  const std::filesystem::path& dir,
+                                  const std::function<BackendOptions(size_t)>& options_for) {
+  const int V = model->config().n_vocab;
+  const std::string name = c.at("name").get<std::string>();
+  const std::string bin = read_file(dir / c.at("logits_file").get<std::string>());
+  auto ids_at = [&](size_t i) {
+    const Json& p = c.at("prompts")[i];
+    return ids_of(p.is_array() ? p : p.at("ids"));
+  };
+  size_t rows = 0;
+  for (size_t i = 0; i < c.at("prompts").size(); ++i) rows += ids_at(i).size();
+  PromptAgreement g;
+  EXPECT_EQ(bin.size(), rows * size_t(V) * sizeof(float)) << name << ": logits file size";
+  if (bin.size() != rows * size_t(V) * sizeof(float)) return g;
+  const float* ref = reinterpret_cast<const float*>(bin.data());
+  size_t row0 = 0;
+  for (size_t i = 0; i < c.at("prompts").size(); ++i) {
+    const auto ids = ids_at(i);
+    auto be = make_cpu_backend(model, options_for(ids.size()));
+    check_prompt(*be, ids, ids_of(c.at("argmax")[i]), ref + row0 * V, V, name, g);
+    if (::testing::Test::HasFatalFailure()) return g;
+    row0 += ids.size();
+  }
+  return g;
+}
+
+// The usual verdict on a case: both passes within kMaxLogitDiff, the same argmax everywhere.
+inline void expect_agreement(const PromptAgreement& g, const std::string& name) {
+  EXPECT_LE(g.prefill, kMaxLogitDiff) << name << ": prefill";
+  EXPECT_LE(g.decode, kMaxLogitDiff) << name << ": prefill + decode";
+  EXPECT_EQ(g.agree, g.total) << name << ": argmax agreement (prefill)";
+  EXPECT_EQ(g.agree_dec, g.total) << name << ": argmax agreement (prefill + decode)";
+  std::printf("[oracle] %-20s max |dlogit| prefill %.2e, prefill+decode %.2e, argmax %d/%d\n",
+              name.c_str(), g.prefill, g.decode, g.agree, g.total);
 }
 
 }  // namespace sinkscope::oracle

@@ -55,10 +55,11 @@ fs::path copy_gguf(const fs::path& src, const std::string& tag, const std::set<s
 
 TEST(FamilyOracles, ManifestListsTheCasesAndFilesAreIntact) {
   std::set<std::string> want(std::begin(kCases), std::end(kCases)), got;
-  want.insert("gpt_oss_mxfp4");  // tested by test_gpt_oss.cpp (its own config and probes)
+  want.insert("gpt_oss_mxfp4");       // tested by test_gpt_oss.cpp (its own config and probes)
+  want.insert("phi3_longrope_q8_0");  // tested by test_phi3.cpp (LongRoPE's two factor sets)
   uint64_t total = 0;
   for (const auto& e : fs::directory_iterator(oracle_dir())) total += e.file_size();
-  EXPECT_LT(total, 1400u * 1000) << "tests/data/oracles should stay under 1.4 MB";
+  EXPECT_LT(total, 1500u * 1000) << "tests/data/oracles should stay under 1.5 MB";
   for (const auto& c : manifest().at("cases")) {
     const std::string name = c.at("name").get<std::string>();
     got.insert(name);

@@ -208,5 +208,41 @@ TEST(GptOss, MetadataErrorsAreNamed) {
       << no_orig;
 }
 
+// ---- the MXFP4-packed Hugging Face checkpoint ----------------------------------------------
+
+// gpt-oss as the released checkpoints store it: experts as *_blocks / *_scales (U8), repacked
+// into GGUF's MXFP4 blocks at load and read by the same decoder and products as a GGUF file
+// (tests/data/hf, case gpt_oss_mxfp4, tests/oracle/make_hf_oracles.py: the packing was checked
+// there against transformers' own unpacker). Same tolerance as every oracle.
+fs::path hf_dir() { return fs::path(SINKSCOPE_SOURCE_DIR) / "tests" / "data" / "hf"; }
+
+const Json& hf_case() {
+  static const Json m = Json::parse(read_file(hf_dir() / "manifest.json"));
+  return oracle::find_case(m, "gpt_oss_mxfp4");
+}
+
+TEST(GptOss, Mxfp4PackedCheckpointMatchesTransformers) {
+  const Json& c = hf_case();
+  auto model = Model::load(hf_dir() / c.at("dir").get<std::string>());
+  const ModelConfig& cfg = model->config();
+  EXPECT_EQ(model->format(), ModelFormat::kSafetensors);
+  EXPECT_EQ(cfg.n_expert, 4);
+  for (const LayerWeights& L : model->weights().layers) {
+    ASSERT_EQ(L.exp_gate.size(), size_t(cfg.n_expert));
+    for (const auto* v : {&L.exp_gate, &L.exp_up, &L.exp_down})
+      for (const QuantMatrix& q : *v) EXPECT_EQ(q.type, GgmlType::kMXFP4);
+    EXPECT_EQ(L.exp_gate[1].rows, cfg.n_ff);
+    EXPECT_EQ(L.exp_gate[1].cols, cfg.n_embd);
+    EXPECT_EQ(L.exp_down[1].rows, cfg.n_embd);
+    EXPECT_EQ(L.exp_down[1].cols, cfg.n_ff);
+    EXPECT_EQ(L.exp_gate_b.size(), size_t(cfg.n_expert * cfg.n_ff));
+  }
+  EXPECT_EQ(model->weight_summary().by_type.at("U8"), 4 * cfg.n_layer);  // blocks + scales
+  BackendOptions o;
+  o.n_threads = 2;
+  oracle::expect_agreement(oracle::check_case(model, c, hf_dir(), [&](size_t) { return o; }),
+                           "gpt_oss_mxfp4 (safetensors)");
+}
+
 }  // namespace
 }  // namespace sinkscope

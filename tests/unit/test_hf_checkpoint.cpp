@@ -24,6 +24,7 @@
 #include "engine/format/safetensors.h"
 #include "engine/model/sampler.h"
 #include "engine/util/sha256.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace sinkscope {
 namespace {
@@ -71,9 +72,13 @@ TEST(HfCheckpoint, ManifestFilesAreIntactAndSmall) {
   uint64_t total = 0;
   for (const auto& e : fs::recursive_directory_iterator(hf_dir()))
     if (e.is_regular_file()) total += e.file_size();
-  EXPECT_LT(total, 1100u * 1000) << "tests/data/hf should stay under 1.1 MB";
+  EXPECT_LT(total, 3000u * 1000) << "tests/data/hf should stay under 3 MB";
   std::set<std::string> want(std::begin(kCases), std::end(kCases)), got;
   want.insert("gpt_oss_bf16");  // its own tests below (experts, sinks)
+  want.insert("phi3_bf16");     // test_phi3.cpp
+  for (const char* w : {"mistral_f16_window", "qwen2_window_f32"}) want.insert(w);  // windows
+  for (const char* w : {"gemma2_bf16", "gemma3_bf16"}) want.insert(w);  // gemma_checkpoints
+  want.insert("gpt_oss_mxfp4");  // test_gpt_oss.cpp
   for (const auto& c : manifest().at("cases")) {
     const std::string name = c.at("name").get<std::string>();
     got.insert(name);
@@ -253,25 +258,84 @@ TEST_P(HfTokenizerCorpus, IdsAndRoundTripMatchTokenizers) {
   const Json& corpus = manifest().at("corpus");
   ASSERT_EQ(corpus.size(), want.at("ids").size());
   int multi_byte_lines = 0;
+  const bool spm = kind.size() > 4 && (kind.ends_with("_spm") || kind == "metaspace_split");
   for (size_t i = 0; i < corpus.size(); ++i) {
     const std::string line = corpus[i].get<std::string>();
     const auto ids = tok->encode(line, /*parse_special=*/false, /*add_bos=*/false);
     EXPECT_EQ(ids, ids_of(want.at("ids")[i])) << kind << " line " << i << ": " << line;
     EXPECT_EQ(tok->decode(ids), want.at("decoded")[i].get<std::string>()) << kind << " line " << i;
-    EXPECT_EQ(tok->decode(ids), line) << kind << " line " << i;
+    // tokenizers' own round trip loses a leading space under Metaspace (no prefix was added,
+    // the decoder strips one all the same) and NFC changes decomposed text; SinkScope matches
+    // its decode, checked above, and round trips wherever it does.
+    const std::string decoded = want.at("decoded")[i].get<std::string>();
+    if (decoded == line) EXPECT_EQ(tok->decode(ids), line) << kind << " line " << i;
     std::string pieces;
     for (TokenId id : ids) pieces += tok->token_to_piece(id);
-    EXPECT_EQ(pieces, line);
+    // SentencePiece-style pieces keep the U+2581 prefix encoding added (decode drops it).
+    const bool prefixed = spm && kind != "gemma_spm" && !line.empty() &&
+                          (kind == "llama2_spm" || line[0] != ' ');
+    EXPECT_EQ(pieces, prefixed ? " " + line : spm ? line : decoded) << kind << " line " << i;
     for (unsigned char ch : line) multi_byte_lines += ch >= 0x80;
   }
   EXPECT_GT(multi_byte_lines, 0) << "the corpus must hold non-ASCII text";
   EXPECT_EQ(tok->encode("<|im_start|>user\nhi<|im_end|>x<|eot_id|>", /*parse_special=*/true,
                         /*add_bos=*/false),
             ids_of(want.at("with_special")));
+  if (want.contains("with_spm_special")) {
+    // Each fragment between added tokens gets the prefix its scheme gives it.
+    EXPECT_EQ(tok->encode("<s>hi there</s> and<s> x", /*parse_special=*/true, /*add_bos=*/false),
+              ids_of(want.at("with_spm_special")))
+        << kind;
+    EXPECT_EQ(tok->model_name(), "llama");
+  }
+}
+
+// unicode::nfc against Python's unicodedata (the manifest's "nfc" pairs: composition, Hangul,
+// singletons, exclusions, reordering of combining marks, blocking).
+TEST(HfTokenizer, NfcMatchesUnicodedata) {
+  int changed = 0;
+  for (const auto& pair : manifest().at("nfc")) {
+    const std::string in = pair[0].get<std::string>(), want = pair[1].get<std::string>();
+    EXPECT_EQ(unicode::nfc(in), want) << in;
+    changed += in != want;
+  }
+  EXPECT_GT(changed, 10);
+  EXPECT_EQ(unicode::nfc("\xff\xfe e\xcc\x81"), "\xff\xfe e\xcc\x81");  // not UTF-8: as given
+}
+
+// SentencePiece-style steps other than the supported ones are named.
+TEST(HfTokenizer, UnsupportedSentencePieceStepsAreNamed) {
+  auto error = [](const char* kind, const std::function<void(Json&)>& edit) {
+    Json j = Json::parse(read_file(hf_dir() / "tokenizers" / kind / "tokenizer.json"));
+    edit(j);
+    HfTokenizerFiles f;
+    f.tokenizer_json = j.dump();
+    f.source = "ckpt";
+    try {
+      Tokenizer::from_hf(f);
+    } catch (const TokenizerError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(built without error)");
+  };
+  EXPECT_EQ(error("mistral_spm", [](Json&) {}), "(built without error)");
+  std::string e = error("mistral_spm", [](Json& j) { j["pre_tokenizer"]["prepend_scheme"] = "odd"; });
+  EXPECT_NE(e.find("Metaspace prepend_scheme 'odd' is not supported"), std::string::npos) << e;
+  e = error("llama2_spm", [](Json& j) { j["decoder"] = Json{{"type", "WordPiece"}}; });
+  EXPECT_NE(e.find("decoder WordPiece is not supported in a SentencePiece-style"),
+            std::string::npos) << e;
+  e = error("gemma_spm", [](Json& j) { j["pre_tokenizer"] = Json{{"type", "Whitespace"}}; });
+  EXPECT_NE(e.find("pre_tokenizer Whitespace is not supported in a SentencePiece-style"),
+            std::string::npos) << e;
+  e = error("gemma_spm", [](Json& j) { j["normalizer"] = Json{{"type", "NFKC"}}; });
+  EXPECT_NE(e.find("normalizer NFKC is not supported"), std::string::npos) << e;
+  e = error("llama2_spm", [](Json& j) { j["model"]["type"] = "Unigram"; });
+  EXPECT_NE(e.find("model type Unigram is not supported"), std::string::npos) << e;
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, HfTokenizerCorpus,
-                         ::testing::Values("gpt2", "smollm", "qwen2", "llama3"),
+                         ::testing::Values("gpt2", "smollm", "qwen2", "llama3", "llama2_spm",
+                                           "mistral_spm", "gemma_spm", "metaspace_split"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            return std::string(i.param);
                          });
@@ -294,13 +358,15 @@ TEST(HfTokenizer, UnsupportedKindsAreNamed) {
   std::string e = tokenizer_error([](Json& j) {
     j["pre_tokenizer"] = Json{{"type", "Metaspace"}, {"replacement", "\xE2\x96\x81"}};
   });
-  EXPECT_NE(e.find("ckpt/tokenizer.json: pre_tokenizer Metaspace is not supported"),
+  // Metaspace makes it SentencePiece-style, where Qwen2's ByteLevel decoder is not supported.
+  EXPECT_NE(e.find("ckpt/tokenizer.json: decoder ByteLevel is not supported in a "
+                   "SentencePiece-style tokenizer"),
             std::string::npos)
       << e;
   e = tokenizer_error([](Json& j) { j["model"]["type"] = "Unigram"; });
   EXPECT_NE(e.find("model type Unigram is not supported"), std::string::npos) << e;
   e = tokenizer_error([](Json& j) { j["model"]["byte_fallback"] = true; });
-  EXPECT_NE(e.find("byte_fallback"), std::string::npos) << e;
+  EXPECT_NE(e.find("SentencePiece-style"), std::string::npos) << e;
   e = tokenizer_error([](Json& j) { j["normalizer"] = Json{{"type", "Lowercase"}}; });
   EXPECT_NE(e.find("normalizer Lowercase is not supported"), std::string::npos) << e;
   e = tokenizer_error(
@@ -587,14 +653,14 @@ TEST(HfCheckpoint, GptOssErrorsAreNamed) {
   });
   EXPECT_LOAD_ERROR(d, "'model.layers.0.mlp.experts.gate_up_proj' has shape [4, 32, 64], "
                        "expected [4, 32, 32]");
-  // MXFP4-packed experts (as the released checkpoints store them) are named, not misread.
+  // A half-packed layer (test_gpt_oss.cpp reads packed ones) is named, not misread.
   d = copy_case("gpt_oss_bf16", "packed", [](const fs::path& d) {
     edit_shard(d / "model.safetensors", [](Json& h, std::string&) {
       h["model.layers.0.mlp.experts.down_proj_blocks"] = h["model.layers.0.mlp.experts.down_proj"];
       h.erase("model.layers.0.mlp.experts.down_proj");
     });
   });
-  EXPECT_LOAD_ERROR(d, "MXFP4-packed experts are not read from safetensors");
+  EXPECT_LOAD_ERROR(d, "missing tensor 'model.layers.0.mlp.experts.gate_up_proj_blocks'");
   d = copy_case("gpt_oss_bf16", "layer_types", [](const fs::path& d) {
     edit_json(d / "config.json",
               [](Json& j) { j["layer_types"] = {"full_attention", "sliding_attention"}; });
@@ -647,9 +713,9 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
     return copy_case("qwen2_f16", tag,
                      [&](const fs::path& d) { edit_json(d / "config.json", edit); });
   };
-  EXPECT_LOAD_ERROR(with_config("gemma", [](Json& j) { j["model_type"] = "gemma2"; }),
-                    "config.json: model_type 'gemma2' is not supported (supported: llama, "
-                    "mistral, qwen2, qwen3, gpt_oss)");
+  EXPECT_LOAD_ERROR(with_config("gemma", [](Json& j) { j["model_type"] = "gemma"; }),
+                    "config.json: model_type 'gemma' is not supported (supported: llama, "
+                    "mistral, qwen2, qwen3, gpt_oss, phi3, gemma2, gemma3_text)");
   EXPECT_LOAD_ERROR(with_config("no_type", [](Json& j) { j.erase("model_type"); }),
                     "config.json: missing key 'model_type'");
   EXPECT_LOAD_ERROR(with_config("no_width", [](Json& j) { j.erase("hidden_size"); }),
@@ -668,20 +734,36 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
                                                           {"mscale", 0.7}};
                                 }),
                     "rope scaling 'yarn' with 'mscale' is not supported");
-  EXPECT_LOAD_ERROR(with_config("window", [](Json& j) { j["use_sliding_window"] = true; }),
-                    "sliding_window attention is not supported yet");
+  EXPECT_LOAD_ERROR(with_config("window",
+                                [](Json& j) {
+                                  j["use_sliding_window"] = true;
+                                  j["sliding_window"] = "wide";
+                                }),
+                    "'sliding_window' = \"wide\" is not a window");
+  EXPECT_LOAD_ERROR(with_config("window_kinds",
+                                [](Json& j) {
+                                  j["use_sliding_window"] = true;
+                                  j["sliding_window"] = 8;
+                                  j["layer_types"] = {"full_attention", "chunked_attention"};
+                                }),
+                    "layer_types[1] = 'chunked_attention' (supported: sliding_attention, "
+                    "full_attention)");
+  EXPECT_LOAD_ERROR(with_config("qwen3_window",
+                                [](Json& j) {
+                                  j["model_type"] = "qwen3";
+                                  j["use_sliding_window"] = true;
+                                }),
+                    "sliding_window attention is not supported for qwen3");
   EXPECT_LOAD_ERROR(with_config("gelu", [](Json& j) { j["hidden_act"] = "gelu"; }),
                     "hidden_act 'gelu' is not supported");
   EXPECT_LOAD_ERROR(with_config("not_json", [](Json& j) { j = "x"; }),
                     "config.json: not a JSON object");
-  // A mistral checkpoint is read as llama; its sliding window is refused.
-  fs::path d = copy_case("llama_bf16_sharded", "mistral", [](const fs::path& d) {
-    edit_json(d / "config.json", [](Json& j) {
-      j["model_type"] = "mistral";
-      j["sliding_window"] = 4096;
-    });
+  // A mistral checkpoint is read as llama, its window on every layer (test_model_windows.cpp);
+  // LlamaForCausalLM ignores the key, and so does the engine.
+  fs::path d = copy_case("llama_bf16_sharded", "llama_window", [](const fs::path& d) {
+    edit_json(d / "config.json", [](Json& j) { j["sliding_window"] = 4096; });
   });
-  EXPECT_LOAD_ERROR(d, "sliding_window attention is not supported yet (set for this mistral");
+  EXPECT_EQ(Model::load(d)->config().sliding_window, 0);
   d = copy_case("llama_bf16_sharded", "mistral_full", [](const fs::path& d) {
     edit_json(d / "config.json", [](Json& j) {
       j["model_type"] = "mistral";
@@ -689,6 +771,7 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
     });
   });
   EXPECT_EQ(load_error(d), "(loaded without error)");
+  EXPECT_EQ(Model::load(d)->config().sliding_window, 0);
   d = copy_case("llama_bf16_sharded", "bias", [](const fs::path& d) {
     edit_json(d / "config.json", [](Json& j) { j["attention_bias"] = true; });
   });
@@ -699,7 +782,7 @@ TEST(HfCheckpoint, UnsupportedConfigsAreNamed) {
     });
   });
   EXPECT_LOAD_ERROR(d, "TokenizerError",
-                    "tokenizer.json: pre_tokenizer Metaspace is not supported");
+                    "tokenizer.json: decoder ByteLevel is not supported in a SentencePiece-style");
   fs::remove_all(d.parent_path());
 }
 
