@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "engine/backend/simd.h"
 #include "engine/format/ggml_types.h"
@@ -395,20 +398,56 @@ bool supported(const QuantMatrix& w) {
   }
 }
 
-void quantize_x(const float* x, int64_t n, XQ16& out, bool portable) {
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kPortable: return "portable";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Vnni: return "avx512vnni";
+  }
+  return "?";
+}
+
+std::vector<Isa> isas_available() {
+  std::vector<Isa> v{Isa::kPortable};
+  if (simd::have_avx2()) v.push_back(Isa::kAvx2);
+  if (simd::have_avx512()) v.push_back(Isa::kAvx512);
+  if (simd::have_avx512_vnni()) v.push_back(Isa::kAvx512Vnni);
+  return v;
+}
+
+Isa default_isa() {
+  static const Isa isa = [] {
+    const std::vector<Isa> have = isas_available();
+    const char* v = std::getenv("SINKSCOPE_QGEMV_ISA");
+    if (!v || !*v) return have.back();
+    std::string names;
+    for (Isa i : have) {
+      if (std::strcmp(v, isa_name(i)) == 0) return i;
+      names += std::string(names.empty() ? "" : ", ") + isa_name(i);
+    }
+    throw std::invalid_argument(std::string("SINKSCOPE_QGEMV_ISA=") + v +
+                                ": not an instruction set this CPU runs (it runs: " + names + ")");
+  }();
+  return isa;
+}
+
+void quantize_x(const float* x, int64_t n, XQ16& out, Isa isa) {
   out.q.resize(size_t(n));
   out.d.resize(size_t(n / 32));
   out.s.resize(size_t(n / 32));
 #ifdef SINKSCOPE_X86
-  if (!portable && simd::have_avx2()) return quantize_avx2(x, n, out);
+  if (isa != Isa::kPortable && simd::have_avx2()) return quantize_avx2(x, n, out);
 #endif
-  (void)portable;
+  (void)isa;
   quantize_portable(x, n, out);
 }
 
-void rows(const QuantMatrix& w, const XQ16& x, float* y, int64_t r0, int64_t r1, bool portable) {
+void rows(const QuantMatrix& w, const XQ16& x, float* y, int64_t r0, int64_t r1, Isa isa) {
 #ifdef SINKSCOPE_X86
-  if (!portable && simd::have_avx2()) {
+  if (isa == Isa::kAvx512Vnni && simd::have_avx512_vnni()) return avx512vnni::rows(w, x, y, r0, r1);
+  if (isa == Isa::kAvx512 && simd::have_avx512()) return avx512::rows(w, x, y, r0, r1);
+  if (isa != Isa::kPortable && simd::have_avx2()) {
     switch (w.type) {
       case GgmlType::kQ4_K:
       case GgmlType::kQ5_K:
@@ -423,7 +462,7 @@ void rows(const QuantMatrix& w, const XQ16& x, float* y, int64_t r0, int64_t r1,
     }
   }
 #endif
-  (void)portable;
+  (void)isa;
   rows_portable(w, x, y, r0, r1);
 }
 

@@ -14,10 +14,18 @@
 #define SINKSCOPE_AVX2 __attribute__((target("avx2,fma,f16c")))
 #endif
 
+// The AVX-512 kernels' targets (engine/backend/qgemv_int_avx512.cpp).
+#define SINKSCOPE_AVX512_TARGET "avx512f,avx512bw,avx512vl,avx2,fma,f16c"
+#define SINKSCOPE_AVX512VNNI_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
+
 namespace sinkscope::simd {
 
 // True when this CPU runs AVX2, FMA and F16C (false off x86).
 bool have_avx2();
+// True when this CPU (and OS) runs AVX-512 F, BW and VL, and have_avx2().
+bool have_avx512();
+// True when have_avx512() and the CPU has AVX512_VNNI.
+bool have_avx512_vnni();
 
 #ifdef SINKSCOPE_X86
 // exp of 8 floats: 2^n p(r) with r = x - n ln2 (ln2 split in two for precision) and a degree-6
