@@ -243,6 +243,7 @@ SINKSCOPE_AVX2 void rows_small_avx2(const QuantMatrix& w, const XQ16& x, float* 
     float macc0 = 0.0f, macc1 = 0.0f;
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2, p += 2 * bsz) {
+      simd::prefetch_ahead(p, 2 * bsz);
       const __m256i i0 = block(p, b), i1 = block(p + bsz, b + 1);
       acc0 = fma_block(h2f(p) * x.d[size_t(b)], i0, acc0);
       acc1 = fma_block(h2f(p + bsz) * x.d[size_t(b + 1)], i1, acc1);
@@ -271,6 +272,7 @@ SINKSCOPE_AVX2 void rows_q45k_avx2(const QuantMatrix& w, const XQ16& x, float* y
     float macc = 0.0f;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* b = row + sb * (five ? 176 : 144);
+      simd::prefetch_ahead(b, five ? 176 : 144);
       const float d = h2f(b), dmin = h2f(b + 2);
       const uint8_t* q = b + (five ? 48 : 16);
       __m256i qh0 = _mm256_setzero_si256(), qh1 = qh0;
@@ -312,6 +314,7 @@ SINKSCOPE_AVX2 void rows_q6k_avx2(const QuantMatrix& w, const XQ16& x, float* y,
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // first / second 16 of a group
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* b = row + sb * 210;
+      simd::prefetch_ahead(b, 210);
       const float d = h2f(b + 208);
       for (int h = 0; h < 2; ++h) {
         const uint8_t* ql = b + 64 * h;
