@@ -8,6 +8,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
