@@ -432,8 +432,8 @@ void qgemv(const QuantMatrix& w, const float* x, float* y, ThreadPool* pool, Qge
 
 void qgemv_int16_portable(const QuantMatrix& w, const float* x, float* y) {
   qint::XQ16 xq;
-  qint::quantize_x(x, w.cols, xq, /*portable=*/true);
-  qint::rows(w, xq, y, 0, w.rows, /*portable=*/true);
+  qint::quantize_x(x, w.cols, xq, qint::Isa::kPortable);
+  qint::rows(w, xq, y, 0, w.rows, qint::Isa::kPortable);
 }
 
 void qgemv_many(const QgemvJob* jobs, int n_jobs, const float* x, ThreadPool* pool,
@@ -473,7 +473,8 @@ void qgemv_many(const QgemvJob* jobs, int n_jobs, const float* x, ThreadPool* po
   // references (a thread_local named in the lambda would be each worker's own).
   thread_local qint::XQ16 x16_buffer;
   qint::XQ16& x16 = x16_buffer;
-  if (need_x16) qint::quantize_x(x, cols, x16, /*portable=*/false);
+  const qint::Isa isa = need_x16 ? qint::default_isa() : qint::Isa::kPortable;
+  if (need_x16) qint::quantize_x(x, cols, x16, isa);
 #ifdef SINKSCOPE_X86
   thread_local XQ8 xq_buffer;
   XQ8& xq = xq_buffer;
@@ -493,7 +494,7 @@ void qgemv_many(const QgemvJob* jobs, int n_jobs, const float* x, ThreadPool* po
   auto run = [&](int i, int64_t r0, int64_t r1) {
     const QuantMatrix& w = *jobs[i].w;
     float* y = jobs[i].y;
-    if (path[size_t(i)] == 2) return qint::rows(w, x16, y, r0, r1, /*portable=*/false);
+    if (path[size_t(i)] == 2) return qint::rows(w, x16, y, r0, r1, isa);
 #ifdef SINKSCOPE_X86
     if (path[size_t(i)] == 1) {
       switch (w.type) {

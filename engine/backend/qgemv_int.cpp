@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 #include "engine/backend/simd.h"
 #include "engine/format/ggml_types.h"
@@ -240,6 +243,7 @@ SINKSCOPE_AVX2 void rows_small_avx2(const QuantMatrix& w, const XQ16& x, float* 
     float macc0 = 0.0f, macc1 = 0.0f;
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2, p += 2 * bsz) {
+      simd::prefetch_ahead(p, 2 * bsz);
       const __m256i i0 = block(p, b), i1 = block(p + bsz, b + 1);
       acc0 = fma_block(h2f(p) * x.d[size_t(b)], i0, acc0);
       acc1 = fma_block(h2f(p + bsz) * x.d[size_t(b + 1)], i1, acc1);
@@ -268,6 +272,7 @@ SINKSCOPE_AVX2 void rows_q45k_avx2(const QuantMatrix& w, const XQ16& x, float* y
     float macc = 0.0f;
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* b = row + sb * (five ? 176 : 144);
+      simd::prefetch_ahead(b, five ? 176 : 144);
       const float d = h2f(b), dmin = h2f(b + 2);
       const uint8_t* q = b + (five ? 48 : 16);
       __m256i qh0 = _mm256_setzero_si256(), qh1 = qh0;
@@ -309,6 +314,7 @@ SINKSCOPE_AVX2 void rows_q6k_avx2(const QuantMatrix& w, const XQ16& x, float* y,
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // first / second 16 of a group
     for (int64_t sb = 0; sb < nsb; ++sb) {
       const uint8_t* b = row + sb * 210;
+      simd::prefetch_ahead(b, 210);
       const float d = h2f(b + 208);
       for (int h = 0; h < 2; ++h) {
         const uint8_t* ql = b + 64 * h;
@@ -395,20 +401,56 @@ bool supported(const QuantMatrix& w) {
   }
 }
 
-void quantize_x(const float* x, int64_t n, XQ16& out, bool portable) {
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kPortable: return "portable";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Vnni: return "avx512vnni";
+  }
+  return "?";
+}
+
+std::vector<Isa> isas_available() {
+  std::vector<Isa> v{Isa::kPortable};
+  if (simd::have_avx2()) v.push_back(Isa::kAvx2);
+  if (simd::have_avx512()) v.push_back(Isa::kAvx512);
+  if (simd::have_avx512_vnni()) v.push_back(Isa::kAvx512Vnni);
+  return v;
+}
+
+Isa default_isa() {
+  static const Isa isa = [] {
+    const std::vector<Isa> have = isas_available();
+    const char* v = std::getenv("SINKSCOPE_QGEMV_ISA");
+    if (!v || !*v) return have.back();
+    std::string names;
+    for (Isa i : have) {
+      if (std::strcmp(v, isa_name(i)) == 0) return i;
+      names += std::string(names.empty() ? "" : ", ") + isa_name(i);
+    }
+    throw std::invalid_argument(std::string("SINKSCOPE_QGEMV_ISA=") + v +
+                                ": not an instruction set this CPU runs (it runs: " + names + ")");
+  }();
+  return isa;
+}
+
+void quantize_x(const float* x, int64_t n, XQ16& out, Isa isa) {
   out.q.resize(size_t(n));
   out.d.resize(size_t(n / 32));
   out.s.resize(size_t(n / 32));
 #ifdef SINKSCOPE_X86
-  if (!portable && simd::have_avx2()) return quantize_avx2(x, n, out);
+  if (isa != Isa::kPortable && simd::have_avx2()) return quantize_avx2(x, n, out);
 #endif
-  (void)portable;
+  (void)isa;
   quantize_portable(x, n, out);
 }
 
-void rows(const QuantMatrix& w, const XQ16& x, float* y, int64_t r0, int64_t r1, bool portable) {
+void rows(const QuantMatrix& w, const XQ16& x, float* y, int64_t r0, int64_t r1, Isa isa) {
 #ifdef SINKSCOPE_X86
-  if (!portable && simd::have_avx2()) {
+  if (isa == Isa::kAvx512Vnni && simd::have_avx512_vnni()) return avx512vnni::rows(w, x, y, r0, r1);
+  if (isa == Isa::kAvx512 && simd::have_avx512()) return avx512::rows(w, x, y, r0, r1);
+  if (isa != Isa::kPortable && simd::have_avx2()) {
     switch (w.type) {
       case GgmlType::kQ4_K:
       case GgmlType::kQ5_K:
@@ -423,7 +465,7 @@ void rows(const QuantMatrix& w, const XQ16& x, float* y, int64_t r0, int64_t r1,
     }
   }
 #endif
-  (void)portable;
+  (void)isa;
   rows_portable(w, x, y, r0, r1);
 }
 

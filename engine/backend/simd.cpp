@@ -21,4 +21,24 @@ bool have_avx2() {
 #endif
 }
 
+bool have_avx512() {
+#ifdef SINKSCOPE_X86
+  // __builtin_cpu_supports checks that the OS saves the AVX-512 state (XGETBV) too.
+  static const bool ok = have_avx2() && __builtin_cpu_supports("avx512f") &&
+                         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return ok;
+#else
+  return false;
+#endif
+}
+
+bool have_avx512_vnni() {
+#ifdef SINKSCOPE_X86
+  static const bool ok = have_avx512() && __builtin_cpu_supports("avx512vnni");
+  return ok;
+#else
+  return false;
+#endif
+}
+
 }  // namespace sinkscope::simd

@@ -6,7 +6,9 @@
 // count. Random blocks with realistic scales, rows of the model's widths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -14,6 +16,7 @@
 #include "engine/format/ggml_types.h"
 #include "engine/format/gguf_writer.h"
 #include "engine/backend/qgemv.h"
+#include "engine/backend/qgemv_int.h"
 #include "engine/util/thread_pool.h"
 
 namespace sinkscope {
@@ -74,6 +77,21 @@ void expect_within(const QuantMatrix& w, const std::vector<float>& x, const std:
     ASSERT_LE(std::fabs(double(y[size_t(r)]) - ref), bound)
         << what << " row " << r << ": got " << y[size_t(r)] << ", reference " << ref;
   }
+}
+
+// The 16-bit-activation product of w and x with each instruction set this CPU runs (portable,
+// AVX2, AVX-512, AVX-512 VNNI), named for messages.
+std::vector<std::pair<std::string, std::vector<float>>> int16_every_isa(const QuantMatrix& w,
+                                                                        const std::vector<float>& x) {
+  std::vector<std::pair<std::string, std::vector<float>>> out;
+  for (qint::Isa isa : qint::isas_available()) {
+    qint::XQ16 xq;
+    qint::quantize_x(x.data(), w.cols, xq, isa);
+    std::vector<float> y(size_t(w.rows));
+    qint::rows(w, xq, y.data(), 0, w.rows, isa);
+    out.emplace_back(qint::isa_name(isa), std::move(y));
+  }
+  return out;
 }
 
 TEST(Qgemv, EveryPathWithinItsBoundOfTheReference) {
@@ -192,6 +210,8 @@ TEST(Qgemv, Int16ActivationsWithinBoundForEveryBlockType) {
                                "x" + std::to_string(cols);
       expect_within(w, x, y, false, (name + " int16").c_str(), 32767.0);
       expect_within(w, x, yport, false, (name + " int16 portable").c_str(), 32767.0);
+      for (const auto& [isa, yi] : int16_every_isa(w, x))
+        expect_within(w, x, yi, false, (name + " int16 " + isa).c_str(), 32767.0);
       EXPECT_EQ(y, yp) << name << ": the thread pool changed a result";
       // Two matrices in one call: each equals its single product.
       const QgemvJob jobs[2] = {{&w, ym.data()}, {&w, ym2.data()}};
@@ -238,6 +258,64 @@ TEST(Qgemv, Int16ActivationsOnRandomBlocks) {
     const std::string name = std::string(ggml_type_name(lay.type)) + " random blocks";
     expect_within(w, x, y, false, name.c_str(), 32767.0);
     expect_within(w, x, yport, false, (name + " portable").c_str(), 32767.0);
+    for (const auto& [isa, yi] : int16_every_isa(w, x))
+      expect_within(w, x, yi, false, (name + " " + isa).c_str(), 32767.0);
+  }
+}
+
+// The products' ISA is one this CPU runs (the best, unless SINKSCOPE_QGEMV_ISA picks one); the
+// list is printed so that a log shows which paths the tests above and below ran.
+TEST(Qgemv, DefaultIsaIsOneThisCpuRuns) {
+  std::string names;
+  bool found = false;
+  for (qint::Isa isa : qint::isas_available()) {
+    names += std::string(" ") + qint::isa_name(isa);
+    found |= isa == qint::default_isa();
+  }
+  std::printf("qgemv int16 ISAs on this CPU:%s; default %s\n", names.c_str(),
+              qint::isa_name(qint::default_isa()));
+  EXPECT_TRUE(found);
+  EXPECT_EQ(qint::isas_available().front(), qint::Isa::kPortable);
+}
+
+// Each instruction set on row ranges that start and end anywhere (the pool's chunks), rows of
+// one block and of an odd number of blocks (the kernels' block pairs leave one over): every
+// row equals the same row computed alone, and is within the bound.
+TEST(Qgemv, Int16EveryIsaOnPartialRowRanges) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> gauss(0.f, 1.f);
+  const GgmlType types[] = {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                            GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K};
+  for (GgmlType type : types) {
+    const bool k = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+    for (int64_t cols : k ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96}) {
+      const int64_t rows = 37;
+      const uint64_t rb = ggml_row_bytes(type, cols);
+      std::vector<uint8_t> data(size_t(rows) * rb);
+      std::vector<float> src(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (auto& v : src) v = gauss(rng) * 0.05f;
+        quantize_row_into(type, src.data(), cols, data.data() + uint64_t(r) * rb);
+      }
+      const QuantMatrix w{type, data.data(), rows, cols, rb};
+      std::vector<float> x(static_cast<size_t>(cols));
+      for (auto& v : x) v = gauss(rng);
+      for (qint::Isa isa : qint::isas_available()) {
+        const std::string name = std::string(ggml_type_name(type)) + " cols " +
+                                 std::to_string(cols) + " " + qint::isa_name(isa);
+        qint::XQ16 xq;
+        qint::quantize_x(x.data(), cols, xq, isa);
+        std::vector<float> whole(static_cast<size_t>(rows)), parts(static_cast<size_t>(rows), -1.0f);
+        qint::rows(w, xq, whole.data(), 0, rows, isa);
+        expect_within(w, x, whole, false, name.c_str(), 32767.0);
+        for (int64_t r0 = 0; r0 < rows;) {
+          const int64_t r1 = std::min(rows, r0 + 1 + (r0 * 7) % 11);
+          qint::rows(w, xq, parts.data(), r0, r1, isa);
+          r0 = r1;
+        }
+        EXPECT_EQ(parts, whole) << name;
+      }
+    }
   }
 }
 
