@@ -60,6 +60,7 @@ using namespace sinkscope;
 using gpu_test::Agreement;
 using gpu_test::check;
 using gpu_test::compare;
+using gpu_test::confident_top1;
 using gpu_test::run;
 namespace fs = std::filesystem;
 
@@ -168,26 +169,6 @@ void check_oracle(const Json& c) {
   const Agreement a = compare(all_ref, all_gpu, V);
   check(a.finite && a.mean_kl <= 1e-3 && a.top1 >= 0.99, name + "_cuda_vs_transformers",
         a.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
-}
-
-// Random-weight models have near-ties: the argmax must agree only on the rows where the
-// reference's top-2 gap is at least `gap` logits. Returns the agreeing share of those rows.
-double confident_top1(const std::vector<float>& ref, const std::vector<float>& test, int V,
-                      double gap, int* rows_out) {
-  int rows = 0, agree = 0;
-  for (size_t r = 0; r + 1 <= ref.size() / size_t(V) && ref.size() == test.size(); ++r) {
-    const float* p = &ref[r * V];
-    const float* q = &test[r * V];
-    const int a = int(std::max_element(p, p + V) - p);
-    float second = -INFINITY;
-    for (int i = 0; i < V; ++i)
-      if (i != a) second = std::max(second, p[i]);
-    if (p[a] - second < gap) continue;
-    ++rows;
-    agree += int(std::max_element(q, q + V) - q) == a;
-  }
-  *rows_out = rows;
-  return rows ? double(agree) / rows : 1.0;
 }
 
 // The gates of a CUDA vs CPU comparison: mean and max KL, and the confident rows' argmax.
