@@ -159,7 +159,7 @@ def hf_config(c: dict):
         cfg = transformers.GptOssConfig(**common, num_local_experts=4, num_experts_per_tok=2,
                                         sliding_window=WINDOW)
         set_rope(cfg, {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
-                       "truncate": False, "original_max_position_embeddings": 64,
+                       "truncate": False, "original_max_position_embeddings": 32,
                        "rope_theta": 150000.0})
     else:
         raise ValueError(f)
