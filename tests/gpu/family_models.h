@@ -128,7 +128,7 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
       dims = {rope_dim / 2};
       for (int64_t i = 0; i < rope_dim / 2; ++i) {
         const double x = rope_dim > 2 ? double(i) / double(rope_dim / 2 - 1) : 0.0;
-        fixed.push_back(float(lng ? 1 + 7 * x * x : 1 + 0.5 * x));
+        fixed.push_back(float(lng ? 1 + 7 * x : 1 + 0.5 * x));
       }
     } else if (n == "token_embd.weight" || n == "output.weight") {
       dims = {D, t.dims[1]};
