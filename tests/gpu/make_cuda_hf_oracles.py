@@ -15,6 +15,12 @@ Needs torch, transformers and numpy (the GPU machine has them; no `gguf` module)
     python3 tests/gpu/make_cuda_hf_oracles.py --out build/hf_cuda_oracles
     build-gpu/tests/gpu/test_cuda_hf_oracles build/hf_cuda_oracles
 
+Without a GPU the CPU side runs alone (a venv with `pip install torch transformers numpy`; the
+whole script takes ~10 s on 2 cores):
+
+    build/venv-hf/bin/python tests/gpu/make_cuda_hf_oracles.py --out build/hf_cuda_oracles
+    build/tests/gpu/test_cuda_hf_oracles build/hf_cuda_oracles --cpu-only
+
 Cases (hidden 256, bfloat16 weights, which the HF model runs exactly, in float32):
   llama_hd64         LlamaForCausalLM, 4 heads of 64, 2 KV heads
   llama_hd128        LlamaForCausalLM, 2 heads of 128, 1 KV head
