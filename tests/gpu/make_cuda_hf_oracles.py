@@ -39,9 +39,15 @@ Cases (hidden 256, bfloat16 weights, which the HF model runs exactly, in float32
                      alternating) when this transformers has it; the C++ side accepts the CUDA
                      backend refusing it by name (gpt-oss on CUDA is another change)
 Prompts: token ids, lengths 90 and 300, random spans each repeated (attention has something to
-find), the same for every case (seed 7).
+find), the same for every case (seed 7). Weights as tests/oracle/make_hf_oracles.py draws them,
+except the Q/K projections at gain 1 (not 2: with peaked attention bf16 roundings alone moved
+phi3's logits by a max KL of 6e-2) and gpt-oss's router at gain 20 (wide top-k gaps).
+Also recorded per case: bf16_emulation, transformers with every value the CUDA path keeps in
+bf16 rounded to bf16 (the scale of the CUDA gates' margin), and window_effect, the logits' move
+with the model's window set to 4096 (the sensitivity of the gates to a window applied wrong).
 """
 import argparse
+import copy
 import json
 import math
 import pathlib
@@ -60,6 +66,8 @@ BOS, EOS = 400, 402
 WINDOW = 48            # not a multiple of the 64 / 128-token tiles: windows end mid-tile
 PROMPT_LENGTHS = (90, 300)
 PHI3_ORIG = 128
+QK_GAIN = 1.0  # Q/K projections (phi3: all of qkv_proj) times this over N(0, 1/in)
+ROUTER_GAIN = 20.0  # gpt-oss router: wide top-k gaps, so bf16 rounding flips few experts
 
 CASES = [
     dict(name="llama_hd64", family="llama", n_head=4, n_head_kv=2, head_dim=64, n_layer=2),
@@ -189,8 +197,8 @@ def random_state(model, seed: int, norm_offset: float) -> dict:
         elif "norm" in name:
             a = 1.0 - norm_offset + 0.2 * rng.standard_normal(shape)
         elif len(shape) == 2:
-            gain = 2.0 if ("q_proj" in name or "k_proj" in name or "qkv_proj" in name) else \
-                3.0 if name == "lm_head.weight" else 1.0
+            gain = QK_GAIN if ("q_proj" in name or "k_proj" in name or "qkv_proj" in name) else \
+                3.0 if name == "lm_head.weight" else ROUTER_GAIN if "router" in name else 1.0
             a = gain * rng.standard_normal(shape) / math.sqrt(shape[1])
         else:
             a = 0.3 * rng.standard_normal(shape)
@@ -210,6 +218,38 @@ def prompts() -> list:
     return out
 
 
+def agreement(ref: list, test: list) -> dict:
+    """KL(ref || test) per row (float64 log-softmax), as tests/gpu/gpu_agreement.h."""
+    p = torch.log_softmax(torch.tensor(np.concatenate(ref, 0), dtype=torch.float64), -1)
+    q = torch.log_softmax(torch.tensor(np.concatenate(test, 0), dtype=torch.float64), -1)
+    kl = (p.exp() * (p - q)).sum(-1)
+    return {"mean_kl": float(kl.mean()), "max_kl": float(kl.max()),
+            "max_abs": float(max(np.abs(a - b).max() for a, b in zip(ref, test)))}
+
+
+def bf16_emulation(model, ids: list) -> list:
+    """The logits with every value the CUDA backend keeps in bf16 rounded to bf16 (normed layer
+    inputs, the Q/K/V projections, the attention output, the FFN activation, the final norm's
+    output; the residual stream and the rest float32): an estimate of the CUDA-vs-transformers
+    difference that the gates of test_cuda_hf_oracles must leave room for."""
+    rb = lambda t: t.to(torch.bfloat16).to(torch.float32)  # noqa: E731
+    hooks = []
+    for name, mod in model.named_modules():
+        leaf = name.split(".")[-1]
+        rounded_out = leaf in ("input_layernorm", "pre_feedforward_layernorm", "q_proj", "k_proj",
+                               "v_proj", "qkv_proj") or name == "model.norm" or \
+            (leaf == "post_attention_layernorm" and "Gemma" not in type(model).__name__)
+        if rounded_out:
+            hooks.append(mod.register_forward_hook(lambda m, i, o: rb(o)))
+        if leaf in ("o_proj", "down_proj"):
+            hooks.append(mod.register_forward_pre_hook(lambda m, a: (rb(a[0]),) + tuple(a[1:])))
+    try:
+        return [model(input_ids=torch.tensor([p])).logits[0].float().numpy() for p in ids]
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 def write_case(c: dict, out: pathlib.Path, seed: int) -> dict:
     cls = getattr(transformers, CLASSES[c["family"]], None)
     if cls is None:
@@ -226,6 +266,17 @@ def write_case(c: dict, out: pathlib.Path, seed: int) -> dict:
     with torch.no_grad():  # before model.to(bf16), which also rounds the RoPE buffers
         logits = [model(input_ids=torch.tensor([p])).logits[0].to(torch.float32).numpy()
                   for p in ids]
+        emulated = agreement(logits, bf16_emulation(model, ids))
+        window_effect = None
+        if getattr(cfg, "sliding_window", None):
+            # The same weights with the window past every prompt: how far the model's own window
+            # moves the logits (the tests' gates must be far tighter than this).
+            cfg2 = copy.deepcopy(cfg)
+            cfg2.sliding_window = 4096
+            wide = cls(cfg2).eval()
+            wide.load_state_dict(state, strict=False)
+            window_effect = agreement(logits, [wide(input_ids=torch.tensor([p])).logits[0]
+                                               .float().numpy() for p in ids])
     ck = out / c["name"]
     shutil.rmtree(ck, ignore_errors=True)
     model.to(torch.bfloat16).save_pretrained(ck)
@@ -244,8 +295,13 @@ def write_case(c: dict, out: pathlib.Path, seed: int) -> dict:
         "min_top2_gap": float((srt[:, -1] - srt[:, -2]).min()),
         # gpt-oss on the CUDA backend is another change: a refusal naming it is accepted.
         "cuda": "optional" if c["family"] == "gpt_oss" else "required",
+        "bf16_emulation": emulated,
+        "window_effect": window_effect,
     }
-    print(f"{c['name']}: logits std {allv.std():.2f}, min top-2 gap {entry['min_top2_gap']:.2e}",
+    print(f"{c['name']}: logits std {allv.std():.2f}, min top-2 gap {entry['min_top2_gap']:.2e}, "
+          f"bf16 emulation mean KL {emulated['mean_kl']:.2e} max KL {emulated['max_kl']:.2e} "
+          f"max |dlogit| {emulated['max_abs']:.3f}" +
+          (f"; window 4096 instead: mean KL {window_effect['mean_kl']:.3f}" if window_effect else ""),
           file=sys.stderr)
     return entry
 

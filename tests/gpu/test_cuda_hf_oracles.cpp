@@ -9,10 +9,13 @@
 //   CUDA backend vs transformers: mean KL <= 2e-3 nats, max KL <= 2e-2, top-1 >= 99 % of the
 //     rows whose top-2 gap is >= 0.3, max |dlogit| <= 0.5, every logit finite. The CUDA path
 //     keeps activations in bf16 (normed inputs, Q, the KV cache, attention output, FFN
-//     activation), so these are the gates of the CUDA-vs-CPU checks of test_cuda_families (the
-//     CPU sits within 1e-3 of transformers, so the same gates carry over); max |dlogit| 0.5 is
-//     about 3x what rounding activations-sized operands to bf16 moves these logits on the CPU
-//     (test_cuda_families' INFO lines: 0.04 - 0.15 on logits of std ~3).
+//     activation); the script measures what those roundings alone do in transformers (its
+//     bf16_emulation, printed here): mean KL <= 1.4e-4, max KL <= 5e-4, max |dlogit| <= 0.13 on
+//     the dense families, so the gates (those of test_cuda_families' CUDA-vs-CPU checks) leave
+//     4x (max |dlogit|) to 40x (max KL) for the kernels' own rounding order. gpt-oss (expert
+//     routing): mean KL <= 5e-3, max KL <= 0.2, max |dlogit| <= 3 (its emulation: 5.3e-4,
+//     2.4e-2, 0.88). A window's sensitivity: the script's logits with the window 4096 instead
+//     must differ by a mean KL > 10x the 2e-3 gate.
 //   Then the model's own windows composed with the cache's (sliding window 64 + 4 sinks) and the
 //     dynamic-sparse rule (lambda 0.01): CUDA vs CPU on the 300-token prompt (236 prefill + 64
 //     decode steps), gates mean KL <= 6e-3, max KL <= 6e-2, top-1 as above (those of
@@ -138,6 +141,20 @@ void check_case(const fs::path& dir, const Json& c) {
   }
   check(worst <= 1e-3, name + "_cpu_vs_transformers",
         "max |dlogit| " + std::to_string(worst) + " (gate 1e-3)");
+  // What the script measured in transformers: its bf16 emulation of the CUDA path (the scale of
+  // the CUDA gates' margin) and, with a window, the logits' move without it (sensitivity).
+  if (c.contains("bf16_emulation") && c.at("bf16_emulation").is_object()) {
+    const Json& e = c.at("bf16_emulation");
+    std::printf("INFO %s: transformers with the CUDA path's bf16 roundings: mean KL %.3g, max KL "
+                "%.3g, max |dlogit| %.3g\n", name.c_str(), e.at("mean_kl").get<double>(),
+                e.at("max_kl").get<double>(), e.at("max_abs").get<double>());
+  }
+  if (c.contains("window_effect") && c.at("window_effect").is_object()) {
+    const double kl = c.at("window_effect").at("mean_kl").get<double>();
+    check(kl > 10 * 2e-3, name + "_window_sensitivity",
+          "transformers with the window 4096 instead: mean KL " + std::to_string(kl) +
+              " (gate: > 10x the 2e-3 gate, so the gates see a window applied wrong)");
+  }
   if (g_cpu_only) return;
 
   std::vector<float> all_gpu;
@@ -156,7 +173,12 @@ void check_case(const fs::path& dir, const Json& c) {
     gpu->forward(prompts[i], LogitsMode::kAll, l);
     all_gpu.insert(all_gpu.end(), l.begin(), l.end());
   }
-  gate_kl(all_ref, all_gpu, V, name + "_cuda_vs_transformers", 2e-3, 2e-2, 0.5);
+  // gpt-oss: top-k expert routing turns a near-tie of router logits into a different expert,
+  // so a few rows move far (the script's bf16 emulation: max KL 2.4e-2, max |dlogit| 0.88 where
+  // the dense families stay below 5e-4 and 0.13).
+  const bool moe = mc.n_expert > 0;
+  gate_kl(all_ref, all_gpu, V, name + "_cuda_vs_transformers", moe ? 5e-3 : 2e-3,
+          moe ? 0.2 : 2e-2, moe ? 3.0 : 0.5);
   std::printf("INFO %s: CUDA vs CPU (for scale): %s\n", name.c_str(),
               compare(all_cpu, all_gpu, V).str().c_str());
 
