@@ -33,7 +33,12 @@ enum class LogitsMode { kLast, kAll, kLastRowStats };
 // model take 512 MB, against 17 GB for their logits over a 128K vocabulary.
 struct HiddenRows {
   int n = 0, n_embd = 0;
-  std::vector<float> x;
+  std::vector<float> x;  // on the host; empty where a GPU holds them (device_x)
+  // A CUDA backend keeps its rows in device memory (owned by device_owner), so that kl_rows on
+  // that device reads them in place; only the backend kind that made them reads them then.
+  const float* device_x = nullptr;
+  std::shared_ptr<const void> device_owner;
+  bool on_device() const { return device_x != nullptr; }
 };
 
 // Per-row statistics of a LogitsMode::kLastRowStats forward of n tokens (or the log-sum-exp

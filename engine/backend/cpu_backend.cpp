@@ -278,6 +278,10 @@ std::vector<double> CpuBackend::kl_rows(const HiddenRows& p, const HiddenRows& q
                        std::to_string(p.n_embd) + " and " + std::to_string(q.n) + " x " +
                        std::to_string(q.n_embd) + "; both must be rows of the model's width " +
                        std::to_string(c.n_embd));
+  if (p.on_device() || q.on_device())
+    throw BackendError("kl_rows: the hidden states are held in GPU memory; the CPU backend reads "
+                       "only host rows");
+  m_pool.set_span_recorder(m_spans);  // the current recorder (a forward's may be gone)
   std::vector<double> kl(size_t(p.n));
   constexpr int kRows = 64;  // rows per LM-head product (bounds the two logit blocks)
   std::vector<float> lp(size_t(kRows) * c.n_vocab), lq(lp.size());

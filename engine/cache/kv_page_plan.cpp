@@ -252,6 +252,14 @@ void KvPagePlan::rollback() {
   update_bytes();
 }
 
+bool KvPagePlan::truncate(int64_t n) {
+  if (m_s.windowed() || protects() || m_reserved != 0 || n < 0 || n > m_stats.n_past) return false;
+  m_full_pages = (n + m_bs - 1) / m_bs;
+  m_stats.n_past = m_stats.n_cached = n;
+  update_bytes();
+  return true;
+}
+
 void KvPagePlan::commit(int m) {
   if (m != m_reserved) throw BackendError("KV cache: commit without a matching reserve");
   m_reserved = m_reserved_pages = m_reserved_prot = 0;

@@ -82,6 +82,10 @@ class KvPagePlan {
   bool reserve(int m);
   void commit(int m);  // n_past += m; evicts pages that left the window
   void rollback();     // undoes reserve()
+  // Full cache without protected pages: back to the first n positions (the later ones are
+  // overwritten by the next reserve). False, nothing changed, for a window, protected pages,
+  // a pending reserve or n outside [0, n_past].
+  bool truncate(int64_t n);
 
   bool windowed() const { return m_s.windowed(); }
   int block_size() const { return m_bs; }

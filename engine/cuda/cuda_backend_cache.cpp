@@ -23,6 +23,30 @@ void CudaBackendImpl::reset() {
   // Decode graphs stay: they hold no position, only buffers and settings.
 }
 
+bool CudaBackendImpl::rewind(int n_past, const AttentionProbes& probes) {
+  const ModelConfig& c = m_model->config();
+  const size_t LH = size_t(c.n_layer) * c.n_head;
+  if (n_past < 0 || n_past > m_n_past || probes.n_layer != c.n_layer ||
+      probes.n_head != c.n_head || probes.prefill.size() != LH || probes.decode.size() != LH)
+    return false;
+  if (!m_plan->truncate(n_past)) return false;
+  SS_CUDA(cudaSetDevice(m_device));
+  // The device's tile counters: [prefill, decode][visited, skipped][layer][head].
+  uint64_t* h = m_h_probe.as<uint64_t>();
+  for (size_t i = 0; i < LH; ++i) {
+    h[i] = uint64_t(probes.prefill[i].visited);
+    h[LH + i] = uint64_t(probes.prefill[i].skipped);
+    h[2 * LH + i] = uint64_t(probes.decode[i].visited);
+    h[3 * LH + i] = uint64_t(probes.decode[i].skipped);
+  }
+  SS_CUDA(cudaMemcpyAsync(m_probe.get(), h, LH * 4 * 8, cudaMemcpyHostToDevice, m_stream.s));
+  SS_CUDA(cudaStreamSynchronize(m_stream.s));
+  m_n_past = n_past;
+  m_probes = probes;
+  restart_decode_choice();  // the measured skipped share belongs to the dropped steps
+  return true;
+}
+
 void CudaBackendImpl::set_attention(const AttentionSettings& s) {
   validate_attention(s);
   if (m_cache_settings.block_size != 0 && m_cache_settings.block_size != s.block_size)

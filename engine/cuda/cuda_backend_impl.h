@@ -203,6 +203,9 @@ class CudaBackendImpl final : public CudaBackend {
   KvCacheStats cache_stats() const override { return m_plan->stats(); }
   DecodePathStats decode_path_stats() const override { return m_dpath; }
   void reset() override;
+  // Full bf16 or unprotected cache: back to the first n_past positions, the tile counters (and
+  // their device copy) and skip masks set to `probes`. Windows and protected pages: false.
+  bool rewind(int n_past, const AttentionProbes& probes) override;
   void set_attention(const AttentionSettings& s) override;
   const AttentionSettings& attention() const override { return m_attn; }
   const AttentionProbes& probes() const override { return m_probes; }

@@ -38,7 +38,15 @@ void CudaBackendImpl::begin_row_stats(std::span<const TokenId> tokens) {
   m_rs_hidden = std::make_shared<HiddenRows>();
   m_rs_hidden->n = int(n);
   m_rs_hidden->n_embd = c.n_embd;
-  m_rs_hidden->x.resize(size_t(n) * c.n_embd);
+  // The rows stay in device memory (kl_rows reads them there); where that memory is short,
+  // they go to the host instead.
+  try {
+    auto buf = std::make_shared<DeviceBuffer>(size_t(n) * c.n_embd * 4, "final hidden states");
+    m_rs_hidden->device_x = buf->as<float>();
+    m_rs_hidden->device_owner = std::move(buf);
+  } catch (const BackendError&) {
+    m_rs_hidden->x.resize(size_t(n) * c.n_embd);
+  }
 }
 
 void CudaBackendImpl::enqueue_row_stats(int rows, int64_t r0, const float* x, bool have_logits) {
@@ -59,9 +67,13 @@ void CudaBackendImpl::enqueue_row_stats(int rows, int64_t r0, const float* x, bo
       SS_CUDA(cudaMemcpyAsync(m_h_logits.as<float>(), m_logits.as<float>() + size_t(m - 1) * V,
                               size_t(V) * 4, cudaMemcpyDeviceToHost, m_stream.s));
   }
-  // Pageable destination: the copy returns once the rows are on the host.
-  SS_CUDA(cudaMemcpyAsync(m_rs_hidden->x.data() + size_t(r0) * c.n_embd, x,
-                          size_t(rows) * c.n_embd * 4, cudaMemcpyDeviceToHost, m_stream.s));
+  if (m_rs_hidden->on_device()) {
+    SS_CUDA(cudaMemcpyAsync(const_cast<float*>(m_rs_hidden->device_x) + size_t(r0) * c.n_embd, x,
+                            size_t(rows) * c.n_embd * 4, cudaMemcpyDeviceToDevice, m_stream.s));
+  } else {  // pageable destination: the copy returns once the rows are on the host
+    SS_CUDA(cudaMemcpyAsync(m_rs_hidden->x.data() + size_t(r0) * c.n_embd, x,
+                            size_t(rows) * c.n_embd * 4, cudaMemcpyDeviceToHost, m_stream.s));
+  }
 }
 
 void CudaBackendImpl::finish_row_stats() {
@@ -85,8 +97,10 @@ void CudaBackendImpl::finish_row_stats() {
 
 std::vector<double> CudaBackendImpl::kl_rows(const HiddenRows& p, const HiddenRows& q) {
   const ModelConfig& c = m_model->config();
-  if (p.n != q.n || p.n_embd != c.n_embd || q.n_embd != c.n_embd ||
-      p.x.size() != size_t(p.n) * c.n_embd || q.x.size() != size_t(q.n) * c.n_embd)
+  auto rows_ok = [&](const HiddenRows& h) {
+    return h.n_embd == c.n_embd && (h.on_device() || h.x.size() == size_t(h.n) * c.n_embd);
+  };
+  if (p.n != q.n || !rows_ok(p) || !rows_ok(q))
     throw BackendError("kl_rows: the hidden states are " + std::to_string(p.n) + " x " +
                        std::to_string(p.n_embd) + " and " + std::to_string(q.n) + " x " +
                        std::to_string(q.n_embd) + "; both must be rows of the model's width " +
@@ -114,14 +128,19 @@ std::vector<double> CudaBackendImpl::kl_rows(const HiddenRows& p, const HiddenRo
   for (int r0 = 0; r0 < p.n; r0 += R) {
     check_cancel();
     const int m = std::min(R, p.n - r0);
-    SS_CUDA(cudaMemcpyAsync(xp, p.x.data() + size_t(r0) * D, size_t(m) * D * 4,
-                            cudaMemcpyHostToDevice, m_stream.s));
-    SS_CUDA(cudaMemcpyAsync(xq, q.x.data() + size_t(r0) * D, size_t(m) * D * 4,
-                            cudaMemcpyHostToDevice, m_stream.s));
-    enqueue_lm_head(m_stream.s, *m_blas, 0, m, xp, m_kl_logits.as<float>());
+    // Rows in device memory are read in place; host rows go through m_kl_x.
+    auto rows_at = [&](const HiddenRows& h, float* staging) -> const float* {
+      if (h.on_device()) return h.device_x + size_t(r0) * D;
+      SS_CUDA(cudaMemcpyAsync(staging, h.x.data() + size_t(r0) * D, size_t(m) * D * 4,
+                              cudaMemcpyHostToDevice, m_stream.s));
+      return staging;
+    };
+    const float* rp = rows_at(p, xp);
+    const float* rq = rows_at(q, xq);
+    enqueue_lm_head(m_stream.s, *m_blas, 0, m, rp, m_kl_logits.as<float>());
     SS_LAUNCH(kernels::launch_row_lse_argmax(m_kl_logits.as<float>(), m, V, lse_p, top1,
                                              m_stream.s));
-    enqueue_lm_head(m_stream.s, *m_blas, 0, m, xq);
+    enqueue_lm_head(m_stream.s, *m_blas, 0, m, rq);
     SS_LAUNCH(kernels::launch_row_lse_argmax(m_logits.as<float>(), m, V, lse_q, top1, m_stream.s));
     SS_LAUNCH(kernels::launch_row_kl(m_kl_logits.as<float>(), m_logits.as<float>(), m, V, lse_p,
                                      lse_q, kl + r0, m_stream.s));

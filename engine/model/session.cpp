@@ -30,11 +30,12 @@ GenerateResult generate(Backend& backend, const std::vector<TokenId>& prompt,
                        " tokens, which leaves no room in a context of " +
                        std::to_string(backend.capacity()) + " tokens");
   const size_t nv = size_t(backend.model().config().n_vocab);
-  if (options.prompt_in_cache &&
-      (!options.prompt_logits || options.prompt_logits->size() != prompt.size() * nv ||
-       backend.n_past() != int64_t(prompt.size())))
+  const bool have_logits =
+      options.prompt_logits ? options.prompt_logits->size() == prompt.size() * nv
+                            : options.prompt_last_logits && options.prompt_last_logits->size() == nv;
+  if (options.prompt_in_cache && (!have_logits || backend.n_past() != int64_t(prompt.size())))
     throw BackendError("generate: prompt_in_cache needs the backend at the prompt's end and its "
-                       "logits in prompt_logits");
+                       "logits in prompt_logits (or its last row in prompt_last_logits)");
   const Tokenizer& tok = backend.model().tokenizer();
   GenerateResult r;
   r.prompt_tokens = prompt;
@@ -59,7 +60,12 @@ GenerateResult generate(Backend& backend, const std::vector<TokenId>& prompt,
   if (options.on_prefill_done) options.on_prefill_done();
   // The row the first token is sampled from.
   std::span<const float> row(logits);
-  if (options.prompt_logits) row = std::span<const float>(*options.prompt_logits).last(nv);
+  if (options.prompt_logits) {
+    row = std::span<const float>(*options.prompt_logits).last(nv);
+  } else if (options.prompt_row_stats && options.prompt_last_logits) {
+    if (!options.prompt_in_cache) *options.prompt_last_logits = logits;
+    row = *options.prompt_last_logits;
+  }
 
   const int64_t t1 = prof::now_ns();
   r.stop_reason = "max_tokens";

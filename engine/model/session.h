@@ -21,8 +21,12 @@ struct GenerateOptions {
   // When set (and prompt_logits is not), the prefill computes per-row statistics of every
   // prompt position where the logits are (LogitsMode::kLastRowStats) and writes them here.
   RowStats* prompt_row_stats = nullptr;
+  // With prompt_row_stats: the prompt's last row of logits (n_vocab floats) is written here, and
+  // with prompt_in_cache read from here (the first token is sampled from it).
+  std::vector<float>* prompt_last_logits = nullptr;
   // The backend already holds the prompt (rewound to the end of an earlier prefill) and
-  // *prompt_logits its logits: no reset, no prefill (prefill_ms is 0).
+  // *prompt_logits its logits (or *prompt_last_logits its last row): no reset, no prefill
+  // (prefill_ms is 0).
   bool prompt_in_cache = false;
   // Called once the prompt is in the cache, before the first token is sampled (e.g. to read the
   // prefill's probes or start work on the prompt's logits).

@@ -115,6 +115,49 @@ int main() {
           "a kLast forward leaves no row statistics");
   });
 
+  // 1a. rewind(): back to the prompt's end after decode steps, the decode again gives the same
+  //     logits bit for bit and the probes the snapshot's; a window refuses.
+  run("rewind", [&] {
+    BackendOptions o;
+    o.attention.type = AttentionType::kDynamicSparse;
+    o.attention.threshold_prefill = o.attention.threshold_decode = 0.01;
+    auto gpu = make_cuda_backend(model, o);
+    std::vector<float> l;
+    gpu->forward(std::span(ids.data(), 300), LogitsMode::kLast, l);
+    const AttentionProbes snap = gpu->probes();
+    auto decode = [&] {
+      std::vector<float> out;
+      for (int t = 0; t < 40; ++t) {
+        gpu->forward(std::span(ids.data() + 300 + t, 1), LogitsMode::kLast, l);
+        out.insert(out.end(), l.begin(), l.end());
+      }
+      return out;
+    };
+    const std::vector<float> first = decode();
+    const TileCounts d1 = gpu->probes().total(true);
+    const bool ok = gpu->rewind(300, snap);
+    const bool probes_back = gpu->probes().total(true).visited == snap.total(true).visited &&
+                             gpu->probes().total(false).skipped == snap.total(false).skipped &&
+                             gpu->n_past() == 300;
+    const std::vector<float> again = decode();
+    const TileCounts d2 = gpu->probes().total(true);
+    BackendOptions w = o;
+    w.cache.strategy = CacheStrategy::kSlidingWindow;
+    w.cache.window_size = 128;
+    auto win = make_cuda_backend(model, w);
+    win->forward(std::span(ids.data(), 200), LogitsMode::kLast, l);
+    const bool win_refused = !win->rewind(100, win->probes());
+    check(ok && probes_back && bitwise_equal(first, again) && d1.visited == d2.visited &&
+              d1.skipped == d2.skipped && win_refused,
+          "rewind",
+          std::string("rewound to 300 after 40 decode steps: ") + (ok ? "yes" : "NO") +
+              ", probes as the snapshot: " + (probes_back ? "yes" : "NO") +
+              ", the 40 steps again bitwise equal: " + (bitwise_equal(first, again) ? "yes" : "NO") +
+              fmt(", decode tiles visited %.0f / %.0f, skipped %.0f / %.0f", double(d1.visited),
+                  double(d2.visited), double(d1.skipped), double(d2.skipped)) +
+              ", a window refuses: " + (win_refused ? "yes" : "NO"));
+  });
+
   // 1b. LogitsMode::kLastRowStats: the statistics reduced on the device without the logits
   //     leaving it, against the same backend's kAll logits reduced on the host (full cache and
   //     a sliding window), and kl_rows from two runs' hidden states against the KL of their

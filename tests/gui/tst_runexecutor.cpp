@@ -329,7 +329,14 @@ class TestRunExecutor : public QObject {
   }
   // A change of the decode's lambda (or the generation length) leaves the prefill as it was:
   // the backend is rewound to it and only the decode runs, with the data a fresh run gives.
+  // Both the host-logits path and the row-statistics path (the GPU's) resume.
+  void decodeOnlyChangeResumesThePrefill_data() {
+    QTest::addColumn<bool>("rowStats");
+    QTest::newRow("host logits") << false;
+    QTest::newRow("row statistics") << true;
+  }
   void decodeOnlyChangeResumesThePrefill() {
+    QFETCH(bool, rowStats);
     ControlState s;
     s.maxTokens = 6;
     s.layer = 1;
@@ -338,6 +345,7 @@ class TestRunExecutor : public QObject {
     s.inference.attention.threshold_decode = 0.3;
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());
+    ex.setRowStatsOnCpu(rowStats);
     (void)ex.run(s.toRequest(test::longPrompt().toStdString()), 1);
     s.inference.attention.threshold_decode = 0.01;
     s.maxTokens = 8;
@@ -351,6 +359,7 @@ class TestRunExecutor : public QObject {
     QVERIFY(hasStage(b, "variant prefill (resumed)"));
     RunExecutor fresh(BackendKind::kCpu, 2);
     fresh.setModel(test::randomModel());
+    fresh.setRowStatsOnCpu(rowStats);
     const RunResultPtr c = fresh.run(s.toRequest(test::longPrompt().toStdString()), 3);
     QVERIFY(hasStage(c, "variant prefill"));
     QCOMPARE(b->tokens, c->tokens);

@@ -115,6 +115,44 @@ TEST(KvPagePlan, FullCacheBudgetsAndStats) {
   EXPECT_EQ(plan.stats().high_water_bytes, 2 * 64 * kRowBytes * kLayers);
 }
 
+// truncate() goes back to a shorter full cache exactly as if the later positions had never
+// been committed; windows, protected pages and a pending reserve refuse it.
+TEST(KvPagePlan, TruncateEqualsTheShorterCache) {
+  CacheSettings s;
+  KvPagePlan plan(kLayers, kRowBytes, 64, 8192, 0, s);
+  KvPagePlan shorter(kLayers, kRowBytes, 64, 8192, 0, s);
+  plan.reserve(300);
+  plan.commit(300);
+  shorter.reserve(130);
+  shorter.commit(130);
+  EXPECT_FALSE(plan.truncate(301));
+  EXPECT_FALSE(plan.truncate(-1));
+  ASSERT_TRUE(plan.truncate(130));
+  EXPECT_EQ(plan.n_past(), 130);
+  EXPECT_EQ(plan.stats().pages, shorter.stats().pages);
+  EXPECT_EQ(plan.stats().bytes_allocated, shorter.stats().bytes_allocated);
+  EXPECT_EQ(plan.stats().n_cached, 130);
+  plan.reserve(70);  // grows again from there, page by page
+  shorter.reserve(70);
+  EXPECT_FALSE(plan.truncate(100));  // a reserve is pending
+  plan.commit(70);
+  shorter.commit(70);
+  EXPECT_EQ(plan.stats().pages, shorter.stats().pages);
+  CacheSettings w;
+  w.strategy = CacheStrategy::kSlidingWindow;
+  w.window_size = 128;
+  KvPagePlan win(kLayers, kRowBytes, 64, 1 << 20, windowed_pool_positions(w, 64), w);
+  win.reserve(64);
+  win.commit(64);
+  EXPECT_FALSE(win.truncate(10));
+  CacheSettings q;
+  q.quantization.enabled = true;
+  KvPagePlan prot(kLayers, kRowBytes / 2, 64, 8192, 0, q, kRowBytes);
+  prot.reserve(64);
+  prot.commit(64);
+  EXPECT_FALSE(prot.truncate(10));
+}
+
 TEST(KvPagePlan, GlobalLimitNamesTheLimitAndChangesNothing) {
   CacheSettings s;
   s.global_cache_limit_mib = 1;  // 1 MiB / (64 * 768 B) = 21 pages of 64

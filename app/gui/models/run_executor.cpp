@@ -143,6 +143,8 @@ void RunExecutor::loadModel(const std::string& path) {
 
 void RunExecutor::setModel(std::shared_ptr<const Model> model) {
   m_prefillKey.clear();
+  m_keptRows = RowStats{};  // its hidden states may hold device memory
+  m_keptLast.clear();
   m_variant.reset();
   m_spare.reset();
   m_spareKey.clear();
@@ -158,6 +160,8 @@ void RunExecutor::setModel(std::shared_ptr<const Model> model) {
 
 void RunExecutor::dropViewCaches() {
   m_prefillKey.clear();
+  m_keptRows = RowStats{};
+  m_keptLast.clear();
   m_lastRun.reset();
   m_lastRunKey.clear();
   m_mapCache.reset();
@@ -286,10 +290,7 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   const int nv = m_model->config().n_vocab;
   Pass p;
   p.rowStats = rowStats;
-  if (rowStats) {  // nothing of the (n, n_vocab) logits comes back, so nothing to resume
-    buffer = nullptr;
-    resume = nullptr;
-  }
+  if (rowStats) buffer = nullptr;  // nothing of the (n, n_vocab) logits comes back
   // The (n, n_vocab) logits reuse a buffer kept across runs: a fresh 100 MB vector costs a page
   // fault per 4 KiB (tens of ms of kernel page clearing) on every run.
   if (buffer) p.promptLogits.swap(*buffer);
@@ -297,16 +298,23 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   int64_t t0 = prof::now_ns();
   // Resuming: the buffer holds this prompt's logits from the last run on this backend, and the
   // backend goes back to the end of that run's prefill.
-  p.prefillReused = resume && buffer && p.promptLogits.size() == prompt.size() * size_t(nv) &&
-                    b.rewind(int(prompt.size()), *resume);
+  // A row-statistics pass resumes from the kept rows and last row of logits instead.
+  const bool kept = rowStats ? m_keptRows.lse.size() == prompt.size() && m_keptLast.size() == size_t(nv)
+                             : buffer && p.promptLogits.size() == prompt.size() * size_t(nv);
+  p.prefillReused = resume && kept && b.rewind(int(prompt.size()), *resume);
+  if (p.prefillReused && rowStats) {
+    p.rows = m_keptRows;
+    p.lastLogits = m_keptLast;
+  }
   // Work on the prompt's logits that runs while the decode does (joined below; declared after p
   // so that an exception joins it before p goes).
   std::future<void> aheadJob;
   GenerateOptions go;
   go.max_tokens = maxTokens;  // greedy (the sampler's default), stopping at end of generation
-  if (rowStats)
+  if (rowStats) {
     go.prompt_row_stats = &p.rows;
-  else
+    go.prompt_last_logits = &p.lastLogits;
+  } else
     go.prompt_logits = &p.promptLogits;
   go.prompt_in_cache = p.prefillReused;
   go.on_prefill_done = [&] {

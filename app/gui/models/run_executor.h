@@ -144,6 +144,10 @@ class RunExecutor {
   std::string m_lastRunKey;  // (variantRunKey in the .cpp)
   bool m_overlapOnCpu = false;
   bool m_rowStatsOnCpu = false;
+  // A row-statistics variant's prefill kept for a decode-only change (m_prefillKey): its rows
+  // and its last row of logits.
+  RowStats m_keptRows;
+  std::vector<float> m_keptLast;
   std::vector<float> m_logitsBuffer;  // the variant's prompt logits, reused run to run
   // What the variant backend's last prefill was (prefillRunKey in the .cpp) and the probes right
   // after it: a change that leaves the prefill as it was (lambda decode, generation length)

@@ -64,6 +64,7 @@ struct RunExecutor::Pass : run_detail::Generated {
   // where the logits are): log-sum-exp, argmax, next-token logit and final hidden states.
   bool rowStats = false;
   RowStats rows;
+  std::vector<float> lastLogits;  // a row-statistics pass: the prompt's last row
   AttentionProbes afterPrefill;
   // Per prompt position: log-sum-exp and argmax of promptLogits, when the backend computed them
   // with the logits (Backend::last_row_stats; empty otherwise).

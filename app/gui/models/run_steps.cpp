@@ -570,6 +570,15 @@ void RunExecutor::Run::compare() {
 void RunExecutor::Run::keepForNextRun() {
   // The logits buffer is kept up to 2 GiB: a fresh one costs a page fault per 4 KiB on every
   // run (about 0.4 s for the 1.6 GB of an 8K-token prompt).
+  if (!reuseVariant && !fromDense && statsOnBackend) {
+    // The rows (and the backend's cache) of this prefill, for a later decode-only change.
+    ex.m_keptRows = RowStats{lseV, top1V, nextV, hiddenV};
+    ex.m_keptLast = v.lastLogits;
+    if (!nextPrefillKey.empty()) {
+      ex.m_prefillKey = nextPrefillKey;
+      ex.m_prefillPrompt = res->promptTokens;
+    }
+  }
   if (!reuseVariant && !fromDense && !statsOnBackend && v.promptLogits.capacity() * sizeof(float) <= (size_t(2) << 30)) {
     ex.m_logitsBuffer.swap(v.promptLogits);
     if (!nextPrefillKey.empty()) {  // the buffer and the backend hold this prefill
