@@ -4,6 +4,7 @@
 // and "RESULT: ..." last; exit 1 when any check failed. Without a GPU or without the model it
 // prints "SKIP: <reason>" and exits 0.
 //   model: $SINKSCOPE_MODEL, else sinkscope::default_model_path()
+// Argument: run only the sections whose name contains it.
 // Gates: teacher-forced logits, mean KL(cpu || gpu) <= 1e-3 nats and top-1 agreement >= 99 %,
 // for one prefill pass and for prefill + single-token decode steps.
 #include <algorithm>
@@ -70,7 +71,8 @@ std::vector<float> prefill_then_decode(Backend& be, const std::vector<TokenId>& 
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) gpu_test::g_filter = argv[1];  // only the sections whose name contains it
   int exit_code = 0;
   const std::shared_ptr<const Model> model = gpu_test::load_gpu_model(&exit_code);
   if (!model) return exit_code;

@@ -131,11 +131,10 @@ int main(int argc, char** argv) {
       std::vector<float> all, l;
       be.forward(std::span(ids.data(), 301), LogitsMode::kAll, all);
       be.forward(std::span(ids.data() + 301, 399), LogitsMode::kAll, l);
-      std::vector<double> lse;
-      std::vector<int> top1;
-      if (be.last_row_stats(&lse, &top1)) {  // windowed chunks of the second call
+      RowStats st;
+      if (be.last_row_stats(&st)) {  // windowed chunks of the second call
         rs_got = true;
-        rs = gpu_test::row_stats_diff(l, V, lse, top1);
+        rs = gpu_test::row_stats_diff(l, V, st.lse, st.top1);
       }
       all.insert(all.end(), l.begin(), l.end());
       for (int t = 0; t < 100; ++t) {
