@@ -31,6 +31,7 @@ struct WidenShape {
   int sliding_window = 0;   // > 0: {arch}.attention.sliding_window set to it (local layers)
   float attn_softcap = 0;   // > 0: {arch}.attn_logit_softcapping set to it (gemma2)
   float q_weight_mul = 1;   // attn_q.weight times this (scores that reach a soft-cap)
+  float sink_shift = 0;     // added to gpt-oss's learned sink logits (sensitivity checks)
 };
 
 // Deterministic normal numbers (splitmix64 + Box-Muller): the same file on every machine.
@@ -54,9 +55,11 @@ class WidenRng {
 
 // Writes `dst`: the oracle GGUF `src` with n_embd, head_dim and n_ff widened to `s` and every
 // tensor drawn anew (projections N(0, 1/in), embeddings scaled for logits of a few units, norm
-// gains 1 + N(0, 0.1^2), Q/K norm gains 1 + N(0, qk_gain_sd^2), biases N(0, 0.1^2)). Each tensor
-// keeps its stored type where the new row length allows it (else F32). Throws
-// std::runtime_error for a tensor whose role it does not know.
+// gains 1 + N(0, 0.1^2), Q/K norm gains 1 + N(0, qk_gain_sd^2), biases N(0, 0.1^2); gpt-oss: the
+// router N(0, 1/D), learned sink logits N(1, 1), experts like the dense FFN, MXFP4 experts as
+// random E2M1 codes with a per-block E8M0 scale of the same spread). Each tensor keeps its stored
+// type where the new row length allows it (else F32). Throws std::runtime_error for a tensor
+// whose role it does not know.
 inline void widen_oracle(const std::filesystem::path& src, const std::filesystem::path& dst,
                          const WidenShape& s, uint64_t seed) {
   const auto f = GgufFile::open(src);
@@ -70,6 +73,8 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
     if (k != "general.alignment") w.set_value(k, v);
   w.set_u32(a + "embedding_length", uint32_t(D));
   w.set_u32(a + "feed_forward_length", uint32_t(F));
+  if (f->has(a + "expert_feed_forward_length"))  // gpt-oss: the experts' width
+    w.set_u32(a + "expert_feed_forward_length", uint32_t(F));
   w.set_u32(a + "context_length", uint32_t(s.n_ctx));
   w.set_u32(a + "attention.key_length", uint32_t(hd));
   w.set_u32(a + "attention.value_length", uint32_t(hd));
@@ -110,6 +115,31 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
     } else if (ends(n, "ffn_down.weight")) {
       dims = {F, D};
       sd = 1.0 / std::sqrt(double(F));
+    } else if (ends(n, "attn_output.bias")) {  // gpt-oss
+      dims = {D};
+      sd = 0.1;
+    } else if (ends(n, "attn_sinks.weight")) {
+      dims = {n_head};
+      mean = 1.0 + s.sink_shift;
+      sd = 1.0;
+    } else if (ends(n, "ffn_gate_inp.weight")) {  // the router
+      dims = {D, t.dims[1]};
+      sd = 1.0 / std::sqrt(double(D));
+    } else if (ends(n, "ffn_gate_inp.bias")) {
+      dims = {t.dims[0]};
+      sd = 0.1;
+    } else if (ends(n, "ffn_gate_exps.weight") || ends(n, "ffn_up_exps.weight")) {
+      dims = {D, F, t.dims[2]};
+      sd = 0.7 / std::sqrt(double(D));
+    } else if (ends(n, "ffn_down_exps.weight")) {
+      dims = {F, D, t.dims[2]};
+      sd = 1.0 / std::sqrt(double(F));
+    } else if (ends(n, "ffn_gate_exps.bias") || ends(n, "ffn_up_exps.bias")) {
+      dims = {F, t.dims[1]};
+      sd = 0.1;
+    } else if (ends(n, "ffn_down_exps.bias")) {
+      dims = {D, t.dims[1]};
+      sd = 0.1;
     } else if (ends(n, "attn_q.bias")) {
       dims = {Q};
       sd = 0.1;
@@ -127,6 +157,18 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
       for (float& e : v) e *= s.qk_gain_mul;
     if (ends(n, "attn_q.weight"))
       for (float& e : v) e *= s.q_weight_mul;
+    if (t.type == GgmlType::kMXFP4 && dims[0] % 32 == 0) {
+      // Blocks {u8 e; u8 qs[16]} (engine/format/dequant.cpp): value = doubled E2M1 code *
+      // 2^(e - 128); the doubled codes have an RMS of sqrt(34.25), so e puts the spread at sd.
+      const int e = 128 + int(std::lround(std::log2(sd / std::sqrt(34.25))));
+      std::vector<uint8_t> bytes(size_t(count / 32) * 17);
+      for (size_t b = 0; b < bytes.size(); b += 17) {
+        bytes[b] = uint8_t(e);
+        for (int j = 1; j < 17; ++j) bytes[b + size_t(j)] = uint8_t(int(rng.uniform() * 256) & 255);
+      }
+      w.add_raw_tensor(n, dims, GgmlType::kMXFP4, std::move(bytes));
+      continue;
+    }
     const GgmlTypeTraits* tt = ggml_type_traits(uint32_t(t.type));
     const bool keep = tt && dims[0] % tt->block_elems == 0;
     const GgmlType type = keep ? t.type : GgmlType::kF32;

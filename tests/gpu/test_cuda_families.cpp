@@ -5,13 +5,14 @@
 //    must match the stored transformers logits (max |dlogit| <= 1e-3, the CPU unit test's gate);
 //    the CUDA backend must either run the file and match them too (mean KL <= 1e-3 nats, top-1
 //    >= 99 %) or refuse it with the reason listed in kRefusals below. Today every oracle file is
-//    refused: the qwen3 and gemma oracles have head_dim 32 / 16 (the attention kernels take 64
-//    or 128), gpt-oss is not on the device yet.
+//    refused: the qwen3, gemma and gpt-oss oracles have head_dim 32 / 16 (the attention kernels
+//    take 64 or 128).
 // 2. Each supported family's oracle file widened to head_dim 64 and 128 (family_models.h: same
 //    architecture, metadata and tokenizer, random weights): qwen3 F32 and Q8_0, gemma3 Q8_0 (its
 //    local layers' window set to 100: five local layers to one global, two RoPE bases, post-norms,
 //    GeGLU, scaled embeddings, Q/K norm), gemma2 F32 (window 100, alternating, attention soft-cap
-//    5 and final soft-cap 10 from the oracle), CUDA
+//    5 and final soft-cap 10 from the oracle), gpt-oss MXFP4 (window 100 on alternating local
+//    layers, learned sinks, 4 experts of which 2 per token, Q/K/V/O biases, YaRN), CUDA
 //    against the CPU backend on the same file, teacher-forced over one token-id sequence with
 //    repeated spans:
 //      prefill of 256 tokens (all positions), prefill 64 + 64 decode steps (CUDA graphs), both
@@ -20,8 +21,11 @@
 //    gates: mean KL(cpu || gpu) <= 1e-3 nats and top-1 >= 98 % (windowed: 2e-3, 97 %), every
 //    logit finite, all decode steps through graphs; sensitivity checks on the CPU: the same file
 //    with the Q/K norm gains times 1.5 (gemma2: the attention soft-cap 50 instead of 5), and
-//    (gemma) with the local window 4096 instead of 100,
-//    moves the logits by more than 10x the KL gate (so the gates see a wrong norm or window).
+//    (gemma, gpt-oss) with the local window 4096 instead of 100, (gpt-oss) with the learned sink
+//    logits 4 lower, moves the logits by more than 10x the KL gate (so the gates see a wrong
+//    norm, window or sink). gpt-oss also checks the learned-sink probe: per (layer, head) sink
+//    mass of the CUDA backend within 1e-2 relative (+1e-3 absolute) of the CPU's, same query
+//    count, after the prefill and after the decode steps.
 // Plain executable: "SKIP: <reason>" and exit 0 without a GPU. An argument runs only the sections
 // whose name contains it (e.g. `test_cuda_families qwen3_tied_f32_hd64`); `--cpu-only` runs the
 // CPU side alone (oracle files vs transformers, the widened files' sensitivity check) on a machine
@@ -88,7 +92,7 @@ const Refusal kRefusals[] = {
     {"qwen3", "head_dim"},   // the oracles' 32-dim heads; widened below
     {"gemma2", "head_dim"},  // 16-dim heads; widened below
     {"gemma3", "head_dim"},  // 16-dim heads; widened below
-    {"gpt-oss", "CPU backend only"},
+    {"gpt-oss", "head_dim"},  // 16-dim heads; widened below
 };
 
 // 1. One oracle case: CPU vs transformers, then CUDA vs transformers or its refusal.
@@ -249,11 +253,40 @@ void check_widened(const fs::path& file, const fs::path& sharp, const std::strin
     const bool fused = gpu->fused_decode(&why);
     check(!fused || !mc.qk_norm, t + "_decode_path",
           fused ? std::string("fused") : "unfused: " + why);
-    gate(stream(*cpu, ids, 256, 0, true), stream(*gpu, ids, 256, 0, true), V, t + "_prefill", 2e-3,
-         2e-2);
+    // Learned sinks (gpt-oss): the probe's per-(layer, head) mass, CUDA against the CPU.
+    auto sink_probe = [&](const std::string& what) {
+      if (!mc.attn_sinks) return;
+      const AttentionProbes &pc = cpu->probes(), &pg = gpu->probes();
+      bool ok = pc.sink_mass.size() == size_t(mc.n_layer) * mc.n_head &&
+                pg.sink_mass.size() == pc.sink_mass.size() && pc.sink_queries == pg.sink_queries;
+      double worst = 0, total = 0;
+      for (size_t i = 0; ok && i < pc.sink_mass.size(); ++i) {
+        const double d = std::fabs(pg.sink_mass[i] - pc.sink_mass[i]);
+        worst = std::max(worst, d / std::max(pc.sink_mass[i], 1e-12));
+        total += pc.sink_mass[i];
+        ok = d <= 1e-2 * pc.sink_mass[i] + 1e-3;
+      }
+      check(ok && total > 0, t + "_sink_mass_" + what,
+            "CPU mean sink mass " +
+                std::to_string(total / std::max<double>(1.0, double(pc.sink_mass.size()) *
+                                                                double(std::max<int64_t>(pc.sink_queries, 1)))) +
+                " over " + std::to_string(pc.sink_queries) + " queries (gpu " +
+                std::to_string(pg.sink_queries) + "); worst relative difference " +
+                std::to_string(worst) + " (gate: 1e-2 relative + 1e-3 per (layer, head))");
+    };
+    {
+      const std::vector<float> lc = stream(*cpu, ids, 256, 0, true);
+      const std::vector<float> lg = stream(*gpu, ids, 256, 0, true);
+      gate(lc, lg, V, t + "_prefill", 2e-3, 2e-2);
+      sink_probe("prefill");
+    }
     const CudaGraphStats g0 = gpu->graph_stats();
-    gate(stream(*cpu, ids, 64, 64, false), stream(*gpu, ids, 64, 64, false), V, t + "_decode",
-         2e-3, 2e-2);
+    {
+      const std::vector<float> lc = stream(*cpu, ids, 64, 64, false);
+      const std::vector<float> lg = stream(*gpu, ids, 64, 64, false);
+      gate(lc, lg, V, t + "_decode", 2e-3, 2e-2);
+      sink_probe("decode");
+    }
     const CudaGraphStats g1 = gpu->graph_stats();
     check(g1.disabled_reason.empty() && g1.graph_steps - g0.graph_steps == 64, t + "_graphs",
           std::to_string(g1.graph_steps - g0.graph_steps) + " of 64 decode steps through graphs" +
@@ -327,7 +360,8 @@ int main(int argc, char** argv) {
   fs::create_directories(dir);
   // The families the CUDA backend runs, from their oracle files.
   for (const char* base :
-       {"qwen3_tied_f32", "qwen3_untied_q8_0", "gemma3_tied_q8_0", "gemma2_tied_f32"})
+       {"qwen3_tied_f32", "qwen3_untied_q8_0", "gemma3_tied_q8_0", "gemma2_tied_f32",
+        "gpt_oss_mxfp4"})
     for (int hd : {64, 128}) {
       const std::string tag = std::string(base) + "_hd" + std::to_string(hd);
       run(tag, [&] {
@@ -336,13 +370,16 @@ int main(int argc, char** argv) {
         s.head_dim = hd;
         // Gemma's local layers: a window of 100 (the oracles' 6 / 8 are shorter than a tile), so
         // windows end mid-tile and later tiles drop out of the local layers whole.
-        if (std::string(base).rfind("gemma", 0) == 0) s.sliding_window = 100;
+        // gpt-oss alternates local (128 in the real model) and global layers: 100 here too.
+        const bool gpt_oss = std::string(base).rfind("gpt_oss", 0) == 0;
+        if (std::string(base).rfind("gemma", 0) == 0 || gpt_oss) s.sliding_window = 100;
         // Gemma 2 has no Q/K norms: larger queries, so that scores reach its soft-cap of 5.
         if (std::string(base).rfind("gemma2", 0) == 0) s.q_weight_mul = kGemma2QMul;
         const fs::path file = dir / (tag + ".gguf");
         gpu_test::widen_oracle(src, file, s, 1000 + hd);
         gpu_test::WidenShape sharp_s = s;
         sharp_s.qk_gain_mul = kSharpGain;
+        if (gpt_oss) sharp_s.q_weight_mul = 3.0f;  // no Q/K norms: larger queries peak it
         const fs::path sharp = dir / (tag + "_sharp.gguf");
         gpu_test::widen_oracle(src, sharp, sharp_s, 1000 + hd);
         if (!g_cpu_only)
@@ -357,6 +394,7 @@ int main(int argc, char** argv) {
         gpu_test::WidenShape alt_s = s;
         alt_s.qk_gain_mul = 1.5f;
         if (capped) alt_s.attn_softcap = 50.0f;
+        if (gpt_oss) alt_s.sink_shift = -4.0f;  // no Q/K norms: the learned sinks instead
         const fs::path alt = dir / (tag + "_alt.gguf");
         gpu_test::widen_oracle(src, alt, alt_s, 1000 + hd);
         auto m1 = Model::load(alt);
@@ -365,10 +403,13 @@ int main(int argc, char** argv) {
         auto c0 = make_cpu_backend(m0, o), c1 = make_cpu_backend(m1, o);
         const std::vector<float> l0 = stream(*c0, ids, 256, 0, true);
         const Agreement a = compare(l0, stream(*c1, ids, 256, 0, true), V);
-        check(a.mean_kl > 10 * 2e-3, tag + (capped ? "_softcap_sensitivity" : "_qk_norm_sensitivity"),
-              std::string(capped ? "attention soft-cap 50 instead of " +
+        check(a.mean_kl > 10 * 2e-3,
+              tag + (capped ? "_softcap_sensitivity"
+                            : gpt_oss ? "_learned_sink_sensitivity" : "_qk_norm_sensitivity"),
+              std::string(capped    ? "attention soft-cap 50 instead of " +
                                        std::to_string(m0->config().attn_softcap)
-                                 : "Q/K gains x1.5") +
+                          : gpt_oss ? "learned sink logits 4 lower"
+                                    : "Q/K gains x1.5") +
                   " on the CPU: " + a.str() + " (gate: mean KL > 10x the 2e-3 gate)");
         if (s.sliding_window > 0) {  // the local layers' window must matter too
           gpu_test::WidenShape wide = s;
