@@ -27,7 +27,7 @@ struct WidenShape {
   int n_ctx = 2048;
   float qk_gain_sd = 0.3f;  // spread of the per-head Q/K norm gains around 1
   float qk_gain_mul = 1.0f; // all Q/K norm gains times this (sensitivity checks)
-  bool bf16 = false;        // every matrix stored as BF16 (what the device rounds F32 weights to)
+  bool bf16 = false;        // every matrix but a router stored as BF16 (what the device rounds to)
   int sliding_window = 0;   // > 0: {arch}.attention.sliding_window set to it (local layers)
   float attn_softcap = 0;   // > 0: {arch}.attn_logit_softcapping set to it (gemma2)
   float q_weight_mul = 1;   // attn_q.weight times this (scores that reach a soft-cap)
@@ -124,7 +124,7 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
       sd = 1.0;
     } else if (ends(n, "ffn_gate_inp.weight")) {  // the router
       dims = {D, t.dims[1]};
-      sd = 1.0 / std::sqrt(double(D));
+      sd = 4.0 / std::sqrt(double(D));  // logits of N(0, 16): peaked weights over the top k
     } else if (ends(n, "ffn_gate_inp.bias")) {
       dims = {t.dims[0]};
       sd = 0.1;
@@ -172,7 +172,9 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
     const GgmlTypeTraits* tt = ggml_type_traits(uint32_t(t.type));
     const bool keep = tt && dims[0] % tt->block_elems == 0;
     const GgmlType type = keep ? t.type : GgmlType::kF32;
-    w.add_tensor(n, dims, s.bf16 && dims.size() == 2 ? GgmlType::kBF16 : type, v);
+    // (The router stays: the CUDA backend keeps it in fp32.)
+    const bool to_bf16 = s.bf16 && dims.size() == 2 && !ends(n, "ffn_gate_inp.weight");
+    w.add_tensor(n, dims, to_bf16 ? GgmlType::kBF16 : type, v);
   }
   w.write(dst);
 }

@@ -55,11 +55,13 @@ struct Result {
 // The GPU run over an identity list (tile t at position t * block_size). device_len: the decode's
 // tile count and query position from device memory, with a larger tile bound.
 Result run_gpu(DeviceProblem& dp, const HostProblem& hp, double lambda, int sinks, int window,
-               int own, bool device_len, float cap, const std::vector<float>& learned = {}) {
+               int own, bool device_len, float cap, const std::vector<float>& learned = {},
+               bool portable = false) {
   const ProblemSpec& s = hp.spec;
   Result r;
   kernels::AttentionParams p = dp.params(hp, lambda);
   p.skip_mask = nullptr;
+  if (portable) p.prefer_wgmma = false;  // the mma.sync prefill kernels
   const int n_tiles = dp.n_kvt;
   const int bound = device_len ? n_tiles + 3 : n_tiles;
   std::vector<int32_t> pos0(static_cast<size_t>(bound));
@@ -277,6 +279,20 @@ int main(int argc, char** argv) {
                         (long long)skg, (long long)skc,
                         lambda == 0 ? "none" : "within 1 % of visited + 2");
           check(e <= 1e-2 && counts_ok && skip_ok, name, detail);
+          if (c.learned && c.nq > 1) {  // the portable mma.sync prefill kernels too
+            const Result m = run_gpu(dp, hp, lambda, c.sinks, c.window, c.own, dev, c.cap, learned, true);
+            const double em = rel_err(m.o, r.o);
+            bool same = m.error.empty();
+            int64_t skm = 0;
+            for (int h = 0; h < c.hq && same; ++h) {
+              same = m.visited[size_t(h)] == r.visited[size_t(h)];
+              skm += m.skipped[size_t(h)];
+            }
+            const bool skip_m = lambda == 0 ? skm == 0 : std::llabs(skm - skc) <= vis / 100 + 2;
+            check(em <= 1e-2 && same && skip_m, std::string(name) + "_mma_sync",
+                  "mma.sync prefill: rel err " + std::to_string(em) + ", skipped " +
+                      std::to_string(skm) + " (cpu " + std::to_string(skc) + ")" + m.error);
+          }
           if (c.learned) {  // the sink-mass probe, per head
             bool mass_ok = g.sink_mass.size() == r.sink_mass.size();
             double worst = 0;

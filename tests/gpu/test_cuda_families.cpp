@@ -177,19 +177,57 @@ double confident_top1(const std::vector<float>& ref, const std::vector<float>& t
   return rows ? double(agree) / rows : 1.0;
 }
 
+// Share of the rows whose KL(ref || test) exceeds `thr` (log-softmax in double).
+double share_kl_above(const std::vector<float>& ref, const std::vector<float>& test, int V,
+                      double thr) {
+  const size_t n = ref.size() / size_t(V);
+  if (n == 0 || test.size() != ref.size()) return 1.0;
+  size_t above = 0;
+  for (size_t r = 0; r < n; ++r) {
+    const float* p = &ref[r * V];
+    const float* q = &test[r * V];
+    const double mp = *std::max_element(p, p + V), mq = *std::max_element(q, q + V);
+    double sp = 0, sq = 0;
+    for (int i = 0; i < V; ++i) sp += std::exp(p[i] - mp), sq += std::exp(q[i] - mq);
+    const double lp = mp + std::log(sp), lq = mq + std::log(sq);
+    double kl = 0;
+    for (int i = 0; i < V; ++i) kl += std::exp(p[i] - lp) * ((p[i] - lp) - (q[i] - lq));
+    above += kl > thr;
+  }
+  return double(above) / double(n);
+}
+
+// Mixture-of-experts models (gpt-oss) route each token to its top-k experts: a router logit
+// within rounding of the k-th largest flips the choice, a discrete jump in that row's logits
+// (the CPU alone with the attention matrices rounded to bf16 reaches a max KL of ~0.1 on the
+// widened gpt-oss file, 3.5e-5 with the routing held fixed). For them the max-KL gate applies to
+// all but kMoeFlipShare of the rows, the rest must stay below kMoeMaxKl, and the confident rows'
+// argmax must agree on kMoeTop1 of them (one flip in ~130 confident rows is 0.8 %).
+constexpr double kMoeFlipShare = 0.03;
+constexpr double kMoeMaxKl = 0.5;
+constexpr double kMoeTop1 = 0.97;
+
 // The gates of a CUDA vs CPU comparison: mean and max KL, and the confident rows' argmax.
 void gate(const std::vector<float>& ref, const std::vector<float>& test, int V,
-          const std::string& name, double mean_kl, double max_kl) {
+          const std::string& name, double mean_kl, double max_kl, bool moe = false) {
   const Agreement a = compare(ref, test, V);
   int rows = 0;
   const double t1 = confident_top1(ref, test, V, 0.3, &rows);
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "; top-1 %.2f %% of the %d rows with a top-2 gap >= 0.3", 100 * t1,
-                rows);
-  char gates[160];
-  std::snprintf(gates, sizeof gates, " (gates: mean KL <= %.0e, max KL <= %.0e, that top-1 >= 99 %%)",
-                mean_kl, max_kl);
-  check(a.finite && a.mean_kl <= mean_kl && a.max_kl <= max_kl && t1 >= 0.99, name,
+  char buf[200];
+  const double flips = moe ? share_kl_above(ref, test, V, max_kl) : 0.0;
+  std::snprintf(buf, sizeof buf, "; top-1 %.2f %% of the %d rows with a top-2 gap >= 0.3%s", 100 * t1,
+                rows, moe ? ("; rows above the max-KL gate " + std::to_string(100 * flips) + " %").c_str() : "");
+  char gates[200];
+  if (moe)
+    std::snprintf(gates, sizeof gates,
+                  " (gates: mean KL <= %.0e, max KL <= %.0e on all but %.0f %% of the rows, all "
+                  "<= %.1f; that top-1 >= %.0f %%)",
+                  mean_kl, max_kl, 100 * kMoeFlipShare, kMoeMaxKl, 100 * kMoeTop1);
+  else
+    std::snprintf(gates, sizeof gates, " (gates: mean KL <= %.0e, max KL <= %.0e, that top-1 >= 99 %%)",
+                  mean_kl, max_kl);
+  const bool max_ok = moe ? flips <= kMoeFlipShare && a.max_kl <= kMoeMaxKl : a.max_kl <= max_kl;
+  check(a.finite && a.mean_kl <= mean_kl && max_ok && t1 >= (moe ? kMoeTop1 : 0.99), name,
         a.str() + buf + gates);
 }
 
@@ -241,6 +279,7 @@ void check_widened(const fs::path& file, const fs::path& sharp, const std::strin
   const std::vector<TokenId> ids = test_ids(400, V, 7);
   BackendOptions cpu_o;
   cpu_o.decode_products = QgemvMode::kFloatActivations;
+  const bool moe = mc.n_expert > 0;
 
   for (GpuWeights gw : {GpuWeights::kBf16, GpuWeights::kNative}) {
     if (gw == GpuWeights::kNative && !quantized) continue;
@@ -277,14 +316,14 @@ void check_widened(const fs::path& file, const fs::path& sharp, const std::strin
     {
       const std::vector<float> lc = stream(*cpu, ids, 256, 0, true);
       const std::vector<float> lg = stream(*gpu, ids, 256, 0, true);
-      gate(lc, lg, V, t + "_prefill", 2e-3, 2e-2);
+      gate(lc, lg, V, t + "_prefill", 2e-3, 2e-2, moe);
       sink_probe("prefill");
     }
     const CudaGraphStats g0 = gpu->graph_stats();
     {
       const std::vector<float> lc = stream(*cpu, ids, 64, 64, false);
       const std::vector<float> lg = stream(*gpu, ids, 64, 64, false);
-      gate(lc, lg, V, t + "_decode", 2e-3, 2e-2);
+      gate(lc, lg, V, t + "_decode", 2e-3, 2e-2, moe);
       sink_probe("decode");
     }
     const CudaGraphStats g1 = gpu->graph_stats();
@@ -300,7 +339,7 @@ void check_widened(const fs::path& file, const fs::path& sharp, const std::strin
     o.cache = window_cache(64, 4, mode);
     auto cpu = make_cpu_backend(model, o);
     auto gpu = make_cuda_backend(model, o);
-    gate(stream(*cpu, ids, 160, 96, true), stream(*gpu, ids, 160, 96, true), V, t, 3e-3, 3e-2);
+    gate(stream(*cpu, ids, 160, 96, true), stream(*gpu, ids, 160, 96, true), V, t, 3e-3, 3e-2, moe);
   }
 
   {  // the dynamic-sparse rule on the sharp file (its bf16 rounding alone costs ~2e-3 mean KL)
@@ -313,7 +352,7 @@ void check_widened(const fs::path& file, const fs::path& sharp, const std::strin
     auto cpu = make_cpu_backend(sm, o);
     auto gpu = make_cuda_backend(sm, o);
     gate(stream(*cpu, ids, 320, 64, true), stream(*gpu, ids, 320, 64, true), V, tag + "_sparse",
-         6e-3, 6e-2);
+         6e-3, 6e-2, moe);
     for (bool dec : {false, true}) {
       const TileCounts tc = cpu->probes().total(dec), tg = gpu->probes().total(dec);
       const double fc = double(tc.skipped) / double(std::max<int64_t>(tc.visited, 1));
@@ -432,8 +471,9 @@ int main(int argc, char** argv) {
         int rows = 0;
         const double t1 = confident_top1(l0, l2, V, 0.3, &rows);
         std::printf("INFO %s: matrices rounded to bf16, CPU vs CPU: %s; top-1 %.2f %% of the %d "
-                    "rows with a top-2 gap >= 0.3\n", tag.c_str(), compare(l0, l2, V).str().c_str(),
-                    100 * t1, rows);
+                    "rows with a top-2 gap >= 0.3; %.2f %% of the rows above KL 2e-2\n", tag.c_str(),
+                    compare(l0, l2, V).str().c_str(), 100 * t1, rows,
+                    100 * share_kl_above(l0, l2, V, 2e-2));
         BackendOptions so = o;
         so.attention.type = AttentionType::kDynamicSparse;
         so.attention.threshold_prefill = so.attention.threshold_decode = 0.01;
