@@ -135,6 +135,55 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const MoeParams p
   if (lane == 0) p.x_out[int64_t(tok) * p.D + j] = p.x[int64_t(tok) * p.D + j] + y;
 }
 
+__device__ __forceinline__ uint16_t bf16_bits(float f) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(f);
+  return *reinterpret_cast<const uint16_t*>(&b);
+}
+
+__global__ void moe_gather_kernel(const float* __restrict__ xn, const int32_t* __restrict__ pair_tok,
+                                  int64_t total, int D, uint16_t* __restrict__ xg) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / D, c = i % D;
+    xg[i] = bf16_bits(xn[int64_t(pair_tok[r]) * D + c]);
+  }
+}
+
+__global__ void moe_act_kernel(const float* __restrict__ gu, const int32_t* __restrict__ pair_exp,
+                               const float* __restrict__ b_gu, int64_t total, int F, float alpha,
+                               float limit, uint16_t* __restrict__ act) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / F;
+    const int j = int(i % F);
+    const float* b = b_gu + int64_t(pair_exp[r]) * 2 * F;
+    const float gj = fminf(gu[r * 2 * F + j] + b[j], limit);
+    const float uj = fminf(fmaxf(gu[r * 2 * F + F + j] + b[F + j], -limit), limit);
+    act[i] = bf16_bits((uj + 1.0f) * (gj / (1.0f + expf(-alpha * gj))));
+  }
+}
+
+__global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ slot,
+                                   const int32_t* __restrict__ sel, const float* __restrict__ wts,
+                                   const float* __restrict__ b_down, int64_t total, int K, int D,
+                                   const float* x, float* x_out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / D;
+    const int j = int(i % D);
+    float acc = 0.f;
+    for (int k = 0; k < K; ++k) {
+      const int64_t pk = t * K + k;
+      acc += wts[pk] * (y[int64_t(slot[pk]) * D + j] + b_down[int64_t(sel[pk]) * D + j]);
+    }
+    x_out[i] = x[i] + acc;
+  }
+}
+
+unsigned grid_of(int64_t total) {
+  return unsigned(std::min<int64_t>((total + 255) / 256, int64_t(1) << 20));
+}
+
 __global__ void add_bias_rows_kernel(float* x, const float* b, int64_t total, int dim) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -153,9 +202,14 @@ const char* moe_shape_error(int D, int F, int E, int K) {
 }
 
 OpStatus launch_moe_ffn(const MoeParams& p, void* stream) {
+  if (auto st = launch_moe_route(p, stream); !st.ok) return st;
+  return launch_moe_gemv(p, stream);
+}
+
+OpStatus launch_moe_route(const MoeParams& p, void* stream) {
   if (p.n <= 0) return {};
   const char* why = moe_shape_error(p.D, p.F, p.E, p.K);
-  if (why[0] != '\0') return OpStatus::error(std::string("launch_moe_ffn: ") + why);
+  if (why[0] != '\0') return OpStatus::error(std::string("launch_moe_route: ") + why);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   const size_t smem = size_t(p.D + p.E) * 4;
   if (smem > 48 * 1024) {
@@ -165,11 +219,46 @@ OpStatus launch_moe_ffn(const MoeParams& p, void* stream) {
       return OpStatus::error(cuda_error_text(e, "moe_route_kernel smem", __FILE__, __LINE__));
   }
   moe_route_kernel<<<p.n, kWarps * 32, smem, s>>>(p);
-  if (auto st = check("moe_route_kernel", __FILE__, __LINE__); !st.ok) return st;
+  return check("moe_route_kernel", __FILE__, __LINE__);
+}
+
+OpStatus launch_moe_gemv(const MoeParams& p, void* stream) {
+  if (p.n <= 0) return {};
+  const char* why = moe_shape_error(p.D, p.F, p.E, p.K);
+  if (why[0] != '\0') return OpStatus::error(std::string("launch_moe_gemv: ") + why);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
   moe_gate_up_kernel<<<dim3(p.n * p.K, (p.F + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(p);
   if (auto st = check("moe_gate_up_kernel", __FILE__, __LINE__); !st.ok) return st;
   moe_down_kernel<<<dim3(p.n, (p.D + kWarps - 1) / kWarps), kWarps * 32, 0, s>>>(p);
   return check("moe_down_kernel", __FILE__, __LINE__);
+}
+
+OpStatus launch_moe_gather(const float* xn, const int32_t* pair_tok, int n_pairs, int D,
+                           uint16_t* xg, void* stream) {
+  const int64_t total = int64_t(n_pairs) * D;
+  if (total <= 0) return {};
+  moe_gather_kernel<<<grid_of(total), 256, 0, static_cast<cudaStream_t>(stream)>>>(xn, pair_tok,
+                                                                                   total, D, xg);
+  return check("moe_gather_kernel", __FILE__, __LINE__);
+}
+
+OpStatus launch_moe_act(const float* gu, const int32_t* pair_exp, const float* b_gu, int n_pairs,
+                        int F, float alpha, float limit, uint16_t* act, void* stream) {
+  const int64_t total = int64_t(n_pairs) * F;
+  if (total <= 0) return {};
+  moe_act_kernel<<<grid_of(total), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      gu, pair_exp, b_gu, total, F, alpha, limit, act);
+  return check("moe_act_kernel", __FILE__, __LINE__);
+}
+
+OpStatus launch_moe_combine(const float* y, const int32_t* slot, const int32_t* sel,
+                            const float* wts, const float* b_down, int n, int K, int D,
+                            const float* x, float* x_out, void* stream) {
+  const int64_t total = int64_t(n) * D;
+  if (total <= 0) return {};
+  moe_combine_kernel<<<grid_of(total), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      y, slot, sel, wts, b_down, total, K, D, x, x_out);
+  return check("moe_combine_kernel", __FILE__, __LINE__);
 }
 
 OpStatus launch_add_bias_rows(float* x, const float* b, int rows, int dim, void* stream) {

@@ -7,9 +7,15 @@
 //   gate_up: per (token, chosen expert) g = Wg xn + bg, u = Wu xn + bu, then the clamped SwiGLU
 //            h = (clamp(u, -limit, limit) + 1) * g' * sigmoid(alpha g'), g' = min(g, limit);
 //   down:    x += sum_k w_k (Wd h_k + bd) in the order of the chosen experts.
-// Expert matrices are bf16 on the device (the CPU's MXFP4 values are exact in bf16), one GEMV
-// per (token, expert): a decode step reads K experts' rows once; a prefill reads each chosen
-// expert once per token (through L2). Plain C++ (no CUDA headers), like ops.h.
+// Expert matrices are bf16 on the device (the CPU's MXFP4 values are exact in bf16). Two ways to
+// run the experts after the route:
+//   GEMV (launch_moe_gemv): one warp per output row per (token, expert); a decode step reads
+//     its K experts' rows once, a pass of n tokens reads them once per token (through L2);
+//   grouped (the backend, for passes of many tokens): the (token, expert) pairs sorted by expert
+//     on the host, the normed rows gathered in that order as bf16 (launch_moe_gather), one GEMM
+//     per expert for gate|up and one for down (cuBLAS), launch_moe_act between them and
+//     launch_moe_combine after: each expert's rows are read once per pass.
+// Plain C++ (no CUDA headers), like ops.h.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +53,22 @@ const char* moe_shape_error(int D, int F, int E, int K);
 
 // The three kernels above, in stream order. Empty problem (n == 0): no launch.
 OpStatus launch_moe_ffn(const MoeParams& p, void* stream);
+// Its two halves: the route (norm, router, top-k: xn, sel, wts), then the GEMV experts.
+OpStatus launch_moe_route(const MoeParams& p, void* stream);
+OpStatus launch_moe_gemv(const MoeParams& p, void* stream);
+
+// Grouped experts. xg[i][:] = bf16(xn[pair_tok[i]][:]) for i < n_pairs.
+OpStatus launch_moe_gather(const float* xn, const int32_t* pair_tok, int n_pairs, int D,
+                           uint16_t* xg, void* stream);
+// act[i][j] = bf16(clamped SwiGLU of gu[i][j] + b_gu[e][j] (gate) and gu[i][F + j] + b_gu[e][F + j]
+// (up)), e = pair_exp[i]; gu: [n_pairs][2F] fp32 (each expert's gate|up GEMM).
+OpStatus launch_moe_act(const float* gu, const int32_t* pair_exp, const float* b_gu, int n_pairs,
+                        int F, float alpha, float limit, uint16_t* act, void* stream);
+// x_out[t][j] = x[t][j] + sum_k wts[t][k] (y[slot[t][k]][j] + b_down[sel[t][k]][j]), k in order;
+// y: [pairs][D] fp32 (each expert's down GEMM), slot: the sorted index of pair (t, k).
+OpStatus launch_moe_combine(const float* y, const int32_t* slot, const int32_t* sel,
+                            const float* wts, const float* b_down, int n, int K, int D,
+                            const float* x, float* x_out, void* stream);
 
 // x[r][:] += b[:] for r < rows (the output-projection bias after its GEMM's residual add).
 OpStatus launch_add_bias_rows(float* x, const float* b, int rows, int dim, void* stream);

@@ -287,6 +287,12 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     m_moe_sel = alloc(B * K * 4, "MoE chosen experts");
     m_moe_wts = alloc(B * K * 4, "MoE expert weights");
     m_moe_act = alloc(B * K * F * 4, "MoE SwiGLU outputs");
+    const char* g = std::getenv("SINKSCOPE_MOE_GROUPED");
+    m_moe_grouped = !(g && std::string(g) == "0");
+    if (m_moe_grouped && m_batch >= kMoeGroupedMin) {
+      m_moe_grp = alloc(moe_grouped_bytes(c, m_batch), "MoE grouped-expert scratch");
+      m_h_moe_sel = PinnedBuffer(B * K * 4, "pinned MoE chosen experts");
+    }
   }
   m_h_logits = PinnedBuffer(size_t(V) * 4, "pinned logits");
   m_h_probe = PinnedBuffer(m_probe.bytes(), "pinned probes");

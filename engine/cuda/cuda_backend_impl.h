@@ -167,6 +167,9 @@ struct LayerDev {
 // and fp32 router / biases / sinks, in bytes; and the MoE scratch of a pass of `batch` tokens.
 uint64_t gpt_oss_weight_bytes(const ModelConfig& c);
 uint64_t moe_scratch_bytes(const ModelConfig& c, int batch);
+// The grouped part of that scratch (m_moe_grp), and the fewest tokens a pass groups.
+uint64_t moe_grouped_bytes(const ModelConfig& c, int batch);
+constexpr int kMoeGroupedMin = 16;
 
 // Which projections stay in their file layout (GpuWeights::kNative and a type with a device
 // block decode, for every part of the projection) and the memory that takes: computed once from
@@ -281,9 +284,10 @@ class CudaBackendImpl final : public CudaBackend {
                           const char* what);
 
   // gpt-oss (cuda_backend_moe.cpp): its weights beyond the dense layout into dw.g16 / g32 and
-  // the layers' pointers; the MoE FFN of a pass of n tokens (x += FFN(x), m_moe_* scratch).
+  // the layers' pointers; the MoE FFN of a pass (x += FFN(x), m_moe_* scratch): GEMV experts,
+  // or for a pass of many tokens outside a capture the grouped experts (one GEMM per expert).
   void upload_gpt_oss(DeviceWeights& dw);
-  void enqueue_moe(cudaStream_t s, const LayerDev& L, int n);
+  void enqueue_moe(cudaStream_t s, Blas& blas, const LayerDev& L, const Pass& p);
 
   void enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p);
   // x: the hidden states (rows from row0); nullptr = this pass's residual stream m_x.
@@ -416,6 +420,13 @@ class CudaBackendImpl final : public CudaBackend {
   // gpt-oss MoE scratch of one pass (kernels/moe.h): fp32 normed rows, chosen experts, their
   // weights, the SwiGLU outputs. Empty without experts.
   DeviceBuffer m_moe_xn, m_moe_sel, m_moe_wts, m_moe_act;
+  // Grouped experts (passes of >= kMoeGroupedMin tokens): bf16 gathered rows, gate|up, bf16
+  // SwiGLU, down outputs and the pair maps in one buffer; the chosen experts on the host; off
+  // with SINKSCOPE_MOE_GROUPED=0 (every pass then runs the GEMV experts).
+  DeviceBuffer m_moe_grp;
+  PinnedBuffer m_h_moe_sel;
+  std::vector<int32_t> m_moe_maps;
+  bool m_moe_grouped = true;
   DeviceBuffer m_mask;   // u8 [q_tile][kv_tile] of the requested (layer, head), one pass
   // Debug probes (off by default): every (layer, head)'s mask of one pass, u8 [layer][head]
   // [q_tile][kv_tile] packed per pass; the Q/K/V capture of one layer (host copies).

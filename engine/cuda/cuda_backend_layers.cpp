@@ -179,7 +179,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
       if (L.b_o) SS_LAUNCH(kernels::launch_add_bias_rows(x, L.b_o, p.n, D, s));  // gpt-oss
     }
     if (L.router) {  // gpt-oss: x += MoE(RMSNorm(x)), the norm inside (cuda_backend_moe.cpp)
-      enqueue_moe(s, L, p.n);
+      enqueue_moe(s, blas, L, p);
       continue;
     }
     SS_LAUNCH(kernels::launch_rms_norm(x, L.ffn_norm, xn, p.n, D, c.rms_eps, s));

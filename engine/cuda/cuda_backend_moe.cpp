@@ -34,10 +34,35 @@ uint64_t gpt_oss_weight_bytes(const ModelConfig& c) {
   return uint64_t(c.n_layer) * (layer_g16(c) * 2 + layer_g32(c) * 4);
 }
 
+namespace {
+uint64_t a256(uint64_t b) { return (b + 255) / 256 * 256; }
+// Byte offsets of the grouped scratch's parts for P (token, expert) pairs.
+struct GroupedLayout {
+  uint64_t xg, gu, act, y, maps, total;
+};
+GroupedLayout grouped_layout(const ModelConfig& c, uint64_t P) {
+  const uint64_t D = uint64_t(c.n_embd), F = uint64_t(c.n_ff);
+  GroupedLayout g;
+  g.xg = 0;                            // [P][D] bf16
+  g.gu = a256(g.xg + P * D * 2);       // [P][2F] fp32
+  g.act = a256(g.gu + P * 2 * F * 4);  // [P][F] bf16
+  g.y = a256(g.act + P * F * 2);       // [P][D] fp32
+  g.maps = a256(g.y + P * D * 4);      // [3][P] int32: token, expert, slot
+  g.total = a256(g.maps + 3 * P * 4);
+  return g;
+}
+}  // namespace
+
+uint64_t moe_grouped_bytes(const ModelConfig& c, int batch) {
+  if (c.n_expert <= 0) return 0;
+  return grouped_layout(c, uint64_t(batch) * uint64_t(c.n_expert_used)).total;
+}
+
 uint64_t moe_scratch_bytes(const ModelConfig& c, int batch) {
   if (c.n_expert <= 0) return 0;
   const uint64_t B = uint64_t(batch), K = uint64_t(c.n_expert_used);
-  return B * uint64_t(c.n_embd) * 4 + 2 * B * K * 4 + B * K * uint64_t(c.n_ff) * 4;
+  return B * uint64_t(c.n_embd) * 4 + 2 * B * K * 4 + B * K * uint64_t(c.n_ff) * 4 +
+         (batch >= kMoeGroupedMin ? moe_grouped_bytes(c, batch) + B * K * 4 : 0);
 }
 
 void CudaBackendImpl::upload_gpt_oss(DeviceWeights& dw) {
@@ -102,8 +127,9 @@ void CudaBackendImpl::upload_gpt_oss(DeviceWeights& dw) {
   SS_CUDA(cudaStreamSynchronize(m_stream.s));  // staging and the host copies die here
 }
 
-void CudaBackendImpl::enqueue_moe(cudaStream_t s, const LayerDev& L, int n) {
+void CudaBackendImpl::enqueue_moe(cudaStream_t s, Blas& blas, const LayerDev& L, const Pass& pass) {
   const ModelConfig& c = m_model->config();
+  const int n = pass.n;
   kernels::MoeParams p;
   p.x = m_x.as<float>();
   p.x_out = m_x.as<float>();
@@ -126,7 +152,63 @@ void CudaBackendImpl::enqueue_moe(cudaStream_t s, const LayerDev& L, int n) {
   p.K = c.n_expert_used;
   p.alpha = c.swiglu_alpha;
   p.limit = c.swiglu_limit;
-  SS_LAUNCH(kernels::launch_moe_ffn(p, s));
+  SS_LAUNCH(kernels::launch_moe_route(p, s));
+  // Decode steps and captures (no host synchronisation there), short passes: the GEMV experts.
+  if (!m_moe_grp || pass.capturing || pass.kv_bound > 0 || n < kMoeGroupedMin) {
+    SS_LAUNCH(kernels::launch_moe_gemv(p, s));
+    return;
+  }
+  // Grouped: the chosen experts to the host (their row counts size the GEMMs), the pairs sorted
+  // by expert (token order within one), then per expert one gate|up and one down GEMM.
+  const int K = p.K, E = p.E, D = p.D, F = p.F, P = n * K;
+  SS_CUDA(cudaMemcpyAsync(m_h_moe_sel.as<int32_t>(), m_moe_sel.get(), size_t(P) * 4,
+                          cudaMemcpyDeviceToHost, s));
+  SS_CUDA(cudaStreamSynchronize(s));
+  const int32_t* sel = m_h_moe_sel.as<int32_t>();
+  std::vector<int> start(size_t(E) + 1, 0);
+  for (int i = 0; i < P; ++i) {
+    if (sel[i] < 0 || sel[i] >= E)
+      throw BackendError("CUDA backend: MoE routing chose expert " + std::to_string(sel[i]) +
+                         " of " + std::to_string(E) + " (internal error)");
+    ++start[size_t(sel[i]) + 1];
+  }
+  for (int e = 0; e < E; ++e) start[size_t(e) + 1] += start[size_t(e)];
+  m_moe_maps.resize(size_t(3) * P);
+  int32_t* tok = m_moe_maps.data();
+  int32_t* exp = tok + P;
+  int32_t* slot = exp + P;
+  std::vector<int> fill(start.begin(), start.end() - 1);
+  for (int i = 0; i < P; ++i) {
+    const int j = fill[size_t(sel[i])]++;
+    tok[j] = i / K;
+    exp[j] = sel[i];
+    slot[i] = j;
+  }
+  const GroupedLayout g = grouped_layout(c, uint64_t(P));
+  uint8_t* base = m_moe_grp.as<uint8_t>();
+  uint16_t* xg = reinterpret_cast<uint16_t*>(base + g.xg);
+  float* gu = reinterpret_cast<float*>(base + g.gu);
+  uint16_t* act = reinterpret_cast<uint16_t*>(base + g.act);
+  float* y = reinterpret_cast<float*>(base + g.y);
+  int32_t* maps = reinterpret_cast<int32_t*>(base + g.maps);
+  // Pageable source: staged before the call returns, so m_moe_maps may be refilled next layer.
+  SS_CUDA(cudaMemcpyAsync(maps, m_moe_maps.data(), size_t(3) * P * 4, cudaMemcpyHostToDevice, s));
+  SS_LAUNCH(kernels::launch_moe_gather(p.xn, maps, P, D, xg, s));
+  for (int e = 0; e < E; ++e) {
+    const int r0 = start[size_t(e)], rows = start[size_t(e) + 1] - r0;
+    if (rows > 0)
+      blas.linear(xg + size_t(r0) * D, L.exp_gu + size_t(e) * 2 * F * D, gu + size_t(r0) * 2 * F,
+                  rows, 2 * F, D);
+  }
+  SS_LAUNCH(kernels::launch_moe_act(gu, maps + P, L.exp_gu_b, P, F, p.alpha, p.limit, act, s));
+  for (int e = 0; e < E; ++e) {
+    const int r0 = start[size_t(e)], rows = start[size_t(e) + 1] - r0;
+    if (rows > 0)
+      blas.linear(act + size_t(r0) * F, L.exp_down + size_t(e) * D * F, y + size_t(r0) * D, rows,
+                  D, F);
+  }
+  SS_LAUNCH(kernels::launch_moe_combine(y, maps + 2 * P, p.sel, p.wts, p.b_down, n, K, D, p.x,
+                                        p.x_out, s));
 }
 
 }  // namespace sinkscope::cuda_detail

@@ -15,7 +15,9 @@
 //    layers, learned sinks, 4 experts of which 2 per token, Q/K/V/O biases, YaRN), CUDA
 //    against the CPU backend on the same file, teacher-forced over one token-id sequence with
 //    repeated spans:
-//      prefill of 256 tokens (all positions), prefill 64 + 64 decode steps (CUDA graphs), both
+//      prefill of 256 tokens (all positions; gpt-oss: its experts grouped into one GEMM per
+//      expert, and again as GEMVs with SINKSCOPE_MOE_GROUPED=0), prefill 64 + 64 decode steps
+//      (CUDA graphs), both
 //      dense; with the dynamic-sparse rule (lambda 0.01); with a sliding-window cache (W 64, S 4,
 //      original and cache position modes) streamed 3 windows past W;
 //    gates: mean KL(cpu || gpu) <= 1e-3 nats and top-1 >= 98 % (windowed: 2e-3, 97 %), every
@@ -318,6 +320,13 @@ void check_widened(const fs::path& file, const fs::path& sharp, const std::strin
       const std::vector<float> lg = stream(*gpu, ids, 256, 0, true);
       gate(lc, lg, V, t + "_prefill", 2e-3, 2e-2, moe);
       sink_probe("prefill");
+    }
+    if (moe) {  // the GEMV experts on every pass (SINKSCOPE_MOE_GROUPED=0), against the CPU too
+      setenv("SINKSCOPE_MOE_GROUPED", "0", 1);
+      auto gemv = make_cuda_backend(model, go);
+      unsetenv("SINKSCOPE_MOE_GROUPED");
+      gate(stream(*cpu, ids, 256, 0, true), stream(*gemv, ids, 256, 0, true), V,
+           t + "_prefill_gemv_experts", 2e-3, 2e-2, moe);
     }
     const CudaGraphStats g0 = gpu->graph_stats();
     {
