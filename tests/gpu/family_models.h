@@ -32,19 +32,22 @@ struct WidenShape {
   float attn_softcap = 0;   // > 0: {arch}.attn_logit_softcapping set to it (gemma2)
   float q_weight_mul = 1;   // attn_q.weight times this (scores that reach a soft-cap)
   float sink_shift = 0;     // added to gpt-oss's learned sink logits (sensitivity checks)
+  // > 0: these instead of the file's (benchmarks at a real model's widths).
+  int n_head = 0, n_head_kv = 0;
+  int n_expert = 0, n_expert_used = 0;  // gpt-oss
 };
 
 // Deterministic normal numbers (splitmix64 + Box-Muller): the same file on every machine.
 class WidenRng {
  public:
   explicit WidenRng(uint64_t seed) : m_s(seed) {}
-  double uniform() {  // (0, 1)
+  uint64_t bits() {
     uint64_t z = (m_s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double(z >> 11) + 0.5) / 9007199254740992.0;
+    return z ^ (z >> 31);
   }
+  double uniform() { return (double(bits() >> 11) + 0.5) / 9007199254740992.0; }  // (0, 1)
   double normal() {
     return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
   }
@@ -65,8 +68,8 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
   const auto f = GgufFile::open(src);
   const std::string arch = f->get_string("general.architecture");
   const std::string a = arch + ".";
-  const int64_t n_head = f->get_int(a + "attention.head_count");
-  const int64_t n_kv = f->get_int(a + "attention.head_count_kv");
+  const int64_t n_head = s.n_head > 0 ? s.n_head : f->get_int(a + "attention.head_count");
+  const int64_t n_kv = s.n_head_kv > 0 ? s.n_head_kv : f->get_int(a + "attention.head_count_kv");
   const int64_t D = s.n_embd, hd = s.head_dim, F = s.n_ff, Q = n_head * hd, KV = n_kv * hd;
   GgufWriter w;
   for (const auto& [k, v] : f->metadata())
@@ -75,6 +78,12 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
   w.set_u32(a + "feed_forward_length", uint32_t(F));
   if (f->has(a + "expert_feed_forward_length"))  // gpt-oss: the experts' width
     w.set_u32(a + "expert_feed_forward_length", uint32_t(F));
+  w.set_u32(a + "attention.head_count", uint32_t(n_head));
+  w.set_u32(a + "attention.head_count_kv", uint32_t(n_kv));
+  if (s.n_expert > 0) w.set_u32(a + "expert_count", uint32_t(s.n_expert));
+  if (s.n_expert_used > 0) w.set_u32(a + "expert_used_count", uint32_t(s.n_expert_used));
+  // The experts of a tensor whose last dimension counts them (gpt-oss).
+  const auto experts = [&](int64_t in_file) { return s.n_expert > 0 ? int64_t(s.n_expert) : in_file; };
   w.set_u32(a + "context_length", uint32_t(s.n_ctx));
   w.set_u32(a + "attention.key_length", uint32_t(hd));
   w.set_u32(a + "attention.value_length", uint32_t(hd));
@@ -123,22 +132,22 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
       mean = 1.0 + s.sink_shift;
       sd = 1.0;
     } else if (ends(n, "ffn_gate_inp.weight")) {  // the router
-      dims = {D, t.dims[1]};
+      dims = {D, experts(t.dims[1])};
       sd = 4.0 / std::sqrt(double(D));  // logits of N(0, 16): peaked weights over the top k
     } else if (ends(n, "ffn_gate_inp.bias")) {
-      dims = {t.dims[0]};
+      dims = {experts(t.dims[0])};
       sd = 0.1;
     } else if (ends(n, "ffn_gate_exps.weight") || ends(n, "ffn_up_exps.weight")) {
-      dims = {D, F, t.dims[2]};
+      dims = {D, F, experts(t.dims[2])};
       sd = 0.7 / std::sqrt(double(D));
     } else if (ends(n, "ffn_down_exps.weight")) {
-      dims = {F, D, t.dims[2]};
+      dims = {F, D, experts(t.dims[2])};
       sd = 1.0 / std::sqrt(double(F));
     } else if (ends(n, "ffn_gate_exps.bias") || ends(n, "ffn_up_exps.bias")) {
-      dims = {F, t.dims[1]};
+      dims = {F, experts(t.dims[1])};
       sd = 0.1;
     } else if (ends(n, "ffn_down_exps.bias")) {
-      dims = {D, t.dims[1]};
+      dims = {D, experts(t.dims[1])};
       sd = 0.1;
     } else if (ends(n, "attn_q.bias")) {
       dims = {Q};
@@ -151,12 +160,6 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
     }
     int64_t count = 1;
     for (int64_t d : dims) count *= d;
-    std::vector<float> v(static_cast<size_t>(count));
-    for (float& e : v) e = float(mean + sd * rng.normal());
-    if (ends(n, "attn_q_norm.weight") || ends(n, "attn_k_norm.weight"))
-      for (float& e : v) e *= s.qk_gain_mul;
-    if (ends(n, "attn_q.weight"))
-      for (float& e : v) e *= s.q_weight_mul;
     if (t.type == GgmlType::kMXFP4 && dims[0] % 32 == 0) {
       // Blocks {u8 e; u8 qs[16]} (engine/format/dequant.cpp): value = doubled E2M1 code *
       // 2^(e - 128); the doubled codes have an RMS of sqrt(34.25), so e puts the spread at sd.
@@ -164,11 +167,21 @@ inline void widen_oracle(const std::filesystem::path& src, const std::filesystem
       std::vector<uint8_t> bytes(size_t(count / 32) * 17);
       for (size_t b = 0; b < bytes.size(); b += 17) {
         bytes[b] = uint8_t(e);
-        for (int j = 1; j < 17; ++j) bytes[b + size_t(j)] = uint8_t(int(rng.uniform() * 256) & 255);
+        const uint64_t r0 = rng.bits(), r1 = rng.bits();
+        for (int j = 0; j < 8; ++j) {
+          bytes[b + 1 + size_t(j)] = uint8_t(r0 >> (8 * j));
+          bytes[b + 9 + size_t(j)] = uint8_t(r1 >> (8 * j));
+        }
       }
       w.add_raw_tensor(n, dims, GgmlType::kMXFP4, std::move(bytes));
       continue;
     }
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& e : v) e = float(mean + sd * rng.normal());
+    if (ends(n, "attn_q_norm.weight") || ends(n, "attn_k_norm.weight"))
+      for (float& e : v) e *= s.qk_gain_mul;
+    if (ends(n, "attn_q.weight"))
+      for (float& e : v) e *= s.q_weight_mul;
     const GgmlTypeTraits* tt = ggml_type_traits(uint32_t(t.type));
     const bool keep = tt && dims[0] % tt->block_elems == 0;
     const GgmlType type = keep ? t.type : GgmlType::kF32;
