@@ -46,6 +46,28 @@ __device__ __forceinline__ float warp_dot_bf16(const float* __restrict__ x,
   return warp_sum(acc);
 }
 
+// MXFP4: the E2M1 codes doubled (ggml's kvalues_mxfp4); the scale byte e gives 2^(e - 128).
+__constant__ int8_t kMxfp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// dot(x[0..n), MXFP4 w) of one warp, n % 32 == 0: lane b sums block b, 32 blocks apart.
+__device__ __forceinline__ float warp_dot_mxfp4(const float* __restrict__ x,
+                                                const uint8_t* __restrict__ w, int n, int lane) {
+  float acc = 0.f;
+  for (int b = lane; b < n / 32; b += 32) {
+    const uint8_t* blk = w + b * 17;
+    const float* xb = x + b * 32;
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int q = blk[1 + j];
+      s = fmaf(float(kMxfp4Doubled[q & 15]), xb[j], s);
+      s = fmaf(float(kMxfp4Doubled[q >> 4]), xb[j + 16], s);
+    }
+    acc = fmaf(s, ldexpf(1.0f, int(blk[0]) - 128), acc);
+  }
+  return warp_sum(acc);
+}
+
 // One block per token: the fp32 RMSNorm (the CPU's rms_norm: double sum of squares, float scale),
 // the router logits, top-K and the softmax over the chosen (double exp, as the CPU).
 __global__ void moe_route_kernel(const MoeParams p) {
@@ -108,10 +130,17 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_up_kernel(const MoeParam
   if (j >= p.F) return;
   const int tok = pair / p.K, e = p.sel[pair];
   const float* x = p.xn + int64_t(tok) * p.D;
-  const uint16_t* wg = p.w_gu + (int64_t(e) * 2 * p.F + j) * p.D;
-  const uint16_t* wu = wg + int64_t(p.F) * p.D;
-  const float g = warp_dot_bf16(x, wg, p.D, lane);
-  const float u = warp_dot_bf16(x, wu, p.D, lane);
+  float g, u;
+  if (p.q_gu) {
+    const int64_t rb = p.D / 32 * 17;
+    const uint8_t* wg = p.q_gu + (int64_t(e) * 2 * p.F + j) * rb;
+    g = warp_dot_mxfp4(x, wg, p.D, lane);
+    u = warp_dot_mxfp4(x, wg + int64_t(p.F) * rb, p.D, lane);
+  } else {
+    const uint16_t* wg = p.w_gu + (int64_t(e) * 2 * p.F + j) * p.D;
+    g = warp_dot_bf16(x, wg, p.D, lane);
+    u = warp_dot_bf16(x, wg + int64_t(p.F) * p.D, p.D, lane);
+  }
   if (lane != 0) return;
   const float* b = p.b_gu + int64_t(e) * 2 * p.F;
   const float gj = fminf(g + b[j], p.limit);
@@ -128,8 +157,10 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const MoeParams p
   float y = 0.f;
   for (int k = 0; k < p.K; ++k) {
     const int pair = tok * p.K + k, e = p.sel[pair];
-    const float o = warp_dot_bf16(p.act + int64_t(pair) * p.F,
-                                  p.w_down + (int64_t(e) * p.D + j) * p.F, p.F, lane);
+    const float* a = p.act + int64_t(pair) * p.F;
+    const float o = p.q_down ? warp_dot_mxfp4(a, p.q_down + (int64_t(e) * p.D + j) * (p.F / 32 * 17),
+                                              p.F, lane)
+                             : warp_dot_bf16(a, p.w_down + (int64_t(e) * p.D + j) * p.F, p.F, lane);
     y += p.wts[pair] * (o + p.b_down[int64_t(e) * p.D + j]);
   }
   if (lane == 0) p.x_out[int64_t(tok) * p.D + j] = p.x[int64_t(tok) * p.D + j] + y;
@@ -177,6 +208,19 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
       acc += wts[pk] * (y[int64_t(slot[pk]) * D + j] + b_down[int64_t(sel[pk]) * D + j]);
     }
     x_out[i] = x[i] + acc;
+  }
+}
+
+__global__ void mxfp4_to_bf16_kernel(const uint8_t* __restrict__ w, int64_t total, int cols,
+                                     uint16_t* __restrict__ out) {
+  const int64_t rb = cols / 32 * 17;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols;
+    const int c = int(i % cols), k = c % 32;
+    const uint8_t* blk = w + r * rb + (c / 32) * 17;
+    const int q = k < 16 ? (blk[1 + k] & 15) : (blk[1 + k - 16] >> 4);
+    out[i] = bf16_bits(float(kMxfp4Doubled[q]) * ldexpf(1.0f, int(blk[0]) - 128));
   }
 }
 
@@ -259,6 +303,16 @@ OpStatus launch_moe_combine(const float* y, const int32_t* slot, const int32_t* 
   moe_combine_kernel<<<grid_of(total), 256, 0, static_cast<cudaStream_t>(stream)>>>(
       y, slot, sel, wts, b_down, total, K, D, x, x_out);
   return check("moe_combine_kernel", __FILE__, __LINE__);
+}
+
+OpStatus launch_mxfp4_to_bf16(const uint8_t* w, int64_t rows, int cols, uint16_t* out,
+                              void* stream) {
+  const int64_t total = rows * cols;
+  if (total <= 0) return {};
+  if (cols % 32 != 0) return OpStatus::error("launch_mxfp4_to_bf16: cols must be a multiple of 32");
+  mxfp4_to_bf16_kernel<<<grid_of(total), 256, 0, static_cast<cudaStream_t>(stream)>>>(w, total, cols,
+                                                                                      out);
+  return check("mxfp4_to_bf16_kernel", __FILE__, __LINE__);
 }
 
 OpStatus launch_add_bias_rows(float* x, const float* b, int rows, int dim, void* stream) {

@@ -35,6 +35,11 @@ struct MoeParams {
   const float* b_gu = nullptr;      // [E][2F]: gate biases, then up biases
   const uint16_t* w_down = nullptr; // [E][D][F] bf16
   const float* b_down = nullptr;    // [E][D]
+  // Or the experts in their MXFP4 blocks (GpuWeights::kNative; w_gu / w_down then unused):
+  // [E][2F][D / 32 blocks of 17 bytes] and [E][D][F / 32 blocks], engine/format/dequant.cpp's
+  // layout; the GEMVs decode them in registers (value = doubled E2M1 code * 2^(e - 128)).
+  const uint8_t* q_gu = nullptr;
+  const uint8_t* q_down = nullptr;
   // Scratch: fp32 normed rows [n][D], the chosen experts [n][K] and their weights [n][K], the
   // SwiGLU outputs [n][K][F] fp32.
   float* xn = nullptr;
@@ -69,6 +74,12 @@ OpStatus launch_moe_act(const float* gu, const int32_t* pair_exp, const float* b
 OpStatus launch_moe_combine(const float* y, const int32_t* slot, const int32_t* sel,
                             const float* wts, const float* b_down, int n, int K, int D,
                             const float* x, float* x_out, void* stream);
+
+// out[r][c] = bf16(MXFP4 W[r][c]) (exact) for r < rows; W rows of cols / 32 blocks of 17 bytes,
+// cols % 32 == 0. The grouped experts' per-expert dequantization before its GEMM.
+OpStatus launch_mxfp4_to_bf16(const uint8_t* w, int64_t rows, int cols, uint16_t* out,
+                              void* stream);
+inline constexpr int kMxfp4BlockBytes = 17;
 
 // x[r][:] += b[:] for r < rows (the output-projection bias after its GEMM's residual add).
 OpStatus launch_add_bias_rows(float* x, const float* b, int rows, int dim, void* stream);

@@ -197,7 +197,7 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                                                     (c.gemma ? 2 * a128(D) : 0));
   const size_t half = size_t(std::max(c.rope_dim / 2, 1));
   const uint64_t weights_b =
-      w16_elems * 2 + wplan.wq_bytes + w32_elems * 4 + gpt_oss_weight_bytes(c);
+      w16_elems * 2 + wplan.wq_bytes + w32_elems * 4 + gpt_oss_weight_bytes(*m_model, m_gpu_weights);
   const uint64_t kv_b = 2 * uint64_t(c.n_layer) *
                         (m_layer_kv_elems * 2 + m_layer_code_bytes + m_layer_scale_elems * 2);
   const uint64_t B = uint64_t(m_batch);
@@ -207,6 +207,7 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                              (c.gemma ? B * D * 4 : 0) + 2 * kBlasWorkspaceBytes +
                              kStagingFloats * 4 + wplan.scratch_elems * 2 +
                              moe_scratch_bytes(c, m_batch) +
+                             (moe_native(*m_model, m_gpu_weights) ? uint64_t(4) * F * D : 0) +
                              (c.attn_sinks ? uint64_t(8) * c.n_layer * c.n_head : 0);
   std::shared_ptr<DeviceWeights> shared = shared_weights(m_model.get(), m_device, m_gpu_weights);
   const uint64_t need = (shared ? 0 : weights_b) + kv_b + scratch_b;
@@ -292,6 +293,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     if (m_moe_grouped && m_batch >= kMoeGroupedMin) {
       m_moe_grp = alloc(moe_grouped_bytes(c, m_batch), "MoE grouped-expert scratch");
       m_h_moe_sel = PinnedBuffer(B * K * 4, "pinned MoE chosen experts");
+      if (moe_native(*m_model, m_gpu_weights))
+        m_moe_wdq = alloc(size_t(2) * F * D * 2, "MoE expert dequantized to bf16 (grouped)");
     }
   }
   m_h_logits = PinnedBuffer(size_t(V) * 4, "pinned logits");

@@ -161,11 +161,18 @@ struct LayerDev {
   const float* exp_gu_b = nullptr;     // (n_expert, 2 n_ff)
   const uint16_t* exp_down = nullptr;  // (n_expert, D, n_ff)
   const float* exp_down_b = nullptr;   // (n_expert, D)
+  // GpuWeights::kNative with MXFP4 experts: the same matrices in their blocks (kernels/moe.h),
+  // exp_gu / exp_down then null.
+  const uint8_t* exp_gu_q = nullptr;
+  const uint8_t* exp_down_q = nullptr;
 };
 
 // gpt-oss's device weights beyond the dense layout (cuda_backend_moe.cpp): bf16 expert matrices
 // and fp32 router / biases / sinks, in bytes; and the MoE scratch of a pass of `batch` tokens.
-uint64_t gpt_oss_weight_bytes(const ModelConfig& c);
+uint64_t gpt_oss_weight_bytes(const Model& m, GpuWeights mode);
+// Whether the experts stay MXFP4 on the device: GpuWeights::kNative, every expert matrix MXFP4
+// in GGUF's row layout, n_embd and n_ff multiples of 32.
+bool moe_native(const Model& m, GpuWeights mode);
 uint64_t moe_scratch_bytes(const ModelConfig& c, int batch);
 // The grouped part of that scratch (m_moe_grp), and the fewest tokens a pass groups.
 uint64_t moe_grouped_bytes(const ModelConfig& c, int batch);
@@ -192,12 +199,13 @@ struct DeviceWeights {
   DeviceBuffer wq;                    // quantized projections in their file layout
   DeviceBuffer w32;                   // norms and biases
   DeviceBuffer g16, g32;              // gpt-oss: experts (bf16); router, biases, sinks (fp32)
+  DeviceBuffer g8;                    // gpt-oss: experts in MXFP4 blocks (moe_native)
   const uint16_t* embd = nullptr;     // (n_vocab, D)
   const uint16_t* lm_head = nullptr;  // (n_vocab, D), == embd when tied
   const float* out_norm = nullptr;
   std::vector<LayerDev> layers;
   uint64_t bytes() const {
-    return w16.bytes() + wq.bytes() + w32.bytes() + g16.bytes() + g32.bytes();
+    return w16.bytes() + wq.bytes() + w32.bytes() + g16.bytes() + g32.bytes() + g8.bytes();
   }
 };
 
@@ -424,6 +432,7 @@ class CudaBackendImpl final : public CudaBackend {
   // SwiGLU, down outputs and the pair maps in one buffer; the chosen experts on the host; off
   // with SINKSCOPE_MOE_GROUPED=0 (every pass then runs the GEMV experts).
   DeviceBuffer m_moe_grp;
+  DeviceBuffer m_moe_wdq;  // MXFP4 experts, grouped: one expert's matrix dequantized to bf16
   PinnedBuffer m_h_moe_sel;
   std::vector<int32_t> m_moe_maps;
   bool m_moe_grouped = true;

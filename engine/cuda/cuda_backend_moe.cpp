@@ -2,11 +2,14 @@
 // The CUDA backend's gpt-oss parts beyond the dense layout: the output-projection bias, the
 // learned sink logits (read by the attention kernels, AttentionParams::sinks) and the
 // mixture-of-experts FFN (kernels/moe.h). The expert matrices are converted to bf16 at load
-// (MXFP4 values are exact in bf16, so the device multiplies the CPU's weights); the router stays
-// fp32 so the device picks the experts the CPU picks.
+// (MXFP4 values are exact in bf16, so the device multiplies the CPU's weights), or with
+// GpuWeights::kNative kept in their MXFP4 blocks (a quarter of the memory; the GEMVs decode
+// them, the grouped GEMMs dequantize one expert at a time); the router stays fp32 so the device
+// picks the experts the CPU picks.
 #include <string>
 
 #include "engine/cuda/cuda_backend_impl.h"
+#include "engine/format/ggml_types.h"
 #include "kernels/moe.h"
 
 namespace sinkscope::cuda_detail {
@@ -16,9 +19,16 @@ uint64_t a128(uint64_t e) { return (e + 127) / 128 * 128; }
 
 // Per layer, in elements: bf16 expert matrices; fp32 router, router bias, expert biases, the
 // output-projection bias and the sink logits.
-uint64_t layer_g16(const ModelConfig& c) {
+uint64_t layer_g16(const ModelConfig& c, bool native) {
   const uint64_t D = uint64_t(c.n_embd), F = uint64_t(c.n_ff), E = uint64_t(c.n_expert);
-  return E > 0 ? a128(E * 2 * F * D) + a128(E * D * F) : 0;
+  return E > 0 && !native ? a128(E * 2 * F * D) + a128(E * D * F) : 0;
+}
+uint64_t a256b(uint64_t b) { return (b + 255) / 256 * 256; }
+// MXFP4 experts per layer, bytes: [E][2F] rows of D / 32 blocks, then [E][D] rows of F / 32.
+uint64_t layer_g8(const ModelConfig& c, bool native) {
+  const uint64_t D = uint64_t(c.n_embd), F = uint64_t(c.n_ff), E = uint64_t(c.n_expert);
+  if (E == 0 || !native) return 0;
+  return a256b(E * 2 * F * (D / 32) * 17) + a256b(E * D * (F / 32) * 17);
 }
 uint64_t layer_g32(const ModelConfig& c) {
   const uint64_t D = uint64_t(c.n_embd), F = uint64_t(c.n_ff), E = uint64_t(c.n_expert);
@@ -30,8 +40,30 @@ uint64_t layer_g32(const ModelConfig& c) {
 }
 }  // namespace
 
-uint64_t gpt_oss_weight_bytes(const ModelConfig& c) {
-  return uint64_t(c.n_layer) * (layer_g16(c) * 2 + layer_g32(c) * 4);
+bool moe_native(const Model& m, GpuWeights mode) {
+  const ModelConfig& c = m.config();
+  if (mode != GpuWeights::kNative || c.n_expert <= 0 || c.n_embd % 32 != 0 || c.n_ff % 32 != 0)
+    return false;
+  const auto ok = [](const QuantMatrix& q, int64_t rows, int64_t cols) {
+    return q.data && q.type == GgmlType::kMXFP4 && q.rows == rows && q.cols == cols &&
+           q.row_bytes == uint64_t(cols / 32 * 17);
+  };
+  for (const LayerWeights& L : m.weights().layers) {
+    if (L.exp_gate.size() != size_t(c.n_expert) || L.exp_up.size() != L.exp_gate.size() ||
+        L.exp_down.size() != L.exp_gate.size())
+      return false;
+    for (size_t e = 0; e < L.exp_gate.size(); ++e)
+      if (!ok(L.exp_gate[e], c.n_ff, c.n_embd) || !ok(L.exp_up[e], c.n_ff, c.n_embd) ||
+          !ok(L.exp_down[e], c.n_embd, c.n_ff))
+        return false;
+  }
+  return true;
+}
+
+uint64_t gpt_oss_weight_bytes(const Model& m, GpuWeights mode) {
+  const ModelConfig& c = m.config();
+  const bool q = moe_native(m, mode);
+  return uint64_t(c.n_layer) * (layer_g16(c, q) * 2 + layer_g32(c) * 4 + layer_g8(c, q));
 }
 
 namespace {
@@ -68,11 +100,15 @@ uint64_t moe_scratch_bytes(const ModelConfig& c, int batch) {
 void CudaBackendImpl::upload_gpt_oss(DeviceWeights& dw) {
   const ModelConfig& c = m_model->config();
   const ModelWeights& w = m_model->weights();
-  const size_t g16 = size_t(layer_g16(c)), g32 = size_t(layer_g32(c));
-  if (g16 + g32 == 0) return;
+  const bool native = moe_native(*m_model, m_gpu_weights);
+  const size_t g16 = size_t(layer_g16(c, native)), g32 = size_t(layer_g32(c)),
+               g8 = size_t(layer_g8(c, native));
+  if (g16 + g32 + g8 == 0) return;
   const size_t D = size_t(c.n_embd), F = size_t(c.n_ff), E = size_t(c.n_expert);
   if (g16) dw.g16 = DeviceBuffer(g16 * 2 * size_t(c.n_layer), "gpt-oss expert weights (bf16)");
   dw.g32 = DeviceBuffer(g32 * 4 * size_t(c.n_layer), "gpt-oss router, biases and sinks");
+  if (g8) dw.g8 = DeviceBuffer(g8 * size_t(c.n_layer), "gpt-oss MXFP4 expert weights");
+  uint8_t* p8 = dw.g8.as<uint8_t>();
   DeviceBuffer staging(kStagingFloats * 4, "weight upload staging");
   uint16_t* p16 = dw.g16.as<uint16_t>();
   float* p32 = dw.g32.as<float>();
@@ -112,6 +148,23 @@ void CudaBackendImpl::upload_gpt_oss(DeviceWeights& dw) {
     }
     d.exp_gu_b = gub;
     d.exp_down_b = upload_f32(take32(E * D), L.exp_down_b, E * D, "ffn_down_exps.bias");
+    if (native) {  // the blocks as they are (pageable: staged before each call returns)
+      const uint64_t rb_d = D / 32 * 17, rb_f = F / 32 * 17;
+      uint8_t* gu = p8;
+      uint8_t* down = p8 + a256b(E * 2 * F * rb_d);
+      for (size_t e = 0; e < E; ++e) {
+        SS_CUDA(cudaMemcpyAsync(gu + e * 2 * F * rb_d, L.exp_gate[e].data, F * rb_d,
+                                cudaMemcpyHostToDevice, m_stream.s));
+        SS_CUDA(cudaMemcpyAsync(gu + (e * 2 + 1) * F * rb_d, L.exp_up[e].data, F * rb_d,
+                                cudaMemcpyHostToDevice, m_stream.s));
+        SS_CUDA(cudaMemcpyAsync(down + e * D * rb_f, L.exp_down[e].data, D * rb_f,
+                                cudaMemcpyHostToDevice, m_stream.s));
+      }
+      d.exp_gu_q = gu;
+      d.exp_down_q = down;
+      p8 += g8;
+      continue;
+    }
     uint16_t* gu = take16(E * 2 * F * D);
     uint16_t* down = take16(E * D * F);
     for (size_t e = 0; e < E; ++e) {
@@ -141,6 +194,8 @@ void CudaBackendImpl::enqueue_moe(cudaStream_t s, Blas& blas, const LayerDev& L,
   p.b_gu = L.exp_gu_b;
   p.w_down = L.exp_down;
   p.b_down = L.exp_down_b;
+  p.q_gu = L.exp_gu_q;
+  p.q_down = L.exp_down_q;
   p.xn = m_moe_xn.as<float>();
   p.sel = m_moe_sel.as<int32_t>();
   p.wts = m_moe_wts.as<float>();
@@ -194,18 +249,33 @@ void CudaBackendImpl::enqueue_moe(cudaStream_t s, Blas& blas, const LayerDev& L,
   // Pageable source: staged before the call returns, so m_moe_maps may be refilled next layer.
   SS_CUDA(cudaMemcpyAsync(maps, m_moe_maps.data(), size_t(3) * P * 4, cudaMemcpyHostToDevice, s));
   SS_LAUNCH(kernels::launch_moe_gather(p.xn, maps, P, D, xg, s));
+  // MXFP4 experts: each one's matrix dequantized into m_moe_wdq right before its GEMM (stream
+  // order makes the reuse safe).
+  const uint64_t rb_d = uint64_t(D) / 32 * kernels::kMxfp4BlockBytes,
+                 rb_f = uint64_t(F) / 32 * kernels::kMxfp4BlockBytes;
+  uint16_t* wdq = m_moe_wdq.as<uint16_t>();
+  if (L.exp_gu_q && !wdq) throw BackendError("CUDA backend: no MXFP4 dequant scratch (internal error)");
   for (int e = 0; e < E; ++e) {
     const int r0 = start[size_t(e)], rows = start[size_t(e) + 1] - r0;
-    if (rows > 0)
-      blas.linear(xg + size_t(r0) * D, L.exp_gu + size_t(e) * 2 * F * D, gu + size_t(r0) * 2 * F,
-                  rows, 2 * F, D);
+    if (rows == 0) continue;
+    const uint16_t* w = L.exp_gu + size_t(e) * 2 * F * D;
+    if (L.exp_gu_q) {
+      SS_LAUNCH(kernels::launch_mxfp4_to_bf16(L.exp_gu_q + size_t(e) * 2 * F * rb_d, 2 * int64_t(F),
+                                              D, wdq, s));
+      w = wdq;
+    }
+    blas.linear(xg + size_t(r0) * D, w, gu + size_t(r0) * 2 * F, rows, 2 * F, D);
   }
   SS_LAUNCH(kernels::launch_moe_act(gu, maps + P, L.exp_gu_b, P, F, p.alpha, p.limit, act, s));
   for (int e = 0; e < E; ++e) {
     const int r0 = start[size_t(e)], rows = start[size_t(e) + 1] - r0;
-    if (rows > 0)
-      blas.linear(act + size_t(r0) * F, L.exp_down + size_t(e) * D * F, y + size_t(r0) * D, rows,
-                  D, F);
+    if (rows == 0) continue;
+    const uint16_t* w = L.exp_down + size_t(e) * D * F;
+    if (L.exp_down_q) {
+      SS_LAUNCH(kernels::launch_mxfp4_to_bf16(L.exp_down_q + size_t(e) * D * rb_f, D, F, wdq, s));
+      w = wdq;
+    }
+    blas.linear(act + size_t(r0) * F, w, y + size_t(r0) * D, rows, D, F);
   }
   SS_LAUNCH(kernels::launch_moe_combine(y, maps + 2 * P, p.sel, p.wts, p.b_down, n, K, D, p.x,
                                         p.x_out, s));

@@ -5,7 +5,8 @@
 // layers; the oracle's 2 layers, random weights): prefill time per length and decode time per
 // step, with the experts grouped into one GEMM per expert (default) and as per-token GEMVs
 // (SINKSCOPE_MOE_GROUPED=0), dense attention.
-//   bench_gpt_oss [--lengths 128,512,2048] [--steps 64] [--reps 3]
+//   bench_gpt_oss [--lengths 128,512,2048] [--steps 64] [--reps 3] [--weights bf16|native]
+// --weights native keeps the experts in MXFP4 on the device (GpuWeights::kNative).
 // The widened file is written next to this program (build/, ~0.9 GB) and removed afterwards.
 // Prefill: the median over --reps of a whole prefill of L tokens (last-row logits,
 // synchronised) after a warm-up; decode: the mean step time of --steps steps (CUDA graphs) after
@@ -47,13 +48,17 @@ std::vector<int> parse_ints(const std::string& s) {
 int main(int argc, char** argv) {
   std::vector<int> lengths = {128, 512, 2048};
   int steps = 64, reps = 3;
+  GpuWeights weights = GpuWeights::kBf16;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--lengths" && i + 1 < argc) lengths = parse_ints(argv[++i]);
     else if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--weights" && i + 1 < argc)
+      weights = std::string(argv[++i]) == "native" ? GpuWeights::kNative : GpuWeights::kBf16;
     else {
-      std::fprintf(stderr, "usage: bench_gpt_oss [--lengths 128,512,2048] [--steps 64] [--reps 3]\n");
+      std::fprintf(stderr, "usage: bench_gpt_oss [--lengths 128,512,2048] [--steps 64] [--reps 3] "
+                           "[--weights bf16|native]\n");
       return 2;
     }
   }
@@ -86,14 +91,19 @@ int main(int argc, char** argv) {
   std::vector<TokenId> ids(size_t(*std::max_element(lengths.begin(), lengths.end()) + 128 + steps));
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = TokenId((i * 7919 + 13) % size_t(c.n_vocab));
 
-  std::printf("\n| experts | prefill tokens | prefill ms (median of %d) | prefill tok/s |\n"
-              "|---|---:|---:|---:|\n", reps);
   std::vector<std::pair<std::string, double>> decode_rows;
   for (bool grouped : {true, false}) {
     if (!grouped) setenv("SINKSCOPE_MOE_GROUPED", "0", 1);
     BackendOptions o;
     o.max_context = int(ids.size()) + 128;
+    o.gpu_weights = weights;
     auto be = make_cuda_backend(model, o);
+    if (grouped)
+      std::printf("weights: %s; device memory %.2f GB\n"
+                  "\n| experts | prefill tokens | prefill ms (median of %d) | prefill tok/s |\n"
+                  "|---|---:|---:|---:|\n",
+                  weights == GpuWeights::kNative ? "native (MXFP4 experts)" : "bf16",
+                  double(be->device_bytes()) / 1e9, reps);
     if (!grouped) unsetenv("SINKSCOPE_MOE_GROUPED");
     const char* name = grouped ? "grouped GEMMs" : "per-token GEMVs";
     std::vector<float> logits;
