@@ -637,7 +637,8 @@ __device__ __forceinline__ void max_first(float& m, int& a, float m2, int a2) {
 
 __global__ void __launch_bounds__(kThreads)
     row_lse_argmax_kernel(const float* __restrict__ logits, int n_vocab, double* __restrict__ lse,
-                          int* __restrict__ top1) {
+                          int* __restrict__ top1, const int* __restrict__ next,
+                          float* __restrict__ next_logit) {
   __shared__ float s_m[kThreads / 32];
   __shared__ int s_a[kThreads / 32];
   __shared__ double s_sum[kThreads / 32];
@@ -669,18 +670,55 @@ __global__ void __launch_bounds__(kThreads)
     for (int w = 0; w < kThreads / 32; ++w) t += s_sum[w];
     lse[blockIdx.x] = mx + log(t);
     top1[blockIdx.x] = a < n_vocab ? a : 0;
+    if (next) {
+      const int tok = next[blockIdx.x];
+      if (tok >= 0 && tok < n_vocab) next_logit[blockIdx.x] = x[tok];
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    row_kl_kernel(const float* __restrict__ p, const float* __restrict__ q, int n_vocab,
+                  const double* __restrict__ lse_p, const double* __restrict__ lse_q,
+                  double* __restrict__ kl) {
+  __shared__ double s_sum[kThreads / 32];
+  const int64_t off = int64_t(blockIdx.x) * n_vocab;
+  const double lp = lse_p[blockIdx.x], lq = lse_q[blockIdx.x];
+  double sum = 0.0;
+  for (int v = threadIdx.x; v < n_vocab; v += blockDim.x) {
+    const double logp = double(p[off + v]) - lp;
+    sum += exp(logp) * (logp - (double(q[off + v]) - lq));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if ((threadIdx.x & 31) == 0) s_sum[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0.0;
+    for (int w = 0; w < kThreads / 32; ++w) t += s_sum[w];
+    kl[blockIdx.x] = t > 0.0 ? t : 0.0;
   }
 }
 
 }  // namespace
 
 OpStatus launch_row_lse_argmax(const float* logits, int rows, int n_vocab, double* lse, int* top1,
-                               void* stream) {
+                               void* stream, const int* next, float* next_logit) {
   if (rows <= 0 || n_vocab <= 0) return {};
-  if (!logits || !lse || !top1) return OpStatus::error("launch_row_lse_argmax: null pointer");
-  row_lse_argmax_kernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(logits, n_vocab,
-                                                                                 lse, top1);
+  if (!logits || !lse || !top1 || (next && !next_logit))
+    return OpStatus::error("launch_row_lse_argmax: null pointer");
+  row_lse_argmax_kernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      logits, n_vocab, lse, top1, next, next_logit);
   return SINKSCOPE_OP_CHECK("row_lse_argmax_kernel");
+}
+
+OpStatus launch_row_kl(const float* p, const float* q, int rows, int n_vocab, const double* lse_p,
+                       const double* lse_q, double* kl, void* stream) {
+  if (rows <= 0 || n_vocab <= 0) return {};
+  if (!p || !q || !lse_p || !lse_q || !kl) return OpStatus::error("launch_row_kl: null pointer");
+  row_kl_kernel<<<rows, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p, q, n_vocab, lse_p,
+                                                                         lse_q, kl);
+  return SINKSCOPE_OP_CHECK("row_kl_kernel");
 }
 
 }  // namespace sinkscope::kernels

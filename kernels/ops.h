@@ -163,8 +163,15 @@ struct RopeQueriesParams {
 OpStatus launch_rope_queries_at_cache_index(const RopeQueriesParams& p, void* stream);
 
 // Per row of logits [rows][n_vocab] (fp32): lse[r] = max + log(sum exp(x - max)) (the sum in
-// double) and top1[r] = the first index of the row's maximum. One block per row.
+// double) and top1[r] = the first index of the row's maximum. One block per row. With next
+// (nullable): next_logit[r] = logits[r][next[r]] where 0 <= next[r] < n_vocab (the logit of the
+// token that follows row r's; rows with next[r] < 0 are left as they are).
 OpStatus launch_row_lse_argmax(const float* logits, int rows, int n_vocab, double* lse, int* top1,
-                               void* stream);
+                               void* stream, const int* next = nullptr,
+                               float* next_logit = nullptr);
+// Per row r of two logit blocks p, q [rows][n_vocab] with log-sum-exps lse_p, lse_q:
+// kl[r] = sum_v P_v (log P_v - log Q_v), terms and sum in double, never below 0. One block a row.
+OpStatus launch_row_kl(const float* p, const float* q, int rows, int n_vocab, const double* lse_p,
+                       const double* lse_q, double* kl, void* stream);
 
 }  // namespace sinkscope::kernels

@@ -22,7 +22,31 @@
 
 namespace sinkscope {
 
-enum class LogitsMode { kLast, kAll };
+// What forward() writes: the last token's logits (kLast), every token's (kAll), or the last
+// token's plus per-row statistics of every token computed where the logits are, without
+// moving the (n, n_vocab) logits anywhere (kLastRowStats; Backend::last_row_stats). At 32K
+// tokens and a 128K vocabulary the logits are 17 GB; their statistics are a few MB.
+enum class LogitsMode { kLast, kAll, kLastRowStats };
+
+// Final hidden states of a forward's rows: the residual stream before the output norm,
+// (n, n_embd) floats, from which the LM head makes the rows' logits. 32K rows of a 4096-wide
+// model take 512 MB, against 17 GB for their logits over a 128K vocabulary.
+struct HiddenRows {
+  int n = 0, n_embd = 0;
+  std::vector<float> x;
+};
+
+// Per-row statistics of a LogitsMode::kLastRowStats forward of n tokens (or the log-sum-exp
+// and argmax of a kAll forward, where the backend computes them next to the logits).
+struct RowStats {
+  std::vector<double> lse;  // log-sum-exp of row i (natural log, summed in double)
+  std::vector<int> top1;    // argmax of row i (the first index of the maximum)
+  // Row i's logit of the forward's token i + 1 (n - 1 values; empty for a kAll forward): the
+  // prompt's negative log-likelihood is sum_i lse[i] - next_logit[i].
+  std::vector<float> next_logit;
+  // The rows' final hidden states (kLastRowStats only), for Backend::kl_rows.
+  std::shared_ptr<const HiddenRows> hidden;
+};
 
 // Post-RoPE attention inputs of one layer (Backend::request_qkv_capture): q (n_q, n_head,
 // head_dim) of the tokens at positions [q_start, q_start + n_q); k, v (n_kv, n_head_kv, head_dim)
@@ -157,15 +181,19 @@ class Backend {
     return layer >= 0 && c.layer == layer ? &c : nullptr;
   }
 
-  // Per-row log-sum-exp (natural log, summed in double) and argmax (first index of the maximum)
-  // of the logits of the last forward, when it was LogitsMode::kAll and the backend computed
-  // them next to the logits (the CUDA backend does, on the device); false otherwise, and the
-  // caller computes them from the logits. Any later forward replaces them.
-  virtual bool last_row_stats(std::vector<double>* lse, std::vector<int>* top1) const {
-    (void)lse;
-    (void)top1;
+  // The row statistics of the last forward: always after LogitsMode::kLastRowStats; after
+  // kAll only lse and top1, where the backend computed them next to the logits (the CUDA
+  // backend does, on the device; false otherwise, and the caller computes them from the
+  // logits). Any later forward replaces them.
+  virtual bool last_row_stats(RowStats* out) const {
+    (void)out;
     return false;
   }
+  // KL(p || q) per row, in nats, of the distributions the LM head makes of two forwards'
+  // hidden states (RowStats::hidden) of the same number of rows: sum_t p_t (log p_t - log q_t)
+  // in double, computed where the backend computes logits. Identical rows give exactly 0.
+  // Throws BackendError on a shape mismatch.
+  virtual std::vector<double> kl_rows(const HiddenRows& p, const HiddenRows& q) = 0;
 
   // Goes back to the state after the first n_past positions: drops every later position from
   // the KV cache and sets the probes to `probes` (a copy of probes() taken at that point), so

@@ -36,9 +36,9 @@ bool cuda_memory_info(uint64_t* free_bytes, uint64_t* total_bytes, std::string* 
 // available and it constructs, else the CPU backend; *note (optional) then says which was
 // chosen and why CUDA was not.
 // What a model needs that the CUDA backend does not implement yet and would otherwise ignore
-// silently: a model's own sliding window outside Gemma / gpt-oss (which the CUDA backend refuses
-// by name itself), LongRoPE's long factors (phi3). "" when nothing. make_backend refuses CUDA
-// for such a model (--backend cuda) or falls back to the CPU (auto), naming it.
+// silently ("" when nothing; today nothing: own windows and LongRoPE run on the device, and
+// what make_cuda_backend cannot run it refuses by name itself). make_backend refuses CUDA for
+// such a model (--backend cuda) or falls back to the CPU (auto), naming it.
 std::string cuda_unsupported_reason(const ModelConfig& config);
 
 std::unique_ptr<Backend> make_backend(std::shared_ptr<const Model> model,

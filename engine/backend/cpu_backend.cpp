@@ -9,6 +9,7 @@
 #include "engine/backend/cpu_attention.h"
 #include "engine/backend/linalg.h"
 #include "engine/backend/qgemv.h"
+#include "engine/eval/logit_stats.h"
 #include "engine/model/rope.h"
 #include "engine/util/thread_pool.h"
 
@@ -106,6 +107,12 @@ class CpuBackend final : public Backend {
 
   void forward(std::span<const TokenId> tokens, LogitsMode mode,
                std::vector<float>& logits) override;
+  bool last_row_stats(RowStats* out) const override {
+    if (!m_row_stats) return false;
+    if (out) *out = *m_row_stats;
+    return true;
+  }
+  std::vector<double> kl_rows(const HiddenRows& p, const HiddenRows& q) override;
 
   // Captures come from a prefill that starts at an empty cache (position 0), float32.
   void request_qkv_capture(const QkvCaptureRequest& r) override {
@@ -142,6 +149,9 @@ class CpuBackend final : public Backend {
   // One piece of a forward that the cache takes at once; writes logits of every token (all)
   // or of the last one to out (nullptr: none).
   void forward_chunk(std::span<const TokenId> tokens, bool all, float* out);
+  // Logits of `rows` final hidden states x (rows, D; the residual stream) into out (rows,
+  // n_vocab): the output norm, the LM head, Gemma 2's final soft-cap.
+  void lm_head_rows(const float* x, int rows, float* out);
   // gpt-oss mixture of experts: y (n, D) from the normed x (n, D).
   void moe(const LayerWeights& L, int n, const float* x, float* y);
 
@@ -191,6 +201,7 @@ class CpuBackend final : public Backend {
   std::vector<QkvCapture> m_captures;  // of the last capture prefill, m_cap.layer first
   int m_chunk_done = 0, m_chunk_total = 0;  // tokens of the forward before this chunk, in all
   // Scratch, reused across calls.
+  std::unique_ptr<RowStats> m_row_stats;  // of the last kLastRowStats forward
   std::vector<float> m_cos, m_sin, m_x, m_xn, m_q, m_kn, m_vn, m_att, m_tmp, m_gate, m_up;
   std::vector<float> m_qs, m_cos_c, m_sin_c;  // cache position mode: queries at cache indices
   std::vector<float> m_cos_l, m_sin_l, m_cos_lc, m_sin_lc;  // the same of m_rope_local
@@ -214,6 +225,39 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
   if (n > 1 || m_n_past == 0) m_probes.mask.tiles.clear();
   // A windowed cache takes the tokens in pieces, evicting as it goes; the full cache in one.
   const int step = std::min(n, m_cache->max_chunk());
+  m_row_stats.reset();
+  if (mode == LogitsMode::kLastRowStats) {
+    // Every chunk's rows into a chunk-sized scratch, reduced to statistics right away.
+    auto st = std::make_unique<RowStats>();
+    auto hidden = std::make_shared<HiddenRows>();
+    hidden->n = n;
+    hidden->n_embd = c.n_embd;
+    hidden->x.resize(size_t(n) * c.n_embd);
+    st->lse.resize(size_t(n));
+    st->top1.resize(size_t(n));
+    st->next_logit.resize(size_t(n - 1));
+    std::vector<float> rows;
+    logits.resize(size_t(c.n_vocab));
+    for (int off = 0; off < n; off += step) {
+      const int m = std::min(step, n - off);
+      rows.resize(size_t(m) * c.n_vocab);
+      m_chunk_done = off;
+      m_chunk_total = n;
+      forward_chunk(tokens.subspan(size_t(off), size_t(m)), true, rows.data());
+      std::copy_n(m_x.data(), size_t(m) * c.n_embd, hidden->x.data() + size_t(off) * c.n_embd);
+      m_pool.parallel_for(m, [&](int64_t i) {
+        const float* row = rows.data() + size_t(i) * c.n_vocab;
+        const size_t r = size_t(off + i);
+        st->lse[r] = log_sum_exp(row, c.n_vocab);
+        st->top1[r] = row_argmax(row, c.n_vocab);
+        if (r + 1 < size_t(n)) st->next_logit[r] = row[tokens[r + 1]];
+      });
+      if (off + m == n) std::copy_n(rows.data() + size_t(m - 1) * c.n_vocab, c.n_vocab, logits.data());
+    }
+    st->hidden = std::move(hidden);
+    m_row_stats = std::move(st);
+    return;
+  }
   logits.resize(size_t(mode == LogitsMode::kAll ? n : 1) * c.n_vocab);
   for (int off = 0; off < n; off += step) {
     const int m = std::min(step, n - off);
@@ -223,6 +267,50 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
     m_chunk_done = off;
     m_chunk_total = n;
     forward_chunk(tokens.subspan(size_t(off), size_t(m)), mode == LogitsMode::kAll, out);
+  }
+}
+
+std::vector<double> CpuBackend::kl_rows(const HiddenRows& p, const HiddenRows& q) {
+  const ModelConfig& c = m_model->config();
+  if (p.n != q.n || p.n_embd != c.n_embd || q.n_embd != c.n_embd ||
+      p.x.size() != size_t(p.n) * c.n_embd || q.x.size() != size_t(q.n) * c.n_embd)
+    throw BackendError("kl_rows: the hidden states are " + std::to_string(p.n) + " x " +
+                       std::to_string(p.n_embd) + " and " + std::to_string(q.n) + " x " +
+                       std::to_string(q.n_embd) + "; both must be rows of the model's width " +
+                       std::to_string(c.n_embd));
+  std::vector<double> kl(size_t(p.n));
+  constexpr int kRows = 64;  // rows per LM-head product (bounds the two logit blocks)
+  std::vector<float> lp(size_t(kRows) * c.n_vocab), lq(lp.size());
+  for (int r0 = 0; r0 < p.n; r0 += kRows) {
+    check_cancel();
+    const int m = std::min(kRows, p.n - r0);
+    lm_head_rows(p.x.data() + size_t(r0) * c.n_embd, m, lp.data());
+    lm_head_rows(q.x.data() + size_t(r0) * c.n_embd, m, lq.data());
+    m_pool.parallel_for(m, [&](int64_t i) {
+      const float* a = lp.data() + size_t(i) * c.n_vocab;
+      const float* b = lq.data() + size_t(i) * c.n_vocab;
+      kl[size_t(r0 + i)] =
+          row_kl(a, log_sum_exp(a, c.n_vocab), b, log_sum_exp(b, c.n_vocab), c.n_vocab);
+    });
+  }
+  return kl;
+}
+
+void CpuBackend::lm_head_rows(const float* x, int rows, float* out) {
+  const ModelConfig& c = m_model->config();
+  const ModelWeights& w = m_model->weights();
+  const int64_t D = c.n_embd;
+  m_xn.resize(std::max(m_xn.size(), size_t(rows * D)));
+  for (int i = 0; i < rows; ++i)
+    rms_norm(x + size_t(i * D), w.output_norm.data(), &m_xn[size_t(i * D)], D, c.rms_eps);
+  if (rows == 1) {
+    qgemv(w.lm_head(), m_xn.data(), out, &m_pool, m_qmode);
+  } else {
+    linear_q(m_xn.data(), w.lm_head(), out, rows, &m_pool);
+  }
+  if (c.final_softcap > 0) {  // Gemma 2: logits tanh(z / cap) * cap
+    const float cap = c.final_softcap, inv = 1.0f / cap;
+    for (int64_t i = 0; i < int64_t(rows) * c.n_vocab; ++i) out[i] = std::tanh(out[i] * inv) * cap;
   }
 }
 
@@ -584,20 +672,7 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
   if (!out) return;
   prof::ScopedSpan span_head(m_spans, "lm-head");
   const int first = all ? 0 : n - 1;
-  const int rows_out = n - first;
-  for (int i = first; i < n; ++i)
-    rms_norm(&m_x[size_t(i * D)], w.output_norm.data(), &m_xn[size_t((i - first) * D)], D,
-             c.rms_eps);
-  if (rows_out == 1) {
-    qgemv(w.lm_head(), m_xn.data(), out, &m_pool, m_qmode);
-  } else {
-    linear_q(m_xn.data(), w.lm_head(), out, rows_out, &m_pool);
-  }
-  if (c.final_softcap > 0) {  // Gemma 2: logits tanh(z / cap) * cap
-    const float cap = c.final_softcap, inv = 1.0f / cap;
-    for (int64_t i = 0; i < int64_t(rows_out) * c.n_vocab; ++i)
-      out[i] = std::tanh(out[i] * inv) * cap;
-  }
+  lm_head_rows(&m_x[size_t(first * D)], n - first, out);
 }
 
 // Per token: router logits z = R x + b; the n_expert_used largest (ties: the lower index first,

@@ -58,7 +58,11 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                        " differs from the attention block_size " +
                        std::to_string(opt.attention.block_size) + " (a KV page is one attention tile)");
   m_cache_settings = opt.cache;
-  m_rope_host = RopeTable(c, m_model->weights().rope_freqs);
+  m_capacity = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
+  if (m_capacity <= 0) throw BackendError("CUDA backend: KV capacity must be positive");
+  // LongRoPE (phi3): the CPU's choice of factor set, from the backend's context (long factors
+  // past the original context, llama.cpp's rule; cpu_backend.cpp), with its attention factor.
+  m_rope_host = RopeTable(c, m_model->weights().rope_factors_for(m_capacity, c.rope_orig_ctx));
   if (c.rope_theta_local > 0) {
     // Local layers of their own RoPE (gemma3): base rope_theta_local, never scaled (as the CPU).
     ModelConfig lc = c;
@@ -66,8 +70,6 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     lc.rope_scaling = RopeScalingType::kNone;
     m_rope_host_local = RopeTable(lc, {});
   }
-  m_capacity = opt.max_context > 0 ? opt.max_context : c.n_ctx_train;
-  if (m_capacity <= 0) throw BackendError("CUDA backend: KV capacity must be positive");
   kernels::set_gpu_tuning(m_copt.tuning);
   m_use_graphs = m_copt.tuning.cuda_graphs;
   {
@@ -370,8 +372,7 @@ void CudaBackendImpl::fill_rope_tables() {
     }
     SS_CUDA(cudaStreamSynchronize(m_stream.s));  // the host vectors die here
   };
-  fill(RopeTable(c, m_model->weights().rope_freqs), m_rope_cos, m_rope_sin, m_rope_cache_cos,
-       m_rope_cache_sin);
+  fill(m_rope_host, m_rope_cos, m_rope_sin, m_rope_cache_cos, m_rope_cache_sin);
   if (m_rope_cos_l)
     fill(m_rope_host_local, m_rope_cos_l, m_rope_sin_l, m_rope_cache_cos_l, m_rope_cache_sin_l);
   std::vector<int32_t> table(size_t(m_alloc_pos / 64));
@@ -394,13 +395,15 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
   if (!model) throw BackendError("make_cuda_backend: no model");
   // What the device forward does not apply is refused (before touching a device) rather than
   // computed wrong; backend_factory's auto mode then falls back to the CPU. Supported: llama,
-  // qwen2, qwen3 (per-head Q/K RMSNorm), a model's own sliding-window layers
-  // (AttentionParams::own_window), gemma2 / gemma3 (scaled embeddings, post-norms, GeGLU, local
-  // RoPE, attention and final logit soft-caps), gpt-oss (learned sinks in every attention
-  // kernel it runs -- not the warp-specialised prefill, which the dispatch passes over --, the
-  // output-projection bias, the MoE FFN with experts converted to bf16 at load, kernels/moe.h;
-  // YaRN through the CPU's RoPE tables, the local windows through own_window). What remains
-  // refused is named by the constructor: a MoE shape outside kernels/moe.h's limits.
+  // qwen2, qwen3 (per-head Q/K RMSNorm), a model's own sliding-window layers, on every layer
+  // (Mistral, qwen2, phi3) or some (AttentionParams::own_window), gemma2 / gemma3 (scaled
+  // embeddings, post-norms, GeGLU, local RoPE base, attention and final logit soft-caps), phi3
+  // (fused QKV and gate/up split at load, partial rotary, LongRoPE factors and attention factor
+  // from the CPU's RopeTable), gpt-oss (learned sinks in every attention kernel it runs -- not
+  // the warp-specialised prefill, which the dispatch passes over --, the output-projection bias,
+  // the MoE FFN, kernels/moe.h, experts bf16 or with native weights MXFP4; YaRN through the CPU's
+  // RoPE tables, the local windows through own_window). What remains refused is named by the
+  // constructor: a MoE shape outside kernels/moe.h's limits.
   std::string why;
   if (!gpu::probe_device(&why, nullptr)) throw BackendError("CUDA backend unavailable: " + why);
   return std::make_unique<cuda_detail::CudaBackendImpl>(std::move(model), options, cuda_options);

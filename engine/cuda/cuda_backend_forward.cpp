@@ -42,7 +42,11 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
     m_row_lse.resize(size_t(n));
     m_row_top1.resize(size_t(n));
   }
+  m_rs.reset();
+  m_rs_hidden.reset();
+  m_rs_n = 0;
   try {
+    if (mode == LogitsMode::kLastRowStats) begin_row_stats(tokens);
     if (windowed) {
       forward_windowed(tokens, mode, logits);
     } else if (decode) {
@@ -52,6 +56,7 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
     }
   } catch (const Cancelled&) {
     m_row_stats_n = -1;
+    m_rs_hidden.reset();
     // A cancel is raised on the host between launches: what was enqueued is valid work, so the
     // captured decode graphs stay (dropping them would make every cancelled run re-capture, and
     // the churn of graph instantiations grows the process's memory over many runs).
@@ -59,6 +64,7 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
     throw;
   } catch (...) {
     m_row_stats_n = -1;
+    m_rs_hidden.reset();
     recover_after_failed_forward();
     invalidate_graphs();
     throw;
@@ -67,6 +73,7 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
     m_plan->commit(n);
     m_n_past += n;
   }
+  if (mode == LogitsMode::kLastRowStats) finish_row_stats();
   apply_probes();
   if (!m_probes.sink_mass.empty()) m_probes.sink_queries += n;  // as the CPU counts them
 }
@@ -86,8 +93,9 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
   const ModelConfig& c = m_model->config();
   const int n = int(tokens.size());
   const size_t V = size_t(c.n_vocab);
-  const bool all = mode == LogitsMode::kAll;
-  logits.resize((all ? size_t(n) : 1) * V);
+  const bool stats = mode == LogitsMode::kLastRowStats;
+  const bool all = mode == LogitsMode::kAll || stats;  // every row's LM head
+  logits.resize((mode == LogitsMode::kAll ? size_t(n) : 1) * V);
   const int S = m_plan->sinks(), W = m_plan->window();
   const int step = windowed_chunk(m_cache_settings, m_attn.block_size, m_window_batch);
   if (all && m_stage_rows < std::min(n, step)) {
@@ -104,8 +112,11 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
   int staged = 0, stage_off = 0;  // rows in the stage, and the forward row of its first
   auto flush = [&] {
     if (staged == 0) return;
-    logit_rows_to_host(staged, logits.data() + size_t(stage_off) * V, stage_off,
-                       m_stage.as<float>());
+    if (stats)
+      enqueue_row_stats(staged, stage_off, m_stage.as<float>());
+    else
+      logit_rows_to_host(staged, logits.data() + size_t(stage_off) * V, stage_off,
+                         m_stage.as<float>());
     staged = 0;
   };
   std::vector<float> part;
@@ -134,7 +145,10 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
     if (decode) {
       flush();  // the step's graph reuses the LM head's scratch
       decode_step(tokens[size_t(off)], lambda, part, sinkq);
-      std::copy_n(part.data(), V, logits.data() + (all ? size_t(off) * V : 0));
+      // The step leaves its final hidden state in m_x row 0 and its logits in m_logits row 0.
+      if (stats) enqueue_row_stats(1, off, m_x.as<float>(), true);
+      if (!stats || off + 1 == n)
+        std::copy_n(part.data(), V, logits.data() + (mode == LogitsMode::kAll ? size_t(off) * V : 0));
     } else if (all) {
       if (staged + m > m_stage_rows) flush();
       if (staged == 0) stage_off = off;
@@ -154,6 +168,7 @@ void CudaBackendImpl::forward_windowed(std::span<const TokenId> tokens, LogitsMo
   flush();
   enqueue_probe_copy();
   SS_CUDA(cudaStreamSynchronize(m_stream.s));
+  if (stats) std::memcpy(logits.data(), m_h_logits.as<float>(), V * 4);  // the last row's
 }
 
 void CudaBackendImpl::logit_rows_to_host(int nc, float* dst, int64_t stats_row0,
@@ -238,6 +253,8 @@ void CudaBackendImpl::prefill(std::span<const TokenId> tokens, LogitsMode mode, 
                                 size_t(nc) * c.n_embd * 4, cudaMemcpyDeviceToDevice, m_stream.s));
     } else if (mode == LogitsMode::kAll) {
       logit_rows_to_host(nc, logits.data() + size_t(start) * V, start);
+    } else if (mode == LogitsMode::kLastRowStats) {
+      enqueue_row_stats(nc, start, m_x.as<float>());
     } else if (start + nc == n) {
       enqueue_lm_head(m_stream.s, *m_blas, nc - 1, 1);
       SS_CUDA(cudaMemcpyAsync(m_h_logits.as<float>(), m_logits.get(), V * 4, cudaMemcpyDeviceToHost,

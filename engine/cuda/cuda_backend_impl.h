@@ -258,12 +258,20 @@ class CudaBackendImpl final : public CudaBackend {
     return m_fused;
   }
   uint64_t device_bytes() const override { return m_device_bytes; }
-  bool last_row_stats(std::vector<double>* lse, std::vector<int>* top1) const override {
+  bool last_row_stats(RowStats* out) const override {
+    if (m_rs) {
+      if (out) *out = *m_rs;
+      return true;
+    }
     if (m_row_stats_n < 0 || m_row_stats_rows != m_row_stats_n) return false;
-    if (lse) *lse = m_row_lse;
-    if (top1) *top1 = m_row_top1;
+    if (out) {
+      *out = RowStats{};
+      out->lse = m_row_lse;
+      out->top1 = m_row_top1;
+    }
     return true;
   }
+  std::vector<double> kl_rows(const HiddenRows& p, const HiddenRows& q) override;
 
  private:
   // One device pass over n tokens at positions [pos0, pos0 + n); token ids already in m_tokens.
@@ -298,8 +306,17 @@ class CudaBackendImpl final : public CudaBackend {
   void enqueue_moe(cudaStream_t s, Blas& blas, const LayerDev& L, const Pass& p);
 
   void enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p);
-  // x: the hidden states (rows from row0); nullptr = this pass's residual stream m_x.
-  void enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows, const float* x = nullptr);
+  // x: the hidden states (rows from row0); nullptr = this pass's residual stream m_x. out: the
+  // logits' rows (nullptr: m_logits, which holds m_logit_rows rows).
+  void enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows, const float* x = nullptr,
+                       float* out = nullptr);
+  // LogitsMode::kLastRowStats: rows [r0, r0 + rows) of the forward, whose final hidden states
+  // are x (device, rows x n_embd): their LM head block by block, each block's row statistics
+  // into m_rs_dev, the hidden states to the host (m_rs), the forward's last row's logits to
+  // m_h_logits. have_logits: one row (a decode step's) whose logits m_logits already holds.
+  void enqueue_row_stats(int rows, int64_t r0, const float* x, bool have_logits = false);
+  void begin_row_stats(std::span<const TokenId> tokens);  // sizes and next tokens
+  void finish_row_stats();  // the statistics to the host (synchronises)
   // The LM head over nc rows of hidden states (x, or this pass's m_x), the logits into dst
   // row-major, their row statistics into m_row_lse / m_row_top1 from row stats_row0 of the
   // forward.
@@ -472,6 +489,14 @@ class CudaBackendImpl final : public CudaBackend {
   std::vector<double> m_row_lse;
   std::vector<int> m_row_top1;
   int64_t m_row_stats_n = -1, m_row_stats_rows = 0;  // rows expected (-1: none) / filled
+  // LogitsMode::kLastRowStats: the forward's statistics (m_rs, set when complete), their device
+  // rows (m_rs_dev: n doubles lse, n ints top1, n floats next logit, n ints next token) and
+  // the logit block of kl_rows' first operand with its hidden states (m_kl_x).
+  std::unique_ptr<RowStats> m_rs;
+  std::shared_ptr<HiddenRows> m_rs_hidden;
+  int64_t m_rs_n = 0, m_rs_cap = 0;
+  DeviceBuffer m_rs_dev, m_kl_logits, m_kl_x, m_kl_dev;
+  int64_t m_kl_cap = 0;
 };
 
 }  // namespace sinkscope::cuda_detail

@@ -199,15 +199,15 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
 }
 
 void CudaBackendImpl::enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int rows,
-                                      const float* hidden) {
+                                      const float* hidden, float* out) {
   const ModelConfig& c = m_model->config();
   const float* x = (hidden ? hidden : m_x.as<float>()) + size_t(row0) * c.n_embd;
+  float* logits = out ? out : m_logits.as<float>();
   SS_LAUNCH(
       kernels::launch_rms_norm(x, m_weights->out_norm, m_xn.as<uint16_t>(), rows, c.n_embd, c.rms_eps, s));
-  blas.linear(m_xn.as<uint16_t>(), m_weights->lm_head, m_logits.as<float>(), rows, c.n_vocab, c.n_embd);
+  blas.linear(m_xn.as<uint16_t>(), m_weights->lm_head, logits, rows, c.n_vocab, c.n_embd);
   if (c.final_softcap > 0)  // Gemma: logits tanh(z / cap) * cap
-    SS_LAUNCH(kernels::launch_softcap(m_logits.as<float>(), int64_t(rows) * c.n_vocab,
-                                      c.final_softcap, s));
+    SS_LAUNCH(kernels::launch_softcap(logits, int64_t(rows) * c.n_vocab, c.final_softcap, s));
 }
 
 }  // namespace sinkscope::cuda_detail

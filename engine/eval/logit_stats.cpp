@@ -106,4 +106,13 @@ double dot_f64(const float* a, const float* b, int n) {
   return s;
 }
 
+double row_kl(const float* p, double lse_p, const float* q, double lse_q, int n) {
+  double kl = 0;
+  for (int v = 0; v < n; ++v) {
+    const double logp = double(p[v]) - lse_p;
+    kl += std::exp(logp) * (logp - (double(q[v]) - lse_q));
+  }
+  return std::max(kl, 0.0);
+}
+
 }  // namespace sinkscope

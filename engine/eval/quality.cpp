@@ -42,13 +42,7 @@ LogitComparison compare_logits(std::span<const float> dense, std::span<const flo
     const float* q = variant.data() + r * vocab;
     const int ap = row_argmax(p, vocab), aq = row_argmax(q, vocab);
     const double lp = log_sum_exp(p, vocab), lq = log_sum_exp(q, vocab);
-    // KL(P || Q) = sum P (log P - log Q).
-    double kl = 0;
-    for (int v = 0; v < vocab; ++v) {
-      const double logp = double(p[v]) - lp;
-      kl += std::exp(logp) * (logp - (double(q[v]) - lq));
-    }
-    kl = std::max(kl, 0.0);  // rounding can give -1e-17
+    const double kl = row_kl(p, lp, q, lq, vocab);
     c.kl_sum += kl;
     c.kl_max = std::max(c.kl_max, kl);
     c.top1_agree += ap == aq;

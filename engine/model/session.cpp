@@ -44,10 +44,16 @@ GenerateResult generate(Backend& backend, const std::vector<TokenId>& prompt,
   if (!options.prompt_in_cache) {
     backend.reset();
     const int64_t t0 = prof::now_ns();
-    if (options.prompt_logits)
+    if (options.prompt_logits) {
       backend.forward(prompt, LogitsMode::kAll, *options.prompt_logits);
-    else
+    } else if (options.prompt_row_stats) {
+      backend.forward(prompt, LogitsMode::kLastRowStats, logits);
+      if (!backend.last_row_stats(options.prompt_row_stats))
+        throw BackendError("generate: the " + backend.name() +
+                           " backend computed no row statistics for the prompt");
+    } else {
       backend.forward(prompt, LogitsMode::kLast, logits);
+    }
     r.prefill_ms = double(prof::now_ns() - t0) / 1e6;
   }
   if (options.on_prefill_done) options.on_prefill_done();

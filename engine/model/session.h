@@ -18,6 +18,9 @@ struct GenerateOptions {
   // When set, the prefill writes the logits of every prompt position there ((n, n_vocab), the
   // vector reused), and the first token is sampled from its last row.
   std::vector<float>* prompt_logits = nullptr;
+  // When set (and prompt_logits is not), the prefill computes per-row statistics of every
+  // prompt position where the logits are (LogitsMode::kLastRowStats) and writes them here.
+  RowStats* prompt_row_stats = nullptr;
   // The backend already holds the prompt (rewound to the end of an earlier prefill) and
   // *prompt_logits its logits: no reset, no prefill (prefill_ms is 0).
   bool prompt_in_cache = false;

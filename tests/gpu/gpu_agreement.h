@@ -65,6 +65,26 @@ inline Agreement compare(const std::vector<float>& ref, const std::vector<float>
   return a;
 }
 
+// Random-weight models have near-ties: the argmax must agree only on the rows where the
+// reference's top-2 gap is at least `gap` logits. Returns the agreeing share of those rows.
+inline double confident_top1(const std::vector<float>& ref, const std::vector<float>& test, int V,
+                             double gap, int* rows_out) {
+  int rows = 0, agree = 0;
+  for (size_t r = 0; r + 1 <= ref.size() / size_t(V) && ref.size() == test.size(); ++r) {
+    const float* p = &ref[r * V];
+    const float* q = &test[r * V];
+    const int a = int(std::max_element(p, p + V) - p);
+    float second = -INFINITY;
+    for (int i = 0; i < V; ++i)
+      if (i != a) second = std::max(second, p[i]);
+    if (p[a] - second < gap) continue;
+    ++rows;
+    agree += int(std::max_element(q, q + V) - q) == a;
+  }
+  *rows_out = rows;
+  return rows ? double(agree) / rows : 1.0;
+}
+
 // A backend's per-row statistics (Backend::last_row_stats) against the same rows recomputed
 // here from the logits it returned: log-sum-exp in double, argmax = first index of the max.
 struct RowStatsDiff {

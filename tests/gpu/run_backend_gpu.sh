@@ -15,6 +15,8 @@
 #                overhead per CUPTI preset); TRACE_PRESETS=<list> for test_cupti (default full,lean)
 #   SKIP_SOAK=1 skips the soak: bench_soak --backend cuda, SOAK_RUNS (default 1000) mixed short /
 #                long / cancelled runs on the model, RSS and GPU memory growth bound 1 %
+#   SKIP_HF_ORACLES=1 skips test_cuda_hf_oracles (the CUDA backend vs HF transformers on tiny
+#                checkpoints of every family that tests/gpu/make_cuda_hf_oracles.py writes)
 #   SKIP_SKIPMASK=1 skips test_skip_agreement (CPU vs GPU skip masks of every layer and head on
 #                ~2K tokens, lambda 0 / 0.01 / 0.05; SKIPMASK_ARGS=<extra arguments>)
 #   SKIP_CAPTURED=1 skips the captured-QKV benchmark: capture_qkv (post-RoPE Q/K/V of SmolLM2
@@ -62,7 +64,7 @@ trace_targets=()
 [[ "${SKIP_CAPTURED:-0}" != 1 ]] && trace_targets+=(capture_qkv bench_captured)
 [[ -z "${TEXT:-}" && -f "$ROOT/.model/kjv.txt" ]] && TEXT="$ROOT/.model/kjv.txt"
 [[ -n "${TEXT:-}" ]] && export SINKSCOPE_TEXT="$TEXT"
-ninja -C "$BUILD" test_cuda_backend test_cuda_cache test_cuda_families test_gpu_head_map bench_e2e test_decode_fused "${trace_targets[@]}" \
+ninja -C "$BUILD" test_cuda_backend test_cuda_cache test_cuda_families test_cuda_hf_oracles test_gpu_head_map bench_e2e test_decode_fused "${trace_targets[@]}" \
   >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 grep -A2 "ops_cu" "$OUT/build.log" | grep -E "spill" | sort | uniq -c | sed 's/^/  ptxas (ops.cu): /'
@@ -96,12 +98,34 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   cat "$OUT/test_families.log"
   families_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_families.log" | tail -1)
   [[ -z "$families_status" ]] && families_status="crashed, see $OUT/test_families.log"
+  hf_status="skipped (SKIP_HF_ORACLES=1)"
+  if [[ "${SKIP_HF_ORACLES:-0}" != 1 ]]; then
+    echo "== test_cuda_hf_oracles (CUDA vs HF transformers, head_dim 64 / 128) =="
+    # Tiny random-weight checkpoints of every family and transformers' logits, written by
+    # tests/gpu/make_cuda_hf_oracles.py (torch + transformers) under $OUT/hf_oracles.
+    if ! python3 -c "import torch, transformers" >/dev/null 2>&1; then
+      echo "SKIP: python3 has no torch + transformers" >"$OUT/test_hf_oracles.log"
+    elif ! timeout 900 python3 "$ROOT/tests/gpu/make_cuda_hf_oracles.py" --out "$OUT/hf_oracles" \
+        >"$OUT/hf_oracles_make.log" 2>&1; then
+      tail -20 "$OUT/hf_oracles_make.log"
+      echo "RESULT: FAIL (make_cuda_hf_oracles.py failed, see $OUT/hf_oracles_make.log)" \
+        >"$OUT/test_hf_oracles.log"
+      rc=1
+    else
+      cat "$OUT/hf_oracles_make.log"
+      timeout 600 "$BUILD/tests/gpu/test_cuda_hf_oracles" "$OUT/hf_oracles" \
+        >"$OUT/test_hf_oracles.log" 2>&1 || rc=1
+    fi
+    cat "$OUT/test_hf_oracles.log"
+    hf_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_hf_oracles.log" | tail -1)
+    [[ -z "$hf_status" ]] && hf_status="crashed, see $OUT/test_hf_oracles.log"
+  fi
   echo "== test_gpu_head_map (the workbench's map from captured Q/K vs the CPU reference) =="
   timeout 600 "$BUILD/tests/gpu/test_gpu_head_map" >"$OUT/test_head_map.log" 2>&1 || rc=1
   cat "$OUT/test_head_map.log"
   map_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_head_map.log" | tail -1)
   [[ -z "$map_status" ]] && map_status="crashed, see $OUT/test_head_map.log"
-  test_status="$test_status; cache: $cache_status; families: $families_status; map: $map_status"
+  test_status="$test_status; cache: $cache_status; families: $families_status; hf oracles: $hf_status; map: $map_status"
 fi
 
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then

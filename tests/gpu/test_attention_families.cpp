@@ -13,8 +13,9 @@
 //     against the CPU's (gate: |gpu - cpu| <= 1e-2 cpu + 1e-4 queries).
 // Prefill from position 0 and a chunk later in the sequence, decode steps with the host length
 // and with the device-side tile count and query position (decode graphs), d 64 / 128, block
-// 64 / 128, GQA, own windows shorter and longer than the cache window, lambda 0 and 1e-2 (a sink
-// key and quiet tiles, so tiles are skipped).
+// 64 / 128, GQA, own windows shorter and longer than the cache window (also one that hides the
+// sinks while the cache window hides the rest of their tile), lambda 0 and 1e-2 (a sink key and
+// quiet tiles, so tiles are skipped).
 // Gates: output relative L2 error <= 1e-2 (the kernel test's tolerance, tests/gpu/
 // test_attention_gpu.cpp); tiles visited equal to the CPU's per head (keys past the own window
 // are invisible: neither visited nor skipped), and at lambda 0 no tile skipped; skipped tiles
@@ -211,6 +212,9 @@ int main(int argc, char** argv) {
       // decode steps
       {1, 500, 499, 8, 2, 64, 64, 0, 0, 128},    {1, 3000, 2999, 9, 3, 64, 64, 4, 1024, 128},
       {1, 3000, 2999, 8, 1, 128, 128, 4, 256, 4096}, {1, 4097, 4096, 8, 2, 128, 64, 0, 0, 4096},
+      // the sink tile's sinks past the own window, its other keys past the cache window: no key
+      // of it is visible (kernels/visibility.h tile_in_windows), so it is not visited
+      {1, 260, 259, 8, 2, 64, 64, 4, 64, 200},    {1, 300, 299, 8, 2, 128, 128, 4, 64, 200},
       // soft-capped scores (cap 1.5: the inputs' scores reach it): positional prefill and decode,
       // and with an own window over a list
       {300, 300, 0, 8, 2, 64, 64, 0, 0, 0, 1.5f},   {256, 1500, 1244, 8, 2, 128, 128, 0, 0, 0, 1.5f},

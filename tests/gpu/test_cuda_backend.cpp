@@ -103,17 +103,87 @@ int main() {
     check(a.finite && a.mean_kl <= 1e-3 && a.top1 >= 0.99, "prefill_teacher_forced",
           a.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
     // The row statistics computed on the device with those logits (Backend::last_row_stats).
-    std::vector<double> lse;
-    std::vector<int> top1;
-    const bool got = gpu->last_row_stats(&lse, &top1);
-    const gpu_test::RowStatsDiff d = gpu_test::row_stats_diff(g, V, lse, top1);
+    RowStats rs;
+    const bool got = gpu->last_row_stats(&rs);
+    const gpu_test::RowStatsDiff d = gpu_test::row_stats_diff(g, V, rs.lse, rs.top1);
     check(got && d.rows == int(ids.size()) && d.max_lse_diff <= 1e-9 && d.top1_mismatch == 0,
           "prefill_row_stats", (got ? d.str() : std::string("none returned")) +
                                    " (gates: every row, |dlse| <= 1e-9, no argmax mismatch)");
     std::vector<float> one;
     gpu->forward(std::span(ids.data(), 1), LogitsMode::kLast, one);
-    check(!gpu->last_row_stats(&lse, &top1), "row_stats_replaced",
+    check(!gpu->last_row_stats(&rs), "row_stats_replaced",
           "a kLast forward leaves no row statistics");
+  });
+
+  // 1b. LogitsMode::kLastRowStats: the statistics reduced on the device without the logits
+  //     leaving it, against the same backend's kAll logits reduced on the host (full cache and
+  //     a sliding window), and kl_rows from two runs' hidden states against the KL of their
+  //     kAll logits computed here in double.
+  run("row_stats_mode", [&] {
+    auto row_kl_host = [&](const std::vector<float>& p, const std::vector<float>& q, size_t r) {
+      const float* a = p.data() + r * V;
+      const float* b = q.data() + r * V;
+      double ma = -1e300, mb = -1e300, sa = 0, sb = 0, kl = 0;
+      for (int t = 0; t < V; ++t) ma = std::max(ma, double(a[t])), mb = std::max(mb, double(b[t]));
+      for (int t = 0; t < V; ++t) sa += std::exp(a[t] - ma), sb += std::exp(b[t] - mb);
+      const double la = ma + std::log(sa), lb = mb + std::log(sb);
+      for (int t = 0; t < V; ++t) kl += std::exp(a[t] - la) * ((a[t] - la) - (b[t] - lb));
+      return std::max(kl, 0.0);
+    };
+    BackendOptions win;
+    win.cache.strategy = CacheStrategy::kSlidingWindow;
+    win.cache.window_size = 128;
+    win.cache.sink_keep_count = 4;
+    BackendOptions quant;  // int8 KV: logits that differ from the dense run's
+    quant.cache.quantization.enabled = true;
+    quant.cache.quantization.protect_sink_positions = false;
+    std::vector<RowStats> kept;
+    std::vector<std::vector<float>> kept_all;
+    int i_case = 0;
+    for (const BackendOptions& o : {BackendOptions{}, win, quant}) {
+      const char* name = i_case == 0 ? "full cache" : i_case == 1 ? "window 128 + 4 sinks" : "int8 KV";
+      ++i_case;
+      auto gpu = make_cuda_backend(model, o);
+      std::vector<float> all, last;
+      gpu->forward(ids, LogitsMode::kAll, all);
+      gpu->reset();
+      gpu->forward(ids, LogitsMode::kLastRowStats, last);
+      RowStats st;
+      const bool got = gpu->last_row_stats(&st);
+      const gpu_test::RowStatsDiff d = gpu_test::row_stats_diff(all, V, st.lse, st.top1);
+      int next_bad = 0;
+      for (size_t i = 0; got && i + 1 < ids.size() && i < st.next_logit.size(); ++i)
+        next_bad += st.next_logit[i] != all[i * V + size_t(ids[i + 1])];
+      const bool last_same =
+          last.size() == size_t(V) && std::equal(last.begin(), last.end(), all.end() - V);
+      const bool shape_ok = got && st.next_logit.size() == ids.size() - 1 && st.hidden &&
+                            st.hidden->n == int(ids.size());
+      check(shape_ok && d.rows == int(ids.size()) && d.max_lse_diff <= 1e-9 &&
+                d.top1_mismatch == 0 && next_bad == 0 && last_same,
+            std::string("row_stats_mode ") + name,
+            (got ? d.str() : std::string("none returned")) +
+                fmt(", next-token logits differing %.0f, last row equal: ", next_bad) +
+                (last_same ? "yes" : "NO") +
+                " (gates: every row, |dlse| <= 1e-9, no argmax or next-logit mismatch)");
+      kept.push_back(std::move(st));
+      kept_all.push_back(std::move(all));
+    }
+    auto gpu = make_cuda_backend(model, {});
+    const std::vector<double> kl = gpu->kl_rows(*kept[0].hidden, *kept[2].hidden);
+    const std::vector<double> self = gpu->kl_rows(*kept[0].hidden, *kept[0].hidden);
+    double worst = 0, total = 0;
+    bool zero = self.size() == ids.size();
+    for (size_t r = 0; r < ids.size() && kl.size() == ids.size(); ++r) {
+      const double want = row_kl_host(kept_all[0], kept_all[2], r);
+      total += want;
+      worst = std::max(worst, std::abs(kl[r] - want));
+      zero = zero && self[r] == 0.0;
+    }
+    check(kl.size() == ids.size() && total > 1e-6 && worst <= 1e-6 && zero, "kl_rows",
+          fmt("KL(dense || int8 KV) over %.0f rows: mean %.3g, max |d| vs the logits' KL %.3g; ",
+              double(ids.size()), total / double(ids.size()), worst) +
+              (zero ? "KL of a run with itself 0 on every row" : "KL with itself NOT 0") +
+              " (gates: |d| <= 1e-6 nats, exactly 0 against itself)");
   });
 
   // 2. Prefill 64, then 320 single-token decode steps (graphs on: the default): the issue's

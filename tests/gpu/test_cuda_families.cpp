@@ -5,8 +5,8 @@
 //    must match the stored transformers logits (max |dlogit| <= 1e-3, the CPU unit test's gate);
 //    the CUDA backend must either run the file and match them too (mean KL <= 1e-3 nats, top-1
 //    >= 99 %) or refuse it with the reason listed in kRefusals below. Today every oracle file is
-//    refused: the qwen3, gemma and gpt-oss oracles have head_dim 32 / 16 (the attention kernels
-//    take 64 or 128).
+//    refused: the qwen3, gemma, phi3 and gpt-oss oracles have head_dim 32 / 16 (the attention
+//    kernels take 64 or 128).
 // 2. Each supported family's oracle file widened to head_dim 64 and 128 (family_models.h: same
 //    architecture, metadata and tokenizer, random weights): qwen3 F32 and Q8_0, gemma3 Q8_0 (its
 //    local layers' window set to 100: five local layers to one global, two RoPE bases, post-norms,
@@ -29,6 +29,14 @@
 //    norm, window or sink). gpt-oss also checks the learned-sink probe: per (layer, head) sink
 //    mass of the CUDA backend within 1e-2 relative (+1e-3 absolute) of the CPU's, same query
 //    count, after the prefill and after the decode steps.
+// 3. Whole-model windows (every layer local, window 100): Mistral's llama GGUF (tests/data/hf),
+//    the same file as qwen2 and the phi3 oracle, widened to head_dim 64 and 128, through every
+//    mode of 2, plus the cache window (W 64, S 4) and the dynamic-sparse rule at once; the
+//    window's sensitivity as above (4096 instead of 100).
+// 4. phi3 (fused QKV and gate|up, partial rotary 0.75, LongRoPE with original context 512 of
+//    2048): CUDA vs CPU with the short factors (a 512-position backend, 256 + 64 tokens) and the
+//    long ones (2048 positions, 700 + 64 tokens), and short vs long on the CPU as a sensitivity
+//    check.
 // Plain executable: "SKIP: <reason>" and exit 0 without a GPU. An argument runs only the sections
 // whose name contains it (e.g. `test_cuda_families qwen3_tied_f32_hd64`); `--cpu-only` runs the
 // CPU side alone (oracle files vs transformers, the widened files' sensitivity check) on a machine
@@ -59,6 +67,7 @@ using namespace sinkscope;
 using gpu_test::Agreement;
 using gpu_test::check;
 using gpu_test::compare;
+using gpu_test::confident_top1;
 using gpu_test::run;
 namespace fs = std::filesystem;
 
@@ -96,6 +105,7 @@ const Refusal kRefusals[] = {
     {"gemma2", "head_dim"},  // 16-dim heads; widened below
     {"gemma3", "head_dim"},  // 16-dim heads; widened below
     {"gpt-oss", "head_dim"},  // 16-dim heads; widened below
+    {"phi3", "head_dim"},  // 16-dim heads; widened below
 };
 
 // 1. One oracle case: CPU vs transformers, then CUDA vs transformers or its refusal.
@@ -118,13 +128,20 @@ void check_oracle(const Json& c) {
     off += n;
     prompts.push_back(std::move(ids));
   }
-  BackendOptions o;
-  o.decode_products = QgemvMode::kFloatActivations;
-  auto cpu = make_cpu_backend(model, o);
+  // LongRoPE (phi3): transformers runs the long factors for a sequence past the original
+  // context, the backends for a context past it (test_phi3.cpp): each prompt gets a backend
+  // holding max(its length, the original context) positions.
+  const ModelConfig& mc = model->config();
+  const auto options_for = [&](size_t n) {
+    BackendOptions o;
+    o.decode_products = QgemvMode::kFloatActivations;
+    if (mc.long_rope) o.max_context = std::max(int(n), mc.rope_orig_ctx);
+    return o;
+  };
   double worst = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
     std::vector<float> l;
-    cpu->reset();
+    auto cpu = make_cpu_backend(model, options_for(prompts[i].size()));
     cpu->forward(prompts[i], LogitsMode::kAll, l);
     worst = std::max(worst, compare(refs[i], l, V).max_abs);
   }
@@ -150,6 +167,7 @@ void check_oracle(const Json& c) {
   std::vector<float> all_ref, all_gpu;
   for (size_t i = 0; i < prompts.size(); ++i) {
     std::vector<float> l;
+    if (mc.long_rope) gpu = make_cuda_backend(model, options_for(prompts[i].size()));
     gpu->reset();
     gpu->forward(prompts[i], LogitsMode::kAll, l);
     all_ref.insert(all_ref.end(), refs[i].begin(), refs[i].end());
@@ -158,26 +176,6 @@ void check_oracle(const Json& c) {
   const Agreement a = compare(all_ref, all_gpu, V);
   check(a.finite && a.mean_kl <= 1e-3 && a.top1 >= 0.99, name + "_cuda_vs_transformers",
         a.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
-}
-
-// Random-weight models have near-ties: the argmax must agree only on the rows where the
-// reference's top-2 gap is at least `gap` logits. Returns the agreeing share of those rows.
-double confident_top1(const std::vector<float>& ref, const std::vector<float>& test, int V,
-                      double gap, int* rows_out) {
-  int rows = 0, agree = 0;
-  for (size_t r = 0; r + 1 <= ref.size() / size_t(V) && ref.size() == test.size(); ++r) {
-    const float* p = &ref[r * V];
-    const float* q = &test[r * V];
-    const int a = int(std::max_element(p, p + V) - p);
-    float second = -INFINITY;
-    for (int i = 0; i < V; ++i)
-      if (i != a) second = std::max(second, p[i]);
-    if (p[a] - second < gap) continue;
-    ++rows;
-    agree += int(std::max_element(q, q + V) - q) == a;
-  }
-  *rows_out = rows;
-  return rows ? double(agree) / rows : 1.0;
 }
 
 // Share of the rows whose KL(ref || test) exceeds `thr` (log-softmax in double); *mean_below:
@@ -391,6 +389,69 @@ void check_widened(const fs::path& file, const fs::path& sharp, const std::strin
   }
 }
 
+// 3. A model's own window on every layer (Mistral, qwen2, phi3) composed with the cache's
+// window + sinks and the dynamic-sparse rule at once, CUDA vs CPU (logits gated as the sparse
+// case; the tile counts printed: tests/gpu/test_attention_families checks them per head).
+void check_window_sparse(const fs::path& sharp, const std::string& tag) {
+  const auto sm = Model::load(sharp);
+  const int V = sm->config().n_vocab;
+  const std::vector<TokenId> ids = test_ids(400, V, 7);
+  for (PositionMode mode : {PositionMode::kOriginal, PositionMode::kCache}) {
+    BackendOptions o;
+    o.decode_products = QgemvMode::kFloatActivations;
+    o.cache = window_cache(64, 4, mode);
+    o.attention.type = AttentionType::kDynamicSparse;
+    o.attention.threshold_prefill = o.attention.threshold_decode = 0.01;
+    o.sparse_decode = SparseDecodeKernels::kAlways;
+    auto cpu = make_cpu_backend(sm, o);
+    auto gpu = make_cuda_backend(sm, o);
+    const std::string t =
+        tag + (mode == PositionMode::kCache ? "_window64_S4_sparse_cache" : "_window64_S4_sparse");
+    gate(stream(*cpu, ids, 160, 96, true), stream(*gpu, ids, 160, 96, true), V, t, 6e-3, 6e-2);
+    for (bool dec : {false, true}) {
+      const TileCounts tc = cpu->probes().total(dec), tg = gpu->probes().total(dec);
+      std::printf("INFO %s %s tiles: cpu skipped %lld of %lld, gpu %lld of %lld\n", t.c_str(),
+                  dec ? "decode" : "prefill", (long long)tc.skipped, (long long)tc.visited,
+                  (long long)tg.skipped, (long long)tg.visited);
+    }
+  }
+}
+
+// 4. phi3's LongRoPE: the CPU picks the factor set from the backend's context (short up to the
+// original context, 512 here, long past it) and the CUDA backend must rotate with the same one.
+// Short: a 512-position backend, prefill 256 + 64 decode steps; long: the file's 2048, a prefill
+// of 700 (past 512) + 64 steps. Sensitivity (hd 64): short vs long factors on the CPU must move
+// the logits past 10x the gate, so the gates would see a wrong set.
+void check_longrope(const fs::path& file, const std::string& tag, bool sensitivity) {
+  const auto model = Model::load(file);
+  check(model->config().long_rope && model->config().rope_orig_ctx == 512 &&
+            model->config().rope_dim < model->config().head_dim,
+        tag + "_longrope_file",
+        "long_rope " + std::to_string(model->config().long_rope) + ", original context " +
+            std::to_string(model->config().rope_orig_ctx) + ", rope_dim " +
+            std::to_string(model->config().rope_dim) + " of head_dim " +
+            std::to_string(model->config().head_dim) + " (want LongRoPE, 512, partial rotary)");
+  const int V = model->config().n_vocab;
+  const std::vector<TokenId> ids = test_ids(800, V, 11);
+  BackendOptions so;
+  so.decode_products = QgemvMode::kFloatActivations;
+  so.max_context = 512;
+  BackendOptions lo = so;
+  lo.max_context = 0;  // the file's 2048
+  auto cpu_s = make_cpu_backend(model, so), cpu_l = make_cpu_backend(model, lo);
+  const std::vector<float> cpu_short = stream(*cpu_s, ids, 256, 64, true);
+  if (sensitivity) {  // the same tokens, the other factor set
+    const Agreement a = compare(cpu_short, stream(*cpu_l, ids, 256, 64, true), V);
+    check(a.mean_kl > 10 * 2e-3, tag + "_longrope_sensitivity",
+          "short vs long factors on the CPU: " + a.str() + " (gate: mean KL > 10x the 2e-3 gate)");
+  }
+  if (g_cpu_only) return;
+  gate(cpu_short, stream(*make_cuda_backend(model, so), ids, 256, 64, true), V,
+       tag + "_longrope_short_ctx512", 2e-3, 2e-2);
+  gate(stream(*cpu_l, ids, 700, 64, true), stream(*make_cuda_backend(model, lo), ids, 700, 64, true),
+       V, tag + "_longrope_long_ctx2048", 2e-3, 2e-2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -505,6 +566,65 @@ int main(int argc, char** argv) {
         std::printf("INFO %s: sharp file, CPU at lambda 0.01 skips %lld of %lld tiles (prefill), "
                     "%lld of %lld (decode)\n", tag.c_str(), (long long)tp.skipped,
                     (long long)tp.visited, (long long)td.skipped, (long long)td.visited);
+      });
+    }
+  // Whole-model windows (every layer local): Mistral's llama GGUF from tests/data/hf, the same
+  // file as qwen2 (Q/K/V biases, NeoX RoPE), phi3 (fused QKV and gate|up, partial rotary,
+  // LongRoPE with original context 512 of 2048); each widened with a window of 100.
+  struct OwnWindowCase {
+    const char* tag;
+    const char* src;  // relative to tests/data
+    const char* arch;
+  };
+  const OwnWindowCase own_cases[] = {
+      {"mistral_window_f16", "hf/mistral_f16_window.gguf", ""},
+      {"qwen2_window_f16", "hf/mistral_f16_window.gguf", "qwen2"},
+      {"phi3_longrope_q8_0", "oracles/phi3_longrope_q8_0.gguf", ""},
+  };
+  for (const OwnWindowCase& oc : own_cases)
+    for (int hd : {64, 128}) {
+      const std::string tag = std::string(oc.tag) + "_hd" + std::to_string(hd);
+      run(tag, [&] {
+        const fs::path src = oracle_dir().parent_path() / oc.src;
+        const bool phi3 = std::string(oc.tag).rfind("phi3", 0) == 0;
+        gpu_test::WidenShape s;
+        s.head_dim = hd;
+        s.sliding_window = 100;
+        s.arch = oc.arch;
+        if (phi3) s.orig_ctx = 512;
+        const fs::path file = dir / (tag + ".gguf");
+        gpu_test::widen_oracle(src, file, s, 2000 + hd);
+        const auto m0 = Model::load(file);
+        check(m0->config().layer_window(0) == 100 &&
+                  m0->config().layer_window(m0->config().n_layer - 1) == 100,
+              tag + "_every_layer_windowed",
+              m0->config().architecture + ": layer windows " +
+                  std::to_string(m0->config().layer_window(0)) + " .. " +
+                  std::to_string(m0->config().layer_window(m0->config().n_layer - 1)) +
+                  " (want 100 on every layer)");
+        gpu_test::WidenShape sharp_s = s;
+        sharp_s.q_weight_mul = 3.0f;  // no Q/K norms: larger queries peak the attention
+        const fs::path sharp = dir / (tag + "_sharp.gguf");
+        gpu_test::widen_oracle(src, sharp, sharp_s, 2000 + hd);
+        if (!g_cpu_only) {
+          check_widened(file, sharp, tag, phi3);
+          check_window_sparse(sharp, tag);
+        }
+        if (phi3) check_longrope(file, tag, hd == 64);
+        if (hd != 64) return;
+        BackendOptions o;
+        o.decode_products = QgemvMode::kFloatActivations;
+        gpu_test::WidenShape wide = s;
+        wide.sliding_window = 4096;
+        const fs::path nw = dir / (tag + "_nowindow.gguf");
+        gpu_test::widen_oracle(src, nw, wide, 2000 + hd);
+        const int V = m0->config().n_vocab;
+        const std::vector<TokenId> ids = test_ids(400, V, 7);
+        auto c0 = make_cpu_backend(m0, o), c1 = make_cpu_backend(Model::load(nw), o);
+        const Agreement w = compare(stream(*c0, ids, 256, 0, true), stream(*c1, ids, 256, 0, true), V);
+        check(w.mean_kl > 10 * 2e-3, tag + "_window_sensitivity",
+              "own window 4096 instead of 100 on the CPU: " + w.str() +
+                  " (gate: mean KL > 10x the 2e-3 gate)");
       });
     }
   std::error_code ec;

@@ -110,6 +110,60 @@ class TestRunExecutor : public QObject {
     QCOMPARE(out[1]->promptPerplexity, out[0]->promptPerplexity);
     QCOMPARE(out[1]->tokens, out[0]->tokens);
   }
+  // The row-statistics path (GPU backends: per-row log-sum-exp, argmax and next-token logit
+  // reduced on the backend, the KL from the two runs' final hidden states) gives the numbers
+  // of the host-logits path: the same tokens, top-1 agreement and argmaxes, perplexities to
+  // 1e-12 relative, KL per position to 1e-9 nats; the first run (baseline made after the
+  // variant), a cached baseline and the baseline served as the variant (KL exactly 0).
+  void rowStatisticsEqualHostLogits() {
+    ControlState s;
+    s.maxTokens = 4;
+    s.inference.attention.threshold_prefill = 0.3;
+    RunResultPtr first[2], cached[2], dense[2];
+    for (int rows = 0; rows < 2; ++rows) {
+      RunExecutor ex(BackendKind::kCpu, 2);
+      ex.setModel(test::randomModel());
+      ex.setRowStatsOnCpu(rows == 1);
+      s.setKvQuant(KvQuantChoice::kInt4);
+      s.inference.quantization.protect_sink_positions = false;
+      RunRequest req = s.toRequest(test::longPrompt().toStdString());
+      req.cache.quantization.group_size = 16;  // the test model's head_dim
+      first[rows] = ex.run(req, 1);
+      req.attention.threshold_prefill = 0.1;
+      cached[rows] = ex.run(req, 2);
+      s.setKvQuant(KvQuantChoice::kOff);
+      s.setSparse(false);
+      dense[rows] = ex.run(s.toRequest(test::longPrompt().toStdString()), 3);
+      s.setSparse(true);
+    }
+    auto hasStage = [](const RunResultPtr& r, const char* what) {
+      return std::any_of(r->stagesMs.begin(), r->stagesMs.end(), [&](const auto& st) {
+        return st.first.find(what) != std::string::npos;
+      });
+    };
+    QVERIFY(!hasStage(first[0], "hidden states"));
+    QVERIFY(hasStage(first[1], "hidden states"));
+    QVERIFY(cached[1]->compare.baselineReused);
+    QVERIFY(dense[1]->compare.baselineReused);
+    const RunResultPtr* pairs[] = {first, cached, dense};
+    for (const RunResultPtr* r : pairs) {
+      const Comparison& h = r[0]->compare;
+      const Comparison& d = r[1]->compare;
+      QCOMPARE(r[1]->tokens, r[0]->tokens);
+      QCOMPARE(d.denseTokens, h.denseTokens);
+      QCOMPARE(d.top1Agreement, h.top1Agreement);
+      QVERIFY(std::abs(d.pplDense / h.pplDense - 1) < 1e-12);
+      QVERIFY(std::abs(d.pplVariant / h.pplVariant - 1) < 1e-12);
+      QVERIFY(std::abs(r[1]->promptPerplexity / r[0]->promptPerplexity - 1) < 1e-12);
+      QCOMPARE(d.klPerToken.size(), h.klPerToken.size());
+      double worst = 0;
+      for (size_t i = 0; i < h.klPerToken.size(); ++i)
+        worst = std::max(worst, std::abs(d.klPerToken[i] - h.klPerToken[i]));
+      QVERIFY2(worst < 1e-9, qPrintable(QStringLiteral("KL off by %1").arg(worst)));
+    }
+    QVERIFY(first[1]->compare.klMean > 1e-6);  // the variant differs from dense
+    for (double kl : dense[1]->compare.klPerToken) QCOMPARE(kl, 0.0);
+  }
   void denseVariantMatchesBaseline() {
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());

@@ -90,18 +90,19 @@ TEST(BackendFactory, NoModelIsAnError) {
   EXPECT_THROW((void)make_backend(nullptr, {}, BackendKind::kCpu), BackendError);
 }
 
-// What the CUDA backend would silently ignore is named, so make_backend refuses it (cuda) or
-// falls back to the CPU (auto): a model's own window outside Gemma / gpt-oss, LongRoPE.
-TEST(BackendFactory, CudaUnsupportedFeaturesAreNamed) {
+// Nothing a supported family needs is left for the CUDA backend to ignore: a model's own window
+// on every layer (Mistral as GGUF) and phi3's LongRoPE run on the device (tests/gpu/
+// test_cuda_families checks them against the CPU backend), so neither is refused any more.
+TEST(BackendFactory, CudaRunsOwnWindowsAndLongRope) {
   const std::filesystem::path data = std::filesystem::path(SINKSCOPE_SOURCE_DIR) / "tests" / "data";
   EXPECT_EQ(cuda_unsupported_reason(Model::load(data / "hf" / "qwen2_f16")->config()), "");
   EXPECT_EQ(cuda_unsupported_reason(Model::load(data / "hf" / "gemma2_bf16")->config()), "");
-  EXPECT_EQ(cuda_unsupported_reason(Model::load(data / "hf" / "mistral_f16_window.gguf")->config()),
-            "llama's own sliding window (6 tokens) is not applied by the CUDA backend yet");
-  ModelConfig phi3 = Model::load(data / "oracles" / "phi3_longrope_q8_0.gguf")->config();
-  phi3.sliding_window = 0;
-  EXPECT_EQ(cuda_unsupported_reason(phi3),
-            "phi3's LongRoPE factors are not applied by the CUDA backend yet");
+  const auto mistral = Model::load(data / "hf" / "mistral_f16_window.gguf");
+  EXPECT_EQ(mistral->config().layer_window(0), 6);
+  EXPECT_EQ(cuda_unsupported_reason(mistral->config()), "");
+  const auto phi3 = Model::load(data / "oracles" / "phi3_longrope_q8_0.gguf");
+  EXPECT_TRUE(phi3->config().long_rope);
+  EXPECT_EQ(cuda_unsupported_reason(phi3->config()), "");
 }
 
 }  // namespace

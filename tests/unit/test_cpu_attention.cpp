@@ -10,6 +10,7 @@
 
 #include "engine/backend/cpu_attention.h"
 #include "engine/util/thread_pool.h"
+#include "kernels/visibility.h"
 
 namespace sinkscope {
 namespace {
@@ -693,6 +694,33 @@ TEST(EffectiveLambda, ModesAndHybrid) {
   s.type = AttentionType::kDense;
   EXPECT_DOUBLE_EQ(effective_lambda(s, false, 100000), 0.0);
   EXPECT_EQ(log_threshold(0.0), -INFINITY);
+}
+
+// visibility::tile_in_windows, which the CPU attention and the GPU kernels use to drop tiles
+// (neither visited nor skipped), must say exactly whether some key of the tile passes
+// key_in_windows: a tile whose sink keys lie past the own window and whose other keys lie past
+// the cache window has no visible key (e.g. S 4, W 64, own 200, tile [0, 64) at q 256), and the
+// GPU counted it visited where the CPU did not. Monotone in q, as the kernels assume.
+TEST(Visibility, TileInWindowsIsExact) {
+  int64_t cases = 0;
+  for (int bc : {64, 128})
+    for (int S : {0, 1, 4, 70, 200})
+      for (int W : {0, 64, 100, 256})
+        for (int OW : {0, 37, 100, 200, 300})
+          for (int64_t q = 0; q < 700; ++q)
+            for (int64_t k0 = 0; k0 <= q; k0 += bc) {
+              bool any = false;
+              for (int64_t k = k0; k < k0 + bc && !any; ++k)
+                any = visibility::key_in_windows(k, q, S, W, OW);
+              const bool t = visibility::tile_in_windows(k0, k0 + bc - 1, q, S, W, OW);
+              ASSERT_EQ(t, any) << "tile " << k0 << " q " << q << " S " << S << " W " << W
+                                << " own " << OW;
+              if (!t)
+                ASSERT_FALSE(visibility::tile_in_windows(k0, k0 + bc - 1, q + 1, S, W, OW));
+              ++cases;
+            }
+  EXPECT_GT(cases, 100000);
+  EXPECT_FALSE(visibility::tile_in_windows(0, 63, 256, 4, 64, 200));  // the case above
 }
 
 }  // namespace

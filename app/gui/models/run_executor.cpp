@@ -281,9 +281,15 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
                                        int maxTokens, const std::function<void(int)>& onStep,
                                        prof::SpanRecorder* spans, std::vector<float>* buffer,
                                        const std::function<void(double)>& onPrefill,
-                                       const AttentionProbes* resume, const AheadFn& ahead) {
+                                       const AttentionProbes* resume, const AheadFn& ahead,
+                                       bool rowStats) {
   const int nv = m_model->config().n_vocab;
   Pass p;
+  p.rowStats = rowStats;
+  if (rowStats) {  // nothing of the (n, n_vocab) logits comes back, so nothing to resume
+    buffer = nullptr;
+    resume = nullptr;
+  }
   // The (n, n_vocab) logits reuse a buffer kept across runs: a fresh 100 MB vector costs a page
   // fault per 4 KiB (tens of ms of kernel page clearing) on every run.
   if (buffer) p.promptLogits.swap(*buffer);
@@ -298,16 +304,20 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
   std::future<void> aheadJob;
   GenerateOptions go;
   go.max_tokens = maxTokens;  // greedy (the sampler's default), stopping at end of generation
-  go.prompt_logits = &p.promptLogits;
+  if (rowStats)
+    go.prompt_row_stats = &p.rows;
+  else
+    go.prompt_logits = &p.promptLogits;
   go.prompt_in_cache = p.prefillReused;
   go.on_prefill_done = [&] {
     b.set_progress_callback({});  // the prefill's progress only
     p.prefillMs = double(prof::now_ns() - t0) / 1e6;
     p.afterPrefill = p.prefillReused ? *resume : b.probes();
-    if (p.prefillReused || !b.last_row_stats(&p.promptLse, &p.promptTop1) ||
-        p.promptLse.size() != prompt.size()) {
-      p.promptLse.clear();
-      p.promptTop1.clear();
+    RowStats rs;
+    if (!rowStats && !p.prefillReused && b.last_row_stats(&rs) && rs.lse.size() == prompt.size() &&
+        rs.top1.size() == prompt.size()) {
+      p.promptLse = std::move(rs.lse);
+      p.promptTop1 = std::move(rs.top1);
     }
     if (ahead) aheadJob = ahead(p);
   };

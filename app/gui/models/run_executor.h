@@ -83,6 +83,12 @@ class RunExecutor {
   // backends (the host's cores are idle then); on the CPU backend they follow the decode,
   // unless this is set (tests: both orders must give the same result).
   void setOverlapOnCpu(bool on) { m_overlapOnCpu = on; }
+  // GPU backends reduce the prompt's (n, n_vocab) logits where they are (per-row log-sum-exp,
+  // argmax, next-token logit; the KL against the baseline from the final hidden states,
+  // Backend::kl_rows) instead of sending them to the host: 17 GB at 32K tokens over a 128K
+  // vocabulary. The CPU backend keeps its logits on the host, unless this is set (tests: both
+  // paths must give the same result).
+  void setRowStatsOnCpu(bool on) { m_rowStatsOnCpu = on; }
 
   // Throws BackendError / std::invalid_argument for bad requests, Cancelled when cancelled.
   RunResultPtr run(const RunRequest& request, uint64_t id, const ProgressFn& progress = {},
@@ -108,7 +114,8 @@ class RunExecutor {
                const std::function<void(int)>& onStep, prof::SpanRecorder* spans,
                std::vector<float>* buffer = nullptr,
                const std::function<void(double)>& onPrefill = {},
-               const AttentionProbes* resume = nullptr, const AheadFn& ahead = {});
+               const AttentionProbes* resume = nullptr, const AheadFn& ahead = {},
+               bool rowStats = false);
   bool cancelled() const { return m_cancel && m_cancel->load(std::memory_order_relaxed); }
 
   BackendKind m_kind;
@@ -136,6 +143,7 @@ class RunExecutor {
   RunResultPtr m_lastRun;    // the last finished run and the key of its variant settings
   std::string m_lastRunKey;  // (variantRunKey in the .cpp)
   bool m_overlapOnCpu = false;
+  bool m_rowStatsOnCpu = false;
   std::vector<float> m_logitsBuffer;  // the variant's prompt logits, reused run to run
   // What the variant backend's last prefill was (prefillRunKey in the .cpp) and the probes right
   // after it: a change that leaves the prefill as it was (lambda decode, generation length)

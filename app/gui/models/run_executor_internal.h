@@ -59,7 +59,11 @@ struct Generated {
 }  // namespace run_detail
 
 struct RunExecutor::Pass : run_detail::Generated {
-  std::vector<float> promptLogits;  // (n, n_vocab)
+  std::vector<float> promptLogits;  // (n, n_vocab); empty for a row-statistics pass
+  // A row-statistics pass (LogitsMode::kLastRowStats: the backend reduced every prompt row
+  // where the logits are): log-sum-exp, argmax, next-token logit and final hidden states.
+  bool rowStats = false;
+  RowStats rows;
   AttentionProbes afterPrefill;
   // Per prompt position: log-sum-exp and argmax of promptLogits, when the backend computed them
   // with the logits (Backend::last_row_stats; empty otherwise).
@@ -69,14 +73,19 @@ struct RunExecutor::Pass : run_detail::Generated {
 };
 
 // The dense baseline of the current prompt, with what every comparison needs from it computed
-// once: per prompt position the log-sum-exp, the argmax and (when it fits in kMaxProbBytes) the
-// probabilities exp(logit - lse) as floats, so a control change costs one exp per variant logit.
+// once: per prompt position the log-sum-exp, the argmax, the next prompt token's logit and
+// either (a host-logits pass) the probabilities exp(logit - lse) as floats when they fit in
+// kMaxProbBytes, so a control change costs one exp per variant logit, or (a row-statistics
+// pass) the final hidden states, from which the backend computes the KL (Backend::kl_rows).
 struct RunExecutor::DenseCache {
   std::vector<TokenId> prompt;
   int maxTokens = 0;
   Pass pass;
+  bool rowStats = false;
   std::vector<double> lse;
   std::vector<int> top1;
+  std::vector<float> next;  // n - 1: row i's logit of prompt token i + 1
+  std::shared_ptr<const HiddenRows> hidden;  // row-statistics pass only
   std::vector<float> prob;  // (n, n_vocab); empty when too large (then exp() on the fly)
   // With prob, per row: sum_v p[v] * logit[v] and sum_v p[v], so that KL(dense || variant) =
   // (dot - dot(p, variant logits)) - (lse - variant lse) * psum reads two floats per entry.
@@ -121,12 +130,19 @@ struct RunExecutor::Run {
   HeadMapOptions ho;
   std::string runKey;
   bool haveDense = false, haveMap = false, reuseVariant = false, fromDense = false;
-  // The variant's generation and its per-position statistics (log-sum-exp, argmax) over the
-  // prompt logits vLogits (n, n_vocab).
+  // The passes reduce the prompt's logits on the backend (a GPU's, or RunExecutor's
+  // setRowStatsOnCpu) instead of bringing them to the host (RunExecutor::Pass::rowStats).
+  bool statsOnBackend = false;
+  // The variant's generation and its per-position statistics (log-sum-exp, argmax, the next
+  // prompt token's logit) over the prompt logits vLogits (n, n_vocab; null for a
+  // row-statistics pass, whose final hidden states are hiddenV).
   Pass v;
   std::vector<double> lseV;
   std::vector<int> top1V;
+  std::vector<float> nextV;
   const float* vLogits = nullptr;
+  std::shared_ptr<const HiddenRows> hiddenV;
+  Backend* klBackend = nullptr;  // the variant's backend (kl_rows in compare)
   std::string nextPrefillKey;  // set when this run's variant prefill can be resumed later
   int64_t lastPartialNs = 0;  // when publishPartial last published (0: never)
   // Filled while a GPU variant decodes (runVariant's overlapAhead), else empty.

@@ -58,8 +58,12 @@ void RunExecutor::Run::prepare() {
   for (TokenId t : res->promptTokens) res->promptPieces.push_back(tok.token_to_piece(t));
   nv = c.n_vocab;
 
+  // A GPU variant (or the tests' setting) reduces the prompt's logits on the backend; the
+  // baseline is kept in the same form, so one made the other way is made again.
+  statsOnBackend = ex.m_rowStatsOnCpu ||
+             (ex.m_kind != BackendKind::kCpu && ex.variantBackend(req).name() != "cpu");
   haveDense = req.compare && ex.m_denseCache && ex.m_denseCache->prompt == res->promptTokens &&
-              ex.m_denseCache->maxTokens == maxTokens;
+              ex.m_denseCache->maxTokens == maxTokens && ex.m_denseCache->rowStats == statsOnBackend;
   // The attention map depends on the prompt, the (layer, head), the map size and the cache's
   // visibility rule only: a change of lambda or of the attention type reuses it.
   ho.layer = req.layer;
@@ -231,6 +235,7 @@ void RunExecutor::Run::runVariant() {
   }
   Backend& b = ex.variantBackend(req);
   if (ex.m_variantCreated) stage("variant backend made (new cache settings)");
+  klBackend = &b;
   res->backendName = b.name();
   // The last prefill on this backend is resumed when only decode settings changed; until this
   // run's prefill is done there is none to resume (a failure leaves the backend anywhere).
@@ -249,8 +254,9 @@ void RunExecutor::Run::runVariant() {
   // while the pool serves the map alongside, nor on the CPU backend, whose decode uses the
   // cores).
   // A map computed alongside on the pool comes first (the statistics wait for it).
+  // A row-statistics pass leaves nothing for the host to reduce.
   const bool overlapAhead =
-      (b.name() != "cpu" || ex.m_overlapOnCpu) && (!req.compare || haveDense);
+      !statsOnBackend && (b.name() != "cpu" || ex.m_overlapOnCpu) && (!req.compare || haveDense);
   const AheadFn startAhead = overlapJob();
   report("prefill");
   stage("setup (tokenize, backend, probes)");
@@ -266,7 +272,8 @@ void RunExecutor::Run::runVariant() {
                      report("prefill");
                      if (partial) publishPartial(b, f);
                    },
-                   resume ? &ex.m_prefillProbes : nullptr, overlapAhead ? startAhead : AheadFn());
+                   resume ? &ex.m_prefillProbes : nullptr, overlapAhead ? startAhead : AheadFn(),
+                   statsOnBackend);
   } catch (...) {
     profiler.stop();
     b.set_span_recorder(nullptr);
@@ -311,9 +318,17 @@ void RunExecutor::Run::variantStatistics() {
   // Per prompt position of the variant: log-sum-exp and argmax (one pass over its logits, both
   // cores), shared by the prompt perplexity and the comparison.
   if (fromDense) {
-    vLogits = ex.m_denseCache->pass.promptLogits.data();
-    lseV = ex.m_denseCache->lse;
-    top1V = ex.m_denseCache->top1;
+    const DenseCache& dc = *ex.m_denseCache;
+    vLogits = dc.rowStats ? nullptr : dc.pass.promptLogits.data();
+    lseV = dc.lse;
+    top1V = dc.top1;
+    nextV = dc.next;
+    hiddenV = dc.hidden;
+  } else if (v.rowStats) {
+    lseV = std::move(v.rows.lse);
+    top1V = std::move(v.rows.top1);
+    nextV = std::move(v.rows.next_logit);
+    hiddenV = std::move(v.rows.hidden);
   } else if (v.promptLse.size() == size_t(n) && v.promptTop1.size() == size_t(n)) {
     vLogits = v.promptLogits.data();  // the backend computed them next to the logits
     lseV = std::move(v.promptLse);
@@ -326,9 +341,16 @@ void RunExecutor::Run::variantStatistics() {
     vLogits = v.promptLogits.data();
     rowStats(ex.m_pool.get(), vLogits, n, nv, lseV, top1V);
   }
+  if (vLogits && nextV.size() != size_t(n - 1)) {
+    nextV.resize(size_t(n - 1));
+    for (int i = 0; i + 1 < n; ++i)
+      nextV[size_t(i)] = vLogits[size_t(i) * nv + size_t(res->promptTokens[size_t(i) + 1])];
+  }
+  if (lseV.size() != size_t(n) || top1V.size() != size_t(n) || nextV.size() != size_t(n - 1))
+    throw BackendError("the variant's run returned statistics for " + std::to_string(lseV.size()) +
+                       " of the prompt's " + std::to_string(n) + " positions");
   double nll = 0;
-  for (int i = 1; i < n; ++i)
-    nll += lseV[size_t(i - 1)] - vLogits[size_t(i - 1) * nv + size_t(res->promptTokens[size_t(i)])];
+  for (int i = 0; i + 1 < n; ++i) nll += lseV[size_t(i)] - double(nextV[size_t(i)]);
   res->promptPerplexity = std::exp(nll / double(n - 1));
   stage("timeline, prompt lse + ppl");
 }
@@ -395,7 +417,7 @@ void RunExecutor::Run::denseBaseline() {
     Pass d;
     if (denseEquivalent(req)) {
       // The variant ran with the baseline's settings: it is the baseline.
-      d.promptLogits.assign(vLogits, vLogits + size_t(n) * nv);
+      if (vLogits) d.promptLogits.assign(vLogits, vLogits + size_t(n) * nv);
       static_cast<Generated&>(d) = v;
       dc->backendName = res->backendName;
       dc->probesPrefill = res->probesPrefill;
@@ -425,10 +447,12 @@ void RunExecutor::Run::denseBaseline() {
                          done = base + (step == 0 ? n : n + step);
                          report("dense baseline");
                        },
-                       dprof.spans(), nullptr, [&](double f) {
+                       dprof.spans(), nullptr,
+                       [&](double f) {
                          done = base + f * n;
                          report("dense baseline prefill");
-                       });
+                       },
+                       nullptr, AheadFn(), statsOnBackend);
       } catch (...) {
         dprof.stop();
         db.set_span_recorder(nullptr);
@@ -446,7 +470,33 @@ void RunExecutor::Run::denseBaseline() {
     dc->colN = colN;
     dc->prompt = res->promptTokens;
     dc->maxTokens = maxTokens;
+    dc->rowStats = statsOnBackend;
+    if (statsOnBackend) {
+      if (d.rowStats) {  // the dense backend's pass (not the variant standing for it)
+        dc->lse = std::move(d.rows.lse);
+        dc->top1 = std::move(d.rows.top1);
+        dc->next = std::move(d.rows.next_logit);
+        dc->hidden = std::move(d.rows.hidden);
+      } else {  // the variant's
+        dc->lse = lseV;
+        dc->top1 = top1V;
+        dc->next = nextV;
+        dc->hidden = hiddenV;
+      }
+      dc->pass = std::move(d);
+      if (dc->lse.size() != size_t(n) || dc->next.size() != size_t(n - 1) || !dc->hidden)
+        throw BackendError("the dense baseline's run returned statistics for " +
+                           std::to_string(dc->lse.size()) + " of the prompt's " +
+                           std::to_string(n) + " positions");
+      ex.m_denseCache = std::move(dc);
+      stage("dense baseline");
+      return;
+    }
     dc->pass = std::move(d);
+    dc->next.resize(size_t(n - 1));
+    for (int i = 0; i + 1 < n; ++i)
+      dc->next[size_t(i)] =
+          dc->pass.promptLogits[size_t(i) * nv + size_t(res->promptTokens[size_t(i) + 1])];
     const bool keepProb = size_t(n) * size_t(nv) * sizeof(float) <= DenseCache::kMaxProbBytes;
     if (keepProb) dc->prob.resize(size_t(n) * size_t(nv));
     rowStats(ex.m_pool.get(), dc->pass.promptLogits.data(), n, nv, dc->lse, dc->top1,
@@ -476,6 +526,13 @@ void RunExecutor::Run::compare() {
   const bool klWasAhead = klAhead.size() == size_t(n);
   if (klWasAhead) {
     cmp.klPerToken = std::move(klAhead);  // computed while the variant decoded
+  } else if (statsOnBackend) {
+    // From the two runs' final hidden states, on the variant's backend (the baseline served
+    // as the variant: the same rows, KL 0).
+    if (hiddenV == dc.hidden)
+      cmp.klPerToken.assign(size_t(n), 0.0);
+    else
+      cmp.klPerToken = (klBackend ? *klBackend : ex.denseBackend()).kl_rows(*dc.hidden, *hiddenV);
   } else {
     klPerPosition(ex.m_pool.get(), dc, vLogits, lseV, n, nv, cmp.klPerToken);
   }
@@ -485,9 +542,8 @@ void RunExecutor::Run::compare() {
     klSum += cmp.klPerToken[size_t(i)];
     agree += dc.top1[size_t(i)] == top1V[size_t(i)];
     if (i + 1 < n) {
-      const size_t next = size_t(res->promptTokens[size_t(i) + 1]);
-      nllD += dc.lse[size_t(i)] - d.promptLogits[size_t(i) * nv + next];
-      nllV += lseV[size_t(i)] - vLogits[size_t(i) * nv + next];
+      nllD += dc.lse[size_t(i)] - double(dc.next[size_t(i)]);
+      nllV += lseV[size_t(i)] - double(nextV[size_t(i)]);
     }
   }
   cmp.klMean = klSum / n;
@@ -507,13 +563,14 @@ void RunExecutor::Run::compare() {
   if (cmp.firstDivergence < 0 && d.tokens.size() != v.tokens.size())
     cmp.firstDivergence = int(common);
   stage(klWasAhead ? "compare (top-1, ppl, ROUGE; KL during the decode)"
+        : statsOnBackend ? "compare (KL from hidden states on the backend, top-1, ppl, ROUGE)"
                    : "compare (KL, top-1, ppl, ROUGE)");
 }
 
 void RunExecutor::Run::keepForNextRun() {
   // The logits buffer is kept up to 2 GiB: a fresh one costs a page fault per 4 KiB on every
   // run (about 0.4 s for the 1.6 GB of an 8K-token prompt).
-  if (!reuseVariant && !fromDense && v.promptLogits.capacity() * sizeof(float) <= (size_t(2) << 30)) {
+  if (!reuseVariant && !fromDense && !statsOnBackend && v.promptLogits.capacity() * sizeof(float) <= (size_t(2) << 30)) {
     ex.m_logitsBuffer.swap(v.promptLogits);
     if (!nextPrefillKey.empty()) {  // the buffer and the backend hold this prefill
       ex.m_prefillKey = nextPrefillKey;
