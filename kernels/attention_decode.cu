@@ -84,7 +84,9 @@ AttentionStatus launch_mode(const AttentionParams& p, const DecodeSplitPlan& pla
 template <int D, int BC>
 AttentionStatus launch_bc(const AttentionParams& p, AttentionVariant v, const DecodeSplitPlan& plan,
                           const DecodeWorkspaceLayout& wl, cudaStream_t s) {
-  const bool fused = fused_combine_enabled() && p.n_kv_heads <= kDecodeCounterSlots;
+  // Learned sinks are added by the separate combine (attention_decode_combine.cuh).
+  const bool fused =
+      fused_combine_enabled() && p.n_kv_heads <= kDecodeCounterSlots && p.sinks == nullptr;
   const bool pdl_first = p.skip_mask == nullptr;
   if (v == AttentionVariant::kDecodeDense) {
     if (auto st = launch_mode<D, BC, 0>(p, plan, wl, fused, pdl_first, s); !st.ok) return st;

@@ -309,8 +309,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     // max(a*c, b*c) == max(a, b)*c for c > 0, so comparing the raw maxima scaled by sl2 equals
     // the running-max compare of the sequential rule; max is exact, so any grouping of the
     // running max gives the same decisions.
-    auto decide = [&](float tm, float pm, int t) {
-      return t > 0 && (tm * sl2 - pm * sl2 < log2_lambda);
+    // A learned sink (AttentionParams::sinks) is part of every running max (the CPU starts its
+    // online softmax from it).
+    auto decide = [&](float tm, float pm, int t, float sink_l2) {
+      return t > 0 && (tm * sl2 - fmaxf(pm * sl2, sink_l2) < log2_lambda);
     };
     auto mask_out = [&](int gg, int t, bool sk) {
       if (p.skip_mask && (p.mask_head < 0 || p.mask_head == kvh * G + gg))
@@ -321,6 +323,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     // Both replace serial loops of L2 loads (one round trip per tile, or per 32 tiles of the
     // history) that stood in front of the V pass.
     for (int gg = warp; gg < G; gg += kDecodeWarps) {
+      const float sink_l2 = p.sinks != nullptr ? p.sinks[kvh * G + gg] * kLog2e : kNegInf;
       const float* tm_row = ws_tmax + int64_t(kvh * G + gg) * plan.n_tiles;
       // Max over all tiles before t0 = max of the earlier splits' maxima (pass 1): every
       // split sees the same history.
@@ -343,7 +346,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
         }
         const float ex = __shfl_up_sync(0xffffffffu, inc, 1);
         const float run = lane == 0 ? pm : fmaxf(pm, ex);
-        const bool sk = in && decide(tm, run, t0 + i);
+        const bool sk = in && decide(tm, run, t0 + i, sink_l2);
         if (in) {
           tms[i * 8 + gg] = tm;
           flags[i * 8 + gg] = sk;
@@ -635,7 +638,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     const int hh = kvh * G + gg;
     const float* ml = ws + wl.part_ml / 4 + int64_t(hh) * plan.n_splits * 2;  // bound strides
     const float* po = ws + wl.part_o / 4 + int64_t(hh) * plan.n_splits * D;
-    p.o[int64_t(hh) * D + d] = decode_combine_one<D>(ml, po, ap.n_splits, d);
+    p.o[int64_t(hh) * D + d] = decode_combine_one<D>(ml, po, ap.n_splits, d);  // (no sinks)
   }
 }
 

@@ -26,9 +26,12 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
   const float* ml = ws + wl.part_ml / 4 + int64_t(h) * plan.n_splits * 2;  // bound strides
   const float* po = ws + wl.part_o / 4 + int64_t(h) * plan.n_splits * D;
   const int n_splits = decode_actual_plan(p, plan, decode_visible(p)).n_splits;  // written ones
+  // Learned sink (AttentionParams::sinks, log2 units; -inf none): in the max, and once in the
+  // denominator (the splits start their softmax without it).
+  const float sink_l2 = p.sinks != nullptr ? p.sinks[h] * kLog2e : kNegInf;
   if (n_splits > kCombineMaxSplits) {
-    if (grp == 0) p.o[int64_t(h) * D + d] = decode_combine_one<D>(ml, po, n_splits, d);
-    return;
+    if (grp == 0) p.o[int64_t(h) * D + d] = decode_combine_one<D>(ml, po, n_splits, d, sink_l2);
+    return;  // (no sink-mass probe on this path: more than 1024 splits are not seen)
   }
   __shared__ float sw[kCombineMaxSplits], sl[kCombineMaxSplits];
   __shared__ float red[kCombineThreads / 32];
@@ -56,7 +59,7 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
   for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   if ((tid & 31) == 0) red[tid >> 5] = mx;
   __syncthreads();
-  float mmax = red[0];
+  float mmax = fmaxf(red[0], sink_l2);
 #pragma unroll
   for (int w = 1; w < kCombineThreads / 32; ++w) mmax = fmaxf(mmax, red[w]);
   for (int s = tid; s < n_splits; s += kCombineThreads) {
@@ -86,6 +89,11 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
   for (int g = 1; g < NG; ++g) {
     num += part[0][g][d];
     den += part[1][g][d];
+  }
+  if (sink_l2 != kNegInf) {
+    const float ps = fast_exp2(sink_l2 - mmax);
+    den += ps;
+    if (d == 0 && p.sink_mass != nullptr) atomicAdd(p.sink_mass + h, double(ps / den));
   }
   p.o[int64_t(h) * D + d] = decode_normalise(num, den);
 }

@@ -51,10 +51,12 @@ inline constexpr int kCombineGroups = kCombineThreads / D;  // 4 (d = 64), 2 (d 
 constexpr int kCombineUnroll = 16;
 template <int D>
 __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const float* po,
-                                                       int n_splits, int d) {
+                                                       int n_splits, int d,
+                                                       float sink_l2 = kNegInf) {
   constexpr int U = kCombineUnroll, NG = kCombineGroups<D>;
   const float2* ml2 = reinterpret_cast<const float2*>(ml);  // (m, l) pairs, 8-byte aligned
-  float mmax = kNegInf;
+  // A learned sink (log2 units; -inf none) joins the max and, once, the denominator.
+  float mmax = sink_l2;
   int s = 0;
   for (; s + U <= n_splits; s += U) {
     float m[U];
@@ -82,6 +84,7 @@ __device__ __forceinline__ uint16_t decode_combine_one(const float* ml, const fl
       den += gd;
     }
   }
+  if (sink_l2 != kNegInf) den += fast_exp2(sink_l2 - mmax);
   return decode_normalise(num, den);
 }
 

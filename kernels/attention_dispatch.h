@@ -52,6 +52,7 @@ struct AttentionShape {
   int list_tiles = 0;
   int own_window = 0;  // AttentionParams::own_window
   bool softcap = false;  // AttentionParams::softcap > 0
+  bool learned_sinks = false;  // AttentionParams::sinks
   bool sink_queries = false;  // AttentionParams::q_sink
   int kv_bits = 0;            // AttentionParams::kv_bits: 0 bf16, 8 / 4 quantized pages
   // Warp-specialised prefill (dense and sparse) allowed (AttentionParams::prefer_ws, and on the
@@ -71,6 +72,7 @@ inline AttentionShape shape_of(const AttentionParams& p) {
   s.list_tiles = p.tile_pos0 != nullptr ? (p.n_tiles > 0 ? p.n_tiles : -1) : 0;
   s.own_window = p.own_window;
   s.softcap = p.softcap > 0;
+  s.learned_sinks = p.sinks != nullptr;
   s.sink_queries = p.q_sink != nullptr;
   s.kv_bits = p.kv_bits;
   s.prefer_ws = p.prefer_ws;
@@ -138,7 +140,8 @@ inline AttentionChoice select_attention_kernel(const AttentionShape& s) {
   // Quantized KV: the mma.sync prefill kernels with V loaded with K (dequantised into the
   // shared tile; the only quantized prefill instantiations, to bound the build time).
   const bool wg = s.wgmma_ok && s.kv_bits == 0;
-  const bool ws = wg && s.prefer_ws && s.list_tiles == 0 && !s.sink_queries && !s.softcap;
+  const bool ws = wg && s.prefer_ws && s.list_tiles == 0 && !s.sink_queries && !s.softcap &&
+                  !s.learned_sinks;
   if (!sparse) return {AttentionVariant::kPrefillDense, "", wg, ws};
   // Sparse: the warp-specialised sparse kernel where ws_sparse_prefill_head_dim() says so and
   // prefer_ws_sparse allows it; else the wgmma (or mma.sync) sparse kernels, lazy V when

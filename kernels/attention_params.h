@@ -124,6 +124,18 @@ struct AttentionParams {
   // mma.sync / wgmma prefill kernels apply it right after Q K^T (a run-time branch); the
   // warp-specialised prefill does not, so the dispatch passes it over.
   float softcap = 0.f;
+  // Learned attention sinks (gpt-oss), null = none: sinks[h] is query head h's sink logit in
+  // score units (after scale and soft-cap) that joins the head's softmax denominator with no
+  // value, as engine/backend/cpu_attention.h. Prefill: it starts every row's online softmax
+  // (running max = sink, row sum = 1), so the skip rule compares tile maxima against a running
+  // max that includes it, as the CPU. Decode: the split passes start from -inf (each split would
+  // otherwise count it once) and the skip decisions take max(sink, prefix max); the combine adds
+  // exp(sink - M) once to the denominator (the fused combine is not used then). The
+  // warp-specialised prefill does not apply it, so the dispatch passes it over.
+  const float* sinks = nullptr;  // [n_q_heads]
+  // Probe, with sinks: sink_mass[h] += the sink's probability summed over this launch's queries
+  // (atomics, not zeroed here).
+  double* sink_mass = nullptr;  // [n_q_heads]
   // log2(lambda); -inf = dense (see log2_of_lambda() in attention_dispatch.h).
   float log2_lambda = -std::numeric_limits<float>::infinity();
   bool skip_value_load = true;       // do not load V for skipped tiles (decode: always possible)

@@ -289,6 +289,17 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
     m_run[mt][0] = m_run[mt][1] = kNegInf;
     l_run[mt][0] = l_run[mt][1] = 0.f;
   }
+  // Learned sink (AttentionParams::sinks): the online softmax starts from it, running max = the
+  // sink logit (log2 units), row sum = exp2(0) = 1 held by one thread of the row's quad
+  // (quad_sum adds the four partial sums).
+  const float sink_l2 = p.sinks != nullptr ? p.sinks[head] * kLog2e : kNegInf;
+  if (p.sinks != nullptr) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      m_run[mt][0] = m_run[mt][1] = sink_l2;
+      l_run[mt][0] = l_run[mt][1] = tq == 0 ? 1.f : 0.f;
+    }
+  }
   const float sl2 = p.scale * kLog2e;
   const float thr = p.log2_lambda;
   uint32_t n_skipped = 0, n_visited = 0;  // this thread's half (the probe threads report them)
@@ -577,6 +588,7 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
   cp_async_wait<0>();
 
   // ---- O / l -> bf16 ----
+  float sink_p = 0.f;  // this thread's rows' learned-sink probabilities (tq == 0 lanes)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -584,6 +596,8 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
       const float l = quad_sum(l_run[mt][h]);
       const float inv = l > 0.f ? 1.f / l : 0.f;
       const int row = row_base + mt * 16 + g + 8 * h;
+      if (p.sink_mass != nullptr && row < rows && tq == 0)
+        sink_p += fast_exp2(sink_l2 - safe_max(m_run[mt][h])) * inv;
       if (row < rows) {
         uint16_t* dst = p.o + (int64_t(i0 + row) * p.n_q_heads + head) * D + tq * 2;
 #pragma unroll
@@ -592,6 +606,11 @@ __global__ void __launch_bounds__(prefill_tile_config(D, BC, WG).warps * 32, BC 
               pack_bf16(o[mt][nd][2 * h] * inv, o[mt][nd][2 * h + 1] * inv);
       }
     }
+  if (p.sink_mass != nullptr) {  // one double atomic per warp
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sink_p += __shfl_xor_sync(0xffffffffu, sink_p, off);
+    if (lane == 0 && sink_p > 0.f) atomicAdd(p.sink_mass + head, double(sink_p));
+  }
   if constexpr (!LIST) n_visited = half ? nv1 : nv0;
   if (probe) {
     if (p.tiles_visited && n_visited)

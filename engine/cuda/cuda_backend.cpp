@@ -17,6 +17,7 @@
 
 #include "engine/cuda/cuda_backend_impl.h"
 #include "kernels/decode_fused.h"
+#include "kernels/moe.h"
 #include "kernels/ops.h"
 #include "kernels/qgemv.h"
 
@@ -94,6 +95,17 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     m_fused = false;
     m_fused_why = "the model normalises each Q/K head (qk_norm), which the unfused decode path "
                   "applies between the QKV projection and RoPE";
+  }
+  if (m_fused && (c.n_expert > 0 || c.o_bias || c.attn_sinks)) {
+    // gpt-oss: the fused kernels have no MoE FFN, output-projection bias or learned sinks.
+    m_fused = false;
+    m_fused_why = "gpt-oss's mixture-of-experts FFN, output-projection bias and learned sinks run "
+                  "in the unfused decode path";
+  }
+  if (c.n_expert > 0) {
+    const std::string why =
+        kernels::moe_shape_error(c.n_embd, c.n_ff, c.n_expert, c.n_expert_used);
+    if (!why.empty()) throw BackendError("CUDA backend: " + c.name + ": " + why);
   }
   m_gpu_weights = opt.gpu_weights;
   m_sparse_decode = opt.sparse_decode;
@@ -186,7 +198,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                                                     (c.qk_norm ? 2 * a128(c.head_dim) : 0) +
                                                     (c.gemma ? 2 * a128(D) : 0));
   const size_t half = size_t(std::max(c.rope_dim / 2, 1));
-  const uint64_t weights_b = w16_elems * 2 + wplan.wq_bytes + w32_elems * 4;
+  const uint64_t weights_b =
+      w16_elems * 2 + wplan.wq_bytes + w32_elems * 4 + gpt_oss_weight_bytes(*m_model, m_gpu_weights);
   const uint64_t kv_b = 2 * uint64_t(c.n_layer) *
                         (m_layer_kv_elems * 2 + m_layer_code_bytes + m_layer_scale_elems * 2);
   const uint64_t B = uint64_t(m_batch);
@@ -194,7 +207,10 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
                              B * 2 * F * 4 + B * F * 2 + uint64_t(m_logit_rows) * V * 4 + ws_bytes +
                              (c.rope_theta_local > 0 ? 4 : 2) * size_t(m_alloc_pos) * half * 4 +
                              (c.gemma ? B * D * 4 : 0) + 2 * kBlasWorkspaceBytes +
-                             kStagingFloats * 4 + wplan.scratch_elems * 2;
+                             kStagingFloats * 4 + wplan.scratch_elems * 2 +
+                             moe_scratch_bytes(c, m_batch) +
+                             (moe_native(*m_model, m_gpu_weights) ? uint64_t(4) * F * D : 0) +
+                             (c.attn_sinks ? uint64_t(8) * c.n_layer * c.n_head : 0);
   std::shared_ptr<DeviceWeights> shared = shared_weights(m_model.get(), m_device, m_gpu_weights);
   const uint64_t need = (shared ? 0 : weights_b) + kv_b + scratch_b;
   size_t free_b = 0, total_b = 0;
@@ -217,6 +233,7 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     if (wplan.wq_bytes) dw->wq = DeviceBuffer(wplan.wq_bytes, "quantized weights");
     dw->w32 = DeviceBuffer(w32_elems * 4, "fp32 norms and biases");
     upload_weights(*dw, wplan);
+    upload_gpt_oss(*dw);
     shared = shared_weights(m_model.get(), m_device, m_gpu_weights, dw);
   }
   m_weights = shared;
@@ -265,7 +282,23 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   m_act = alloc(B * F * 2, "SwiGLU output");
   m_logits = alloc(size_t(m_logit_rows) * V * 4, "logits");
   m_attn_ws = alloc(ws_bytes, "attention decode workspace");
-  m_probe = alloc(size_t(4) * c.n_layer * c.n_head * 8, "attention probes");
+  // + the learned sinks' mass (doubles) behind the tile counts.
+  m_probe = alloc(size_t(c.attn_sinks ? 5 : 4) * c.n_layer * c.n_head * 8, "attention probes");
+  if (c.n_expert > 0) {
+    const size_t K = size_t(c.n_expert_used);
+    m_moe_xn = alloc(B * D * 4, "MoE normed rows");
+    m_moe_sel = alloc(B * K * 4, "MoE chosen experts");
+    m_moe_wts = alloc(B * K * 4, "MoE expert weights");
+    m_moe_act = alloc(B * K * F * 4, "MoE SwiGLU outputs");
+    const char* g = std::getenv("SINKSCOPE_MOE_GROUPED");
+    m_moe_grouped = !(g && std::string(g) == "0");
+    if (m_moe_grouped && m_batch >= kMoeGroupedMin) {
+      m_moe_grp = alloc(moe_grouped_bytes(c, m_batch), "MoE grouped-expert scratch");
+      m_h_moe_sel = PinnedBuffer(B * K * 4, "pinned MoE chosen experts");
+      if (moe_native(*m_model, m_gpu_weights))
+        m_moe_wdq = alloc(size_t(2) * F * D * 2, "MoE expert dequantized to bf16 (grouped)");
+    }
+  }
   m_h_logits = PinnedBuffer(size_t(V) * 4, "pinned logits");
   m_h_probe = PinnedBuffer(m_probe.bytes(), "pinned probes");
   m_step = alloc(kStepSlots * 4, "decode step record");
@@ -366,20 +399,11 @@ std::unique_ptr<CudaBackend> make_cuda_backend(std::shared_ptr<const Model> mode
   // (Mistral, qwen2, phi3) or some (AttentionParams::own_window), gemma2 / gemma3 (scaled
   // embeddings, post-norms, GeGLU, local RoPE base, attention and final logit soft-caps), phi3
   // (fused QKV and gate/up split at load, partial rotary, LongRoPE factors and attention factor
-  // from the CPU's RopeTable). Not yet: gpt-oss.
-  const ModelConfig& c = model->config();
-  const std::string who = c.name.empty() ? model->path().filename().string() : c.name;
-  // gpt-oss: learned sink logits in the softmax denominator, a mixture-of-experts FFN with
-  // MXFP4 experts and an output-projection bias, none of which the device forward has (its YaRN
-  // RoPE would come from the CPU's tables, its local windows from own_window).
-  if (c.gpt_oss || c.attn_sinks || c.n_expert > 0)
-    throw BackendError("CUDA backend: " + c.architecture + " is supported on the CPU backend only (" +
-                       who + " needs learned attention sinks (a per-head sink logit in the softmax "
-                       "denominator), mixture-of-experts layers with MXFP4 experts and an "
-                       "output-projection bias, which the CUDA forward does not apply)");
-  if (c.o_bias)
-    throw BackendError("CUDA backend: " + who + " needs an output-projection bias, which the CUDA "
-                       "forward does not apply");
+  // from the CPU's RopeTable), gpt-oss (learned sinks in every attention kernel it runs -- not
+  // the warp-specialised prefill, which the dispatch passes over --, the output-projection bias,
+  // the MoE FFN, kernels/moe.h, experts bf16 or with native weights MXFP4; YaRN through the CPU's
+  // RoPE tables, the local windows through own_window). What remains refused is named by the
+  // constructor: a MoE shape outside kernels/moe.h's limits.
   std::string why;
   if (!gpu::probe_device(&why, nullptr)) throw BackendError("CUDA backend unavailable: " + why);
   return std::make_unique<cuda_detail::CudaBackendImpl>(std::move(model), options, cuda_options);

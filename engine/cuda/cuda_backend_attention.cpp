@@ -48,6 +48,10 @@ kernels::AttentionParams CudaBackendImpl::attention_params(int l, const Pass& p)
   uint64_t* probe = m_probe.as<uint64_t>() + (p.decode ? 2 * LH : 0);
   a.tiles_visited = probe + size_t(l) * c.n_head;
   a.tiles_skipped = probe + LH + size_t(l) * c.n_head;
+  if (const float* sk = m_weights->layers[size_t(l)].sinks) {  // gpt-oss's learned sinks
+    a.sinks = sk;
+    a.sink_mass = reinterpret_cast<double*>(m_probe.as<uint64_t>() + 4 * LH) + size_t(l) * c.n_head;
+  }
   a.workspace = m_attn_ws.get();
   a.workspace_bytes = m_attn_ws.bytes();
   if (!p.decode && l == m_probes.mask.layer && m_mask) {

@@ -75,6 +75,7 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
   }
   if (mode == LogitsMode::kLastRowStats) finish_row_stats();
   apply_probes();
+  if (!m_probes.sink_mass.empty()) m_probes.sink_queries += n;  // as the CPU counts them
 }
 
 // The CPU backend's chunking (cpu_backend.cpp): pieces of at most windowed_chunk() tokens, each

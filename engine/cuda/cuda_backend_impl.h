@@ -151,7 +151,32 @@ struct LayerDev {
   const float* k_norm = nullptr;     // (head_dim) per-head K RMSNorm gain (qk_norm) or null
   const float* attn_post_norm = nullptr;  // (D) Gemma: RMSNorm of the attention output, or null
   const float* ffn_post_norm = nullptr;   // (D) Gemma: RMSNorm of the FFN output, or null
+  // gpt-oss (cuda_backend_moe.cpp): the output-projection bias, the learned sink logits and the
+  // mixture-of-experts FFN (router fp32, experts bf16; kernels/moe.h). Null otherwise.
+  const float* b_o = nullptr;          // (D)
+  const float* sinks = nullptr;        // (n_head)
+  const float* router = nullptr;       // (n_expert, D)
+  const float* router_b = nullptr;     // (n_expert)
+  const uint16_t* exp_gu = nullptr;    // (n_expert, 2 n_ff, D): gate rows, then up rows
+  const float* exp_gu_b = nullptr;     // (n_expert, 2 n_ff)
+  const uint16_t* exp_down = nullptr;  // (n_expert, D, n_ff)
+  const float* exp_down_b = nullptr;   // (n_expert, D)
+  // GpuWeights::kNative with MXFP4 experts: the same matrices in their blocks (kernels/moe.h),
+  // exp_gu / exp_down then null.
+  const uint8_t* exp_gu_q = nullptr;
+  const uint8_t* exp_down_q = nullptr;
 };
+
+// gpt-oss's device weights beyond the dense layout (cuda_backend_moe.cpp): bf16 expert matrices
+// and fp32 router / biases / sinks, in bytes; and the MoE scratch of a pass of `batch` tokens.
+uint64_t gpt_oss_weight_bytes(const Model& m, GpuWeights mode);
+// Whether the experts stay MXFP4 on the device: GpuWeights::kNative, every expert matrix MXFP4
+// in GGUF's row layout, n_embd and n_ff multiples of 32.
+bool moe_native(const Model& m, GpuWeights mode);
+uint64_t moe_scratch_bytes(const ModelConfig& c, int batch);
+// The grouped part of that scratch (m_moe_grp), and the fewest tokens a pass groups.
+uint64_t moe_grouped_bytes(const ModelConfig& c, int batch);
+constexpr int kMoeGroupedMin = 16;
 
 // Which projections stay in their file layout (GpuWeights::kNative and a type with a device
 // block decode, for every part of the projection) and the memory that takes: computed once from
@@ -173,11 +198,15 @@ struct DeviceWeights {
   DeviceBuffer w16;                   // every bf16 matrix
   DeviceBuffer wq;                    // quantized projections in their file layout
   DeviceBuffer w32;                   // norms and biases
+  DeviceBuffer g16, g32;              // gpt-oss: experts (bf16); router, biases, sinks (fp32)
+  DeviceBuffer g8;                    // gpt-oss: experts in MXFP4 blocks (moe_native)
   const uint16_t* embd = nullptr;     // (n_vocab, D)
   const uint16_t* lm_head = nullptr;  // (n_vocab, D), == embd when tied
   const float* out_norm = nullptr;
   std::vector<LayerDev> layers;
-  uint64_t bytes() const { return w16.bytes() + wq.bytes() + w32.bytes(); }
+  uint64_t bytes() const {
+    return w16.bytes() + wq.bytes() + w32.bytes() + g16.bytes() + g32.bytes() + g8.bytes();
+  }
 };
 
 // Process-wide registry of live weight sets by (model, device): the set of (m, device), or
@@ -272,6 +301,12 @@ class CudaBackendImpl final : public CudaBackend {
                    float* staging);
   const float* upload_f32(float* dst, const std::vector<float>& src, size_t expect,
                           const char* what);
+
+  // gpt-oss (cuda_backend_moe.cpp): its weights beyond the dense layout into dw.g16 / g32 and
+  // the layers' pointers; the MoE FFN of a pass (x += FFN(x), m_moe_* scratch): GEMV experts,
+  // or for a pass of many tokens outside a capture the grouped experts (one GEMM per expert).
+  void upload_gpt_oss(DeviceWeights& dw);
+  void enqueue_moe(cudaStream_t s, Blas& blas, const LayerDev& L, const Pass& p);
 
   void enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p);
   // x: the hidden states (rows from row0); nullptr = this pass's residual stream m_x. out: the
@@ -410,6 +445,17 @@ class CudaBackendImpl final : public CudaBackend {
   RopeTable m_rope_host;        // the CPU's angles, for the ring rows
   // Scratch for one pass of up to m_batch tokens.
   DeviceBuffer m_tokens, m_x, m_xn, m_qkv, m_q, m_att, m_gu, m_act, m_logits, m_attn_ws;
+  // gpt-oss MoE scratch of one pass (kernels/moe.h): fp32 normed rows, chosen experts, their
+  // weights, the SwiGLU outputs. Empty without experts.
+  DeviceBuffer m_moe_xn, m_moe_sel, m_moe_wts, m_moe_act;
+  // Grouped experts (passes of >= kMoeGroupedMin tokens): bf16 gathered rows, gate|up, bf16
+  // SwiGLU, down outputs and the pair maps in one buffer; the chosen experts on the host; off
+  // with SINKSCOPE_MOE_GROUPED=0 (every pass then runs the GEMV experts).
+  DeviceBuffer m_moe_grp;
+  DeviceBuffer m_moe_wdq;  // MXFP4 experts, grouped: one expert's matrix dequantized to bf16
+  PinnedBuffer m_h_moe_sel;
+  std::vector<int32_t> m_moe_maps;
+  bool m_moe_grouped = true;
   DeviceBuffer m_mask;   // u8 [q_tile][kv_tile] of the requested (layer, head), one pass
   // Debug probes (off by default): every (layer, head)'s mask of one pass, u8 [layer][head]
   // [q_tile][kv_tile] packed per pass; the Q/K/V capture of one layer (host copies).
@@ -428,7 +474,9 @@ class CudaBackendImpl final : public CudaBackend {
   const int32_t* own_list(int block_size) const {
     return m_own_pos0.as<int32_t>() + (block_size == 64 ? 0 : m_alloc_pos / 64);
   }
-  DeviceBuffer m_probe;  // u64 [phase: prefill, decode][visited, skipped][layer][head]
+  // u64 [phase: prefill, decode][visited, skipped][layer][head]; a model with learned sinks
+  // then has double [layer][head] sink mass (AttentionParams::sink_mass).
+  DeviceBuffer m_probe;
   DeviceBuffer m_step;   // int32 [kStepSlots]: the decode step record (StepSlot)
   PinnedBuffer m_h_logits, m_h_probe, m_h_step;
   // All-position logits (LogitsMode::kAll) leave the device through two pinned row blocks: the

@@ -15,6 +15,7 @@
 
 #include "engine/cuda/cuda_backend_impl.h"
 #include "kernels/decode_fused.h"
+#include "kernels/moe.h"
 #include "kernels/ops.h"
 
 namespace sinkscope::cuda_detail {
@@ -175,6 +176,11 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
                                              c.rms_eps, s));
     } else {
       linear_proj(s, blas, m_att.as<uint16_t>(), L.o, x, p.n, 1.0f);  // x += o-proj
+      if (L.b_o) SS_LAUNCH(kernels::launch_add_bias_rows(x, L.b_o, p.n, D, s));  // gpt-oss
+    }
+    if (L.router) {  // gpt-oss: x += MoE(RMSNorm(x)), the norm inside (cuda_backend_moe.cpp)
+      enqueue_moe(s, blas, L, p);
+      continue;
     }
     SS_LAUNCH(kernels::launch_rms_norm(x, L.ffn_norm, xn, p.n, D, c.rms_eps, s));
     linear_proj(s, blas, xn, L.gu, m_gu.as<float>(), p.n);

@@ -76,6 +76,10 @@ void CudaBackendImpl::apply_probes() {
     m_probes.prefill[i] = {int64_t(h[i]), int64_t(h[LH + i])};
     m_probes.decode[i] = {int64_t(h[2 * LH + i]), int64_t(h[3 * LH + i])};
   }
+  if (m_model->config().attn_sinks) {  // learned sinks' mass, behind the counts (doubles)
+    const double* sm = reinterpret_cast<const double*>(h + 4 * LH);
+    m_probes.sink_mass.assign(sm, sm + LH);
+  }
 }
 
 // After a forward that threw: the chunk in flight (windowed) or the whole forward is rolled

@@ -53,6 +53,7 @@ WeightPlan plan_weights(const Model& m, GpuWeights mode) {
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
     for (int k = 0; k < 4; ++k) {
+      if (k >= 2 && c.n_expert > 0) continue;  // gpt-oss: experts instead (cuda_backend_moe.cpp)
       bool native = mode == GpuWeights::kNative;
       uint64_t qb = 0;
       for (const QuantMatrix* q : proj_parts(L, k)) {
@@ -177,7 +178,9 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
       upload_bf16(o, dequantize(L.wo), D * Q, "attn_output", stage);
       set16(d.o, o, int(D), int(Q));
     }
-    if (native[2]) {
+    if (c.n_expert > 0) {
+      // gpt-oss: no dense FFN (its experts: upload_gpt_oss)
+    } else if (native[2]) {
       upload_native(d.gu, {&L.w_gate, &L.w_up}, int(2 * F), int(D));
     } else {
       uint16_t* gu = take16(2 * F * D);  // rows: w_gate | w_up
@@ -185,7 +188,8 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
       upload_bf16(gu + F * D, dequantize(L.w_up), F * D, "ffn_up", stage);
       set16(d.gu, gu, int(2 * F), int(D));
     }
-    if (native[3]) {
+    if (c.n_expert > 0) {
+    } else if (native[3]) {
       upload_native(d.down, {&L.w_down}, int(D), int(F));
     } else {
       uint16_t* down = take16(D * F);

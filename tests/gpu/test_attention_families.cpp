@@ -5,7 +5,12 @@
 //     over an identity live-page list (how the CUDA backend runs a local layer on a full cache),
 //     composed with the cache's sink-retaining window (sink_count, window) and the skip rule;
 //   softcap (AttentionParams::softcap: Gemma 2's attention logit soft-cap) on positional tiles
-//     (the wgmma prefill on sm_90, the decode kernels) and with own_window on a list.
+//     (the wgmma prefill on sm_90, the decode kernels) and with own_window on a list;
+//   learned sinks (AttentionParams::sinks: gpt-oss's per-head sink logit in the softmax
+//     denominator) on positional tiles (the wgmma / mma.sync prefill: the dispatch passes the
+//     warp-specialised one over), with own windows and a cache window over a list, and in the
+//     split decode + combine (host and device lengths); plus the sink-mass probe per head
+//     against the CPU's (gate: |gpu - cpu| <= 1e-2 cpu + 1e-4 queries).
 // Prefill from position 0 and a chunk later in the sequence, decode steps with the host length
 // and with the device-side tile count and query position (decode graphs), d 64 / 128, block
 // 64 / 128, GQA, own windows shorter and longer than the cache window (also one that hides the
@@ -44,17 +49,20 @@ namespace {
 struct Result {
   std::vector<float> o;
   std::vector<int64_t> visited, skipped;
+  std::vector<double> sink_mass;  // per head, with learned sinks
   std::string error;
 };
 
 // The GPU run over an identity list (tile t at position t * block_size). device_len: the decode's
 // tile count and query position from device memory, with a larger tile bound.
 Result run_gpu(DeviceProblem& dp, const HostProblem& hp, double lambda, int sinks, int window,
-               int own, bool device_len, float cap) {
+               int own, bool device_len, float cap, const std::vector<float>& learned = {},
+               bool portable = false) {
   const ProblemSpec& s = hp.spec;
   Result r;
   kernels::AttentionParams p = dp.params(hp, lambda);
   p.skip_mask = nullptr;
+  if (portable) p.prefer_wgmma = false;  // the mma.sync prefill kernels
   const int n_tiles = dp.n_kvt;
   const int bound = device_len ? n_tiles + 3 : n_tiles;
   std::vector<int32_t> pos0(static_cast<size_t>(bound));
@@ -90,6 +98,16 @@ Result run_gpu(DeviceProblem& dp, const HostProblem& hp, double lambda, int sink
     p.n_tiles_dev = d_rec;
     p.q_pos_dev = d_rec + 1;
   }
+  float* d_sinks = nullptr;
+  double* d_mass = nullptr;
+  if (!learned.empty()) {
+    SINKSCOPE_CUDA_CHECK(cudaMalloc(&d_sinks, learned.size() * 4));
+    SINKSCOPE_CUDA_CHECK(cudaMalloc(&d_mass, learned.size() * 8));
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(d_sinks, learned.data(), learned.size() * 4, cudaMemcpyHostToDevice));
+    SINKSCOPE_CUDA_CHECK(cudaMemset(d_mass, 0, learned.size() * 8));
+    p.sinks = d_sinks;
+    p.sink_mass = d_mass;
+  }
   dp.attach_workspace(p);
   SINKSCOPE_CUDA_CHECK(cudaMemset(dp.visited, 0, s.n_q_heads * 8));
   SINKSCOPE_CUDA_CHECK(cudaMemset(dp.skipped, 0, s.n_q_heads * 8));
@@ -105,6 +123,12 @@ Result run_gpu(DeviceProblem& dp, const HostProblem& hp, double lambda, int sink
   for (size_t i = 0; i < o.size(); ++i) r.o[i] = bf2f(o[i]);
   r.visited.assign(vis.begin(), vis.end());
   r.skipped.assign(sk.begin(), sk.end());
+  if (d_mass) {
+    r.sink_mass.resize(learned.size());
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(r.sink_mass.data(), d_mass, learned.size() * 8, cudaMemcpyDeviceToHost));
+    SINKSCOPE_CUDA_CHECK(cudaFree(d_sinks));
+    SINKSCOPE_CUDA_CHECK(cudaFree(d_mass));
+  }
   SINKSCOPE_CUDA_CHECK(cudaFree(d_pos0));
   SINKSCOPE_CUDA_CHECK(cudaFree(d_rec));
   SINKSCOPE_CUDA_CHECK(cudaFree(d_pages));
@@ -112,7 +136,7 @@ Result run_gpu(DeviceProblem& dp, const HostProblem& hp, double lambda, int sink
 }
 
 Result run_cpu(const HostProblem& hp, double lambda, float scale, int sinks, int window, int own,
-               float cap, ThreadPool* pool) {
+               float cap, ThreadPool* pool, const std::vector<float>& learned = {}) {
   const ProblemSpec& s = hp.spec;
   std::vector<float> qf(hp.q.size()), kf(hp.k.size()), vf(hp.v.size());
   for (size_t i = 0; i < qf.size(); ++i) qf[i] = bf2f(hp.q[i]);
@@ -140,6 +164,11 @@ Result run_cpu(const HostProblem& hp, double lambda, float scale, int sinks, int
   a.window = window;
   a.own_window = own;
   a.softcap = cap;
+  if (!learned.empty()) {
+    r.sink_mass.assign(learned.size(), 0.0);
+    a.sink_logits = learned.data();
+    a.sink_mass = r.sink_mass.data();
+  }
   cpu_attention(a, pool);
   for (const TileCounts& c : counts) {
     r.visited.push_back(c.visited);
@@ -171,6 +200,7 @@ int main(int argc, char** argv) {
     int hq, hkv, d, bc;
     int sinks, window, own;
     float cap = 0;
+    bool learned = false;  // per-head learned sink logits (gpt-oss)
   };
   const C cases[] = {
       // prefill from 0: own window only; shorter and longer than the cache window
@@ -190,15 +220,22 @@ int main(int argc, char** argv) {
       {300, 300, 0, 8, 2, 64, 64, 0, 0, 0, 1.5f},   {256, 1500, 1244, 8, 2, 128, 128, 0, 0, 0, 1.5f},
       {1, 3000, 2999, 8, 2, 64, 64, 0, 0, 0, 1.5f},  {300, 300, 0, 8, 2, 128, 64, 0, 0, 100, 1.5f},
       {1, 3000, 2999, 9, 3, 128, 64, 4, 1024, 128, 1.5f},
+      // learned sinks: positional prefill (d 64 / 128, from 0 and a later chunk), gpt-oss's
+      // alternating own window (128) alone and with a cache window, decode with GQA group 8
+      // (gpt-oss's) and with windows (the list kernels, device lengths)
+      {300, 300, 0, 8, 2, 64, 64, 0, 0, 0, 0, true},      {200, 1200, 1000, 8, 1, 128, 64, 0, 0, 0, 0, true},
+      {300, 300, 0, 8, 2, 64, 128, 0, 0, 128, 0, true},   {256, 1500, 1244, 8, 2, 64, 64, 4, 512, 128, 0, true},
+      {1, 3000, 2999, 8, 1, 64, 64, 0, 0, 0, 0, true},    {1, 4097, 4096, 8, 2, 128, 128, 0, 0, 0, 0, true},
+      {1, 3000, 2999, 16, 2, 64, 64, 4, 1024, 128, 0, true},
   };
   for (const C& c : cases)
     for (double lambda : {0.0, 1e-2})
       for (bool dev : {false, true}) {
         if (dev && c.nq != 1) continue;
         char name[200];
-        std::snprintf(name, sizeof name, "nq%d_kv%lld_h%d/%d_d%d_b%d_S%d_W%d_own%d_cap%g_lambda%g%s",
+        std::snprintf(name, sizeof name, "nq%d_kv%lld_h%d/%d_d%d_b%d_S%d_W%d_own%d_cap%g%s_lambda%g%s",
                       c.nq, (long long)c.kv, c.hq, c.hkv, c.d, c.bc, c.sinks, c.window, c.own,
-                      double(c.cap), lambda, dev ? "_devlen" : "");
+                      double(c.cap), c.learned ? "_learned" : "", lambda, dev ? "_devlen" : "");
         gpu_test::run(name, [&] {
           ProblemSpec s;
           s.n_q_tokens = c.nq;
@@ -214,8 +251,15 @@ int main(int argc, char** argv) {
           DeviceProblem dp;
           dp.upload(hp, rng);
           const float scale = float(1.0 / std::sqrt(double(c.d)));
-          const Result g = run_gpu(dp, hp, lambda, c.sinks, c.window, c.own, dev, c.cap);
-          const Result r = run_cpu(hp, lambda, scale, c.sinks, c.window, c.own, c.cap, &pool);
+          // Learned sink logits from -1 to 8 (score units), next to scores of about N(0, 1) and
+          // the sink key's 6: from nearly none of the mass to most of it (8 against 3000 keys:
+          // ~40 %), and a running max that starts above most tiles' maxima (skips).
+          std::vector<float> learned;
+          if (c.learned)
+            for (int h = 0; h < c.hq; ++h) learned.push_back(-1.0f + 2.25f * float(h % 5));
+          const Result g = run_gpu(dp, hp, lambda, c.sinks, c.window, c.own, dev, c.cap, learned);
+          const Result r =
+              run_cpu(hp, lambda, scale, c.sinks, c.window, c.own, c.cap, &pool, learned);
           if (!g.error.empty()) {
             check(false, name, "launch: " + g.error);
             dp.release();
@@ -240,6 +284,40 @@ int main(int argc, char** argv) {
                         (long long)skg, (long long)skc,
                         lambda == 0 ? "none" : "within 1 % of visited + 2");
           check(e <= 1e-2 && counts_ok && skip_ok, name, detail);
+          if (c.learned && c.nq > 1) {  // the portable mma.sync prefill kernels too
+            const Result m = run_gpu(dp, hp, lambda, c.sinks, c.window, c.own, dev, c.cap, learned, true);
+            const double em = rel_err(m.o, r.o);
+            bool same = m.error.empty();
+            int64_t skm = 0;
+            for (int h = 0; h < c.hq && same; ++h) {
+              same = m.visited[size_t(h)] == r.visited[size_t(h)];
+              skm += m.skipped[size_t(h)];
+            }
+            const bool skip_m = lambda == 0 ? skm == 0 : std::llabs(skm - skc) <= vis / 100 + 2;
+            check(em <= 1e-2 && same && skip_m, std::string(name) + "_mma_sync",
+                  "mma.sync prefill: rel err " + std::to_string(em) + ", skipped " +
+                      std::to_string(skm) + " (cpu " + std::to_string(skc) + ")" + m.error);
+          }
+          if (c.learned) {  // the sink-mass probe, per head
+            bool mass_ok = g.sink_mass.size() == r.sink_mass.size();
+            double worst = 0;
+            for (size_t h = 0; mass_ok && h < r.sink_mass.size(); ++h) {
+              const double dm = std::fabs(g.sink_mass[h] - r.sink_mass[h]);
+              worst = std::max(worst, dm);
+              mass_ok = dm <= 1e-2 * r.sink_mass[h] + 1e-4 * c.nq;
+            }
+            check(mass_ok, std::string(name) + "_sink_mass",
+                  "worst |gpu - cpu| sink mass " + std::to_string(worst) + " (head 4: cpu " +
+                      std::to_string(r.sink_mass.size() > 4 ? r.sink_mass[4] : 0.0) +
+                      " over " + std::to_string(c.nq) + " queries; gate 1e-2 rel + 1e-4 per query)");
+            if (lambda == 0 && !dev) {  // the sinks must matter
+              const Result none = run_cpu(hp, 0.0, scale, c.sinks, c.window, c.own, c.cap, &pool);
+              const double d = rel_err(none.o, r.o);
+              check(d > 5 * 1e-2, std::string(name) + "_learned_sensitivity",
+                    "without the learned sinks the CPU output moves by rel " + std::to_string(d) +
+                        " (gate: > 5x the tolerance)");
+            }
+          }
           if (lambda == 0 && !dev && c.cap > 0) {  // the cap must matter
             const Result none = run_cpu(hp, 0.0, scale, c.sinks, c.window, c.own, 0.f, &pool);
             const double d = rel_err(none.o, r.o);

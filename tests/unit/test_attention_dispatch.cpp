@@ -130,6 +130,30 @@ TEST(AttentionDispatch, SoftcapSkipsTheWarpSpecializedPrefill) {
   EXPECT_FALSE(c.warp_specialized);
 }
 
+// Learned sinks (AttentionParams::sinks, gpt-oss) likewise: applied by the decode and mma.sync /
+// wgmma prefill kernels, the warp-specialised prefill passed over, dense and sparse.
+TEST(AttentionDispatch, LearnedSinksSkipTheWarpSpecializedPrefill) {
+  AttentionShape s = prefill_shape();
+  s.wgmma_ok = true;
+  s.prefer_ws = true;
+  ASSERT_TRUE(select_attention_kernel(s).warp_specialized);
+  s.learned_sinks = true;
+  AttentionChoice c = select_attention_kernel(s);
+  EXPECT_TRUE(c.ok()) << c.reason;
+  EXPECT_FALSE(c.warp_specialized);
+  EXPECT_TRUE(c.wgmma);
+  s.log2_lambda = -6.6f;  // sparse
+  c = select_attention_kernel(s);
+  EXPECT_TRUE(c.ok()) << c.reason;
+  EXPECT_FALSE(c.warp_specialized);
+  AttentionParams p;
+  p.n_q_tokens = 1;
+  EXPECT_FALSE(shape_of(p).learned_sinks);
+  const float sink = 1.0f;
+  p.sinks = &sink;
+  EXPECT_TRUE(shape_of(p).learned_sinks);
+}
+
 TEST(AttentionDispatch, PrefillTileConfigCoversTheQueryTile) {
   for (int d : {64, 128})
     for (int bc : {64, 128})
