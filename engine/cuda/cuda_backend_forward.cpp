@@ -51,6 +51,8 @@ void CudaBackendImpl::forward(std::span<const TokenId> tokens, LogitsMode mode,
       forward_windowed(tokens, mode, logits);
     } else if (decode) {
       decode_step(tokens[0], lambda, logits);
+      // The step leaves its final hidden state in m_x row 0 and its logits in m_logits row 0.
+      if (mode == LogitsMode::kLastRowStats) enqueue_row_stats(1, 0, m_x.as<float>(), true);
     } else {
       prefill(tokens, mode, lambda, logits);
     }

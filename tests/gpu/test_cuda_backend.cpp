@@ -214,6 +214,16 @@ int main(int argc, char** argv) {
       kept_all.push_back(std::move(all));
     }
     auto gpu = make_cuda_backend(model, {});
+    // A decode step asked for row statistics: one row, equal to the step's logits.
+    std::vector<float> pre, step;
+    gpu->forward(std::span(ids.data(), 100), LogitsMode::kLast, pre);
+    gpu->forward(std::span(ids.data() + 100, 1), LogitsMode::kLastRowStats, step);
+    RowStats one;
+    const bool one_got = gpu->last_row_stats(&one);
+    const gpu_test::RowStatsDiff d1 = gpu_test::row_stats_diff(step, V, one.lse, one.top1);
+    check(one_got && d1.rows == 1 && d1.max_lse_diff <= 1e-9 && d1.top1_mismatch == 0 &&
+              one.next_logit.empty() && one.hidden && one.hidden->n == 1,
+          "row_stats_mode decode step", one_got ? d1.str() : std::string("none returned"));
     const std::vector<double> kl = gpu->kl_rows(*kept[0].hidden, *kept[2].hidden);
     const std::vector<double> self = gpu->kl_rows(*kept[0].hidden, *kept[0].hidden);
     double worst = 0, total = 0;
