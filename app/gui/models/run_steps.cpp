@@ -280,14 +280,22 @@ void RunExecutor::Run::runVariant() {
     throw;
   }
   profiler.stop();
-  if (!v.prefillReused) ex.m_prefillProbes = v.afterPrefill;
-  if (!req.cache.windowed()) nextPrefillKey = prefillKey;
   res->stagesMs.emplace_back(v.prefillReused ? "variant prefill (resumed)" : "variant prefill",
                              v.prefillMs);
   res->stagesMs.emplace_back("variant decode", v.decodeMs);
   tStage = prof::now_ns();
+  // The all-heads masks (tens of MB at 32K tokens) are copied once: res->probes keeps them (a
+  // later change of the map's head reads them there), the prefill snapshot for a resume takes
+  // the run's own; res->probesPrefill goes without.
+  {
+    std::vector<uint8_t> masks;
+    masks.swap(v.afterPrefill.all_masks);
+    res->probesPrefill = v.afterPrefill;
+    masks.swap(v.afterPrefill.all_masks);
+  }
+  if (!v.prefillReused) ex.m_prefillProbes = std::move(v.afterPrefill);
+  if (!req.cache.windowed()) nextPrefillKey = prefillKey;
   res->timeline = profiler.timeline();
-  res->probesPrefill = v.afterPrefill;
   res->probes = b.probes();
   res->decodePath = b.decode_path_stats();
   // A resumed prefill's probes hold the mask of the (layer, head) it was recorded for.
