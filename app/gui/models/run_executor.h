@@ -100,6 +100,8 @@ class RunExecutor {
   bool gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                     std::vector<float>& q, std::vector<float>& k);
   std::string gpuMapSource();
+  AttentionMap mapOfGpuQK(const std::vector<float>& q, const std::vector<float>& k, int n,
+                          const HeadMapOptions& o, ThreadPool* pool, std::string* how);
   // The map's Q/K from the CPU map backend (capturing when its captures lack the layer).
   void cpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                     std::vector<float>& q, std::vector<float>& k,
