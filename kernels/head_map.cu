@@ -208,16 +208,6 @@ Status launched(const char* kernel) {
 
 }  // namespace
 
-Status head_map_device_check() {
-  cudaFuncAttributes a{};
-  const cudaError_t e = cudaFuncGetAttributes(&a, head_map_cells);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return fail(std::string("no kernel image for this device: ") + cudaGetErrorString(e));
-  }
-  return Status::success();
-}
-
 Status launch_head_map(const HeadMapProblem& p, void* stream) {
   if (p.n <= 0) return fail("n = " + std::to_string(p.n) + " (need >= 1 token)");
   if (p.n > (1 << 24)) return fail("n = " + std::to_string(p.n) + " exceeds 16777216 tokens");

@@ -33,9 +33,6 @@ struct HeadMapProblem {
   double* col_sum = nullptr;  // device (n): per-key probability sums over queries (zeroed here)
 };
 
-// Whether the current device can run the map kernels (an image for its architecture).
-Status head_map_device_check();
-
 // Runs both passes on `stream` (asynchronous). Errors name the bad field or the failed launch.
 Status launch_head_map(const HeadMapProblem& p, void* stream);
 
