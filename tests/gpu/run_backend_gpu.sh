@@ -64,7 +64,7 @@ trace_targets=()
 [[ "${SKIP_CAPTURED:-0}" != 1 ]] && trace_targets+=(capture_qkv bench_captured)
 [[ -z "${TEXT:-}" && -f "$ROOT/.model/kjv.txt" ]] && TEXT="$ROOT/.model/kjv.txt"
 [[ -n "${TEXT:-}" ]] && export SINKSCOPE_TEXT="$TEXT"
-ninja -C "$BUILD" test_cuda_backend test_cuda_cache test_cuda_families test_cuda_hf_oracles test_gpu_head_map bench_e2e test_decode_fused "${trace_targets[@]}" \
+ninja -C "$BUILD" test_cuda_backend test_cuda_cache test_cuda_families test_cuda_hf_oracles test_gpu_head_map test_head_map_kernel bench_e2e test_decode_fused "${trace_targets[@]}" \
   >"$OUT/build.log" 2>&1 ||
   { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
 grep -A2 "ops_cu" "$OUT/build.log" | grep -E "spill" | sort | uniq -c | sed 's/^/  ptxas (ops.cu): /'
@@ -125,7 +125,12 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   cat "$OUT/test_head_map.log"
   map_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_head_map.log" | tail -1)
   [[ -z "$map_status" ]] && map_status="crashed, see $OUT/test_head_map.log"
-  test_status="$test_status; cache: $cache_status; families: $families_status; hf oracles: $hf_status; map: $map_status"
+  echo "== test_head_map_kernel (the map computed on the GPU vs headMapFromQK; timed at 32K) =="
+  timeout 600 "$BUILD/tests/gpu/test_head_map_kernel" >"$OUT/test_head_map_kernel.log" 2>&1 || rc=1
+  cat "$OUT/test_head_map_kernel.log"
+  mapk_status=$(grep -E "^(RESULT|SKIP)" "$OUT/test_head_map_kernel.log" | tail -1)
+  [[ -z "$mapk_status" ]] && mapk_status="crashed, see $OUT/test_head_map_kernel.log"
+  test_status="$test_status; cache: $cache_status; families: $families_status; hf oracles: $hf_status; map: $map_status; map kernel: $mapk_status"
 fi
 
 if [[ "${SKIP_BENCH:-0}" != 1 ]]; then

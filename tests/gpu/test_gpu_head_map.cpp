@@ -161,6 +161,46 @@ int main(int argc, char** argv) {
     });
   }
 
+  // 1b. The same captured Q/K mapped on the GPU (headMapOnGpu, what RunExecutor uses for a
+  //     GPU capture) against the host's pooling of them: float rounding only.
+  run("gpu_pooling", [&] {
+    gui::HeadMapOptions o;
+    o.layer = 10;
+    o.head = 3;
+    o.maxCells = 256;
+    o.sinkCount = 4;
+    o.window = 256;
+    gpu->reset();
+    QkvCaptureRequest r;
+    r.layer = o.layer;
+    r.sink_count = o.sinkCount;
+    r.window = o.window;
+    r.stop_after_layer = true;
+    gpu->request_qkv_capture(r);
+    std::vector<float> last, q, k;
+    gpu->forward(ids, LogitsMode::kLast, last);
+    headQK(gpu->qkv_capture(), o.head, group, q, k);
+    gpu->request_qkv_capture({});
+    setLayerAttention(o, c, &model->weights());
+    const gui::AttentionMap host = gui::headMapFromQK(q.data(), k.data(), n, d, scale, o, &pool);
+    const gui::AttentionMap dev = gui::headMapOnGpu(q.data(), k.data(), n, d, scale, o);
+    double cell = 0, cellMax = 0, alpha = 0, alphaMax = 0;
+    for (size_t i = 0; i < host.cells.size() && host.cells.size() == dev.cells.size(); ++i) {
+      cellMax = std::max(cellMax, double(host.cells[i]));
+      cell = std::max(cell, std::fabs(double(host.cells[i]) - dev.cells[i]));
+    }
+    for (size_t i = 0; i < host.alpha.size() && host.alpha.size() == dev.alpha.size(); ++i) {
+      alphaMax = std::max(alphaMax, host.alpha[i]);
+      alpha = std::max(alpha, std::fabs(host.alpha[i] - dev.alpha[i]));
+    }
+    char b[160];
+    std::snprintf(b, sizeof b, "max |d cell| %.2e of max cell %.3g, max |d alpha| %.2e of max %.3g "
+                  "(gates: 1e-5 of the maxima)", cell, cellMax, alpha, alphaMax);
+    check(host.cells.size() == dev.cells.size() && host.alpha.size() == dev.alpha.size() &&
+              cell <= 1e-5 * cellMax && alpha <= 1e-5 * alphaMax,
+          "gpu_pooling_L10H3_window256_S4", b);
+  });
+
   // 2. The capture's prefill with the window rule, to the end: its last logits against the CPU
   //    backend's sliding-window cache (original positions, dense).
   run("logits_window256_S4", [&] {

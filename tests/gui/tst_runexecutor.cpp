@@ -10,6 +10,7 @@
 #include "app/gui/models/control_state.h"
 #include "app/gui/models/head_attention.h"
 #include "engine/util/thread_pool.h"
+#include "kernels/visibility.h"
 #include "app/gui/models/run_executor.h"
 #include "app/gui/models/view_models.h"
 #include "tests/gui/test_model.h"
@@ -450,6 +451,34 @@ class TestRunExecutor : public QObject {
     QCOMPARE(e.size(), size_t(257));
     QCOMPARE(e.front(), 0);
     QCOMPARE(e.back(), 1000);
+  }
+  // alpha_k's denominators in closed form (an interval of queries per key) against the
+  // brute-force count of key_visible over every query, on windows x sinks x own windows.
+  void visibleQueryCountsMatchBruteForce() {
+    const int n = 97;
+    int combos = 0;
+    for (int window : {0, 1, 5, 16, 96, 97, 200})
+      for (int sinks : {0, 1, 4, 97, 120})
+        for (int own : {0, 1, 3, 16, 64, 150}) {
+          HeadMapOptions o;
+          o.window = window;
+          o.sinkCount = sinks;
+          o.ownWindow = own;
+          const std::vector<int> got = visibleQueryCounts(n, o);
+          QCOMPARE(got.size(), size_t(n));
+          for (int j = 0; j < n; ++j) {
+            int want = 0;
+            for (int i = 0; i < n; ++i)
+              want += visibility::key_visible(j, i, sinks, window, own) ? 1 : 0;
+            if (got[size_t(j)] != want)
+              QFAIL(qPrintable(QStringLiteral("W %1 S %2 OW %3 key %4: %5, brute force %6")
+                                   .arg(window).arg(sinks).arg(own).arg(j)
+                                   .arg(got[size_t(j)]).arg(want)));
+          }
+          ++combos;
+        }
+    QCOMPARE(combos, 7 * 5 * 6);
+    QVERIFY(visibleQueryCounts(0, HeadMapOptions{}).empty());
   }
   void cancelThrowsAndLeavesUsable() {
     RunExecutor ex(BackendKind::kCpu, 2);

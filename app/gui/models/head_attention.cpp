@@ -7,6 +7,9 @@
 #include <string>
 
 #include "engine/backend/attention.h"
+#ifdef SINKSCOPE_HAVE_CUDA
+#include "engine/cuda/head_map.h"
+#endif
 #include "engine/util/thread_pool.h"
 #include "kernels/visibility.h"
 
@@ -127,12 +130,48 @@ AttentionMap headMapFromQK(const float* q, const float* k, int n, int d, float s
   std::vector<double> colSum(static_cast<size_t>(n), 0.0);
   for (const auto& cs : colPart)
     for (size_t j = 0; j < cs.size(); ++j) colSum[j] += cs[j];
-  std::vector<int> colQueries(static_cast<size_t>(n), 0);
-  for (int j = 0; j < n; ++j)
-    for (int i = j; i < n; ++i) colQueries[size_t(j)] += visible(j, i, o);
-  m.alpha = alphaFromColumns(colSum, colQueries);
+  m.alpha = alphaFromColumns(colSum, visibleQueryCounts(n, o));
   return m;
 }
+
+std::vector<int> visibleQueryCounts(int n, const HeadMapOptions& o) {
+  // visible(j, i) = i >= j && (j < S || W == 0 || i < j + W) && (OW == 0 || i < j + OW): the
+  // conditions on i are a lower bound and upper bounds, so the queries form one interval.
+  std::vector<int> counts(static_cast<size_t>(std::max(n, 0)), 0);
+  const int64_t ow = std::max(o.ownWindow, 0);
+  for (int j = 0; j < n; ++j) {
+    int64_t end = n;
+    if (!(j < o.sinkCount || o.window == 0)) end = std::min(end, int64_t(j) + o.window);
+    if (ow > 0) end = std::min(end, int64_t(j) + ow);
+    counts[size_t(j)] = int(std::max<int64_t>(0, end - j));
+  }
+  return counts;
+}
+
+#ifdef SINKSCOPE_HAVE_CUDA
+AttentionMap headMapOnGpu(const float* q, const float* k, int n, int d, float scale,
+                          const HeadMapOptions& o) {
+  AttentionMap m;
+  m.layer = o.layer;
+  m.head = o.head;
+  m.nTokens = n;
+  m.ownWindow = o.ownWindow;
+  m.rowStart = binEdges(n, o.maxCells);
+  m.colStart = m.rowStart;
+  m.rows = int(m.rowStart.size()) - 1;
+  m.cols = m.rows;
+  gpu::HeadMapRule rule;
+  rule.sinks = o.sinkCount;
+  rule.window = o.window;
+  rule.own_window = std::max(o.ownWindow, 0);
+  rule.softcap = o.softcap;
+  rule.sink_logit = o.sinkLogit;
+  gpu::HeadMapSums s = gpu::head_map_on_gpu(q, k, n, d, scale, rule, m.rowStart);
+  m.cells = std::move(s.cells);
+  m.alpha = alphaFromColumns(s.col_sum, visibleQueryCounts(n, o));
+  return m;
+}
+#endif
 
 }  // namespace sinkscope::gui
 

@@ -45,6 +45,19 @@ void setLayerAttention(HeadMapOptions& o, const ModelConfig& c, const ModelWeigh
 AttentionMap headMapFromQK(const float* q, const float* k, int n, int d, float scale,
                           const HeadMapOptions& options, ThreadPool* pool);
 
+#ifdef SINKSCOPE_HAVE_CUDA
+// The same map computed on the current CUDA device (engine/cuda/head_map.h): the probabilities
+// and their pooling on the GPU, alpha_k on the host. Agrees with headMapFromQK to float rounding
+// (tests/gpu/test_head_map_kernel). Throws BackendError on a CUDA failure.
+AttentionMap headMapOnGpu(const float* q, const float* k, int n, int d, float scale,
+                          const HeadMapOptions& options);
+#endif
+
+// The number of queries i in [0, n) that see key j under the options' visibility rule, per j:
+// those queries form the interval [j, min(n, j + W if j is no sink and W > 0, j + ownWindow if
+// ownWindow > 0)), so this is O(n).
+std::vector<int> visibleQueryCounts(int n, const HeadMapOptions& options);
+
 // Bin edges splitting n items into min(n, maxBins) near-equal bins (bins + 1 edges).
 std::vector<int> binEdges(int n, int maxBins);
 

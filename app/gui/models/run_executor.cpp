@@ -461,17 +461,40 @@ AttentionMap RunExecutor::headMap(const std::vector<TokenId>& prompt, const Head
                                 std::to_string(c.n_head) + " heads)");
   if (prompt.empty()) throw std::invalid_argument("attention map: the prompt is empty");
   if (!m_pool) m_pool = std::make_unique<ThreadPool>(m_threads);
-  std::vector<float> q, k;
-  if (gpuCaptureQK(prompt, o, q, k)) {
-    if (source) *source = gpuMapSource();
-  } else {
-    cpuCaptureQK(prompt, o, q, k, nullptr);
-    if (source) *source = kCpuMapSource;
-  }
   HeadMapOptions lo = o;
   setLayerAttention(lo, c, &m_model->weights());
+  std::vector<float> q, k;
+  if (gpuCaptureQK(prompt, o, q, k)) {
+    std::string how;
+    AttentionMap m = mapOfGpuQK(q, k, int(prompt.size()), lo, m_pool.get(), &how);
+    if (source) *source = gpuMapSource() + how;
+    return m;
+  }
+  cpuCaptureQK(prompt, o, q, k, nullptr);
+  if (source) *source = kCpuMapSource;
   return headMapFromQK(q.data(), k.data(), int(prompt.size()), c.head_dim, c.attention_scale(),
                        lo, m_pool.get());
+}
+
+// The map of Q/K the GPU captured: its probabilities and pooling on the GPU too
+// (headMapOnGpu: tens of milliseconds at 32K tokens where the host takes seconds); on the host
+// where that fails. *how says which ("; mapped on the GPU" or why not).
+AttentionMap RunExecutor::mapOfGpuQK(const std::vector<float>& q, const std::vector<float>& k,
+                                     int n, const HeadMapOptions& o, ThreadPool* pool,
+                                     std::string* how) {
+  const ModelConfig& c = m_model->config();
+#ifdef SINKSCOPE_HAVE_CUDA
+  try {
+    AttentionMap m = headMapOnGpu(q.data(), k.data(), n, c.head_dim, c.attention_scale(), o);
+    if (how) *how = "; probabilities and pooling on the GPU";
+    return m;
+  } catch (const BackendError& e) {
+    if (how) *how = std::string("; pooled on the host (the GPU map failed: ") + e.what() + ")";
+  }
+#else
+  if (how) *how = "; pooled on the host";
+#endif
+  return headMapFromQK(q.data(), k.data(), n, c.head_dim, c.attention_scale(), o, pool);
 }
 
 }  // namespace sinkscope::gui

@@ -73,8 +73,9 @@ class RunExecutor {
 
   // The attention map of (o.layer, o.head) over the prompt: its Q/K captured from the backend
   // (the GPU's dense prefill where the executor runs on a GPU, else the CPU map backend's, whose
-  // captured layers are kept for the next pick), then headMapFromQK. Says where the Q/K came
-  // from in *source. Throws std::invalid_argument for a (layer, head) outside the model or an
+  // captured layers are kept for the next pick), then headMapOnGpu for a GPU capture (the host's
+  // headMapFromQK where that fails) or headMapFromQK for a CPU one. Says where the Q/K came
+  // from and where the map was computed in *source. Throws std::invalid_argument for a (layer, head) outside the model or an
   // empty prompt, Cancelled when cancelled.
   AttentionMap headMap(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                        std::string* source = nullptr);
@@ -100,6 +101,8 @@ class RunExecutor {
   bool gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                     std::vector<float>& q, std::vector<float>& k);
   std::string gpuMapSource();
+  AttentionMap mapOfGpuQK(const std::vector<float>& q, const std::vector<float>& k, int n,
+                          const HeadMapOptions& o, ThreadPool* pool, std::string* how);
   // The map's Q/K from the CPU map backend (capturing when its captures lack the layer).
   void cpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                     std::vector<float>& q, std::vector<float>& k,

@@ -106,11 +106,14 @@ void RunExecutor::Run::startMapAhead() {
   if (vb.name() == "cpu") return;
   ex.m_mapCache.reset();
   if (ex.gpuCaptureQK(res->promptTokens, ho, aheadQ, aheadK)) {
-    mapAheadSource = ex.gpuMapSource() + ", mapped alongside the variant's run";
     stage("attention map: Q/K capture (GPU)");
+    // On the GPU (its own stream, alongside the variant), on the pool where that fails.
+    mapAheadSource = ex.gpuMapSource();
     mapAhead = std::async(std::launch::async, [this] {
-      return headMapFromQK(aheadQ.data(), aheadK.data(), n, c.head_dim, c.attention_scale(), ho,
-                           ex.m_pool.get());
+      std::string how;
+      AttentionMap m = ex.mapOfGpuQK(aheadQ, aheadK, n, ho, ex.m_pool.get(), &how);
+      mapAheadSource += how + ", mapped alongside the variant's run";  // read after the join
+      return m;
     }).share();
     return;
   }

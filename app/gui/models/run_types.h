@@ -91,7 +91,9 @@ struct RunResult {
   Comparison compare;
   std::shared_ptr<const prof::Timeline> timeline;
   double prefillMs = 0, decodeMs = 0, mapMs = 0, totalMs = 0;
-  std::string mapSource;  // where the attention map's Q/K came from (the CPU or GPU backend)
+  // Where the attention map's Q/K came from (the CPU or GPU backend) and, for a GPU capture,
+  // where its probabilities and pooling ran (the GPU, or the host as a fallback).
+  std::string mapSource;
   std::string maskNote;   // why the skip mask overlay is missing (empty: it is there)
   // Wall time of each stage of the run, in order (name, ms): what the latency benchmark prints.
   // A stage served from the executor's caches is listed with its (small) lookup time.
