@@ -145,6 +145,9 @@ void RunExecutor::setModel(std::shared_ptr<const Model> model) {
   m_prefillKey.clear();
   m_keptRows = RowStats{};  // its hidden states may hold device memory
   m_keptLast.clear();
+  m_keptKl.clear();
+  m_keptKlOf.reset();
+  m_keptKlDense.reset();
   m_variant.reset();
   m_spare.reset();
   m_spareKey.clear();
@@ -162,6 +165,9 @@ void RunExecutor::dropViewCaches() {
   m_prefillKey.clear();
   m_keptRows = RowStats{};
   m_keptLast.clear();
+  m_keptKl.clear();
+  m_keptKlOf.reset();
+  m_keptKlDense.reset();
   m_lastRun.reset();
   m_lastRunKey.clear();
   m_mapCache.reset();

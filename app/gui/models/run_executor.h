@@ -151,6 +151,9 @@ class RunExecutor {
   // and its last row of logits.
   RowStats m_keptRows;
   std::vector<float> m_keptLast;
+  // Its KL per position against the baseline whose hidden states are m_keptKlDense.
+  std::vector<double> m_keptKl;
+  std::shared_ptr<const HiddenRows> m_keptKlOf, m_keptKlDense;
   std::vector<float> m_logitsBuffer;  // the variant's prompt logits, reused run to run
   // What the variant backend's last prefill was (prefillRunKey in the .cpp) and the probes right
   // after it: a change that leaves the prefill as it was (lambda decode, generation length)

@@ -540,8 +540,12 @@ void RunExecutor::Run::compare() {
   } else if (statsOnBackend) {
     // From the two runs' final hidden states, on the variant's backend (the baseline served
     // as the variant: the same rows, KL 0).
+    // A resumed prefill has the rows of the kept one: against the same baseline, its KL too.
     if (hiddenV == dc.hidden)
       cmp.klPerToken.assign(size_t(n), 0.0);
+    else if (v.prefillReused && ex.m_keptKlOf == hiddenV && ex.m_keptKlDense == dc.hidden &&
+             ex.m_keptKl.size() == size_t(n))
+      cmp.klPerToken = ex.m_keptKl;
     else
       cmp.klPerToken = (klBackend ? *klBackend : ex.denseBackend()).kl_rows(*dc.hidden, *hiddenV);
   } else {
@@ -585,6 +589,9 @@ void RunExecutor::Run::keepForNextRun() {
     // The rows (and the backend's cache) of this prefill, for a later decode-only change.
     ex.m_keptRows = RowStats{lseV, top1V, nextV, hiddenV};
     ex.m_keptLast = v.lastLogits;
+    ex.m_keptKl = res->compare.available ? res->compare.klPerToken : std::vector<double>();
+    ex.m_keptKlOf = hiddenV;
+    ex.m_keptKlDense = res->compare.available && ex.m_denseCache ? ex.m_denseCache->hidden : nullptr;
     if (!nextPrefillKey.empty()) {
       ex.m_prefillKey = nextPrefillKey;
       ex.m_prefillPrompt = res->promptTokens;
