@@ -49,6 +49,9 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
   buildMenus();
   m_controls->setState(m_wb->controls());
   m_defaultState = saveState();  // View > Reset layout
+  // The strip's height once the window is laid out with its real fonts and width (a start
+  // without a model gets no banner update that would do it).
+  QTimer::singleShot(0, this, &MainWindow::fitCentralHeight);
 
   connect(m_wb, &Workbench::modelLoaded, this, [this](const QString& path, const QString& backend, const QString& info) {
     m_backend->setText(tr("Backend: <b>%1</b>").arg(backend == QLatin1String("cpu") ? tr("CPU") : backend));
@@ -144,7 +147,21 @@ void MainWindow::updateBanner() {
     const QString base = d->property("baseTitle").toString();
     d->setWindowTitle(stale && !running ? base + tr(" (out of date)") : base);
   }
-  if (QWidget* c = centralWidget()) c->setMaximumHeight(c->sizeHint().height());
+  fitCentralHeight();
+}
+
+// The central widget (model row, prompt, banner) takes the height its rows need at its width:
+// the wrapped banner's height depends on the width, and a hint cached while the banner showed a
+// long message would otherwise leave the prompt floating in a taller strip once it hides.
+void MainWindow::fitCentralHeight() {
+  QWidget* c = centralWidget();
+  if (!c) return;
+  QLayout* l = c->layout();
+  if (!l) return;
+  l->invalidate();
+  const int h = l->hasHeightForWidth() && c->width() > 0 ? l->totalHeightForWidth(c->width())
+                                                          : l->totalSizeHint().height();
+  c->setMaximumHeight(h);
 }
 
 QWidget* MainWindow::buildCentral() {
@@ -281,7 +298,7 @@ void MainWindow::setPromptExpanded(bool on) {
   m_prompt->setFixedHeight(fm.lineSpacing() * (on ? 10 : 2) + frame);
   m_prompt->setVerticalScrollBarPolicy(on ? Qt::ScrollBarAsNeeded : Qt::ScrollBarAlwaysOff);
   m_expand->setText(on ? tr("Collapse") : tr("Expand"));
-  if (QWidget* c = centralWidget()) c->setMaximumHeight(c->sizeHint().height());
+  fitCentralHeight();
 }
 
 void MainWindow::updatePromptInfo() {

@@ -45,6 +45,7 @@ class MainWindow : public QMainWindow {
   void setPromptExpanded(bool on);
   void updatePromptInfo();
   void updateBanner();
+  void fitCentralHeight();  // the central strip's height for its current width
   void selectModelItem(const QString& path);
   void chooseHead(int layer, int head);
   void resetLayout();
