@@ -311,8 +311,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     // running max gives the same decisions.
     // A learned sink (AttentionParams::sinks) is part of every running max (the CPU starts its
     // online softmax from it).
-    auto decide = [&](float tm, float pm, int t, float sink_l2) {
-      return t > 0 && (tm * sl2 - fmaxf(pm * sl2, sink_l2) < log2_lambda);
+    // The first visited tile is never skipped (the CPU's first_visit): the first tile with a
+    // visible key, i.e. the one before which no tile has a finite maximum (pm = -inf; invisible
+    // keys score -inf in pass 1). It is not always list tile 0: an own window hides the sink
+    // tile and the tiles before q - OW (list_gone). Without a learned sink pm = -inf never
+    // skips anyway; with one, the sink alone could push the first visible tile below ln lambda.
+    auto decide = [&](float tm, float pm, float sink_l2) {
+      return pm > kNegInf && (tm * sl2 - fmaxf(pm * sl2, sink_l2) < log2_lambda);
     };
     auto mask_out = [&](int gg, int t, bool sk) {
       if (p.skip_mask && (p.mask_head < 0 || p.mask_head == kvh * G + gg))
@@ -346,7 +351,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
         }
         const float ex = __shfl_up_sync(0xffffffffu, inc, 1);
         const float run = lane == 0 ? pm : fmaxf(pm, ex);
-        const bool sk = in && decide(tm, run, t0 + i, sink_l2);
+        const bool sk = in && decide(tm, run, sink_l2);
         if (in) {
           tms[i * 8 + gg] = tm;
           flags[i * 8 + gg] = sk;

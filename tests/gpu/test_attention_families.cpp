@@ -222,11 +222,14 @@ int main(int argc, char** argv) {
       {1, 3000, 2999, 9, 3, 128, 64, 4, 1024, 128, 1.5f},
       // learned sinks: positional prefill (d 64 / 128, from 0 and a later chunk), gpt-oss's
       // alternating own window (128) alone and with a cache window, decode with GQA group 8
-      // (gpt-oss's) and with windows (the list kernels, device lengths)
+      // (gpt-oss's) and with windows (the list kernels, device lengths): with a cache window, and
+      // the own window alone over an identity list (a full cache's local layer). In both the
+      // first visible tile is not list tile 0 and is never skipped, though the sink dominates it
       {300, 300, 0, 8, 2, 64, 64, 0, 0, 0, 0, true},      {200, 1200, 1000, 8, 1, 128, 64, 0, 0, 0, 0, true},
       {300, 300, 0, 8, 2, 64, 128, 0, 0, 128, 0, true},   {256, 1500, 1244, 8, 2, 64, 64, 4, 512, 128, 0, true},
       {1, 3000, 2999, 8, 1, 64, 64, 0, 0, 0, 0, true},    {1, 4097, 4096, 8, 2, 128, 128, 0, 0, 0, 0, true},
       {1, 3000, 2999, 16, 2, 64, 64, 4, 1024, 128, 0, true},
+      {1, 3000, 2999, 16, 2, 64, 64, 0, 0, 128, 0, true}, {1, 3000, 2999, 8, 1, 128, 128, 0, 0, 128, 0, true},
   };
   for (const C& c : cases)
     for (double lambda : {0.0, 1e-2})

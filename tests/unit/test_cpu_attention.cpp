@@ -503,6 +503,63 @@ TEST(CpuAttention, FirstTileIsNeverSkippedEvenWithHugeLambda) {
   for (float x : r.out) EXPECT_TRUE(std::isfinite(x));
 }
 
+// Decode (one query) where the layer's own window hides the sink tile and every tile before
+// q - OW, and a learned sink dominates every score: the first *visible* tile (not tile 0) is the
+// first visited one and is never skipped, although its max lies far below the sink; the later
+// ones are. The same with a cache window (sinks + window, the live-page list's rule). gpt-oss's
+// decode shape: own window 128, cache window 1024 + 4 sinks, block 64, 3000 keys.
+TEST(CpuAttention, DecodeFirstVisibleTileUnderOwnWindowIsNotSkippedWithLearnedSink) {
+  const Problem p = make_problem(1, 2999, 2, 1, 64, 31);
+  const float scale = 0.125f;
+  const double lambda = 0.01;
+  const std::vector<double> sinks = {40.0, -1.0};  // head 0: the sink dominates; head 1: not
+  const std::vector<float> sinks_f(sinks.begin(), sinks.end());
+  const SparseRef ref = reference_sparse(p, scale, 1, 64, lambda, 128, 0, sinks);
+  const int first = (2999 - 127) / 64;  // tile 44 holds key q - 127, the oldest visible one
+  for (const bool cache_window : {false, true}) {
+    std::vector<float> out(size_t(p.n_head) * p.d, std::nanf(""));
+    std::vector<TileCounts> counts(size_t(p.n_head));
+    std::vector<uint8_t> mask;
+    int cols = 0;
+    CpuAttentionArgs a;
+    a.q = p.q.data();
+    a.k = p.k.data();
+    a.v = p.v.data();
+    a.out = out.data();
+    a.n_q = 1;
+    a.q_pos0 = p.q_pos0;
+    a.n_kv = p.n_kv();
+    a.n_head = p.n_head;
+    a.n_head_kv = p.n_head_kv;
+    a.d = p.d;
+    a.scale = scale;
+    a.block_size = 64;
+    a.q_tile = 1;
+    a.log_lambda = log_threshold(lambda);
+    a.own_window = 128;
+    a.sink_count = cache_window ? 4 : 0;
+    a.window = cache_window ? 1024 : 0;
+    a.sink_logits = sinks_f.data();
+    a.counts = counts.data();
+    a.mask_head = 0;
+    a.mask = &mask;
+    a.mask_cols = &cols;
+    cpu_attention(a, nullptr);
+    const std::string what = cache_window ? "S 4, W 1024, own 128" : "own 128";
+    ASSERT_EQ(cols, ref.n_kvtiles) << what;
+    for (int t = 0; t < cols; ++t) {
+      const int want = t < first ? 0 : t == first ? 1 : 2;  // invisible, visited, skipped
+      EXPECT_EQ(int(mask[size_t(t)]), want) << what << " tile " << t;
+      EXPECT_EQ(int(mask[size_t(t)]), ref.decision[size_t(t)] + 1) << what << " tile " << t;
+    }
+    EXPECT_EQ(counts[0].visited, 3) << what;
+    EXPECT_EQ(counts[0].skipped, 2) << what;
+    EXPECT_EQ(counts[1].visited, 3) << what;
+    EXPECT_EQ(counts[1].skipped, 0) << what;  // scores ~N(0, 1): nothing 4.6 below the max
+    EXPECT_LT(rel_err(out, ref.out), kTol) << what;
+  }
+}
+
 TEST(CpuAttention, LambdaZeroIsBitIdenticalToDense) {
   ThreadPool pool(2);
   Problem p = make_problem(150, 30, 4, 2, 64, 77, 8.0f);
