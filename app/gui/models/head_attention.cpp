@@ -84,8 +84,10 @@ void setLayerAttention(HeadMapOptions& o, const ModelConfig& c, const ModelWeigh
   }
 }
 
-AttentionMap headMapFromQK(const float* q, const float* k, int n, int d, float scale,
-                          const HeadMapOptions& o, ThreadPool* pool) {
+namespace {
+
+// A map of n tokens under the options, its bins laid out and no cells yet.
+AttentionMap emptyMap(int n, const HeadMapOptions& o) {
   AttentionMap m;
   m.layer = o.layer;
   m.head = o.head;
@@ -95,6 +97,14 @@ AttentionMap headMapFromQK(const float* q, const float* k, int n, int d, float s
   m.colStart = m.rowStart;
   m.rows = int(m.rowStart.size()) - 1;
   m.cols = m.rows;
+  return m;
+}
+
+}  // namespace
+
+AttentionMap headMapFromQK(const float* q, const float* k, int n, int d, float scale,
+                          const HeadMapOptions& o, ThreadPool* pool) {
+  AttentionMap m = emptyMap(n, o);
   m.cells.assign(size_t(m.rows) * m.cols, 0.0f);
   std::vector<int> colBin(static_cast<size_t>(n));
   for (int b = 0; b < m.cols; ++b)
@@ -151,15 +161,7 @@ std::vector<int> visibleQueryCounts(int n, const HeadMapOptions& o) {
 #ifdef SINKSCOPE_HAVE_CUDA
 AttentionMap headMapOnGpu(const float* q, const float* k, int n, int d, float scale,
                           const HeadMapOptions& o) {
-  AttentionMap m;
-  m.layer = o.layer;
-  m.head = o.head;
-  m.nTokens = n;
-  m.ownWindow = o.ownWindow;
-  m.rowStart = binEdges(n, o.maxCells);
-  m.colStart = m.rowStart;
-  m.rows = int(m.rowStart.size()) - 1;
-  m.cols = m.rows;
+  AttentionMap m = emptyMap(n, o);
   gpu::HeadMapRule rule;
   rule.sinks = o.sinkCount;
   rule.window = o.window;
