@@ -14,7 +14,7 @@ import sys
 import unicodedata
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-TARGET = ROOT / "engine" / "unicode.cpp"
+TARGET = ROOT / "engine" / "tokenizer" / "unicode.cpp"
 BEGIN = "// BEGIN GENERATED TABLES"
 END = "// END GENERATED TABLES"
 
