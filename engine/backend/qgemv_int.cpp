@@ -304,11 +304,19 @@ SINKSCOPE_AVX2 void rows_q45k_avx2(const QuantMatrix& w, const XQ16& x, float* y
   }
 }
 
+// Sixteen Q6_K codes minus 32: the low nibble (shifted by nsh) of src and two high bits (shifted
+// by hsh) of hb. A function, not a lambda: a lambda does not inherit the target attribute, so
+// compilers without -mavx2 (clang) reject the intrinsics inside it.
+SINKSCOPE_AVX2 inline __m256i q6k_codes(__m256i src, __m256i hb, __m128i nsh, __m128i hsh) {
+  const __m256i m4 = _mm256_set1_epi16(15), three = _mm256_set1_epi16(3);
+  const __m256i nib = _mm256_and_si256(_mm256_srl_epi16(src, nsh), m4);
+  const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, hsh), three), 4);
+  return _mm256_sub_epi16(_mm256_or_si256(nib, hi), _mm256_set1_epi16(32));
+}
+
 SINKSCOPE_AVX2 void rows_q6k_avx2(const QuantMatrix& w, const XQ16& x, float* y, int64_t r0,
                                   int64_t r1) {
   const int64_t nsb = w.cols / 256;
-  const __m256i m4 = _mm256_set1_epi16(15), three = _mm256_set1_epi16(3);
-  const __m256i k32 = _mm256_set1_epi16(32);
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + uint64_t(r) * w.row_bytes;
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};  // first / second 16 of a group
@@ -326,18 +334,13 @@ SINKSCOPE_AVX2 void rows_q6k_avx2(const QuantMatrix& w, const XQ16& x, float* y,
         for (int k = 0; k < 4; ++k) {
           const __m128i nsh = _mm_cvtsi32_si128(k < 2 ? 0 : 4), hsh = _mm_cvtsi32_si128(2 * k);
           const __m256i s0 = (k % 2) ? lc0 : la0, s1 = (k % 2) ? lc1 : la1;
-          auto code = [&](__m256i src, __m256i hb) {
-            const __m256i nib = _mm256_and_si256(_mm256_srl_epi16(src, nsh), m4);
-            const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(hb, hsh), three), 4);
-            return _mm256_sub_epi16(_mm256_or_si256(nib, hi), k32);
-          };
           const int64_t g = sb * 8 + h * 4 + k;
           const int16_t* xq = x.q.data() + g * 32;
           const float dx = x.d[size_t(g)];
-          acc[0] = fma_block(d * float(sc[2 * k]) * dx, _mm256_madd_epi16(code(s0, h0), xload(xq)),
+          acc[0] = fma_block(d * float(sc[2 * k]) * dx, _mm256_madd_epi16(q6k_codes(s0, h0, nsh, hsh), xload(xq)),
                              acc[0]);
           acc[1] = fma_block(d * float(sc[2 * k + 1]) * dx,
-                             _mm256_madd_epi16(code(s1, h1), xload(xq + 16)), acc[1]);
+                             _mm256_madd_epi16(q6k_codes(s1, h1, nsh, hsh), xload(xq + 16)), acc[1]);
         }
       }
     }
