@@ -204,6 +204,22 @@ ChatFormat TokenizerBase::chat_format() const {
   return ChatFormat::kNone;
 }
 
+void append_spm_piece(const Vocab& v, TokenId id, std::string& out) {
+  const std::string& t = v.tokens[size_t(id)];
+  if (v.types[size_t(id)] == kByte && t.size() == 6 && t.compare(0, 3, "<0x") == 0) {
+    out += static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16));
+    return;
+  }
+  for (size_t pos = 0; pos < t.size();) {
+    if (t.compare(pos, kSpaceMarker.size(), kSpaceMarker) == 0) {
+      out += ' ';
+      pos += kSpaceMarker.size();
+    } else {
+      out += t[pos++];
+    }
+  }
+}
+
 }  // namespace tokenizer_detail
 
 const std::string& Tokenizer::chat_template() const {

@@ -16,8 +16,6 @@
 namespace sinkscope::tokenizer_detail {
 namespace {
 
-constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
-
 uint64_t pair_key(TokenId a, TokenId b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
@@ -169,19 +167,7 @@ void HfSpmTokenizer::encode_word(std::string_view word, std::vector<TokenId>& ou
 }
 
 void HfSpmTokenizer::append_piece(TokenId id, std::string& out) const {
-  const std::string& t = m_vocab.tokens[size_t(id)];
-  if (m_vocab.types[size_t(id)] == kByte) {
-    out += static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16));
-    return;
-  }
-  for (size_t pos = 0; pos < t.size();) {
-    if (t.compare(pos, kSpaceMarker.size(), kSpaceMarker) == 0) {
-      out += ' ';
-      pos += kSpaceMarker.size();
-    } else {
-      out += t[pos++];
-    }
-  }
+  append_spm_piece(m_vocab, id, out);
 }
 
 }  // namespace

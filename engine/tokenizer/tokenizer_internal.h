@@ -48,6 +48,12 @@ struct Vocab {
   }
 };
 
+// SentencePiece's word-boundary marker, U+2581 LOWER ONE EIGHTH BLOCK.
+inline constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";
+// The text of SentencePiece token `id` (GGUF `llama` vocabularies and tokenizer.json
+// SentencePiece-style BPE alike): a byte token <0xHH> as that byte, every U+2581 as a space.
+void append_spm_piece(const Vocab& v, TokenId id, std::string& out);
+
 Vocab load_vocab(const GgufFile& file);
 // The parts of a Vocab derived from tokens, types, bos/eos and chat template: the id index, the
 // end-of-generation set (eos, `extra_eog`, and the chat formats' end-of-turn markers) and the

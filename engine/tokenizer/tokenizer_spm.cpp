@@ -14,8 +14,6 @@
 namespace sinkscope::tokenizer_detail {
 namespace {
 
-constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
-
 class SpmTokenizer final : public TokenizerBase {
  public:
   SpmTokenizer(Vocab vocab, const GgufFile& file);
@@ -135,19 +133,7 @@ void SpmTokenizer::encode_text(std::string_view text, bool after_special,
 }
 
 void SpmTokenizer::append_piece(TokenId id, std::string& out) const {
-  const std::string& t = m_vocab.tokens[id];
-  if (m_vocab.types[id] == kByte && t.size() == 6 && t.compare(0, 3, "<0x") == 0) {
-    out += static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16));
-    return;
-  }
-  for (size_t pos = 0; pos < t.size();) {
-    if (t.compare(pos, kSpaceMarker.size(), kSpaceMarker) == 0) {
-      out += ' ';
-      pos += kSpaceMarker.size();
-    } else {
-      out += t[pos++];
-    }
-  }
+  append_spm_piece(m_vocab, id, out);
 }
 
 }  // namespace
