@@ -41,6 +41,19 @@ struct HiddenRows {
   bool on_device() const { return device_x != nullptr; }
 };
 
+// Backend::kl_rows' precondition: p and q hold the same number of rows of width n_embd (on the
+// host or a device). Throws BackendError naming both shapes and the width.
+inline void check_kl_rows(const HiddenRows& p, const HiddenRows& q, int n_embd) {
+  auto fits = [&](const HiddenRows& h) {
+    return h.n_embd == n_embd && (h.on_device() || h.x.size() == size_t(h.n) * size_t(n_embd));
+  };
+  if (p.n != q.n || !fits(p) || !fits(q))
+    throw BackendError("kl_rows: the hidden states are " + std::to_string(p.n) + " x " +
+                       std::to_string(p.n_embd) + " and " + std::to_string(q.n) + " x " +
+                       std::to_string(q.n_embd) + "; both must be rows of the model's width " +
+                       std::to_string(n_embd));
+}
+
 // Per-row statistics of a LogitsMode::kLastRowStats forward of n tokens (or the log-sum-exp
 // and argmax of a kAll forward, where the backend computes them next to the logits).
 struct RowStats {

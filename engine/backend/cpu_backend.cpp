@@ -272,12 +272,7 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
 
 std::vector<double> CpuBackend::kl_rows(const HiddenRows& p, const HiddenRows& q) {
   const ModelConfig& c = m_model->config();
-  if (p.n != q.n || p.n_embd != c.n_embd || q.n_embd != c.n_embd ||
-      p.x.size() != size_t(p.n) * c.n_embd || q.x.size() != size_t(q.n) * c.n_embd)
-    throw BackendError("kl_rows: the hidden states are " + std::to_string(p.n) + " x " +
-                       std::to_string(p.n_embd) + " and " + std::to_string(q.n) + " x " +
-                       std::to_string(q.n_embd) + "; both must be rows of the model's width " +
-                       std::to_string(c.n_embd));
+  check_kl_rows(p, q, c.n_embd);
   if (p.on_device() || q.on_device())
     throw BackendError("kl_rows: the hidden states are held in GPU memory; the CPU backend reads "
                        "only host rows");

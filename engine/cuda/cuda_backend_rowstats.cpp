@@ -97,14 +97,7 @@ void CudaBackendImpl::finish_row_stats() {
 
 std::vector<double> CudaBackendImpl::kl_rows(const HiddenRows& p, const HiddenRows& q) {
   const ModelConfig& c = m_model->config();
-  auto rows_ok = [&](const HiddenRows& h) {
-    return h.n_embd == c.n_embd && (h.on_device() || h.x.size() == size_t(h.n) * c.n_embd);
-  };
-  if (p.n != q.n || !rows_ok(p) || !rows_ok(q))
-    throw BackendError("kl_rows: the hidden states are " + std::to_string(p.n) + " x " +
-                       std::to_string(p.n_embd) + " and " + std::to_string(q.n) + " x " +
-                       std::to_string(q.n_embd) + "; both must be rows of the model's width " +
-                       std::to_string(c.n_embd));
+  check_kl_rows(p, q, c.n_embd);
   SS_CUDA(cudaSetDevice(m_device));
   const int V = c.n_vocab, R = m_logit_rows, D = c.n_embd;
   if (p.n > m_kl_cap || !m_kl_logits) {
