@@ -225,6 +225,54 @@ OpStatus launch_qgemv_int8(int type, const void* w, int rows, int cols, const ui
   return {};
 }
 
+size_t qgemv_x_bytes(int cols, int planes) {
+  return cols > 0 && cols % 32 == 0 && (planes == 1 || planes == 2) ? qwide::x_bytes(cols, planes)
+                                                                    : 0;
+}
+
+OpStatus launch_qgemv_quantize_x(const uint16_t* v, int cols, int planes, void* xq,
+                                 void* stream) {
+  static constexpr const char* fn = "launch_qgemv_quantize_x: ";
+  if (!v || !xq) return OpStatus::error(std::string(fn) + "a required pointer is null");
+  if (cols <= 0 || cols % 32 != 0 || cols > qwide::kMaxCols)
+    return OpStatus::error(std::string(fn) + "cols must be a positive multiple of 32 up to " +
+                           std::to_string(qwide::kMaxCols) + ", got " + std::to_string(cols));
+  if (planes != 1 && planes != 2)
+    return OpStatus::error(std::string(fn) + "planes must be 1 or 2, got " + std::to_string(planes));
+  if (reinterpret_cast<uintptr_t>(v) % 16 != 0 || reinterpret_cast<uintptr_t>(xq) % 16 != 0)
+    return OpStatus::error(std::string(fn) + "v and xq must be 16-byte aligned");
+  if (const cudaError_t e = qwide::quantize(v, cols, planes, static_cast<int8_t*>(xq), stream);
+      e != cudaSuccess) {
+    return OpStatus::error(cuda_error_text(e, "quantize_x_kernel", __FILE__, __LINE__));
+  }
+  return {};
+}
+
+OpStatus launch_qgemv_prequant(int type, const void* w, int rows, int cols, const void* xq,
+                               float* y, bool accumulate, int planes, void* stream) {
+  static constexpr const char* fn = "launch_qgemv_prequant: ";
+  if (rows == 0) return {};
+  if (!w || !xq || !y) return OpStatus::error(std::string(fn) + "a required pointer is null");
+  if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
+    return OpStatus::error(fn + why);
+  }
+  if (planes != 1 && planes != 2) {
+    return OpStatus::error(std::string(fn) + "planes must be 1 or 2, got " + std::to_string(planes));
+  }
+  const int64_t rb = qweight_row_bytes(type, cols);
+  if (!qwide::eligible(type, w, cols, rb, xq)) {
+    return OpStatus::error(std::string(fn) +
+                           "needs Q4_K (16-byte aligned), Q6_K or Q8_0 (2-byte aligned) weights "
+                           "and a 16-byte aligned xq");
+  }
+  if (const cudaError_t e = qwide::launch_pre(type, w, rows, cols, rb, static_cast<const int8_t*>(xq),
+                                              y, accumulate, stream, planes);
+      e != cudaSuccess) {
+    return OpStatus::error(cuda_error_text(e, "qgemv_wide_kernel", __FILE__, __LINE__));
+  }
+  return {};
+}
+
 OpStatus launch_qgemv_f32(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,
                           bool accumulate, void* stream) {
   static constexpr const char* fn = "launch_qgemv_f32: ";

@@ -46,6 +46,16 @@ bool qgemv_int8_activation(int type, const void* w, int64_t cols, const void* v)
 OpStatus launch_qgemv_int8(int type, const void* w, int rows, int cols, const uint16_t* v,
                            float* y, bool accumulate, int planes, void* stream);
 
+// The int8-activation kernel with the activation quantized once ahead, for several matrices
+// that multiply the same v (a projection stored as parts of different formats): quantize_x
+// writes the planes and scales launch_qgemv_int8 would compute inside each CTA into xq
+// (qgemv_x_bytes(cols, planes) bytes, 16-byte aligned; 0 for an unsupported cols / planes), and
+// launch_qgemv_prequant reads them: the same y, bit for bit, as launch_qgemv_int8 with variant 0.
+size_t qgemv_x_bytes(int cols, int planes);
+OpStatus launch_qgemv_quantize_x(const uint16_t* v, int cols, int planes, void* xq, void* stream);
+OpStatus launch_qgemv_prequant(int type, const void* w, int rows, int cols, const void* xq,
+                               float* y, bool accumulate, int planes, void* stream);
+
 // The kernel variants of the int8-activation GEMV (kernels/qgemv_wide.h: 0 the original, 1-4
 // pipelined, with PDL or not, 4 or 2 CTAs per SM), for the benchmark to time side by side and the
 // tests to check; launch_qgemv and launch_qgemv_int8 use the selected one (process-wide).

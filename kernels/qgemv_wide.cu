@@ -104,19 +104,31 @@ __device__ float dot_q6k(const uint8_t* wr, int cols, const int8_t* xq, const XS
 }
 
 // 4 CTAs (32 warps) per SM: at most 64 registers per thread.
-template <int T, int P>
+// kPre: the activation comes quantized (xg: the planes and scales of quantize_x_kernel, in global
+// memory, read through L1 by every warp); otherwise the CTA quantizes v into shared memory first.
+template <int T, int P, bool kPre>
 __global__ void __launch_bounds__(kThreads, 4)
     qgemv_wide_kernel(const uint8_t* __restrict__ w, int rows, int cols, int64_t row_bytes,
-                      const uint16_t* __restrict__ v, float* __restrict__ y, int accumulate) {
+                      const uint16_t* __restrict__ v, const int8_t* __restrict__ xg,
+                      float* __restrict__ y, int accumulate) {
   extern __shared__ uint4 smem[];
   constexpr int kStage = stage_chunks<T>();
   const int warp = static_cast<int>(threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x & 31);
   uint4* buf = smem + warp * kStage;
-  int8_t* xq = reinterpret_cast<int8_t*>(smem + kWarps * kStage);
-  XScale* xd = reinterpret_cast<XScale*>(xq + P * cols);  // cols % 32 == 0: 16-byte aligned
-  quantize_x<P>(v, cols, xq, xd);
-  __syncthreads();
+  const int8_t* xq;
+  const XScale* xd;
+  if constexpr (kPre) {
+    xq = xg;
+    xd = reinterpret_cast<const XScale*>(xg + P * cols);
+  } else {
+    int8_t* sq = reinterpret_cast<int8_t*>(smem + kWarps * kStage);
+    XScale* sd = reinterpret_cast<XScale*>(sq + P * cols);  // cols % 32 == 0: 16-byte aligned
+    quantize_x<P>(v, cols, sq, sd);
+    __syncthreads();
+    xq = sq;
+    xd = sd;
+  }
   // Rows depend on the warp only, so the shuffles below run with all 32 lanes.
   for (int row = blockIdx.x * kWarps + warp; row < rows; row += gridDim.x * kWarps) {
     const uint8_t* wr = w + static_cast<int64_t>(row) * row_bytes;
@@ -134,10 +146,11 @@ __global__ void __launch_bounds__(kThreads, 4)
   }
 }
 
-template <int T, int P>
+template <int T, int P, bool kPre = false>
 size_t smem_bytes(int cols) {
-  return static_cast<size_t>(kWarps) * stage_chunks<T>() * 16 + static_cast<size_t>(P) * cols +
-         static_cast<size_t>(cols / 32) * sizeof(XScale);
+  const size_t stage = static_cast<size_t>(kWarps) * stage_chunks<T>() * 16;
+  if constexpr (kPre) return stage;
+  return stage + static_cast<size_t>(P) * cols + static_cast<size_t>(cols / 32) * sizeof(XScale);
 }
 
 template <int T, int P>
@@ -150,8 +163,9 @@ template <int T, int P>
 cudaError_t raise_smem(int cols) {
   const size_t smem = smem_bytes<T, P>(cols);
   if (smem <= smem_limit<T, P>().load()) return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(
-      qgemv_wide_kernel<T, P>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  const cudaError_t e = cudaFuncSetAttribute(qgemv_wide_kernel<T, P, false>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem));
   if (e == cudaSuccess) smem_limit<T, P>().store(smem);
   return e;
 }
@@ -168,9 +182,44 @@ cudaError_t launch_t(const void* w, int rows, int cols, int64_t row_bytes, const
   if (const cudaError_t e = raise_smem<T, P>(cols); e != cudaSuccess) return e;
   const int want = (rows + kWarps - 1) / kWarps;
   const int cap = grid_cap();
-  qgemv_wide_kernel<T, P><<<want < cap ? want : cap, kThreads, smem_bytes<T, P>(cols), st>>>(
-      static_cast<const uint8_t*>(w), rows, cols, row_bytes, v, y, accumulate ? 1 : 0);
+  qgemv_wide_kernel<T, P, false><<<want < cap ? want : cap, kThreads, smem_bytes<T, P>(cols), st>>>(
+      static_cast<const uint8_t*>(w), rows, cols, row_bytes, v, nullptr, y, accumulate ? 1 : 0);
   return cudaGetLastError();
+}
+
+// The per-warp staging buffers only (at most 8 * 160 * 16 = 20 KiB): no opt-in needed.
+template <int T, int P>
+cudaError_t launch_pre_t(const void* w, int rows, int cols, int64_t row_bytes, const int8_t* xg,
+                         float* y, bool accumulate, cudaStream_t st) {
+  const int want = (rows + kWarps - 1) / kWarps;
+  const int cap = grid_cap();
+  qgemv_wide_kernel<T, P, true>
+      <<<want < cap ? want : cap, kThreads, smem_bytes<T, P, true>(cols), st>>>(
+          static_cast<const uint8_t*>(w), rows, cols, row_bytes, nullptr, xg, y,
+          accumulate ? 1 : 0);
+  return cudaGetLastError();
+}
+
+template <int P>
+cudaError_t launch_pre_p(int type, const void* w, int rows, int cols, int64_t row_bytes,
+                         const int8_t* xg, float* y, bool accumulate, cudaStream_t st) {
+  switch (type) {
+    case qblock::kQ4_K: return launch_pre_t<qblock::kQ4_K, P>(w, rows, cols, row_bytes, xg, y, accumulate, st);
+    case qblock::kQ6_K: return launch_pre_t<qblock::kQ6_K, P>(w, rows, cols, row_bytes, xg, y, accumulate, st);
+    case qblock::kQ8_0: return launch_pre_t<qblock::kQ8_0, P>(w, rows, cols, row_bytes, xg, y, accumulate, st);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// One thread per 8 activations (4 per run of 32), whole warps: quantize8's shuffles need them.
+template <int P>
+__global__ void __launch_bounds__(kThreads)
+    quantize_x_kernel(const uint16_t* __restrict__ v, int cols, int8_t* __restrict__ xq) {
+  const int n8 = cols / 8;
+  const int g = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
+  uint4 u = make_uint4(0u, 0u, 0u, 0u);
+  if (g < n8) u = *reinterpret_cast<const uint4*>(v + 8 * static_cast<int64_t>(g));
+  quantize8<P>(u, g, g < n8, cols, xq, reinterpret_cast<XScale*>(xq + P * cols));
 }
 
 template <int P>
@@ -268,6 +317,27 @@ cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_byte
   const auto st = static_cast<cudaStream_t>(stream);
   if (planes == 1) return launch_p<1>(type, w, rows, cols, row_bytes, v, y, accumulate, st);
   if (planes == 2) return launch_p<2>(type, w, rows, cols, row_bytes, v, y, accumulate, st);
+  return cudaErrorInvalidValue;
+}
+
+size_t x_bytes(int cols, int planes) {
+  return static_cast<size_t>(planes) * cols + static_cast<size_t>(cols / 32) * sizeof(XScale);
+}
+
+cudaError_t quantize(const uint16_t* v, int cols, int planes, int8_t* xq, void* stream) {
+  const auto st = static_cast<cudaStream_t>(stream);
+  const int blocks = (cols / 8 + kThreads - 1) / kThreads;
+  if (planes == 1) quantize_x_kernel<1><<<blocks, kThreads, 0, st>>>(v, cols, xq);
+  else if (planes == 2) quantize_x_kernel<2><<<blocks, kThreads, 0, st>>>(v, cols, xq);
+  else return cudaErrorInvalidValue;
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pre(int type, const void* w, int rows, int cols, int64_t row_bytes,
+                       const int8_t* xq, float* y, bool accumulate, void* stream, int planes) {
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (planes == 1) return launch_pre_p<1>(type, w, rows, cols, row_bytes, xq, y, accumulate, st);
+  if (planes == 2) return launch_pre_p<2>(type, w, rows, cols, row_bytes, xq, y, accumulate, st);
   return cudaErrorInvalidValue;
 }
 

@@ -28,6 +28,15 @@ bool eligible(int type, const void* w, int64_t cols, int64_t row_bytes, const vo
 cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_bytes,
                    const uint16_t* v, float* y, bool accumulate, void* stream, int planes);
 
+// The activation quantized once for several GEMVs over the same v (a projection's parts): xq
+// holds planes * cols int8 codes, then cols / 32 scale records, x_bytes(cols, planes) in all,
+// 16-byte aligned; the same numbers each CTA of launch() computes for itself. launch_pre then
+// reads them instead of v (same results, bit for bit, as launch() with variant 0).
+size_t x_bytes(int cols, int planes);
+cudaError_t quantize(const uint16_t* v, int cols, int planes, int8_t* xq, void* stream);
+cudaError_t launch_pre(int type, const void* w, int rows, int cols, int64_t row_bytes,
+                       const int8_t* xq, float* y, bool accumulate, void* stream, int planes);
+
 // Raises the kernels' shared-memory limit for rows up to max_cols (outside graph capture).
 cudaError_t prepare(int max_cols);
 

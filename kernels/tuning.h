@@ -36,6 +36,11 @@ struct GpuTuning {
   // The int8-activation GEMV kernel variant (kernels/qgemv_wide.h, kVariants): -1 the built-in
   // default, 0 .. 4 that variant (SINKSCOPE_QGEMV_VARIANT).
   int qgemv_variant = -1;
+  // A projection's single-token GEMVs of the int8 kernel share one activation quantization,
+  // done once ahead into device memory (kernels/qgemv.h launch_qgemv_prequant), instead of every
+  // CTA of every part quantizing it into shared memory (SINKSCOPE_QGEMV_PREQUANT=1: on). Off
+  // until its end-to-end speed is measured (docs/performance.md, open goals).
+  bool qgemv_prequant = false;
   bool operator==(const GpuTuning&) const = default;
 };
 
@@ -83,6 +88,7 @@ inline GpuTuning gpu_tuning_from_environment(std::string* ignored = nullptr) {
   switch_from("SINKSCOPE_DECODE_EARLY_LOADS", t.decode_early_loads, ignored);
   switch_from("SINKSCOPE_FUSED_COMBINE", t.decode_fused_combine, ignored);
   int_from("SINKSCOPE_QGEMV_VARIANT", 0, 4, t.qgemv_variant, ignored);
+  switch_from("SINKSCOPE_QGEMV_PREQUANT", t.qgemv_prequant, ignored);
   return t;
 }
 

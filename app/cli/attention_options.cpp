@@ -62,6 +62,10 @@ void add_backend_option(ArgParser& p) {
            "bf16 (default: every matrix converted to bf16, the fastest decode) | native "
            "(Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K projections stay quantized: about a third of the "
            "memory, slower decode)");
+  p.option("--gpu-activations", "PREC",
+           "int16 (default: two int8 planes, about 15 bits) | int8 (one plane, as llama.cpp's "
+           "GEMV: faster, logits further from the CPU's); the single-token products of "
+           "--gpu-weights native Q4_K/Q6_K/Q8_0 projections");
   p.option("--sparse-decode", "MODE",
            "auto (default: a dynamic-sparse decode step runs the dense attention kernels where "
            "the sparse ones are predicted slower, CUDA only) | always (the sparse kernels "
@@ -80,6 +84,11 @@ BackendChoice parse_backend_choice(const ArgParser& p) {
     if (!w) throw UsageError("--gpu-weights: expected native or bf16, got '" + *v + "'");
     c.gpu_weights = *w;
   }
+  if (const auto v = p.get("--gpu-activations")) {
+    const auto a = parse_gpu_activations(*v);
+    if (!a) throw UsageError("--gpu-activations: expected int16 or int8, got '" + *v + "'");
+    c.gpu_activations = *a;
+  }
   if (const auto v = p.get("--sparse-decode")) {
     if (*v == "auto")
       c.sparse_decode = SparseDecodeKernels::kAuto;
@@ -94,6 +103,7 @@ BackendChoice parse_backend_choice(const ArgParser& p) {
 std::unique_ptr<Backend> open_backend(std::shared_ptr<const Model> model, BackendOptions opt,
                                       const BackendChoice& choice, std::string* note) {
   opt.gpu_weights = choice.gpu_weights;
+  opt.gpu_activations = choice.gpu_activations;
   opt.sparse_decode = choice.sparse_decode;
   return make_backend(std::move(model), opt, choice.kind, note);
 }

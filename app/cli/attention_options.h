@@ -21,6 +21,7 @@ AttentionSettings parse_attention_options(const ArgParser& p);
 struct BackendChoice {
   BackendKind kind = BackendKind::kAuto;
   GpuWeights gpu_weights = GpuWeights::kBf16;
+  GpuActivations gpu_activations = GpuActivations::kInt16;
   SparseDecodeKernels sparse_decode = SparseDecodeKernels::kAuto;
 };
 void add_backend_option(ArgParser& p);

@@ -117,6 +117,15 @@ const char* gpu_weights_name(GpuWeights w);  // "native" / "bf16"
 // "native" / "bf16"; nullopt for anything else.
 std::optional<GpuWeights> parse_gpu_weights(std::string_view text);
 
+// The activation precision of the CUDA backend's single-token products of native weights (Q4_K,
+// Q6_K, Q8_0 through the int8 kernel, kernels/qgemv.h): kInt16 (default) two int8 planes per
+// run of 32 elements (about 15 bits, like the CPU backend's int16 products); kInt8 one plane
+// (the Q8_1 activations of llama.cpp's GEMV): half the dot-product work, a faster decode, logits
+// further from the CPU's. Ignored with bf16 weights and by the CPU backend.
+enum class GpuActivations { kInt16, kInt8 };
+const char* gpu_activations_name(GpuActivations a);  // "int16" / "int8"
+std::optional<GpuActivations> parse_gpu_activations(std::string_view text);
+
 // Dynamic-sparse decode steps on the CUDA backend: kAuto runs the dense attention kernels for a
 // step where the sparse ones are predicted slower (kernels/decode_choice.h: head width, cache
 // length, the skipped share measured on recent sparse steps), so turning sparsity on never costs
@@ -149,6 +158,7 @@ struct BackendOptions {
   // products. SINKSCOPE_QGEMV overrides it for every product (benchmarks' A/B runs).
   QgemvMode decode_products = QgemvMode::kInt16Activations;
   GpuWeights gpu_weights = GpuWeights::kBf16;  // CUDA backend only
+  GpuActivations gpu_activations = GpuActivations::kInt16;  // CUDA backend, native weights only
   SparseDecodeKernels sparse_decode = SparseDecodeKernels::kAuto;  // CUDA backend only
 };
 

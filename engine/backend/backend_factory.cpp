@@ -36,6 +36,16 @@ std::optional<GpuWeights> parse_gpu_weights(std::string_view text) {
   return std::nullopt;
 }
 
+const char* gpu_activations_name(GpuActivations a) {
+  return a == GpuActivations::kInt8 ? "int8" : "int16";
+}
+
+std::optional<GpuActivations> parse_gpu_activations(std::string_view text) {
+  if (text == "int16") return GpuActivations::kInt16;
+  if (text == "int8") return GpuActivations::kInt8;
+  return std::nullopt;
+}
+
 bool cuda_available(std::string* why) {
 #ifdef SINKSCOPE_HAVE_CUDA
   return gpu::probe_device(why, nullptr);

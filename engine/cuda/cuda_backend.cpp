@@ -108,6 +108,7 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     if (!why.empty()) throw BackendError("CUDA backend: " + c.name + ": " + why);
   }
   m_gpu_weights = opt.gpu_weights;
+  m_act_planes = opt.gpu_activations == GpuActivations::kInt8 ? 1 : 2;
   m_sparse_decode = opt.sparse_decode;
   restart_decode_choice();
   const WeightPlan wplan = plan_weights(*m_model, m_gpu_weights);
@@ -275,6 +276,9 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     // Shared-memory limits of the quantized GEMV set now: not while a decode graph is captured.
     // (Native projections have rows within the stage, qgemv_shape_error; clamp the others.)
     SS_LAUNCH(kernels::qgemv_prepare(std::min(std::max({c.n_embd, c.q_dim(), c.n_ff}), 227 * 1024 / 4)));
+    // The single-token products' activation, quantized once per projection (linear_proj).
+    const size_t xq = kernels::qgemv_x_bytes(std::max({c.n_embd, c.q_dim(), c.n_ff}), 2);
+    if (xq) m_xq = alloc(xq, "int8 activation of the quantized GEMVs");
   }
   m_q = alloc(B * Q * 2, "rotated queries");
   m_att = alloc(B * Q * 2, "attention output");

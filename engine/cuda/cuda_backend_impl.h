@@ -376,6 +376,7 @@ class CudaBackendImpl final : public CudaBackend {
   AttentionSettings m_attn;
   CudaBackendOptions m_copt;
   GpuWeights m_gpu_weights = GpuWeights::kBf16;  // BackendOptions::gpu_weights
+  int m_act_planes = 2;  // BackendOptions::gpu_activations: int8 planes of the quantized GEMVs
   // The sparse-asked decode steps' kernel choice (BackendOptions::sparse_decode,
   // kernels/decode_choice.h) and what it did; reset() and set_attention() start it afresh.
   SparseDecodeKernels m_sparse_decode = SparseDecodeKernels::kAuto;
@@ -440,6 +441,7 @@ class CudaBackendImpl final : public CudaBackend {
   DeviceBuffer m_stage;
   // bf16 scratch of the largest quantized projection: the prefill's dequantized weights.
   DeviceBuffer m_wscratch;
+  DeviceBuffer m_xq;  // kernels::qgemv_x_bytes of the widest projection input, two planes
   int m_stage_rows = 0;
   std::vector<float> m_h_rope;  // pageable staging of ring rows (cos | sin)
   RopeTable m_rope_host;        // the CPU's angles, for the ring rows

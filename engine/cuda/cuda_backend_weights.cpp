@@ -226,11 +226,25 @@ void CudaBackendImpl::linear_proj(cudaStream_t s, Blas& blas, const uint16_t* in
     return;
   }
   if (n == 1) {
-    // One token: the GEMV reads the blocks; each part writes its rows of out.
+    // One token: the GEMV reads the blocks; each part writes its rows of out. Parts of the int8
+    // kernel's formats share one activation quantization (tuning qgemv_prequant) or quantize it
+    // per CTA; the other formats take the fp32-activation kernel.
+    const bool acc = beta != 0.0f;
+    bool pre = m_copt.tuning.qgemv_prequant && m_xq.bytes() >= kernels::qgemv_x_bytes(w.in, m_act_planes);
+    for (int i = 0; i < w.n_parts && pre; ++i)
+      pre = kernels::qgemv_int8_activation(w.parts[i].type, w.parts[i].data, w.in, m_xq.get());
+    if (pre) SS_LAUNCH(kernels::launch_qgemv_quantize_x(in, w.in, m_act_planes, m_xq.get(), s));
     int row0 = 0;
     for (int i = 0; i < w.n_parts; ++i) {
       const QuantPart& q = w.parts[i];
-      SS_LAUNCH(kernels::launch_qgemv(q.type, q.data, q.rows, w.in, in, out + row0, beta != 0.0f, s));
+      if (pre)
+        SS_LAUNCH(kernels::launch_qgemv_prequant(q.type, q.data, q.rows, w.in, m_xq.get(), out + row0,
+                                                 acc, m_act_planes, s));
+      else if (kernels::qgemv_int8_activation(q.type, q.data, w.in, in))
+        SS_LAUNCH(kernels::launch_qgemv_int8(q.type, q.data, q.rows, w.in, in, out + row0, acc,
+                                             m_act_planes, s));
+      else
+        SS_LAUNCH(kernels::launch_qgemv_f32(q.type, q.data, q.rows, w.in, in, out + row0, acc, s));
       row0 += q.rows;
     }
     return;

@@ -3,9 +3,11 @@
 // prompt and greedy decode tokens/s (256 tokens after that prompt), median of several
 // repetitions, decode with CUDA Graphs and eagerly. Prints a table; optional CSV.
 //   bench_e2e [--csv FILE] [--ids FILE] [--prompt N] [--decode N] [--reps N]
-//             [--weights native|bf16] [--no-eager]
+//             [--weights native|bf16] [--act int16|int8] [--no-eager]
 // --weights: projections in their file format on the GPU (default) or all bf16 (BackendOptions::
 // gpu_weights); the device weight bytes are printed with the table.
+// --act: the activation precision of the quantized GEMVs with native weights (BackendOptions::
+// gpu_activations).
 // --no-eager: only the CUDA-graph engine (long prompts, where the eager row adds nothing).
 // --ids writes the prompt's token ids (one line, space-separated) for hf_e2e_bench.py.
 // Without a GPU or the model: "SKIP: <reason>", exit 0.
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
   std::string csv, ids_path;
   int n_prompt = 2048, n_decode = 256, reps = 5;
   GpuWeights weights = GpuWeights::kBf16;
+  GpuActivations act = GpuActivations::kInt16;
   bool with_eager = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -107,11 +110,13 @@ int main(int argc, char** argv) {
       with_eager = false;
     else if (a == "--weights" && parse_gpu_weights(argv[i + 1 < argc ? i + 1 : i]))
       weights = *parse_gpu_weights(next());
+    else if (a == "--act" && parse_gpu_activations(argv[i + 1 < argc ? i + 1 : i]))
+      act = *parse_gpu_activations(next());
     else {
       std::fprintf(
           stderr,
           "usage: bench_e2e [--csv FILE] [--ids FILE] [--prompt N] [--decode N] [--reps N] "
-          "[--weights native|bf16] [--no-eager]\n");
+          "[--weights native|bf16] [--act int16|int8] [--no-eager]\n");
       return 2;
     }
   }
@@ -131,6 +136,7 @@ int main(int argc, char** argv) {
     BackendOptions opt;
     opt.max_context = n_prompt + n_decode;
     opt.gpu_weights = weights;
+    opt.gpu_activations = act;
     auto graphs = make_cuda_backend(model, opt);
     const Result rg = bench(*graphs, prompt, n_decode, reps);
     Result re;
@@ -143,6 +149,7 @@ int main(int argc, char** argv) {
     const CudaGraphStats s = graphs->graph_stats();
     std::printf("device: %s   model: %s\n", graphs->name().c_str(),
                 path.filename().string().c_str());
+    std::printf("activations (native GEMVs): %s\n", gpu_activations_name(act));
     std::printf("weights: %s; device memory held by the backend: %.1f MiB\n",
                 gpu_weights_name(weights), double(graphs->device_bytes()) / (1024.0 * 1024.0));
     std::printf("prompt %d tokens, greedy decode %d tokens, median of %d runs (after 1 warm-up)\n",

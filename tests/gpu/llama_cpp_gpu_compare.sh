@@ -11,11 +11,12 @@
 #        build/carry/llama-src.tar.xz, about 6 MB)
 #   bash tests/gpu/llama_cpp_gpu_compare.sh run --src TARBALL --ours BENCH_E2E --model FILE
 #        [--lens "512 2048 8000"] [--decode 128] [--rounds 2] [--weights native|bf16]
-#        [--fa "1 0"] [--reps 3] [--build DIR] [--out DIR]
+#        [--fa "1 0"] [--reps 3] [--act int16|int8] [--build DIR] [--out DIR]
 #        (on the GPU machine: builds llama-bench for sm_90 once into --build, default
 #        /tmp/llama-cpp-cuda, then measures; CSV and logs into --out, default build/llama_cpp_gpu;
 #        --fa: llama.cpp's flash-attention settings to run, --reps: repetitions per measurement
-#        on both sides, for long prompts where 3 take minutes)
+#        on both sides, for long prompts where 3 take minutes; --act: bench_e2e's activation
+#        precision of the native quantized GEMVs, int8 being llama.cpp's own)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mode=${1:-}
@@ -46,7 +47,7 @@ if [[ "$mode" == pack ]]; then
 fi
 
 [[ "$mode" == run ]] || { sed -n 2,15p "$0"; exit 2; }
-SRC="" OURS="" MODEL="" LENS="512 2048 8000" DECODE=128 ROUNDS=2 BUILD=/tmp/llama-cpp-cuda WEIGHTS=""
+SRC="" OURS="" MODEL="" LENS="512 2048 8000" DECODE=128 ROUNDS=2 BUILD=/tmp/llama-cpp-cuda WEIGHTS="" ACT=""
 FA="1 0" REPS=3
 OUTDIR=$ROOT/build/llama_cpp_gpu
 while [[ $# -gt 0 ]]; do
@@ -58,6 +59,7 @@ while [[ $# -gt 0 ]]; do
     --decode) DECODE=$2; shift ;;
     --rounds) ROUNDS=$2; shift ;;
     --weights) WEIGHTS=$2; shift ;;
+    --act) ACT=$2; shift ;;
     --fa) FA=$2; shift ;;
     --reps) REPS=$2; shift ;;
     --build) BUILD=$2; shift ;;
@@ -96,7 +98,7 @@ for r in $(seq 1 "$ROUNDS"); do
       tg=$(python3 -c "import csv; print(list(csv.DictReader(open('$OUTDIR/lc_tg.csv')))[-1]['avg_ts'])" 2>/dev/null || echo nan)
       echo "$r,$L,llama.cpp,$fa,$pp,$tg" >>"$csv"
     done
-    SINKSCOPE_MODEL="$MODEL" "$OURS" --prompt "$L" --decode "$DECODE" --reps "$REPS" --no-eager ${WEIGHTS:+--weights "$WEIGHTS"} \
+    SINKSCOPE_MODEL="$MODEL" "$OURS" --prompt "$L" --decode "$DECODE" --reps "$REPS" --no-eager ${WEIGHTS:+--weights "$WEIGHTS"} ${ACT:+--act "$ACT"} \
       --csv "$OUTDIR/ours.csv" >"$OUTDIR/ours_$L.log" 2>&1 ||
       { cat "$OUTDIR/ours_$L.log" >&2; exit 1; }
     python3 - "$OUTDIR/ours.csv" "$r" "$L" >>"$csv" <<'PY'

@@ -6,9 +6,8 @@
 //   q4_k: every matrix whose rows are a multiple of 256 long re-quantized to Q4_K (SmolLM2's
 //         576-long rows are not: those tensors keep their type, so the file mixes Q4_K with the
 //         original type, and the backend mixes the quantized GEMV with bf16 for them).
-// Gates as tests/gpu/test_cuda_backend.cpp: teacher-forced logits, mean KL(cpu || gpu) <= 1e-3
-// nats and top-1 agreement >= 99 %, for one 400-token prefill and for prefill 64 + 192 decode
-// steps. Plain executable: "SKIP: <reason>" and exit 0 without a GPU or the model.
+// Teacher-forced logits for one 400-token prefill and for prefill 64 + 192 decode steps, with
+// both activation precisions of the quantized GEMVs; gates at check_model. Plain executable: "SKIP: <reason>" and exit 0 without a GPU or the model.
 //   model: $SINKSCOPE_MODEL, else sinkscope::default_model_path()
 #include <unistd.h>
 
@@ -73,7 +72,12 @@ std::vector<float> prefill_then_decode(Backend& be, const std::vector<TokenId>& 
   return all;
 }
 
-void check_model(const std::filesystem::path& path, const std::string& tag) {
+// Gates per activation precision of the quantized GEMVs (BackendOptions::gpu_activations):
+// int16 (two int8 planes, about 15 bits, like the CPU's int16 products): mean KL <= 1e-3; int8
+// (one plane, llama.cpp's Q8_1 activations): mean KL <= 5e-3. Top-1 agreement is gated on the
+// rows where the CPU's top-2 gap is at least 0.25 logits (>= 99 %): on near-ties two correct
+// roundings may pick different tokens; the plain top-1 share is printed too.
+void check_model(const std::filesystem::path& path, const std::string& tag, GpuActivations act) {
   const auto model = Model::load(path);
   const int V = model->config().n_vocab;
   std::vector<TokenId> text = model->tokenizer().encode(gpu_test::kText);
@@ -83,25 +87,40 @@ void check_model(const std::filesystem::path& path, const std::string& tag) {
   auto cpu = make_cpu_backend(model, {});
   BackendOptions native;
   native.gpu_weights = GpuWeights::kNative;
+  native.gpu_activations = act;
   auto gpu = make_cuda_backend(model, native);
+  const std::string name = tag + "_" + gpu_activations_name(act);
+  const double kl_gate = act == GpuActivations::kInt8 ? 5e-3 : 1e-3;
+  constexpr double kGap = 0.25;
   std::string why;
   const bool fused = gpu->fused_decode(&why);
-  std::printf("%s: %.1f MiB of device memory; decode %s\n", tag.c_str(),
+  std::printf("%s: %.1f MiB of device memory; decode %s\n", name.c_str(),
               double(gpu->device_bytes()) / (1 << 20),
               fused ? "fused (no projection kept quantized)" : ("unfused: " + why).c_str());
+  auto gate = [&](const std::vector<float>& ref, const std::vector<float>& test,
+                  const std::string& what) {
+    const gpu_test::Agreement a = gpu_test::compare(ref, test, V);
+    int rows = 0;
+    const double ct = gpu_test::confident_top1(ref, test, V, kGap, &rows);
+    char extra[160];
+    std::snprintf(extra, sizeof extra, "; top-1 on %d rows with a gap >= %.2f: %.2f %% (gates: "
+                  "mean KL <= %.0e, that top-1 >= 99 %%)", rows, kGap, 100.0 * ct, kl_gate);
+    check(a.finite && a.mean_kl <= kl_gate && ct >= 0.99, name + what, a.str() + extra);
+  };
   std::vector<float> lc, lg;
   cpu->forward(ids, LogitsMode::kAll, lc);
   gpu->forward(ids, LogitsMode::kAll, lg);
-  const gpu_test::Agreement a = gpu_test::compare(lc, lg, V);
-  check(a.finite && a.mean_kl <= 1e-3 && a.top1 >= 0.99, tag + "_prefill_teacher_forced",
-        a.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
+  gate(lc, lg, "_prefill_teacher_forced");
   cpu->reset();
   gpu->reset();
   const std::vector<float> dc = prefill_then_decode(*cpu, ids, 64, 192);
   const std::vector<float> dg = prefill_then_decode(*gpu, ids, 64, 192);
-  const gpu_test::Agreement d = gpu_test::compare(dc, dg, V);
-  check(d.finite && d.mean_kl <= 1e-3 && d.top1 >= 0.99, tag + "_decode_teacher_forced",
-        d.str() + " (gates: mean KL <= 1e-3, top-1 >= 99 %)");
+  gate(dc, dg, "_decode_teacher_forced");
+}
+
+void check_model(const std::filesystem::path& path, const std::string& tag) {
+  for (GpuActivations act : {GpuActivations::kInt16, GpuActivations::kInt8})
+    check_model(path, tag, act);
 }
 
 }  // namespace

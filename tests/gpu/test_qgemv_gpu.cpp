@@ -14,6 +14,8 @@
 //         |gpu - W.v| <= sum_i |w_i| (s_b/2 (1 + 2^-16) + (|v_i| + d_b) 2^-20) + that fp32 bound,
 //         s_b the last plane's step of v's run of 32 (d_b = amax/127 with one plane, d_b/254 with
 //         two). The relative RMS of gpu - W.v over the rows is printed.
+//   prequant (launch_qgemv_quantize_x + launch_qgemv_prequant, one and two planes): equal bit
+//         for bit to launch_qgemv_int8's variant 0, which quantizes inside each CTA.
 //   Dequantize to bf16 (the prefill's GEMM input): bit for bit equal to fp32_to_bf16 of the CPU
 //         dequantization.
 // Shapes: odd row counts (a partial last CTA), K = 256 .. 14336 (shared memory above 48 KiB),
@@ -21,7 +23,8 @@
 // output matrix of Q4_K_M files), and weights at 2 and 10 bytes past a 16-byte boundary (the
 // Q6_K / Q8_0 staging offsets; Q4_K then takes the f32 path). --bench (--bench-only skips the
 // checks): decode-GEMV GB/s and % of 4.8 TB/s per format, path and Llama-3-8B shape, weights
-// rotated through copies larger than L2. Plain executable: "SKIP: ..." and exit 0 without a GPU;
+// rotated through copies larger than L2 ("pre": the GEMV on an activation quantized ahead,
+// "q+pre": with its quantization launch). Plain executable: "SKIP: ..." and exit 0 without a GPU;
 // exit 1 on any failure.
 #include <cuda_runtime.h>
 
@@ -237,6 +240,50 @@ void check_gemv(const Matrix& m, GgmlType t, const uint8_t* dw, const std::vecto
   }
 }
 
+// The activation quantized once ahead (launch_qgemv_quantize_x + launch_qgemv_prequant) against
+// the kernel that quantizes it per CTA (launch_qgemv_int8, variant 0): equal bit for bit, store
+// and accumulate, one and two planes.
+void check_prequant(GgmlType t, const uint8_t* dw, int rows, int cols, const uint16_t* dv,
+                    const std::vector<float>& y0, float* dy, const std::string& name) {
+  const int ti = static_cast<int>(t);
+  if (!kernels::qgemv_int8_activation(ti, dw, cols, dv)) return;
+  const int keep = kernels::qgemv_wide_variant();
+  kernels::set_qgemv_wide_variant(0);
+  DevBuf<uint8_t> xq(kernels::qgemv_x_bytes(cols, 2));
+  std::vector<float> want(y0.size()), got(y0.size());
+  for (int planes : {1, 2}) {
+    for (int accumulate = 0; accumulate < 2; ++accumulate) {
+      const bool acc = accumulate != 0;
+      auto run = [&](bool pre, std::vector<float>& out) {
+        if (acc) {
+          SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
+        } else {
+          SINKSCOPE_CUDA_CHECK(cudaMemset(dy, 0xff, y0.size() * 4));
+        }
+        if (pre) {
+          SINKSCOPE_CUDA_CHECK(cudaMemset(xq.p, 0x5a, kernels::qgemv_x_bytes(cols, 2)));
+          require(kernels::launch_qgemv_quantize_x(dv, cols, planes, xq.p, nullptr));
+          require(kernels::launch_qgemv_prequant(ti, dw, rows, cols, xq.p, dy, acc, planes, nullptr));
+        } else {
+          require(kernels::launch_qgemv_int8(ti, dw, rows, cols, dv, dy, acc, planes, nullptr));
+        }
+        SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+        SINKSCOPE_CUDA_CHECK(cudaMemcpy(out.data(), dy, out.size() * 4, cudaMemcpyDeviceToHost));
+      };
+      run(false, want);
+      run(true, got);
+      size_t diff = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        diff += std::memcmp(&got[i], &want[i], 4) != 0;
+      check(diff == 0,
+            name + " prequant int8x" + std::to_string(planes) + (acc ? " accumulate" : " store"),
+            std::to_string(diff) + " of " + std::to_string(got.size()) +
+                " rows differ from the per-CTA quantization");
+    }
+  }
+  kernels::set_qgemv_wide_variant(keep);
+}
+
 // all_paths false: the one-plane path is left out (the vocab-size case, to bound the host time).
 void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset, bool all_paths = true) {
   std::mt19937 rng(seed);
@@ -268,6 +315,7 @@ void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset, boo
   }
   kernels::set_qgemv_wide_variant(keep);
   check_gemv(m, t, dw, v, dv.p, y0, dy.p, Path::kF32, name);
+  check_prequant(t, dw, rows, cols, dv.p, y0, dy.p, name);
 
   // Dequantize to bf16.
   DevBuf<uint16_t> dout(m.deq.size());
@@ -456,6 +504,24 @@ void bench() {
         }
       }
       kernels::set_qgemv_wide_variant(keep);
+      if (int8) {
+        // The activation quantized once ahead: "pre" the GEMV alone (x shared by a
+        // projection's parts), "q+pre" with its quantization launch.
+        DevBuf<uint8_t> xq(kernels::qgemv_x_bytes(s.cols, 2));
+        for (int planes : {2, 1}) {
+          require(kernels::launch_qgemv_quantize_x(v.p, s.cols, planes, xq.p, nullptr));
+          for (int with_q = 0; with_q < 2; ++with_q) {
+            const double us = time_us([&](int i) {
+              const uint8_t* wi = w.p + bytes * size_t(i % copies);
+              if (with_q) require(kernels::launch_qgemv_quantize_x(v.p, s.cols, planes, xq.p, nullptr));
+              require(kernels::launch_qgemv_prequant(ti, wi, s.rows, s.cols, xq.p, y.p, true,
+                                                     planes, nullptr));
+            });
+            const std::string path = std::string(with_q ? "q+pre" : "pre") + "x" + std::to_string(planes);
+            row(s, ggml_type_name(t), path.c_str(), us, double(bytes));
+          }
+        }
+      }
     }
   }
   cudaEventDestroy(e0);

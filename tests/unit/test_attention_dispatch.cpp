@@ -503,7 +503,7 @@ constexpr const char* kTuningVars[] = {
     "SINKSCOPE_CUDA_GRAPHS", "SINKSCOPE_FUSED_DECODE", "SINKSCOPE_PDL",
     "SINKSCOPE_PREFILL_WS", "SINKSCOPE_PREFILL_WS_SPARSE", "SINKSCOPE_WS_DENSE_CONSUMERS",
     "SINKSCOPE_WS_SPARSE_CONSUMERS", "SINKSCOPE_DECODE_CTAS_PER_SM", "SINKSCOPE_DECODE_EARLY_LOADS",
-    "SINKSCOPE_FUSED_COMBINE", "SINKSCOPE_QGEMV_VARIANT"};
+    "SINKSCOPE_FUSED_COMBINE", "SINKSCOPE_QGEMV_VARIANT", "SINKSCOPE_QGEMV_PREQUANT"};
 struct TuningEnv {
   TuningEnv() {
     for (const char* v : kTuningVars) unsetenv(v);
@@ -527,6 +527,7 @@ TEST(GpuTuning, DefaultsAreWhatShips) {
   EXPECT_EQ(t.ws_sparse_consumers, 0);
   EXPECT_EQ(t.decode_ctas_per_sm, 0);
   EXPECT_EQ(t.qgemv_variant, -1);
+  EXPECT_FALSE(t.qgemv_prequant);
 }
 
 TEST(GpuTuning, EveryVariableSetsItsField) {
@@ -541,6 +542,8 @@ TEST(GpuTuning, EveryVariableSetsItsField) {
   setenv("SINKSCOPE_DECODE_CTAS_PER_SM", "4", 1);
   setenv("SINKSCOPE_DECODE_EARLY_LOADS", "0", 1);
   setenv("SINKSCOPE_FUSED_COMBINE", "1", 1);
+  setenv("SINKSCOPE_QGEMV_VARIANT", "2", 1);
+  setenv("SINKSCOPE_QGEMV_PREQUANT", "1", 1);
   std::string ignored;
   const GpuTuning t = gpu_tuning_from_environment(&ignored);
   EXPECT_TRUE(ignored.empty()) << ignored;
@@ -550,6 +553,8 @@ TEST(GpuTuning, EveryVariableSetsItsField) {
   EXPECT_EQ(t.ws_dense_consumers, 3);
   EXPECT_EQ(t.ws_sparse_consumers, 2);
   EXPECT_EQ(t.decode_ctas_per_sm, 4);
+  EXPECT_EQ(t.qgemv_variant, 2);
+  EXPECT_TRUE(t.qgemv_prequant);
 }
 
 TEST(GpuTuning, OutOfRangeValuesKeepTheDefaultAndAreNamed) {
@@ -558,11 +563,13 @@ TEST(GpuTuning, OutOfRangeValuesKeepTheDefaultAndAreNamed) {
   setenv("SINKSCOPE_DECODE_CTAS_PER_SM", "9", 1);
   setenv("SINKSCOPE_PDL", "off", 1);
   setenv("SINKSCOPE_FUSED_DECODE", "", 1);  // empty: unset
+  setenv("SINKSCOPE_QGEMV_PREQUANT", "yes", 1);
   std::string ignored;
   const GpuTuning t = gpu_tuning_from_environment(&ignored);
   EXPECT_EQ(t, GpuTuning{});
   EXPECT_NE(ignored.find("SINKSCOPE_WS_SPARSE_CONSUMERS=4"), std::string::npos) << ignored;
   EXPECT_NE(ignored.find("SINKSCOPE_DECODE_CTAS_PER_SM=9"), std::string::npos) << ignored;
   EXPECT_NE(ignored.find("SINKSCOPE_PDL=off"), std::string::npos) << ignored;
+  EXPECT_NE(ignored.find("SINKSCOPE_QGEMV_PREQUANT=yes"), std::string::npos) << ignored;
   EXPECT_EQ(ignored.find("FUSED_DECODE"), std::string::npos) << ignored;
 }

@@ -115,6 +115,21 @@ TEST(CliArgs, GpuWeightsOption) {
   EXPECT_FALSE(sinkscope::parse_gpu_weights("BF16").has_value());
 }
 
+TEST(CliArgs, GpuActivationsOption) {
+  // int16 (two int8 planes) by default, int8 on request, anything else named in the error.
+  EXPECT_EQ(sinkscope::cli::parse_generate_args(argv_of({"--prompt", "Hi"})).backend.gpu_activations,
+            sinkscope::GpuActivations::kInt16);
+  const auto opt = sinkscope::cli::parse_generate_args(
+      argv_of({"--prompt", "Hi", "--gpu-weights", "native", "--gpu-activations", "int8"}));
+  EXPECT_EQ(opt.backend.gpu_activations, sinkscope::GpuActivations::kInt8);
+  const std::string e = generate_error({"--prompt", "Hi", "--gpu-activations", "fp8"});
+  EXPECT_NE(e.find("--gpu-activations"), std::string::npos) << e;
+  EXPECT_NE(e.find("fp8"), std::string::npos) << e;
+  EXPECT_STREQ(sinkscope::gpu_activations_name(sinkscope::GpuActivations::kInt8), "int8");
+  EXPECT_EQ(sinkscope::parse_gpu_activations("int16"), sinkscope::GpuActivations::kInt16);
+  EXPECT_FALSE(sinkscope::parse_gpu_activations("INT8").has_value());
+}
+
 TEST(CliArgs, SparseDecodeOption) {
   // Default: the backend chooses the faster kernels; always on request; the rest is an error.
   using sinkscope::SparseDecodeKernels;
