@@ -7,7 +7,8 @@
 # workbench's control-change latency at 2K and 32K tokens. Tables go to stdout; logs and CSV to
 # $OUT (default build/gpu-results/scale).
 #   STAGES   which parts, in order (default "models e2e attn ttft latency"):
-#     models   make the 8B-shape files (SHAPES, default "llama3-8b:q4_k_m") into $SCALE_DIR
+#     models   make the 8B-shape files (SHAPES, default "llama3-8b:q4_k_m llama3-8b:q8_0") into
+#              $SCALE_DIR
 #     e2e      bench_e2e on each file: prefill of each of E2E_LENS tokens (default
 #              "8192 32768 131072") then E2E_DECODE (default 64) decode steps, weights
 #              E2E_WEIGHTS (default "bf16 native"); device memory per model and context
@@ -17,16 +18,29 @@
 #              "8192 32768"), targets TTFT_TARGETS (default "0.6,0.75")
 #     latency  bench_view_latency --backend cuda at LAT_LENS (default "2048 32768") tokens on
 #              LAT_MODEL (default: the real model)
+#     decode   the 8B files' decode with native weights, both activation precisions (int16,
+#              int8) with and without the activation quantized once per projection
+#              (SINKSCOPE_QGEMV_PREQUANT): 2K prompt, 128 steps, median of 3
+#     llama    llama_cpp_gpu_compare.sh on the real model (bf16 weights; lengths LLAMA_SMOL_LENS,
+#              default "512 2048 8000") and on each 8B file (native weights, LLAMA_ACT, default
+#              int16; lengths LLAMA_LENS, default "512 2048 8192 32768"): prefill of L tokens and
+#              128 decode steps at depth L, llama.cpp with flash attention on and off, one round;
+#              needs LLAMA_SRC (the pack step's tarball; llama-bench is built once, ~5 min)
+#     report   every table above that was written, into $OUT/report.md, with the date, the GPU
+#              and the commit (COMMIT, else git's HEAD when there is a .git)
+#   The default STAGES run all of it, which takes longer than one device call: start it with
+#   tests/gpu/detach.sh and poll in the following calls (docs/gpu.md).
 #   BIN        folder with the programs (default $BUILD/tests/gpu, $BUILD/app/cli; or a folder
 #              holding all of them, e.g. the prebuilt archive's bin/)
 #   SCALE_DIR  where the 8B files go (default /tmp/sinkscope-scale; 5-9 GB each)
+#   MODEL_WAIT seconds the ttft, latency and llama stages wait for the real model file
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
 OUT=${OUT:-$ROOT/build/gpu-results/scale}
 SCALE_DIR=${SCALE_DIR:-/tmp/sinkscope-scale}
-STAGES=${STAGES:-models e2e attn ttft latency}
-SHAPES=${SHAPES:-llama3-8b:q4_k_m}
+STAGES=${STAGES:-models e2e decode attn ttft latency llama report}
+SHAPES=${SHAPES:-llama3-8b:q4_k_m llama3-8b:q8_0}
 mkdir -p "$OUT" "$SCALE_DIR"
 [[ -n "${MODEL:-}" ]] && export SINKSCOPE_MODEL="$MODEL"
 
@@ -43,10 +57,21 @@ need() {  # name: the path, or a SKIP line and a non-zero status
   echo "$p"
 }
 file_of() { echo "$SCALE_DIR/${1%%:*}-${1##*:}.gguf"; }  # shape:type -> its file
+# Stages on the real model wait up to MODEL_WAIT seconds (default 0) for $SINKSCOPE_MODEL to
+# appear: a run started before the last of its parts has travelled (docs/gpu.md).
+wait_model() {
+  local waited=0
+  while [[ -n "${SINKSCOPE_MODEL:-}" && ! -s "$SINKSCOPE_MODEL" && $waited -lt ${MODEL_WAIT:-0} ]]; do
+    ((waited == 0)) && echo "waiting up to ${MODEL_WAIT} s for $SINKSCOPE_MODEL"
+    sleep 10
+    waited=$((waited + 10))
+  done
+}
 
 rc=0
 for stage in $STAGES; do
-  echo "################ scale: $stage ################"
+  echo "################ scale: $stage ($(date -u +%H:%M:%S)) ################"
+  case "$stage" in ttft | latency | llama) wait_model ;; esac
   case "$stage" in
     models)
       cli=$(need sinkscope-cli) || continue
@@ -108,7 +133,68 @@ for stage in $STAGES; do
           --tokens "$L" --reps "${LAT_REPS:-3}" 2>&1 | tee "$OUT/latency_$L.log" | grep -E "control change|^\||SKIP|FAIL"
       done
       ;;
-    *) echo "run_scale: unknown stage '$stage' (models e2e attn ttft latency)" >&2; exit 2 ;;
+    decode)
+      e2e=$(need bench_e2e) || continue
+      table="$OUT/decode_ab.md"
+      echo "| model | activations | quantized once per projection | decode tok/s (2K prompt, 128 steps) |" >"$table"
+      echo "|---|---|---|--:|" >>"$table"
+      for st in $SHAPES; do
+        f=$(file_of "$st")
+        [[ -s "$f" ]] || { echo "SKIP: $f missing (stage models)"; continue; }
+        for act in int16 int8; do
+          for pq in 0 1; do
+            log="$OUT/decode_${st/:/_}_${act}_$pq.log"
+            SINKSCOPE_QGEMV_PREQUANT=$pq SINKSCOPE_MODEL="$f" timeout 300 "$e2e" --prompt 2048 \
+              --decode 128 --reps 3 --weights native --act "$act" --no-eager >"$log" 2>&1 || rc=1
+            tps=$(awk -F'|' '/sinkscope cuda graph/ {gsub(/ /,""); print $5}' "$log")
+            echo "| $st | $act | $( ((pq)) && echo yes || echo no) | ${tps:-failed} |" >>"$table"
+          done
+        done
+      done
+      cat "$table"
+      ;;
+    llama)
+      e2e=$(need bench_e2e) || continue
+      [[ -f "${LLAMA_SRC:-}" ]] || { echo "SKIP: llama: LLAMA_SRC (llama_cpp_gpu_compare.sh pack) not set or missing"; continue; }
+      runs=()
+      [[ -s "${SINKSCOPE_MODEL:-}" ]] && runs+=("$SINKSCOPE_MODEL|bf16|${LLAMA_SMOL_LENS:-512 2048 8000}")
+      for st in $SHAPES; do
+        f=$(file_of "$st")
+        [[ -s "$f" ]] && runs+=("$f|native|${LLAMA_LENS:-512 2048 8192 32768}")
+      done
+      for r in "${runs[@]}"; do
+        IFS='|' read -r f w lens <<<"$r"
+        name=$(basename "$f" .gguf)
+        echo "--- $name ($w weights)"
+        timeout 1800 bash "$ROOT/tests/gpu/llama_cpp_gpu_compare.sh" run --src "$LLAMA_SRC" \
+          --ours "$e2e" --model "$f" --lens "$lens" --decode 128 --rounds 1 --reps 1 --fa "1 0" \
+          --weights "$w" $([[ $w == native ]] && echo --act "${LLAMA_ACT:-int16}") \
+          --out "$OUT/llama_$name" 2>&1 | tee "$OUT/llama_$name.log" | tail -8
+        ((PIPESTATUS[0] == 0)) || rc=1
+        { echo "$name, $w weights$([[ $w == native ]] && echo ", ${LLAMA_ACT:-int16} activations"):"; echo
+          grep '^|' "$OUT/llama_$name.log"; echo; } >"$OUT/llama_$name.md"
+      done
+      ;;
+    report)
+      rep="$OUT/report.md"
+      commit=${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+      gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+      {
+        echo "# Real-size models on the GPU: $(date -u +%Y-%m-%d), ${gpu:-unknown GPU}, commit $commit"
+        echo
+        section() { [[ -s "$2" ]] && { echo "## $1"; echo; cat "$2"; echo; }; }
+        section "Speed and device memory (e2e)" "$OUT/e2e.md"
+        section "8B decode: activation precision, quantization once per projection" "$OUT/decode_ab.md"
+        for f in "$OUT"/llama_*.md; do section "Against llama.cpp: $(basename "$f" .md | sed 's/^llama_//')" "$f"; done
+        [[ -s "$OUT/ttft.log" ]] && { echo "## TTFT, dense against dynamic-sparse"; echo; grep -E '^\|' "$OUT/ttft.log"; echo; }
+        [[ -s "$OUT/skip_sweep.log" ]] && { echo "## Sparse prefill at the 8B attention shape"; echo; grep -E "=== skip sweep|^\|" "$OUT/skip_sweep.log"; echo; }
+        for f in "$OUT"/latency_*.log; do
+          [[ -s "$f" ]] && { echo "## Workbench latency, $(basename "$f" .log | sed 's/latency_//') tokens"; echo; grep -E "control change|^\|" "$f"; echo; }
+        done
+      } >"$rep"
+      echo "report: $rep ($(grep -c '^|' "$rep") table rows)"
+      ;;
+    *) echo "run_scale: unknown stage '$stage' (models e2e decode attn ttft latency llama report)" >&2; exit 2 ;;
   esac
 done
 exit $rc
