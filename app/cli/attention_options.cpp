@@ -59,9 +59,10 @@ AttentionSettings parse_attention_options(const ArgParser& p) {
 void add_backend_option(ArgParser& p) {
   p.option("--backend", "KIND", "auto (default: CUDA when a GPU is usable, else CPU) | cpu | cuda");
   p.option("--gpu-weights", "MODE",
-           "bf16 (default: every matrix converted to bf16, the fastest decode) | native "
-           "(Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K projections stay quantized: about a third of the "
-           "memory, slower decode)");
+           "auto (default: bf16 where it fits the GPU with room for a second backend, else "
+           "native) | bf16 (every matrix converted to bf16: fused decode kernels, faster "
+           "prefill) | native (Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K projections stay quantized: about "
+           "a third of the memory)");
   p.option("--gpu-activations", "PREC",
            "int16 (default: two int8 planes, about 15 bits) | int8 (one plane, as llama.cpp's "
            "GEMV: faster, logits further from the CPU's); the single-token products of "
@@ -81,7 +82,7 @@ BackendChoice parse_backend_choice(const ArgParser& p) {
   }
   if (const auto v = p.get("--gpu-weights")) {
     const auto w = parse_gpu_weights(*v);
-    if (!w) throw UsageError("--gpu-weights: expected native or bf16, got '" + *v + "'");
+    if (!w) throw UsageError("--gpu-weights: expected auto, native or bf16, got '" + *v + "'");
     c.gpu_weights = *w;
   }
   if (const auto v = p.get("--gpu-activations")) {

@@ -20,7 +20,7 @@ AttentionSettings parse_attention_options(const ArgParser& p);
 // --sparse-decode auto|always (the last two matter on the CUDA backend only).
 struct BackendChoice {
   BackendKind kind = BackendKind::kAuto;
-  GpuWeights gpu_weights = GpuWeights::kBf16;
+  GpuWeights gpu_weights = GpuWeights::kAuto;
   GpuActivations gpu_activations = GpuActivations::kInt16;
   SparseDecodeKernels sparse_decode = SparseDecodeKernels::kAuto;
 };

@@ -109,12 +109,13 @@ struct QkvCaptureRequest {
 // Where the CUDA backend keeps the projection matrices (QKV, O, gate|up, down). kNative: in their
 // file layout when it is Q8_0, Q4_0, Q4_1, Q4_K, Q5_K or Q6_K (decode reads the blocks directly,
 // prefill dequantizes into a bf16 scratch for cuBLAS; other types are converted to bf16). kBf16:
-// every matrix converted to bf16 (the fused bf16 decode kernels), the default: on an H200 its
-// decode is 2.5x (SmolLM2) to 1.8x (8B Q4_K_M) faster than the byte-wise quantized GEMV, which
-// only pays where bf16 weights do not fit (docs/performance.md). The CPU backend ignores it.
-enum class GpuWeights { kNative, kBf16 };
-const char* gpu_weights_name(GpuWeights w);  // "native" / "bf16"
-// "native" / "bf16"; nullopt for anything else.
+// every matrix converted to bf16 (the fused bf16 decode kernels and the faster prefill).
+// kAuto, the default: bf16 where it fits the device with room for a second backend, else native
+// (engine/backend/gpu_weights_choice.h; the backend's note says which and why). The CPU backend
+// ignores it.
+enum class GpuWeights { kNative, kBf16, kAuto };
+const char* gpu_weights_name(GpuWeights w);  // "native" / "bf16" / "auto"
+// "native" / "bf16" / "auto"; nullopt for anything else.
 std::optional<GpuWeights> parse_gpu_weights(std::string_view text);
 
 // The activation precision of the CUDA backend's single-token products of native weights (Q4_K,
@@ -157,7 +158,7 @@ struct BackendOptions {
   // activations by default, kFloatActivations for decode equal to the prefill's float
   // products. SINKSCOPE_QGEMV overrides it for every product (benchmarks' A/B runs).
   QgemvMode decode_products = QgemvMode::kInt16Activations;
-  GpuWeights gpu_weights = GpuWeights::kBf16;  // CUDA backend only
+  GpuWeights gpu_weights = GpuWeights::kAuto;  // CUDA backend only
   GpuActivations gpu_activations = GpuActivations::kInt16;  // CUDA backend, native weights only
   SparseDecodeKernels sparse_decode = SparseDecodeKernels::kAuto;  // CUDA backend only
 };

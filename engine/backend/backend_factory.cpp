@@ -27,12 +27,13 @@ std::optional<BackendKind> parse_backend_kind(std::string_view text) {
 }
 
 const char* gpu_weights_name(GpuWeights w) {
-  return w == GpuWeights::kBf16 ? "bf16" : "native";
+  return w == GpuWeights::kBf16 ? "bf16" : w == GpuWeights::kAuto ? "auto" : "native";
 }
 
 std::optional<GpuWeights> parse_gpu_weights(std::string_view text) {
   if (text == "native") return GpuWeights::kNative;
   if (text == "bf16") return GpuWeights::kBf16;
+  if (text == "auto") return GpuWeights::kAuto;
   return std::nullopt;
 }
 
@@ -93,6 +94,17 @@ std::string cuda_unsupported_reason(const ModelConfig& c) {
   return {};
 }
 
+#ifdef SINKSCOPE_HAVE_CUDA
+namespace {
+// "bf16 weights", "native weights (auto: ...)".
+std::string weights_note(const CudaBackend& be) {
+  std::string why;
+  const GpuWeights w = be.gpu_weights(&why);
+  return std::string(gpu_weights_name(w)) + " weights" + (why.empty() ? "" : " (" + why + ")");
+}
+}  // namespace
+#endif
+
 std::unique_ptr<Backend> make_backend(std::shared_ptr<const Model> model,
                                       const BackendOptions& options, BackendKind kind,
                                       std::string* note) {
@@ -117,12 +129,12 @@ std::unique_ptr<Backend> make_backend(std::shared_ptr<const Model> model,
   }
   if (kind == BackendKind::kCuda) {
     auto be = make_cuda_backend(model, options);
-    if (note) *note = "cuda backend on " + be->device_name() + " (requested)";
+    if (note) *note = "cuda backend on " + be->device_name() + " (requested), " + weights_note(*be);
     return be;
   }
   try {
     auto be = make_cuda_backend(model, options);
-    if (note) *note = "cuda backend on " + be->device_name();
+    if (note) *note = "cuda backend on " + be->device_name() + ", " + weights_note(*be);
     return be;
   } catch (const BackendError& e) {
     if (note) *note = std::string("cpu backend (CUDA backend failed: ") + e.what() + ")";

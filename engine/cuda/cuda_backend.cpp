@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "engine/backend/gpu_weights_choice.h"
 #include "engine/cuda/cuda_backend_impl.h"
 #include "kernels/decode_fused.h"
 #include "kernels/moe.h"
@@ -107,17 +109,12 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
         kernels::moe_shape_error(c.n_embd, c.n_ff, c.n_expert, c.n_expert_used);
     if (!why.empty()) throw BackendError("CUDA backend: " + c.name + ": " + why);
   }
-  m_gpu_weights = opt.gpu_weights;
+  m_gpu_weights = opt.gpu_weights;  // kAuto: resolved at the memory check below
   m_act_planes = opt.gpu_activations == GpuActivations::kInt8 ? 1 : 2;
   m_sparse_decode = opt.sparse_decode;
   restart_decode_choice();
-  const WeightPlan wplan = plan_weights(*m_model, m_gpu_weights);
-  if (m_fused && wplan.any_native()) {
-    // The fused kernels read bf16 rows; quantized projections decode through the quantized GEMV.
-    m_fused = false;
-    m_fused_why = "the projections are kept in their file format (quantized GEMV; gpu weights "
-                  "bf16 selects the fused bf16 kernels)";
-  }
+  WeightPlan wplan =
+      plan_weights(*m_model, m_gpu_weights == GpuWeights::kAuto ? GpuWeights::kBf16 : m_gpu_weights);
 
   if (m_copt.device >= 0) SS_CUDA(cudaSetDevice(m_copt.device));
   SS_CUDA(cudaGetDevice(&m_device));
@@ -194,28 +191,58 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   // Plan every allocation, then compare with the free memory before touching it, so the error
   // names the whole need rather than whichever buffer happened to fail.
   const auto a128 = [](int64_t e) { return size_t(round_up(e, 128)); };
-  const size_t w16_elems = size_t(wplan.w16_elems);
   size_t w32_elems = a128(D) + size_t(c.n_layer) * (2 * a128(D) + (c.qkv_bias ? a128(W) : 0) +
                                                     (c.qk_norm ? 2 * a128(c.head_dim) : 0) +
                                                     (c.gemma ? 2 * a128(D) : 0));
   const size_t half = size_t(std::max(c.rope_dim / 2, 1));
-  const uint64_t weights_b =
-      w16_elems * 2 + wplan.wq_bytes + w32_elems * 4 + gpt_oss_weight_bytes(*m_model, m_gpu_weights);
   const uint64_t kv_b = 2 * uint64_t(c.n_layer) *
                         (m_layer_kv_elems * 2 + m_layer_code_bytes + m_layer_scale_elems * 2);
   const uint64_t B = uint64_t(m_batch);
-  const uint64_t scratch_b = B * 4 + B * D * 4 + B * D * 2 + B * W * 4 + 2 * B * Q * 2 +
-                             B * 2 * F * 4 + B * F * 2 + uint64_t(m_logit_rows) * V * 4 + ws_bytes +
-                             (c.rope_theta_local > 0 ? 4 : 2) * size_t(m_alloc_pos) * half * 4 +
-                             (c.gemma ? B * D * 4 : 0) + 2 * kBlasWorkspaceBytes +
-                             kStagingFloats * 4 + wplan.scratch_elems * 2 +
-                             moe_scratch_bytes(c, m_batch) +
-                             (moe_native(*m_model, m_gpu_weights) ? uint64_t(4) * F * D : 0) +
-                             (c.attn_sinks ? uint64_t(8) * c.n_layer * c.n_head : 0);
-  std::shared_ptr<DeviceWeights> shared = shared_weights(m_model.get(), m_device, m_gpu_weights);
-  const uint64_t need = (shared ? 0 : weights_b) + kv_b + scratch_b;
+  // Weights and scratch of a weight mode (the plan's pools, the dequantization scratch of the
+  // native projections, gpt-oss's experts).
+  const auto weights_of = [&](const WeightPlan& wp, GpuWeights mode) -> uint64_t {
+    return uint64_t(wp.w16_elems) * 2 + wp.wq_bytes + w32_elems * 4 +
+           gpt_oss_weight_bytes(*m_model, mode);
+  };
+  const auto scratch_of = [&](const WeightPlan& wp, GpuWeights mode) -> uint64_t {
+    return B * 4 + B * D * 4 + B * D * 2 + B * W * 4 + 2 * B * Q * 2 + B * 2 * F * 4 + B * F * 2 +
+           uint64_t(m_logit_rows) * V * 4 + ws_bytes +
+           (c.rope_theta_local > 0 ? 4 : 2) * size_t(m_alloc_pos) * half * 4 +
+           (c.gemma ? B * D * 4 : 0) + 2 * kBlasWorkspaceBytes + kStagingFloats * 4 +
+           wp.scratch_elems * 2 + moe_scratch_bytes(c, m_batch) +
+           (moe_native(*m_model, mode) ? uint64_t(4) * F * D : 0) +
+           (c.attn_sinks ? uint64_t(8) * c.n_layer * c.n_head : 0) +
+           (wp.scratch_elems ? kernels::qgemv_x_bytes(int(std::max({D, Q, F})), 2) : 0);
+  };
   size_t free_b = 0, total_b = 0;
   SS_CUDA(cudaMemGetInfo(&free_b, &total_b));
+  if (m_gpu_weights == GpuWeights::kAuto) {
+    const WeightPlan nplan = plan_weights(*m_model, GpuWeights::kNative);
+    std::optional<GpuWeights> uploaded;
+    for (GpuWeights mode : {GpuWeights::kBf16, GpuWeights::kNative})
+      if (!uploaded && shared_weights(m_model.get(), m_device, mode)) uploaded = mode;
+    const GpuMemoryNeed bf16{weights_of(wplan, GpuWeights::kBf16),
+                             kv_b + scratch_of(wplan, GpuWeights::kBf16)};
+    const GpuMemoryNeed native{weights_of(nplan, GpuWeights::kNative),
+                               kv_b + scratch_of(nplan, GpuWeights::kNative)};
+    const GpuWeightsChoice choice = choose_gpu_weights(
+        bf16, native, nplan.any_native() || moe_native(*m_model, GpuWeights::kNative), free_b,
+        uploaded);
+    m_gpu_weights = choice.mode;
+    m_gpu_weights_why = choice.why;
+    if (choice.mode == GpuWeights::kNative) wplan = nplan;
+  }
+  if (m_fused && wplan.any_native()) {
+    // The fused kernels read bf16 rows; quantized projections decode through the quantized GEMV.
+    m_fused = false;
+    m_fused_why = "the projections are kept in their file format (quantized GEMV; gpu weights "
+                  "bf16 selects the fused bf16 kernels)";
+  }
+  const size_t w16_elems = size_t(wplan.w16_elems);
+  const uint64_t weights_b = weights_of(wplan, m_gpu_weights);
+  const uint64_t scratch_b = scratch_of(wplan, m_gpu_weights);
+  std::shared_ptr<DeviceWeights> shared = shared_weights(m_model.get(), m_device, m_gpu_weights);
+  const uint64_t need = (shared ? 0 : weights_b) + kv_b + scratch_b;
   if (need > free_b)
     throw BackendError("CUDA backend needs " + gpu::format_bytes(need) + " of device memory (" +
                        "weights " + gpu::format_bytes(weights_b) + ", KV cache for " +

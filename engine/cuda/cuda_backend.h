@@ -45,6 +45,9 @@ class CudaBackend : public Backend {
   virtual CudaGraphStats graph_stats() const = 0;
   virtual void set_use_graphs(bool on) = 0;
   virtual std::string device_name() const = 0;
+  // Where the projections live (BackendOptions::gpu_weights with kAuto resolved: kBf16 or
+  // kNative); *why: the reason of an automatic choice, empty when it was asked for.
+  virtual GpuWeights gpu_weights(std::string* why = nullptr) const = 0;
   virtual uint64_t device_bytes() const = 0;  // device memory the backend holds
   // Whether decode steps run the fused kernels; if not, why (switched off, or the model's shape
   // is outside what they support: kernels/decode_fused_plan.h).

@@ -256,6 +256,10 @@ class CudaBackendImpl final : public CudaBackend {
     invalidate_graphs();
   }
   std::string device_name() const override { return m_device_name; }
+  GpuWeights gpu_weights(std::string* why) const override {
+    if (why) *why = m_gpu_weights_why;
+    return m_gpu_weights;
+  }
   bool fused_decode(std::string* why_not) const override {
     if (why_not) *why_not = m_fused_why;
     return m_fused;
@@ -375,7 +379,8 @@ class CudaBackendImpl final : public CudaBackend {
   std::shared_ptr<const Model> m_model;
   AttentionSettings m_attn;
   CudaBackendOptions m_copt;
-  GpuWeights m_gpu_weights = GpuWeights::kBf16;  // BackendOptions::gpu_weights
+  GpuWeights m_gpu_weights = GpuWeights::kBf16;  // BackendOptions::gpu_weights, kAuto resolved
+  std::string m_gpu_weights_why;                 // kAuto: the choice's reason
   int m_act_planes = 2;  // BackendOptions::gpu_activations: int8 planes of the quantized GEMVs
   // The sparse-asked decode steps' kernel choice (BackendOptions::sparse_decode,
   // kernels/decode_choice.h) and what it did; reset() and set_attention() start it afresh.

@@ -346,6 +346,33 @@ int main(int argc, char** argv) {
               "; native decode path: " + (fused ? "fused" : "unfused (" + why + ")"));
   });
 
+  // 2d. GpuWeights::kAuto (the default): bf16 on a device with room for it, with the reason;
+  //     while another backend of the model holds its weights in the file format, a new auto
+  //     backend takes those instead of uploading bf16 beside them.
+  run("auto_weights", [&] {
+    std::string why;
+    {
+      auto a = make_cuda_backend(model, {});
+      const GpuWeights w = a->gpu_weights(&why);
+      check(w == GpuWeights::kBf16 && why.find("fit") != std::string::npos,
+            "auto_weights_bf16_when_it_fits",
+            std::string(gpu_weights_name(w)) + ": " + why);
+    }
+    bool quant_types = false;
+    for (const LayerWeights& L : model->weights().layers)
+      for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
+                         GgmlType::kQ5_K, GgmlType::kQ6_K})
+        quant_types = quant_types || L.wq.type == t;
+    BackendOptions nat;
+    nat.gpu_weights = GpuWeights::kNative;
+    auto n = make_cuda_backend(model, nat);
+    auto b = make_cuda_backend(model, {});
+    const GpuWeights w = b->gpu_weights(&why);
+    check(!quant_types || w == GpuWeights::kNative, "auto_weights_follow_uploaded",
+          std::string(gpu_weights_name(w)) + ": " + why +
+              (quant_types ? "" : " (no projection of a device-decoded type: not gated)"));
+  });
+
   // 3. Sparse kernels at lambda = 0 equal the dense kernels of their family bit for bit (prefill
   // and decode): the warp-specialised prefill (the default on sm_90, dense and sparse) with
   // itself, and the wgmma family (tuning.prefill_ws = false) with itself. The two families

@@ -99,9 +99,13 @@ TEST(CliArgs, UsageErrorsNameTheProblem) {
 }
 
 TEST(CliArgs, GpuWeightsOption) {
-  // Default: bf16; the file format on request; anything else names the option.
+  // Default: auto (the backend picks by memory); bf16 or the file format on request; anything
+  // else names the option.
   EXPECT_EQ(sinkscope::cli::parse_generate_args(argv_of({"--prompt", "Hi"})).backend.gpu_weights,
-            sinkscope::GpuWeights::kBf16);
+            sinkscope::GpuWeights::kAuto);
+  EXPECT_EQ(sinkscope::cli::parse_generate_args(
+                argv_of({"--prompt", "Hi", "--gpu-weights", "auto"})).backend.gpu_weights,
+            sinkscope::GpuWeights::kAuto);
   EXPECT_EQ(sinkscope::cli::parse_generate_args(
                 argv_of({"--prompt", "Hi", "--gpu-weights", "bf16"})).backend.gpu_weights,
             sinkscope::GpuWeights::kBf16);
@@ -112,6 +116,7 @@ TEST(CliArgs, GpuWeightsOption) {
   EXPECT_NE(e.find("--gpu-weights"), std::string::npos) << e;
   EXPECT_NE(e.find("fp8"), std::string::npos) << e;
   EXPECT_STREQ(sinkscope::gpu_weights_name(sinkscope::GpuWeights::kBf16), "bf16");
+  EXPECT_STREQ(sinkscope::gpu_weights_name(sinkscope::GpuWeights::kAuto), "auto");
   EXPECT_FALSE(sinkscope::parse_gpu_weights("BF16").has_value());
 }
 
