@@ -207,6 +207,10 @@ LambdaSolveResult solve_fixed_lambda(
   double s_lo = std::nan(""), s_hi = std::nan("");
   const bool start_ok = o.start_lambda > o.lambda_min && o.start_lambda < o.lambda_max;
   double u = start_ok ? logit(o.start_lambda) : 0.5 * (u_lo + u_hi);
+  // From a start probe, steps of 1, 2, 4, ... in logit towards the target until it is bracketed
+  // (a good start, such as the fit's c / L, then costs a few probes, not a descent from the
+  // bracket's middle); then halving.
+  double step = 1.0;
   for (int i = 0; i < o.max_iterations; ++i) {
     const double sp = measure(inv_logit(u));
     if (within(sp)) {
@@ -220,7 +224,13 @@ LambdaSolveResult solve_fixed_lambda(
       u_hi = u;
       s_hi = sp;
     }
-    u = 0.5 * (u_lo + u_hi);
+    const double next = sp < t ? u + step : u - step;
+    if (start_ok && (std::isnan(s_lo) || std::isnan(s_hi)) && next > u_lo && next < u_hi) {
+      u = next;
+      step *= 2;
+    } else {
+      u = 0.5 * (u_lo + u_hi);
+    }
   }
   // Not reached. Where every probe fell on one side, the unmeasured end says whether the target
   // can be reached at all.

@@ -88,7 +88,8 @@ struct LambdaSolveResult {
 
 // The fixed prefill lambda (threshold_mode fixed) that gives `target_sparsity` skipped tiles on
 // the first `length` tokens: bisection in logit(lambda) = ln(lambda / (1 - lambda)) on the
-// measured prefill sparsity, which does not decrease with lambda. logit is ln(lambda) for small
+// measured prefill sparsity, which does not decrease with lambda (from start_lambda, steps of
+// 1, 2, 4, ... in logit first bracket the target). logit is ln(lambda) for small
 // lambda (trained models: lambda ~ 1e-3 .. 0.3) and resolves lambda -> 1 as finely (random-weight
 // models, whose near-uniform attention skips tiles only there). When the probes end without
 // reaching the target and an end of the bracket was never measured, it is measured once: a
