@@ -211,6 +211,7 @@ LambdaSolveResult solve_fixed_lambda(
   // (a good start, such as the fit's c / L, then costs a few probes, not a descent from the
   // bracket's middle); then halving.
   double step = 1.0;
+  const double kNearOne = logit(0.999);
   for (int i = 0; i < o.max_iterations; ++i) {
     const double sp = measure(inv_logit(u));
     if (within(sp)) {
@@ -229,6 +230,24 @@ LambdaSolveResult solve_fixed_lambda(
       u = next;
       step *= 2;
     } else {
+      u = 0.5 * (u_lo + u_hi);
+    }
+    // About to probe lambda > 0.999 with nothing measured above the target yet: measure
+    // lambda_max first, so that an unreachable target costs a few prefills, not all of them.
+    if (std::isnan(s_hi) && u > kNearOne && i + 1 < o.max_iterations) {
+      const double top = measure(o.lambda_max);
+      ++i;
+      if (within(top)) {
+        r.reached = true;
+        return r;
+      }
+      if (top < t) {
+        r.note = "out of reach: lambda -> 1 (" + fmt(o.lambda_max, 8) + ") gives s = " +
+                 fmt(top, 3);
+        return r;
+      }
+      u_hi = logit(o.lambda_max);
+      s_hi = top;
       u = 0.5 * (u_lo + u_hi);
     }
   }

@@ -68,7 +68,7 @@ struct LambdaSolveOptions {
   int length = 0;                // the first `length` tokens are prefilled
   int block_size = 64;
   double tolerance = 0.01;       // stop at |measured - target| <= tolerance; in (0, 0.5)
-  int max_iterations = 14;       // bisection prefills (the reach check below adds at most one)
+  int max_iterations = 14;       // prefills (a reach check after the last one adds at most one)
   // First probe, e.g. the fit's c / L; 0 (or outside (lambda_min, lambda_max)): the bracket's
   // middle. The bracket is [lambda_min, lambda_max], lambda_max standing for "lambda -> 1".
   double start_lambda = 0;
@@ -89,14 +89,14 @@ struct LambdaSolveResult {
 // The fixed prefill lambda (threshold_mode fixed) that gives `target_sparsity` skipped tiles on
 // the first `length` tokens: bisection in logit(lambda) = ln(lambda / (1 - lambda)) on the
 // measured prefill sparsity, which does not decrease with lambda (from start_lambda, steps of
-// 1, 2, 4, ... in logit first bracket the target). logit is ln(lambda) for small
-// lambda (trained models: lambda ~ 1e-3 .. 0.3) and resolves lambda -> 1 as finely (random-weight
-// models, whose near-uniform attention skips tiles only there). When the probes end without
-// reaching the target and an end of the bracket was never measured, it is measured once: a
-// target beyond what lambda_max (or lambda_min) gives is reported as out of reach. The backend's
-// attention settings are restored afterwards. Throws BackendError on bad options (target
-// outside (0, 1), tolerance outside (0, 0.5), max_iterations < 1, a bad bracket, length shorter
-// than two tiles, longer than the tokens or the backend's capacity).
+// 1, 2, 4, ... in logit first bracket the target). logit is ln(lambda) for small lambda (trained
+// models: lambda ~ 1e-3 .. 0.3) and resolves lambda -> 1 as finely (random-weight models, which
+// skip tiles only there). Before a probe above 0.999, or when the probes end, with nothing
+// measured above the target (below it), lambda_max (lambda_min) is measured once: a target
+// beyond what it gives is reported as out of reach. The backend's attention settings are
+// restored afterwards. Throws BackendError on bad options (target outside (0, 1), tolerance
+// outside (0, 0.5), max_iterations < 1, a bad bracket, length shorter than two tiles, longer
+// than the tokens or the backend's capacity).
 LambdaSolveResult solve_fixed_lambda(
     Backend& backend, const std::vector<TokenId>& tokens, const LambdaSolveOptions& options,
     const std::function<void(const CalibrationProgress&)>& progress = {});

@@ -223,11 +223,19 @@ TEST(SolveFixedLambda, SaysWhenTheTargetIsOutOfReach) {
   LambdaSolveOptions o;
   o.length = 1024;  // lambda -> 1 skips ~1 % of the tiles (see above)
   o.target_sparsity = 0.5;
-  o.max_iterations = 3;
   const LambdaSolveResult r = solve_fixed_lambda(*f.be, f.tokens, o);
+  for (const auto& p : r.probes)
+    std::printf("[solve] random L=%d lambda=%.9g sparsity=%.4f\n", p.length, p.lambda, p.sparsity);
   std::printf("[solve] %s\n", r.note.c_str());
   EXPECT_FALSE(r.reached);
-  EXPECT_EQ(r.iterations, 4);  // 3 probes, then lambda_max
+  // 0.5 (s = 0), then lambda_max: the next midpoint (0.99900099) lies above 0.999.
+  EXPECT_EQ(r.iterations, 2);
+  EXPECT_DOUBLE_EQ(r.probes.back().lambda, o.lambda_max);
+  // Only at the end of the probes (one of them) does the reach check come after them.
+  o.max_iterations = 1;
+  const LambdaSolveResult r1 = solve_fixed_lambda(*f.be, f.tokens, o);
+  EXPECT_EQ(r1.iterations, 2);
+  EXPECT_EQ(r1.note.rfind("out of reach: lambda -> 1", 0), 0u) << r1.note;
   EXPECT_EQ(r.note.rfind("out of reach: lambda -> 1", 0), 0u) << r.note;
   EXPECT_DOUBLE_EQ(r.lambda, o.lambda_max);
   EXPECT_LT(r.sparsity, 0.1);
