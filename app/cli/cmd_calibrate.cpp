@@ -27,7 +27,8 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
               "there (the fit is one curve for all lengths and can miss one by a wide margin).");
   p.option("--model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the cached "
            "default model)")
-      .option("--file", "FILE", "calibration text (UTF-8); must hold max(--lengths) tokens")
+      .option("--file", "FILE",
+              "calibration text (UTF-8); must hold max(--lengths, --solve-at) tokens")
       .option("--target-sparsity", "S", "wanted fraction of skipped tiles, in (0, 1)")
       .option("--lengths", "L,L,...", "prompt lengths in tokens (default 1024,2048,4096)")
       .option("--lambdas", "X,X,...", "fixed lambdas to measure, in (0, 1) "
