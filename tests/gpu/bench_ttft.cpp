@@ -12,7 +12,8 @@
 //           curve for every length: its share at L can miss the target by a wide margin.
 //   solved  solve_fixed_lambda: the fixed lambda whose measured share at this L is the target
 //           (+- 0.01), by bisection from the fit's c / L; "out of reach" where lambda -> 1
-//           cannot skip that much (the row then runs at lambda -> 1, the most it can skip).
+//           cannot skip that much (the row then runs at the probe nearest the target, which
+//           skips about as much as lambda -> 1 does).
 // TTFT: the median over --reps of a whole prefill of L tokens (last-row logits, synchronised),
 // after a warm-up. Quality (not with --speed-only): one prefill with every row's logits, dense
 // and sparse, compared row by row (mean KL(dense || sparse), top-1 agreement, perplexity
@@ -29,6 +30,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
