@@ -97,7 +97,7 @@ struct Args {
 int usage(const std::string& why) {
   std::fprintf(stderr,
                "bench_ttft: %s\nusage: bench_ttft [--lengths L,L] [--targets S,S] [--reps N] "
-               "[--text FILE] [--model FILE] [--weights native|bf16] [--speed-only] [--no-fit] "
+               "[--text FILE] [--model FILE] [--weights native|bf16] [--speed-only] [--no-fit] [--cpu] "
                "[--csv FILE]\n",
                why.c_str());
   return 2;
