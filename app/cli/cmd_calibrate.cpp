@@ -25,28 +25,33 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
               "skip-softmax calibration) and prints c for threshold_mode length_scaled.\n"
               "--solve-at also finds, per length, the fixed lambda that reaches the target\n"
               "there (the fit is one curve for all lengths and can miss one by a wide margin).");
-  p.option("--model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the cached "
+  p.option("--model", "PATH",
+           "GGUF file or Hugging Face checkpoint directory (default: the cached "
            "default model)")
       .option("--file", "FILE",
               "calibration text (UTF-8); must hold max(--lengths, --solve-at) tokens")
       .option("--target-sparsity", "S", "wanted fraction of skipped tiles, in (0, 1)")
       .option("--lengths", "L,L,...", "prompt lengths in tokens (default 1024,2048,4096)")
-      .option("--lambdas", "X,X,...", "fixed lambdas to measure, in (0, 1) "
-                                      "(default 1e-4,1e-3,3e-3,1e-2,3e-2,1e-1)")
+      .option("--lambdas", "X,X,...",
+              "fixed lambdas to measure, in (0, 1) "
+              "(default 1e-4,1e-3,3e-3,1e-2,3e-2,1e-1)")
       .option("--block-size", "N", "KV tile size: 64 (default) or 128")
       .option("--threads", "N", "CPU threads, 0 = all (default)")
       .flag("--no-verify", "skip the check run of each length with lambda = c / L")
-      .option("--solve-at", "L,L,...", "also solve the fixed lambda (threshold_mode fixed) giving "
+      .option("--solve-at", "L,L,...",
+              "also solve the fixed lambda (threshold_mode fixed) giving "
               "the target at each of these lengths, starting from the fit's c / L")
       .option("--solve-tol", "T", "stop solving at |sparsity - target| <= T (default 0.01)")
-      .option("--solve-max-iter", "N", "prefills per solved length, 1-64 (default 14; one more "
+      .option("--solve-max-iter", "N",
+              "prefills per solved length, 1-64 (default 14; one more "
               "to check reach at lambda -> 1)")
       .flag("--json", "print one JSON object");
   add_backend_option(p);
-  p.epilog("Examples:\n  sinkscope-cli calibrate --file book.txt --target-sparsity 0.7\n"
-           "  sinkscope-cli calibrate --file book.txt --target-sparsity 0.75 --lengths 2048,4096,8192 "
-           "--solve-at 8192\n\n"
-           "Exit status: 0 success, 1 runtime error, 2 usage error.\n");
+  p.epilog(
+      "Examples:\n  sinkscope-cli calibrate --file book.txt --target-sparsity 0.7\n"
+      "  sinkscope-cli calibrate --file book.txt --target-sparsity 0.75 --lengths 2048,4096,8192 "
+      "--solve-at 8192\n\n"
+      "Exit status: 0 success, 1 runtime error, 2 usage error.\n");
   p.parse(args);
   if (p.help_requested()) {
     out << p.help();
@@ -118,7 +123,8 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
       if (!throttle.ready(false)) return;
       err << "calibrate: solving at L = " << L << ", prefill " << pr.done << "\n";
     };
-    solved.push_back({L, r.c / double(L), solve_fixed_lambda(*backend, tokens, so, solve_progress)});
+    solved.push_back(
+        {L, r.c / double(L), solve_fixed_lambda(*backend, tokens, so, solve_progress)});
   }
 
   if (json_out) {
@@ -136,7 +142,8 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
     auto points = [](const std::vector<CalibrationPoint>& v) {
       Json arr = Json::array();
       for (const auto& pt : v)
-        arr.push_back(Json{{"length", pt.length}, {"lambda", pt.lambda}, {"sparsity", pt.sparsity}});
+        arr.push_back(
+            Json{{"length", pt.length}, {"lambda", pt.lambda}, {"sparsity", pt.sparsity}});
       return arr;
     };
     j["points"] = points(r.points);
@@ -154,8 +161,8 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
         if (!sv.r.note.empty()) e["note"] = sv.r.note;
         arr.push_back(std::move(e));
       }
-      j["solved"] = Json{{"tolerance", so.tolerance}, {"threshold_mode", "fixed"},
-                         {"lengths", std::move(arr)}};
+      j["solved"] = Json{
+          {"tolerance", so.tolerance}, {"threshold_mode", "fixed"}, {"lengths", std::move(arr)}};
     }
     out << dump_json(j) << "\n";
     return 0;

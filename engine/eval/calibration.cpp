@@ -76,8 +76,12 @@ std::string fmt(double v, int digits = 4) {
   return b;
 }
 
-double logit(double p) { return std::log(p) - std::log1p(-p); }
-double inv_logit(double u) { return 1.0 / (1.0 + std::exp(-u)); }
+double logit(double p) {
+  return std::log(p) - std::log1p(-p);
+}
+double inv_logit(double u) {
+  return 1.0 / (1.0 + std::exp(-u));
+}
 
 }  // namespace
 
@@ -242,8 +246,8 @@ LambdaSolveResult solve_fixed_lambda(
         return r;
       }
       if (top < t) {
-        r.note = "out of reach: lambda -> 1 (" + fmt(o.lambda_max, 8) + ") gives s = " +
-                 fmt(top, 3);
+        r.note =
+            "out of reach: lambda -> 1 (" + fmt(o.lambda_max, 8) + ") gives s = " + fmt(top, 3);
         return r;
       }
       u_hi = logit(o.lambda_max);
@@ -272,8 +276,8 @@ LambdaSolveResult solve_fixed_lambda(
       return r;
     }
     if (sp > t) {
-      r.note = "out of reach: lambda -> 0 (" + fmt(o.lambda_min) + ") already gives s = " +
-               fmt(sp, 3);
+      r.note =
+          "out of reach: lambda -> 0 (" + fmt(o.lambda_min) + ") already gives s = " + fmt(sp, 3);
       return r;
     }
     s_lo = sp;

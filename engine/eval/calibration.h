@@ -67,8 +67,8 @@ struct LambdaSolveOptions {
   double target_sparsity = 0.5;  // in (0, 1)
   int length = 0;                // the first `length` tokens are prefilled
   int block_size = 64;
-  double tolerance = 0.01;       // stop at |measured - target| <= tolerance; in (0, 0.5)
-  int max_iterations = 14;       // prefills (a reach check after the last one adds at most one)
+  double tolerance = 0.01;  // stop at |measured - target| <= tolerance; in (0, 0.5)
+  int max_iterations = 14;  // prefills (a reach check after the last one adds at most one)
   // First probe, e.g. the fit's c / L; 0 (or outside (lambda_min, lambda_max)): the bracket's
   // middle. The bracket is [lambda_min, lambda_max], lambda_max standing for "lambda -> 1".
   double start_lambda = 0;
@@ -77,9 +77,9 @@ struct LambdaSolveOptions {
 };
 
 struct LambdaSolveResult {
-  double lambda = 0;    // the probe whose measured sparsity is nearest the target
-  double sparsity = 0;  // measured with that lambda
-  int iterations = 0;   // prefills run
+  double lambda = 0;     // the probe whose measured sparsity is nearest the target
+  double sparsity = 0;   // measured with that lambda
+  int iterations = 0;    // prefills run
   bool reached = false;  // |sparsity - target| <= tolerance
   // Why not reached, e.g. "out of reach: lambda -> 1 gives s = 0.712"; empty when reached.
   std::string note;

@@ -95,11 +95,12 @@ struct Args {
 };
 
 int usage(const std::string& why) {
-  std::fprintf(stderr,
-               "bench_ttft: %s\nusage: bench_ttft [--lengths L,L] [--targets S,S] [--reps N] "
-               "[--text FILE] [--model FILE] [--weights native|bf16] [--speed-only] [--no-fit] [--cpu] "
-               "[--csv FILE]\n",
-               why.c_str());
+  std::fprintf(
+      stderr,
+      "bench_ttft: %s\nusage: bench_ttft [--lengths L,L] [--targets S,S] [--reps N] "
+      "[--text FILE] [--model FILE] [--weights native|bf16] [--speed-only] [--no-fit] [--cpu] "
+      "[--csv FILE]\n",
+      why.c_str());
   return 2;
 }
 
@@ -184,19 +185,22 @@ int main(int argc, char** argv) {
     std::printf("device: %s   model: %s (trained context %d)   weights: %s\ntext: %s\n",
                 be->name().c_str(), model->path().filename().string().c_str(),
                 model->config().n_ctx_train, gpu_weights_name(a.weights), from.c_str());
-    std::printf("TTFT = median of %d prefills (after a warm-up)%s\n"
-                "rows: fit = calibrate's c / L (lengths L/4, L/2, L); solved = the fixed lambda "
-                "whose measured share at L is the target +- 0.01\n\n",
-                a.reps,
-                a.speed_only ? "; speed only (no quality columns)"
-                             : "; quality over every row of one prefill, sparse vs dense");
+    std::printf(
+        "TTFT = median of %d prefills (after a warm-up)%s\n"
+        "rows: fit = calibrate's c / L (lengths L/4, L/2, L); solved = the fixed lambda "
+        "whose measured share at L is the target +- 0.01\n\n",
+        a.reps,
+        a.speed_only ? "; speed only (no quality columns)"
+                     : "; quality over every row of one prefill, sparse vs dense");
     if (a.speed_only) {
-      std::printf("| L | target skipped | row | lambda | skipped (measured) | TTFT dense ms | "
-                  "TTFT sparse ms | speed-up | note |\n|--:|--:|---|--:|--:|--:|--:|--:|---|\n");
+      std::printf(
+          "| L | target skipped | row | lambda | skipped (measured) | TTFT dense ms | "
+          "TTFT sparse ms | speed-up | note |\n|--:|--:|---|--:|--:|--:|--:|--:|---|\n");
     } else {
-      std::printf("| L | target skipped | row | lambda | skipped (measured) | TTFT dense ms | "
-                  "TTFT sparse ms | speed-up | KL mean | top-1 | ppl delta %% | note |\n"
-                  "|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
+      std::printf(
+          "| L | target skipped | row | lambda | skipped (measured) | TTFT dense ms | "
+          "TTFT sparse ms | speed-up | KL mean | top-1 | ppl delta %% | note |\n"
+          "|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n");
     }
     std::fflush(stdout);
     std::ofstream out;
@@ -249,7 +253,8 @@ int main(int argc, char** argv) {
         if (!a.speed_only) q = compare_logits(dense_logits, sparse_logits, V, next_rows);
         const double sparse_ms = ttft_ms(*be, ids, a.reps);
         std::printf("| %d | %.2f | %s | %.*g | %.3f | %.2f | %.2f | %.2fx |", L, target, kind,
-                    lambda > 0.99 ? 9 : 4, lambda, skipped, dense_ms, sparse_ms, dense_ms / sparse_ms);
+                    lambda > 0.99 ? 9 : 4, lambda, skipped, dense_ms, sparse_ms,
+                    dense_ms / sparse_ms);
         if (!a.speed_only)
           std::printf(" %.4f | %.4f | %+.2f |", q.kl_mean(), q.top1_agreement(), q.ppl_delta_pct());
         std::printf(" %s |\n", note.c_str());

@@ -131,8 +131,9 @@ double measured_sparsity(Backend& be, const std::vector<TokenId>& tokens, int L,
 // Probes sorted by lambda: the measured share does not fall by more than `slack` (skips in one
 // layer change the next layer's scores, so exact monotonicity holds per layer, not in total).
 void expect_monotone(std::vector<CalibrationPoint> probes, double slack) {
-  std::sort(probes.begin(), probes.end(),
-            [](const CalibrationPoint& a, const CalibrationPoint& b) { return a.lambda < b.lambda; });
+  std::sort(probes.begin(), probes.end(), [](const CalibrationPoint& a, const CalibrationPoint& b) {
+    return a.lambda < b.lambda;
+  });
   for (size_t i = 1; i < probes.size(); ++i)
     EXPECT_GE(probes[i].sparsity, probes[i - 1].sparsity - slack)
         << "lambda " << probes[i - 1].lambda << " -> " << probes[i].lambda;
@@ -262,8 +263,7 @@ TEST(SolveFixedLambda, HitsTheTargetOnTheDefaultModel) {
   o.start_lambda = 0.05;
   const LambdaSolveResult r = solve_fixed_lambda(*be, tokens, o);
   for (const auto& p : r.probes)
-    std::printf("[solve] SmolLM2 L=%d lambda=%.6g sparsity=%.4f\n", p.length, p.lambda,
-                p.sparsity);
+    std::printf("[solve] SmolLM2 L=%d lambda=%.6g sparsity=%.4f\n", p.length, p.lambda, p.sparsity);
   ASSERT_TRUE(r.reached) << r.note;
   EXPECT_DOUBLE_EQ(r.probes.front().lambda, 0.05);
   EXPECT_LE(std::abs(r.sparsity - o.target_sparsity), o.tolerance);
