@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // sinkscope-cli calibrate: fits lambda * L = a * exp(b * s) over a lambda grid at several
-// lengths and prints c for `length_scaled` mode, with the sparsity it gives per length.
+// lengths and prints c for `length_scaled` mode, with the sparsity it gives per length; with
+// --solve-at, also the fixed lambda that reaches the target at each given length (bisection on
+// measured sparsity, engine/eval/calibration.h solve_fixed_lambda).
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -19,21 +22,36 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
   ArgParser p("sinkscope-cli calibrate --file FILE --target-sparsity S [options]",
               "Calibrates the dynamic-sparse threshold: measures prefill sparsity over a grid of\n"
               "fixed lambdas at several lengths, fits lambda*L = a*exp(b*s) (TensorRT-LLM's\n"
-              "skip-softmax calibration) and prints c for threshold_mode length_scaled.");
-  p.option("--model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the cached "
+              "skip-softmax calibration) and prints c for threshold_mode length_scaled.\n"
+              "--solve-at also finds, per length, the fixed lambda that reaches the target\n"
+              "there (the fit is one curve for all lengths and can miss one by a wide margin).");
+  p.option("--model", "PATH",
+           "GGUF file or Hugging Face checkpoint directory (default: the cached "
            "default model)")
-      .option("--file", "FILE", "calibration text (UTF-8); must hold max(--lengths) tokens")
+      .option("--file", "FILE",
+              "calibration text (UTF-8); must hold max(--lengths, --solve-at) tokens")
       .option("--target-sparsity", "S", "wanted fraction of skipped tiles, in (0, 1)")
       .option("--lengths", "L,L,...", "prompt lengths in tokens (default 1024,2048,4096)")
-      .option("--lambdas", "X,X,...", "fixed lambdas to measure, in (0, 1) "
-                                      "(default 1e-4,1e-3,3e-3,1e-2,3e-2,1e-1)")
+      .option("--lambdas", "X,X,...",
+              "fixed lambdas to measure, in (0, 1) "
+              "(default 1e-4,1e-3,3e-3,1e-2,3e-2,1e-1)")
       .option("--block-size", "N", "KV tile size: 64 (default) or 128")
       .option("--threads", "N", "CPU threads, 0 = all (default)")
       .flag("--no-verify", "skip the check run of each length with lambda = c / L")
+      .option("--solve-at", "L,L,...",
+              "also solve the fixed lambda (threshold_mode fixed) giving "
+              "the target at each of these lengths, starting from the fit's c / L")
+      .option("--solve-tol", "T", "stop solving at |sparsity - target| <= T (default 0.01)")
+      .option("--solve-max-iter", "N",
+              "prefills per solved length, 1-64 (default 14; one more "
+              "to check reach at lambda -> 1)")
       .flag("--json", "print one JSON object");
   add_backend_option(p);
-  p.epilog("Example:\n  sinkscope-cli calibrate --file book.txt --target-sparsity 0.7\n\n"
-           "Exit status: 0 success, 1 runtime error, 2 usage error.\n");
+  p.epilog(
+      "Examples:\n  sinkscope-cli calibrate --file book.txt --target-sparsity 0.7\n"
+      "  sinkscope-cli calibrate --file book.txt --target-sparsity 0.75 --lengths 2048,4096,8192 "
+      "--solve-at 8192\n\n"
+      "Exit status: 0 success, 1 runtime error, 2 usage error.\n");
   p.parse(args);
   if (p.help_requested()) {
     out << p.help();
@@ -55,12 +73,25 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
   if (o.block_size != 64 && o.block_size != 128)
     throw UsageError("--block-size: expected 64 or 128");
   o.verify = !p.has("--no-verify");
+  std::vector<int> solve_at;
+  if (auto v = p.get("--solve-at")) solve_at = parse_list<int>("--solve-at", *v, 2, 1 << 20);
+  LambdaSolveOptions so;
+  so.target_sparsity = o.target_sparsity;
+  so.block_size = o.block_size;
+  so.tolerance = p.get_double("--solve-tol", 0.01, 0.0, 0.5, /*min_exclusive=*/true);
+  if (so.tolerance >= 0.5) throw UsageError("--solve-tol: must be < 0.5");
+  so.max_iterations = int(p.get_int("--solve-max-iter", 14, 1, 64));
+  for (int L : solve_at)
+    if (L < 2 * o.block_size)
+      throw UsageError("--solve-at: length " + std::to_string(L) + " is shorter than two tiles (" +
+                       std::to_string(2 * o.block_size) + " tokens)");
   const bool json_out = p.has("--json");
   const int threads = int(p.get_int("--threads", 0, 0, 1024));
 
   const std::string text = read_text_file(*file, "--file");
   auto model = load_model(resolve_model_path(p.get("--model")), json_out ? nullptr : &err);
-  const int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
+  int max_len = *std::max_element(o.lengths.begin(), o.lengths.end());
+  for (int L : solve_at) max_len = std::max(max_len, L);
   BackendOptions bopts = make_backend_options(model->config(), threads, max_len);
   std::string note;
   auto backend = open_backend(model, bopts, parse_backend_choice(p), &note);
@@ -68,7 +99,8 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
   const auto tokens = model->tokenizer().encode(text);
   if (int(tokens.size()) < max_len)
     throw UsageError("--file: the text has " + std::to_string(tokens.size()) +
-                     " tokens, fewer than the longest length " + std::to_string(max_len));
+                     " tokens, fewer than the longest length " + std::to_string(max_len) +
+                     (solve_at.empty() ? "" : " (--lengths and --solve-at)"));
 
   Throttle throttle(stderr_is_tty() ? 0.5 : 10.0);
   const auto progress = [&](const CalibrationProgress& pr) {
@@ -78,6 +110,22 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
     err << "\n";
   };
   const CalibrationResult r = calibrate(*backend, tokens, o, progress);
+  struct Solved {
+    int length;
+    double fit_lambda;
+    LambdaSolveResult r;
+  };
+  std::vector<Solved> solved;
+  for (int L : solve_at) {
+    so.length = L;
+    so.start_lambda = r.c / double(L);  // outside (0, 1): the solver starts mid-bracket
+    const auto solve_progress = [&](const CalibrationProgress& pr) {
+      if (!throttle.ready(false)) return;
+      err << "calibrate: solving at L = " << L << ", prefill " << pr.done << "\n";
+    };
+    solved.push_back(
+        {L, r.c / double(L), solve_fixed_lambda(*backend, tokens, so, solve_progress)});
+  }
 
   if (json_out) {
     Json j;
@@ -94,11 +142,28 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
     auto points = [](const std::vector<CalibrationPoint>& v) {
       Json arr = Json::array();
       for (const auto& pt : v)
-        arr.push_back(Json{{"length", pt.length}, {"lambda", pt.lambda}, {"sparsity", pt.sparsity}});
+        arr.push_back(
+            Json{{"length", pt.length}, {"lambda", pt.lambda}, {"sparsity", pt.sparsity}});
       return arr;
     };
     j["points"] = points(r.points);
     j["verification"] = points(r.verification);
+    if (!solve_at.empty()) {
+      Json arr = Json::array();
+      for (const auto& sv : solved) {
+        Json e{{"length", sv.length},
+               {"fit_lambda", sv.fit_lambda},  // c / L; >= 1: the fit cannot reach the target
+               {"lambda", sv.r.lambda},
+               {"sparsity", sv.r.sparsity},
+               {"reached", sv.r.reached},
+               {"iterations", sv.r.iterations},
+               {"probes", points(sv.r.probes)}};
+        if (!sv.r.note.empty()) e["note"] = sv.r.note;
+        arr.push_back(std::move(e));
+      }
+      j["solved"] = Json{
+          {"tolerance", so.tolerance}, {"threshold_mode", "fixed"}, {"lengths", std::move(arr)}};
+    }
     out << dump_json(j) << "\n";
     return 0;
   }
@@ -123,6 +188,18 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
         out << ", sparsity " << std::fixed << std::setprecision(3) << pt.sparsity << "\n"
             << std::defaultfloat;
       }
+    }
+  }
+  if (!solved.empty()) {
+    out << "solved fixed lambda (threshold_mode: fixed, threshold_prefill: lambda; target "
+        << o.target_sparsity << " +- " << so.tolerance << "):\n";
+    for (const auto& sv : solved) {
+      out << "  L = " << sv.length << ": fit c / L = " << std::setprecision(4) << sv.fit_lambda
+          << ", solved lambda = " << std::setprecision(6) << sv.r.lambda << ", sparsity "
+          << std::fixed << std::setprecision(3) << sv.r.sparsity << std::defaultfloat << " ("
+          << sv.r.iterations << " prefills)";
+      if (!sv.r.reached) out << "; not reached: " << sv.r.note;
+      out << "\n";
     }
   }
   return 0;

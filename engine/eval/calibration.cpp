@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "profiler/spans.h"
@@ -55,6 +56,33 @@ double prefill_sparsity(Backend& be, const std::vector<TokenId>& tokens, int len
   return be.probes().total(false).sparsity();
 }
 
+// Puts the backend's attention settings back (and empties its cache) when a run ends, also
+// on an exception.
+struct RestoreAttention {
+  Backend& be;
+  AttentionSettings s;
+  ~RestoreAttention() {
+    try {
+      be.set_attention(s);
+      be.reset();
+    } catch (...) {
+    }
+  }
+};
+
+std::string fmt(double v, int digits = 4) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*g", digits, v);
+  return b;
+}
+
+double logit(double p) {
+  return std::log(p) - std::log1p(-p);
+}
+double inv_logit(double u) {
+  return 1.0 / (1.0 + std::exp(-u));
+}
+
 }  // namespace
 
 CalibrationResult calibrate(Backend& backend, const std::vector<TokenId>& tokens,
@@ -79,18 +107,7 @@ CalibrationResult calibrate(Backend& backend, const std::vector<TokenId>& tokens
       throw BackendError("calibrate: length " + std::to_string(L) + " exceeds the capacity of " +
                          std::to_string(backend.capacity()) + " tokens");
   }
-  const AttentionSettings saved = backend.attention();
-  struct Restore {
-    Backend& be;
-    AttentionSettings s;
-    ~Restore() {
-      try {
-        be.set_attention(s);
-        be.reset();
-      } catch (...) {
-      }
-    }
-  } restore{backend, saved};
+  const RestoreAttention restore{backend, backend.attention()};
 
   AttentionSettings s;
   s.type = AttentionType::kDynamicSparse;
@@ -133,6 +150,142 @@ CalibrationResult calibrate(Backend& backend, const std::vector<TokenId>& tokens
       tick(L);
     }
   }
+  return r;
+}
+
+LambdaSolveResult solve_fixed_lambda(
+    Backend& backend, const std::vector<TokenId>& tokens, const LambdaSolveOptions& o,
+    const std::function<void(const CalibrationProgress&)>& progress) {
+  const double t = o.target_sparsity;
+  if (!(t > 0 && t < 1))
+    throw BackendError("solve lambda: target sparsity must be in (0, 1), got " + fmt(t));
+  if (!(o.tolerance > 0 && o.tolerance < 0.5))
+    throw BackendError("solve lambda: tolerance must be in (0, 0.5), got " + fmt(o.tolerance));
+  if (o.max_iterations < 1)
+    throw BackendError("solve lambda: max iterations must be >= 1, got " +
+                       std::to_string(o.max_iterations));
+  if (!(o.lambda_min > 0 && o.lambda_min < o.lambda_max && o.lambda_max < 1))
+    throw BackendError("solve lambda: need 0 < lambda_min < lambda_max < 1, got " +
+                       fmt(o.lambda_min) + " and " + fmt(o.lambda_max, 8));
+  const int L = o.length;
+  if (L < 2 * o.block_size)
+    throw BackendError("solve lambda: length " + std::to_string(L) +
+                       " is shorter than two tiles (" + std::to_string(2 * o.block_size) +
+                       " tokens)");
+  if (size_t(L) > tokens.size())
+    throw BackendError("solve lambda: the text has " + std::to_string(tokens.size()) +
+                       " tokens, fewer than the length " + std::to_string(L));
+  if (L > backend.capacity())
+    throw BackendError("solve lambda: length " + std::to_string(L) + " exceeds the capacity of " +
+                       std::to_string(backend.capacity()) + " tokens");
+  const RestoreAttention restore{backend, backend.attention()};
+
+  AttentionSettings s;
+  s.type = AttentionType::kDynamicSparse;
+  s.block_size = o.block_size;
+  s.threshold_mode = ThresholdMode::kFixed;
+  LambdaSolveResult r;
+  const int total = o.max_iterations + 1;  // the reach check at most once
+  const int64_t t0 = prof::now_ns();
+  auto measure = [&](double lambda) {
+    s.threshold_prefill = lambda;
+    backend.set_attention(s);
+    const double sp = prefill_sparsity(backend, tokens, L);
+    r.probes.push_back({L, lambda, sp});
+    ++r.iterations;
+    // Ties go to the later probe, which lies nearer the target's side of the bracket.
+    if (r.probes.size() == 1 || std::abs(sp - t) <= std::abs(r.sparsity - t)) {
+      r.lambda = lambda;
+      r.sparsity = sp;
+    }
+    if (progress) {
+      const double el = double(prof::now_ns() - t0) / 1e9;
+      progress({r.iterations, total, el / r.iterations * std::max(0, total - r.iterations)});
+    }
+    return sp;
+  };
+  auto within = [&](double sp) { return std::abs(sp - t) <= o.tolerance; };
+
+  // Bracket in logit space; s_lo / s_hi: measured shares at its ends (NaN: not measured).
+  double u_lo = logit(o.lambda_min), u_hi = logit(o.lambda_max);
+  double s_lo = std::nan(""), s_hi = std::nan("");
+  const bool start_ok = o.start_lambda > o.lambda_min && o.start_lambda < o.lambda_max;
+  double u = start_ok ? logit(o.start_lambda) : 0.5 * (u_lo + u_hi);
+  // From a start probe, steps of 1, 2, 4, ... in logit towards the target until it is bracketed
+  // (a good start, such as the fit's c / L, then costs a few probes, not a descent from the
+  // bracket's middle); then halving.
+  double step = 1.0;
+  const double kNearOne = logit(0.999);
+  for (int i = 0; i < o.max_iterations; ++i) {
+    const double sp = measure(inv_logit(u));
+    if (within(sp)) {
+      r.reached = true;
+      return r;
+    }
+    if (sp < t) {
+      u_lo = u;
+      s_lo = sp;
+    } else {
+      u_hi = u;
+      s_hi = sp;
+    }
+    const double next = sp < t ? u + step : u - step;
+    if (start_ok && (std::isnan(s_lo) || std::isnan(s_hi)) && next > u_lo && next < u_hi) {
+      u = next;
+      step *= 2;
+    } else {
+      u = 0.5 * (u_lo + u_hi);
+    }
+    // About to probe lambda > 0.999 with nothing measured above the target yet: measure
+    // lambda_max first, so that an unreachable target costs a few prefills, not all of them.
+    if (std::isnan(s_hi) && u > kNearOne && i + 1 < o.max_iterations) {
+      const double top = measure(o.lambda_max);
+      ++i;
+      if (within(top)) {
+        r.reached = true;
+        return r;
+      }
+      if (top < t) {
+        r.note =
+            "out of reach: lambda -> 1 (" + fmt(o.lambda_max, 8) + ") gives s = " + fmt(top, 3);
+        return r;
+      }
+      u_hi = logit(o.lambda_max);
+      s_hi = top;
+      u = 0.5 * (u_lo + u_hi);
+    }
+  }
+  // Not reached. Where every probe fell on one side, the unmeasured end says whether the target
+  // can be reached at all.
+  if (std::isnan(s_hi)) {
+    const double sp = measure(o.lambda_max);
+    if (within(sp)) {
+      r.reached = true;
+      return r;
+    }
+    if (sp < t) {
+      r.note = "out of reach: lambda -> 1 (" + fmt(o.lambda_max, 8) + ") gives s = " + fmt(sp, 3);
+      return r;
+    }
+    s_hi = sp;
+    u_hi = logit(o.lambda_max);
+  } else if (std::isnan(s_lo)) {
+    const double sp = measure(o.lambda_min);
+    if (within(sp)) {
+      r.reached = true;
+      return r;
+    }
+    if (sp > t) {
+      r.note =
+          "out of reach: lambda -> 0 (" + fmt(o.lambda_min) + ") already gives s = " + fmt(sp, 3);
+      return r;
+    }
+    s_lo = sp;
+    u_lo = logit(o.lambda_min);
+  }
+  r.note = "not within " + fmt(o.tolerance, 3) + " after " + std::to_string(r.iterations) +
+           " prefills: s = " + fmt(s_lo, 3) + " at lambda " + fmt(inv_logit(u_lo), 6) +
+           ", s = " + fmt(s_hi, 3) + " at lambda " + fmt(inv_logit(u_hi), 6);
   return r;
 }
 

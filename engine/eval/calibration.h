@@ -2,7 +2,10 @@
 // Threshold calibration for dynamic-sparse attention, after TensorRT-LLM's skip-softmax
 // calibration: measure prefill sparsity s over a grid of fixed lambdas at several lengths L,
 // fit  lambda * L = a * exp(b * s)  by least squares on ln(lambda * L) = ln a + b s, and give
-// c = a * exp(b * s_target) for `length_scaled` mode (lambda = c / L_kv).
+// c = a * exp(b * s_target) for `length_scaled` mode (lambda = c / L_kv). The global fit can
+// miss a length by a wide margin (at 32K on SmolLM2 it undershoots a 0.75 target by 0.18), so
+// solve_fixed_lambda() finds, for one token sequence of length L, the fixed lambda whose measured
+// prefill sparsity is the target, by bisection on measurements.
 #pragma once
 
 #include <functional>
@@ -59,5 +62,43 @@ struct CalibrationProgress {
 CalibrationResult calibrate(Backend& backend, const std::vector<TokenId>& tokens,
                             const CalibrationOptions& options,
                             const std::function<void(const CalibrationProgress&)>& progress = {});
+
+struct LambdaSolveOptions {
+  double target_sparsity = 0.5;  // in (0, 1)
+  int length = 0;                // the first `length` tokens are prefilled
+  int block_size = 64;
+  double tolerance = 0.01;  // stop at |measured - target| <= tolerance; in (0, 0.5)
+  int max_iterations = 14;  // prefills (a reach check after the last one adds at most one)
+  // First probe, e.g. the fit's c / L; 0 (or outside (lambda_min, lambda_max)): the bracket's
+  // middle. The bracket is [lambda_min, lambda_max], lambda_max standing for "lambda -> 1".
+  double start_lambda = 0;
+  double lambda_min = 1e-6;
+  double lambda_max = 1.0 - 1e-6;
+};
+
+struct LambdaSolveResult {
+  double lambda = 0;     // the probe whose measured sparsity is nearest the target
+  double sparsity = 0;   // measured with that lambda
+  int iterations = 0;    // prefills run
+  bool reached = false;  // |sparsity - target| <= tolerance
+  // Why not reached, e.g. "out of reach: lambda -> 1 gives s = 0.712"; empty when reached.
+  std::string note;
+  std::vector<CalibrationPoint> probes;  // every prefill, in the order run
+};
+
+// The fixed prefill lambda (threshold_mode fixed) that gives `target_sparsity` skipped tiles on
+// the first `length` tokens: bisection in logit(lambda) = ln(lambda / (1 - lambda)) on the
+// measured prefill sparsity, which does not decrease with lambda (from start_lambda, steps of
+// 1, 2, 4, ... in logit first bracket the target). logit is ln(lambda) for small lambda (trained
+// models: lambda ~ 1e-3 .. 0.3) and resolves lambda -> 1 as finely (random-weight models, which
+// skip tiles only there). Before a probe above 0.999, or when the probes end, with nothing
+// measured above the target (below it), lambda_max (lambda_min) is measured once: a target
+// beyond what it gives is reported as out of reach. The backend's attention settings are
+// restored afterwards. Throws BackendError on bad options (target outside (0, 1), tolerance
+// outside (0, 0.5), max_iterations < 1, a bad bracket, length shorter than two tiles, longer
+// than the tokens or the backend's capacity).
+LambdaSolveResult solve_fixed_lambda(
+    Backend& backend, const std::vector<TokenId>& tokens, const LambdaSolveOptions& options,
+    const std::function<void(const CalibrationProgress&)>& progress = {});
 
 }  // namespace sinkscope

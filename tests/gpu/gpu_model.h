@@ -19,15 +19,16 @@
 
 namespace sinkscope::gpu_test {
 
-// The model's path; false, after printing "SKIP: <reason>", without a usable CUDA device or
-// without the model file (the programs then exit 0).
-inline bool gpu_and_model(std::filesystem::path* path) {
+// The model's path (`chosen` where given, e.g. a program's --model, else default_model_path());
+// false, after printing "SKIP: <reason>", without a usable CUDA device or without the model
+// file (the programs then exit 0).
+inline bool gpu_and_model(std::filesystem::path* path, const std::filesystem::path& chosen = {}) {
   std::string why;
   if (!cuda_available(&why)) {
     std::printf("SKIP: %s\n", why.c_str());
     return false;
   }
-  *path = default_model_path();
+  *path = chosen.empty() ? default_model_path() : chosen;
   if (!std::filesystem::exists(*path)) {
     std::printf("SKIP: model not found at %s (set SINKSCOPE_MODEL to a GGUF file)\n",
                 path->string().c_str());
@@ -38,10 +39,11 @@ inline bool gpu_and_model(std::filesystem::path* path) {
 
 // gpu_and_model(), then the model loaded: null with *exit_code 0 after a SKIP line, or 1 after
 // "FAIL load model <path>: <why>".
-inline std::shared_ptr<const Model> load_gpu_model(int* exit_code) {
+inline std::shared_ptr<const Model> load_gpu_model(int* exit_code,
+                                                   const std::filesystem::path& chosen = {}) {
   std::filesystem::path path;
   *exit_code = 0;
-  if (!gpu_and_model(&path)) return nullptr;
+  if (!gpu_and_model(&path, chosen)) return nullptr;
   try {
     return Model::load(path);
   } catch (const std::exception& e) {

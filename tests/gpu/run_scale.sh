@@ -15,7 +15,11 @@
 #     attn     bench_attention --skip-sweep 128 ATTN_L (default 32768): dense vs sparse prefill at
 #              the Llama-3-8B attention shape (32 query / 8 KV heads, d 128) over skip shares
 #     ttft     bench_ttft on the real model (MODEL / SINKSCOPE_MODEL) at TTFT_LENS (default
-#              "8192 32768"), targets TTFT_TARGETS (default "0.6,0.75")
+#              "8192 32768"), targets TTFT_TARGETS (default "0.6,0.75"): per (L, target) a "fit"
+#              row (calibrate's c / L) and a "solved" row (the fixed lambda whose measured share
+#              at L is the target); then, unless TTFT_8B=0, each 8B file of SHAPES that exists
+#              (stage models), --speed-only --no-fit (random weights: quality means nothing,
+#              and the fit's lambda grid skips nothing), weights TTFT_8B_WEIGHTS (default bf16)
 #     latency  bench_view_latency --backend cuda at LAT_LENS (default "2048 32768") tokens on
 #              LAT_MODEL (default: the real model)
 #     decode   the 8B files' decode with native weights, both activation precisions (int16,
@@ -121,10 +125,22 @@ for stage in $STAGES; do
       ;;
     ttft)
       bt=$(need bench_ttft) || continue
-      timeout 900 "$bt" --lengths "$(echo "${TTFT_LENS:-8192 32768}" | tr ' ' ',')" \
-        --targets "${TTFT_TARGETS:-0.6,0.75}" --reps "${TTFT_REPS:-5}" --csv "$OUT/ttft.csv" \
-        2>&1 | tee "$OUT/ttft.log"
+      lens=$(echo "${TTFT_LENS:-8192 32768}" | tr ' ' ',')
+      timeout 900 "$bt" --lengths "$lens" --targets "${TTFT_TARGETS:-0.6,0.75}" \
+        --reps "${TTFT_REPS:-5}" --csv "$OUT/ttft.csv" 2>&1 | tee "$OUT/ttft.log"
       ((PIPESTATUS[0] == 0)) || rc=1
+      if [[ "${TTFT_8B:-1}" != 0 ]]; then
+        for st in $SHAPES; do
+          f=$(file_of "$st")
+          [[ -s "$f" ]] || { echo "SKIP: $f missing (stage models)"; continue; }
+          echo "--- ttft, $st (random weights, speed only)"
+          timeout 900 "$bt" --model "$f" --speed-only --no-fit --lengths "$lens" \
+            --targets "${TTFT_TARGETS:-0.6,0.75}" --reps "${TTFT_8B_REPS:-3}" \
+            --weights "${TTFT_8B_WEIGHTS:-bf16}" --csv "$OUT/ttft_${st/:/_}.csv" 2>&1 |
+            tee "$OUT/ttft_${st/:/_}.log"
+          ((PIPESTATUS[0] == 0)) || rc=1
+        done
+      fi
       ;;
     latency)
       bl=$(need bench_view_latency) || continue
