@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // sinkscope: the Qt 6 workbench.
 //   sinkscope [--model FILE] [--prompt TEXT | --prompt-file FILE] [--backend auto|cpu|cuda]
+//             [--gpu-weights auto|bf16|native] [--gpu-activations int16|int8]
 //             [--screenshot FILE [--views DIR]] [--layer L --head H] [--fresh]
 // --screenshot renders the main window after the first run and exits (docs, tests); --views also
 // saves each view dock as DIR/<name>.png. --help and --version work without a display; any
@@ -91,13 +92,16 @@ int main(int argc, char** argv) {
   QCommandLineOption prompt(QStringLiteral("prompt"), QStringLiteral("prompt text"), QStringLiteral("TEXT"));
   QCommandLineOption promptFile(QStringLiteral("prompt-file"), QStringLiteral("prompt from a file"), QStringLiteral("FILE"));
   QCommandLineOption backend(QStringLiteral("backend"), QStringLiteral("auto, cpu or cuda"), QStringLiteral("KIND"), QStringLiteral("auto"));
+  QCommandLineOption gpuWeights(QStringLiteral("gpu-weights"), QStringLiteral("CUDA: auto (bf16 where it fits with room for the dense baseline, else the file's quantized blocks), bf16 or native"), QStringLiteral("MODE"), QStringLiteral("auto"));
+  QCommandLineOption gpuActivations(QStringLiteral("gpu-activations"), QStringLiteral("CUDA, native weights: int16 (two int8 planes) or int8 (one plane, faster)"), QStringLiteral("PREC"), QStringLiteral("int16"));
   QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("render the main window after a run to FILE and exit"), QStringLiteral("FILE"));
   QCommandLineOption views(QStringLiteral("views"), QStringLiteral("with --screenshot: also save each view to DIR"), QStringLiteral("DIR"));
   QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer of the attention map"), QStringLiteral("L"));
   QCommandLineOption head(QStringLiteral("head"), QStringLiteral("head of the attention map"), QStringLiteral("H"));
   QCommandLineOption config(QStringLiteral("config"), QStringLiteral("import a config file at start"), QStringLiteral("FILE"));
   QCommandLineOption fresh(QStringLiteral("fresh"), QStringLiteral("ignore the saved settings and layout"));
-  cli.addOptions({model, prompt, promptFile, backend, shot, views, layer, head, config, fresh});
+  cli.addOptions({model, prompt, promptFile, backend, gpuWeights, gpuActivations, shot, views, layer,
+                  head, config, fresh});
 
   // --help and --version need no display: QApplication aborts without one (no platform plugin),
   // so they are answered from a QCoreApplication, with the text QCommandLineParser::process()
@@ -130,11 +134,26 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sinkscope: --backend must be auto, cpu or cuda\n");
     return 2;
   }
+  GpuChoice gpu;
+  if (const auto w = parse_gpu_weights(cli.value(gpuWeights).toStdString())) {
+    gpu.weights = *w;
+  } else {
+    std::fprintf(stderr, "sinkscope: --gpu-weights must be auto, bf16 or native, got '%s'\n",
+                 qPrintable(cli.value(gpuWeights)));
+    return 2;
+  }
+  if (const auto a = parse_gpu_activations(cli.value(gpuActivations).toStdString())) {
+    gpu.activations = *a;
+  } else {
+    std::fprintf(stderr, "sinkscope: --gpu-activations must be int16 or int8, got '%s'\n",
+                 qPrintable(cli.value(gpuActivations)));
+    return 2;
+  }
   const bool screenshot = cli.isSet(shot);
   if (screenshot) app.setProperty("sinkscopeNoDialogs", true);
   const bool useSettings = !cli.isSet(fresh) && !screenshot;
 
-  Workbench wb(*kind);
+  Workbench wb(*kind, 0, gpu);
   MainWindow w(&wb);
   // The first window fills most of the screen (a laptop's 1280x720 included), at most 1600x1000.
   if (const QScreen* screen = QGuiApplication::primaryScreen()) {

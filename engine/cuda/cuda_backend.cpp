@@ -190,7 +190,6 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
 
   // Plan every allocation, then compare with the free memory before touching it, so the error
   // names the whole need rather than whichever buffer happened to fail.
-  const auto a128 = [](int64_t e) { return size_t(round_up(e, 128)); };
   size_t w32_elems = a128(D) + size_t(c.n_layer) * (2 * a128(D) + (c.qkv_bias ? a128(W) : 0) +
                                                     (c.qk_norm ? 2 * a128(c.head_dim) : 0) +
                                                     (c.gemma ? 2 * a128(D) : 0));

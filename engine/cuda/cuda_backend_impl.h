@@ -178,6 +178,16 @@ uint64_t moe_scratch_bytes(const ModelConfig& c, int batch);
 uint64_t moe_grouped_bytes(const ModelConfig& c, int batch);
 constexpr int kMoeGroupedMin = 16;
 
+// Elements rounded up to 128: every matrix of a weight pool starts on a 256-byte boundary.
+inline uint64_t a128(uint64_t e) { return (e + 127) / 128 * 128; }
+// Bump allocation in such a pool: returns p and moves it past n elements rounded up to 128.
+template <typename T>
+T* take_a128(T*& p, uint64_t n) {
+  T* r = p;
+  p += a128(n);
+  return r;
+}
+
 // Which projections stay in their file layout (GpuWeights::kNative and a type with a device
 // block decode, for every part of the projection) and the memory that takes: computed once from
 // the model for the memory check, then followed by the upload.

@@ -15,7 +15,6 @@
 namespace sinkscope::cuda_detail {
 
 namespace {
-uint64_t a128(uint64_t e) { return (e + 127) / 128 * 128; }
 
 // Per layer, in elements: bf16 expert matrices; fp32 router, router bias, expert biases, the
 // output-projection bias and the sink logits.
@@ -112,16 +111,8 @@ void CudaBackendImpl::upload_gpt_oss(DeviceWeights& dw) {
   DeviceBuffer staging(kStagingFloats * 4, "weight upload staging");
   uint16_t* p16 = dw.g16.as<uint16_t>();
   float* p32 = dw.g32.as<float>();
-  auto take16 = [&](size_t n) {
-    uint16_t* r = p16;
-    p16 += a128(n);
-    return r;
-  };
-  auto take32 = [&](size_t n) {
-    float* r = p32;
-    p32 += a128(n);
-    return r;
-  };
+  auto take16 = [&](size_t n) { return take_a128(p16, n); };
+  auto take32 = [&](size_t n) { return take_a128(p32, n); };
   std::vector<std::vector<float>> keep;  // host copies alive until the copies are done
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];

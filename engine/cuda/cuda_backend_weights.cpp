@@ -21,7 +21,6 @@ namespace {
 
 constexpr uint64_t kQuantAlign = 256;  // bytes; every quantized part starts on this boundary
 uint64_t align_q(uint64_t b) { return (b + kQuantAlign - 1) / kQuantAlign * kQuantAlign; }
-uint64_t a128(uint64_t e) { return (e + 127) / 128 * 128; }
 
 // A matrix the device can read in its file layout.
 bool device_decodable(const QuantMatrix& q) {
@@ -115,16 +114,8 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
   uint16_t* p16 = dw.w16.as<uint16_t>();
   uint8_t* pq = dw.wq.as<uint8_t>();
   float* p32 = dw.w32.as<float>();
-  auto take16 = [&](size_t n) {
-    uint16_t* r = p16;
-    p16 += a128(n);
-    return r;
-  };
-  auto take32 = [&](size_t n) {
-    float* r = p32;
-    p32 += a128(n);
-    return r;
-  };
+  auto take16 = [&](size_t n) { return take_a128(p16, n); };
+  auto take32 = [&](size_t n) { return take_a128(p32, n); };
   // Copies the parts of a native projection as they are (the host data is the model's mapping,
   // alive while the model is; pageable, so the runtime stages it before returning).
   auto upload_native = [&](ProjDev& pd, std::initializer_list<const QuantMatrix*> parts, int out,

@@ -8,12 +8,12 @@
 
 namespace sinkscope::gui {
 
-EngineController::EngineController(BackendKind kind, int threads, QObject* parent)
+EngineController::EngineController(BackendKind kind, int threads, GpuChoice gpu, QObject* parent)
     : QObject(parent) {
   qRegisterMetaType<RunResultPtr>("sinkscope::gui::RunResultPtr");
   m_thread.setObjectName(QStringLiteral("sinkscope-engine"));
   m_queue.setCancelFlag(&m_cancel);
-  m_worker = new EngineWorker(this, &m_queue, &m_cancel, &m_busy, kind, threads);
+  m_worker = new EngineWorker(this, &m_queue, &m_cancel, &m_busy, kind, threads, gpu);
   m_worker->moveToThread(&m_thread);
   m_thread.start();
 }

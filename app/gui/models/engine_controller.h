@@ -38,7 +38,7 @@ class EngineController : public QObject {
   Q_OBJECT
  public:
   explicit EngineController(BackendKind kind = BackendKind::kAuto, int threads = 0,
-                            QObject* parent = nullptr);
+                            GpuChoice gpu = {}, QObject* parent = nullptr);
   ~EngineController() override;
 
   // Loads a GGUF file on the engine thread (tag "model"): modelLoaded or modelFailed.

@@ -10,9 +10,9 @@ namespace sinkscope::gui {
 
 EngineWorker::EngineWorker(EngineController* controller, RequestQueue* queue,
                            std::atomic<bool>* cancel, std::atomic<bool>* busy, BackendKind kind,
-                           int threads)
+                           int threads, GpuChoice gpu)
     : m_controller(controller), m_queue(queue), m_cancel(cancel), m_busy(busy),
-      m_executor(kind, threads) {
+      m_executor(kind, threads, gpu) {
   m_executor.setCancelFlag(cancel);
 }
 
@@ -54,7 +54,11 @@ void EngineWorker::doLoad(uint64_t id, const QString& path) {
             .arg(c.n_layer).arg(c.n_head).arg(c.head_dim).arg(c.n_vocab)
             .arg(double(weightBytes) / (1024.0 * 1024.0), 0, 'f', 1)
             .arg(2.0 * c.n_layer * c.kv_dim() * sizeof(float) / 1024.0, 0, 'f', 1)
-            .arg(QString::fromLatin1(model_format_name(m_executor.model()->format())));
+            .arg(QString::fromLatin1(model_format_name(m_executor.model()->format()))) +
+        // On a GPU, where the weights went and why (BackendOptions::gpu_weights auto).
+        (backend == QLatin1String("cpu") || m_executor.backendNote().empty()
+             ? QString()
+             : QStringLiteral("; ") + QString::fromStdString(m_executor.backendNote()));
     // Hashed here, on the engine thread, so the exported config can name the exact file.
     const QString sha = QString::fromStdString(m_executor.model()->sha256());
     toController([c = m_controller, id, path, backend, info, sha] {

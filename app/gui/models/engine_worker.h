@@ -20,7 +20,7 @@ class EngineWorker : public QObject {
   Q_OBJECT
  public:
   EngineWorker(EngineController* controller, RequestQueue* queue, std::atomic<bool>* cancel,
-               std::atomic<bool>* busy, BackendKind kind, int threads);
+               std::atomic<bool>* busy, BackendKind kind, int threads, GpuChoice gpu = {});
   RunExecutor& executor() { return m_executor; }
   void drain();  // runs the oldest queued job, if any (invoked once per post)
   // Raised by EngineController::post: idle-time work (RunExecutor::warmViewCaches) stops at

@@ -123,8 +123,8 @@ void takeProbes(RunResult& r, const AttentionProbes& prefill, const AttentionPro
 
 using namespace run_detail;
 
-RunExecutor::RunExecutor(BackendKind kind, int threads)
-    : m_kind(kind), m_threads(threads) {}
+RunExecutor::RunExecutor(BackendKind kind, int threads, GpuChoice gpu)
+    : m_kind(kind), m_threads(threads), m_gpu(gpu) {}
 RunExecutor::~RunExecutor() = default;
 
 void RunExecutor::loadModel(const std::string& path) {
@@ -257,6 +257,8 @@ Backend& RunExecutor::variantBackend(const RunRequest& r) {
       m_spare.reset();  // free its cache first
       BackendOptions o;
       o.n_threads = m_threads;
+      o.gpu_weights = m_gpu.weights;
+      o.gpu_activations = m_gpu.activations;
       o.attention = r.attention;
       o.cache = r.cache;
       o.cache.block_size = 0;  // pages follow the attention tile
@@ -281,6 +283,8 @@ Backend& RunExecutor::denseBackend() {
   if (!m_dense) {
     BackendOptions o;
     o.n_threads = m_threads;
+    o.gpu_weights = m_gpu.weights;
+    o.gpu_activations = m_gpu.activations;
     m_dense = make_backend(m_model, o, m_kind);
   }
   m_dense->set_cancel_flag(m_cancel);

@@ -40,7 +40,7 @@ class RunExecutor {
   // The largest KV cache (capacity x bytes per token) a spare variant backend may hold.
   static constexpr int64_t kMaxSpareCacheBytes = int64_t(1) << 30;
 
-  explicit RunExecutor(BackendKind kind = BackendKind::kAuto, int threads = 0);
+  explicit RunExecutor(BackendKind kind = BackendKind::kAuto, int threads = 0, GpuChoice gpu = {});
   ~RunExecutor();
   RunExecutor(const RunExecutor&) = delete;
   RunExecutor& operator=(const RunExecutor&) = delete;
@@ -53,6 +53,7 @@ class RunExecutor {
   const Model* model() const { return m_model.get(); }
   std::string backendName();  // creates the backend when needed ("" without a model)
   const std::string& backendNote() const { return m_note; }
+  const GpuChoice& gpuChoice() const { return m_gpu; }
 
   // The flag polled between layers (and by the attention-map helper); the caller raises it.
   void setCancelFlag(const std::atomic<bool>* flag) { m_cancel = flag; }
@@ -123,6 +124,7 @@ class RunExecutor {
 
   BackendKind m_kind;
   int m_threads;
+  GpuChoice m_gpu;
   std::shared_ptr<const Model> m_model;
   std::unique_ptr<Backend> m_variant, m_dense;
   std::string m_variantKey;  // the cache settings the variant backend was made with

@@ -18,6 +18,14 @@
 
 namespace sinkscope::gui {
 
+// Where the CUDA backends the workbench makes keep the projections and the precision of their
+// quantized single-token products (BackendOptions::gpu_weights / gpu_activations; the command
+// line's --gpu-weights / --gpu-activations). Ignored by the CPU backend.
+struct GpuChoice {
+  GpuWeights weights = GpuWeights::kAuto;
+  GpuActivations activations = GpuActivations::kInt16;
+};
+
 struct RunRequest {
   std::string prompt;
   int maxTokens = 16;        // greedy generation length

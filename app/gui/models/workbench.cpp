@@ -7,8 +7,8 @@
 
 namespace sinkscope::gui {
 
-Workbench::Workbench(BackendKind kind, int threads, QObject* parent)
-    : QObject(parent), m_engine(kind, threads), m_threads(threads) {
+Workbench::Workbench(BackendKind kind, int threads, GpuChoice gpu, QObject* parent)
+    : QObject(parent), m_engine(kind, threads, gpu), m_threads(threads) {
   m_debounce.setSingleShot(true);
   m_debounce.setInterval(kDefaultDebounceMs);
   connect(&m_debounce, &QTimer::timeout, this, &Workbench::runNow);

@@ -21,7 +21,7 @@ namespace sinkscope::gui {
 class Workbench : public QObject {
   Q_OBJECT
  public:
-  explicit Workbench(BackendKind kind = BackendKind::kAuto, int threads = 0,
+  explicit Workbench(BackendKind kind = BackendKind::kAuto, int threads = 0, GpuChoice gpu = {},
                      QObject* parent = nullptr);
 
   EngineController* engine() { return &m_engine; }
