@@ -58,6 +58,11 @@ int run_make_test_model(std::span<const std::string> args, std::ostream& out, st
       .option("--ctx", "N", "context_length written to the metadata (default: the shape's)")
       .option("--seed", "S", "random seed; the same seed gives the same file (default 0)")
       .option("--threads", "N", "CPU threads, 0 = all (default)")
+      .flag("--sink-pattern",
+            "add a designed attention sink on the BOS token in every head (the random weights "
+            "alone give near-uniform attention, where dynamic-sparse attention skips few "
+            "tiles): for sparse-prefill speed runs at a skip share lambda sets; shows where the "
+            "tokenizer adds BOS (llama3-8b, mistral-7b)")
       .option("--test-vocab", "N",
               "test option: N tokens, not the shape's vocabulary (for fast tests)");
   p.epilog(
@@ -96,6 +101,7 @@ int run_make_test_model(std::span<const std::string> args, std::ostream& out, st
   o.shape.n_vocab = int(p.get_int("--test-vocab", shape->n_vocab,
                                   test_model_min_vocab(shape->vocab), shape->n_vocab));
   o.seed = p.get_uint64("--seed", 0);
+  o.sink_pattern = p.has("--sink-pattern");
   const int threads = int(p.get_int("--threads", 0, 0, 1024));
   ThreadPool pool(resolved_threads(threads));
   o.pool = &pool;

@@ -503,6 +503,10 @@ std::vector<TestTensorPlan> plan_test_model_tensors(const TestShape& s, TestMode
   return plan;
 }
 
+float sink_qk_weight(int n_embd, int head_dim) {
+  return float(576.0 / double(n_embd) * std::pow(double(head_dim) / 64.0, 0.25));
+}
+
 TestModelResult write_test_model(const TestModelOptions& o, const std::filesystem::path& out) {
   const auto t0 = std::chrono::steady_clock::now();
   const TestShape& s = o.shape;
@@ -518,6 +522,7 @@ TestModelResult write_test_model(const TestModelOptions& o, const std::filesyste
                "Random weights in the shape of " + s.display_name +
                    ", written by sinkscope-cli make-test-model --shape " + s.id + " --type " +
                    test_model_type_name(o.type) + " --seed " + std::to_string(o.seed) +
+                   (o.sink_pattern ? " --sink-pattern" : "") +
                    ". For speed and memory measurements only: its output is noise.");
   w.set_u32("general.file_type", test_model_file_type(o.type));
   w.set_u32("general.quantization_version", 2);
@@ -529,8 +534,10 @@ TestModelResult write_test_model(const TestModelOptions& o, const std::filesyste
     w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(s.head_dim()));
   }
 
+  int bos = -1;
   {
     const Vocab v = make_vocab(s.vocab, s.n_vocab);
+    bos = v.bos;
     w.set_string("tokenizer.ggml.model", v.model);
     w.set_string("tokenizer.ggml.pre", v.pre);
     w.set_string_array("tokenizer.ggml.tokens", v.tokens);
@@ -573,9 +580,27 @@ TestModelResult write_test_model(const TestModelOptions& o, const std::filesyste
   // floats per thread.
   constexpr uint64_t kBatchBytes = uint64_t{32} << 20;
   constexpr int64_t kItemElems = int64_t{1} << 18;
+  // The designed sink (TestModelOptions::sink_pattern): what each tensor's rows get.
+  enum class SinkRole { kNone, kEmbd, kQ, kK };
+  const auto sink_role = [&](const std::string& name) {
+    if (!o.sink_pattern) return SinkRole::kNone;
+    if (name == "token_embd.weight") return SinkRole::kEmbd;
+    const auto ends = [&](const char* suffix) {
+      const std::string x(suffix);
+      return name.size() > x.size() && name.compare(name.size() - x.size(), x.size(), x) == 0;
+    };
+    if (ends(".attn_q.weight")) return SinkRole::kQ;
+    if (ends(".attn_k.weight")) return SinkRole::kK;
+    return SinkRole::kNone;
+  };
+  if (o.sink_pattern && (bos < 0 || s.n_embd < 2))
+    throw std::invalid_argument("make_test_model: the sink pattern needs a BOS token and n_embd >= 2");
+  const int64_t hd = s.head_dim();
+  const float sink_w = sink_qk_weight(s.n_embd, s.head_dim());
   std::vector<uint8_t> buf;
   for (size_t ti = 0; ti < plan.size(); ++ti) {
     const TestTensorPlan& t = plan[ti];
+    const SinkRole role = sink_role(t.name);
     const int64_t row = t.dims[0];
     const int64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
     const uint64_t row_bytes = ggml_row_bytes(t.type, row);
@@ -604,6 +629,20 @@ TestModelResult write_test_model(const TestModelOptions& o, const std::filesyste
               for (float& v : x) v = mean + 0.02f * rng.normal();
               break;
             }
+          }
+          switch (role) {  // rows are output channels; x holds the row's input weights
+            case SinkRole::kEmbd:
+              x[1] = kSinkCommon;
+              if (rr == bos) x[0] = kSinkBos;
+              break;
+            case SinkRole::kQ:
+              if (rr % hd == hd - 1) x[1] = sink_w;
+              break;
+            case SinkRole::kK:
+              if (rr % hd == hd - 1) x[0] = sink_w;
+              break;
+            case SinkRole::kNone:
+              break;
           }
           quantize_row_into(t.type, x.data(), row, buf.data() + static_cast<size_t>(i) * row_bytes);
         }

@@ -109,10 +109,28 @@ struct TestModelProgress {
   uint64_t total_bytes = 0;
 };
 
+// A designed attention sink on top of the random weights (TestModelOptions::sink_pattern): the
+// BOS embedding holds kSinkBos in channel 0, every token's embedding kSinkCommon in channel 1;
+// in every layer, row hd-1 of each head in attn_q reads channel 1 and row hd-1 of each KV head
+// in attn_k reads channel 0, both with weight sink_qk_weight(). Every query then has a
+// component along the slowest RoPE pair of its head (unrotated, whatever the position) that
+// meets a large component of the first token's key, so every head of every layer puts a large
+// score on token 0: dynamic-sparse attention skips tiles at shares that lambda sets, as on
+// trained models, and sparse-prefill speed can be measured at a chosen share. Still noise
+// otherwise.
+inline constexpr float kSinkBos = 4096.0f;
+inline constexpr float kSinkCommon = 64.0f;
+// The sink's score grows with the width and shrinks with 1 / sqrt(head_dim); the weight,
+// (576 / n_embd) * (head_dim / 64)^(1/4), keeps it near where SmolLM2's width puts it at weight 1
+// (about half of each query's attention on token 0, more than half of the tiles skipped at
+// lambda 0.01 over 1K tokens; tests/unit/test_testmodel.cpp measures SmolLM2 and Llama-3.1-8B).
+float sink_qk_weight(int n_embd, int head_dim);
+
 struct TestModelOptions {
   TestShape shape;   // n_layer, n_ctx and n_vocab may be changed from the real values
   TestModelType type = TestModelType::kQ4_K_M;
   uint64_t seed = 0;
+  bool sink_pattern = false;  // the designed attention sink above
   ThreadPool* pool = nullptr;  // null: the calling thread only
   std::function<void(const TestModelProgress&)> progress;  // after each batch of rows
 };
