@@ -30,6 +30,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "kernels/qblock.h"
 #include "kernels/qgemv_wide.cuh"
@@ -200,15 +201,23 @@ cudaError_t launch_pre_t(const void* w, int rows, int cols, int64_t row_bytes, c
   return cudaGetLastError();
 }
 
+// f(std::integral_constant<int, T>) for the kernel's formats T; cudaErrorInvalidValue for others.
+template <typename F>
+cudaError_t by_type(int type, F&& f) {
+  switch (type) {
+    case qblock::kQ4_K: return f(std::integral_constant<int, qblock::kQ4_K>{});
+    case qblock::kQ6_K: return f(std::integral_constant<int, qblock::kQ6_K>{});
+    case qblock::kQ8_0: return f(std::integral_constant<int, qblock::kQ8_0>{});
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 template <int P>
 cudaError_t launch_pre_p(int type, const void* w, int rows, int cols, int64_t row_bytes,
                          const int8_t* xg, float* y, bool accumulate, cudaStream_t st) {
-  switch (type) {
-    case qblock::kQ4_K: return launch_pre_t<qblock::kQ4_K, P>(w, rows, cols, row_bytes, xg, y, accumulate, st);
-    case qblock::kQ6_K: return launch_pre_t<qblock::kQ6_K, P>(w, rows, cols, row_bytes, xg, y, accumulate, st);
-    case qblock::kQ8_0: return launch_pre_t<qblock::kQ8_0, P>(w, rows, cols, row_bytes, xg, y, accumulate, st);
-    default: return cudaErrorInvalidValue;
-  }
+  return by_type(type, [&](auto t) {
+    return launch_pre_t<decltype(t)::value, P>(w, rows, cols, row_bytes, xg, y, accumulate, st);
+  });
 }
 
 // One thread per 8 activations (4 per run of 32), whole warps: quantize8's shuffles need them.
@@ -225,12 +234,9 @@ __global__ void __launch_bounds__(kThreads)
 template <int P>
 cudaError_t launch_p(int type, const void* w, int rows, int cols, int64_t row_bytes,
                      const uint16_t* v, float* y, bool accumulate, cudaStream_t st) {
-  switch (type) {
-    case qblock::kQ4_K: return launch_t<qblock::kQ4_K, P>(w, rows, cols, row_bytes, v, y, accumulate, st);
-    case qblock::kQ6_K: return launch_t<qblock::kQ6_K, P>(w, rows, cols, row_bytes, v, y, accumulate, st);
-    case qblock::kQ8_0: return launch_t<qblock::kQ8_0, P>(w, rows, cols, row_bytes, v, y, accumulate, st);
-    default: return cudaErrorInvalidValue;
-  }
+  return by_type(type, [&](auto t) {
+    return launch_t<decltype(t)::value, P>(w, rows, cols, row_bytes, v, y, accumulate, st);
+  });
 }
 
 template <int P>

@@ -64,10 +64,8 @@ TEST(Calibrate, RejectsBadOptionsBeforeRunning) {
   EXPECT_THROW(calibrate(*be, tokens, o), BackendError);
 }
 
-// On the real model (attention sinks make skipping real): sparsity grows with lambda, the fit
-// is usable, and the length-scaled check lands near the target.
-TEST(Calibrate, FitsTheDefaultModelOnRealText) {
-  SINKSCOPE_REQUIRE_DEFAULT_MODEL(path);
+// The token ids of the golden "long" prompt (tests/golden/logits/manifest.json).
+std::vector<TokenId> long_prompt_ids() {
   std::ifstream mf(test::golden_dir() / "logits" / "manifest.json");
   std::stringstream ss;
   ss << mf.rdbuf();
@@ -76,6 +74,14 @@ TEST(Calibrate, FitsTheDefaultModelOnRealText) {
   for (const auto& p : manifest.at("prompts"))
     if (p.at("name").get<std::string>() == "long")
       for (const auto& id : p.at("ids")) tokens.push_back(TokenId(id.get<int64_t>()));
+  return tokens;
+}
+
+// On the real model (attention sinks make skipping real): sparsity grows with lambda, the fit
+// is usable, and the length-scaled check lands near the target.
+TEST(Calibrate, FitsTheDefaultModelOnRealText) {
+  SINKSCOPE_REQUIRE_DEFAULT_MODEL(path);
+  const std::vector<TokenId> tokens = long_prompt_ids();
   ASSERT_GE(tokens.size(), 1024u);
   auto model = Model::load(path);
   auto be = make_cpu_backend(model, {});
@@ -246,14 +252,7 @@ TEST(SolveFixedLambda, SaysWhenTheTargetIsOutOfReach) {
 // The real model at 1K tokens, starting from the global fit's c / L as the CLI does.
 TEST(SolveFixedLambda, HitsTheTargetOnTheDefaultModel) {
   SINKSCOPE_REQUIRE_DEFAULT_MODEL(path);
-  std::ifstream mf(test::golden_dir() / "logits" / "manifest.json");
-  std::stringstream ss;
-  ss << mf.rdbuf();
-  const auto manifest = Json::parse(ss.str());
-  std::vector<TokenId> tokens;
-  for (const auto& p : manifest.at("prompts"))
-    if (p.at("name").get<std::string>() == "long")
-      for (const auto& id : p.at("ids")) tokens.push_back(TokenId(id.get<int64_t>()));
+  const std::vector<TokenId> tokens = long_prompt_ids();
   ASSERT_GE(tokens.size(), 1024u);
   auto model = Model::load(path);
   auto be = make_cpu_backend(model, {});
