@@ -63,6 +63,55 @@ std::string layer_list(const ModelConfig& c, bool local) {
   return s.empty() ? "none" : s;
 }
 
+// The CUDA backend's weight bytes per --gpu-weights mode, estimated from a GGUF's tensors:
+// vectors stay fp32; bf16 converts every matrix to bf16; native keeps a projection (Q, K, V,
+// fused QKV, O, gate, up, fused gate|up, down, gpt-oss's experts) in its file blocks when its
+// type has a device decode and its rows fit the GEMV (the backend decides per projection, all
+// parts together; this per tensor).
+struct GpuWeightEstimate {
+  uint64_t bf16 = 0, native = 0;
+};
+GpuWeightEstimate estimate_gpu_weights(const std::vector<GgufTensorInfo>& tensors) {
+  static const char* const kProjections[] = {
+      ".attn_q.weight",  ".attn_k.weight",    ".attn_v.weight",        ".attn_qkv.weight",
+      ".attn_output.weight", ".ffn_gate.weight", ".ffn_up.weight", ".ffn_gate_up.weight",
+      ".ffn_down.weight", "_exps.weight"};
+  const auto is_projection = [](const std::string& name) {
+    for (const char* suffix : kProjections) {
+      const size_t n = std::char_traits<char>::length(suffix);
+      if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return true;
+    }
+    return false;
+  };
+  GpuWeightEstimate e;
+  for (const GgufTensorInfo& t : tensors) {
+    const uint64_t n = uint64_t(t.n_elements);
+    if (t.dims.size() < 2) {
+      e.bf16 += 4 * n;
+      e.native += 4 * n;
+      continue;
+    }
+    e.bf16 += 2 * n;
+    bool keep = false;
+    if (is_projection(t.name)) {
+      const bool experts = t.name.size() > 12 && t.name.find("_exps.") != std::string::npos;
+      switch (t.type) {
+        case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_1:
+        case GgmlType::kQ4_K: case GgmlType::kQ5_K: case GgmlType::kQ6_K:
+          keep = !experts && t.dims[0] <= 58112;  // the GEMV's fp32 activation stage
+          break;
+        case GgmlType::kMXFP4:
+          keep = experts;
+          break;
+        default:
+          break;
+      }
+    }
+    e.native += keep ? t.n_bytes : 2 * n;
+  }
+  return e;
+}
+
 }  // namespace
 
 int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
@@ -111,6 +160,10 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   // (K and V of every layer per token), allocated page by page as the context grows.
   const uint64_t kv_per_token = 2ull * uint64_t(c.n_layer) * uint64_t(c.kv_dim()) * sizeof(float);
   const uint64_t kv_trained = kv_per_token * uint64_t(std::max(0, c.n_ctx_train));
+  // On the GPU (GGUF only): the weights per --gpu-weights mode and a bf16 KV cache sized to the
+  // context when the backend is made.
+  const GpuWeightEstimate gpu = file ? estimate_gpu_weights(file->tensors()) : GpuWeightEstimate{};
+  const uint64_t gpu_kv_per_token = kv_per_token / 2;
 
   // gpt-oss's learned sink logits, per layer (n_head each): read from the file (a few floats
   // per layer) or the loaded checkpoint.
@@ -197,6 +250,12 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     mem["weights_bytes"] = static_cast<unsigned long long>(weight_bytes);
     mem["kv_bytes_per_token"] = static_cast<unsigned long long>(kv_per_token);
     mem["kv_bytes_trained_context"] = static_cast<unsigned long long>(kv_trained);
+    if (file) {
+      Json& g = mem["cuda"];
+      g["weights_bf16_bytes"] = static_cast<unsigned long long>(gpu.bf16);
+      g["weights_native_bytes"] = static_cast<unsigned long long>(gpu.native);
+      g["kv_bytes_per_token"] = static_cast<unsigned long long>(gpu_kv_per_token);
+    }
     Json& t = j["tokenizer"];
     t["kind"] = tok->model_name();
     t["vocab_size"] = tok->vocab_size();
@@ -290,6 +349,16 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
                  << " MiB, mapped from the " << (file ? "file" : "shards") << " as stored\n";
   row("KV cache") << kv_per_token / 1024.0 << " KiB per token (float32), "
                   << kv_trained / (1024.0 * 1024.0) << " MiB at the trained context\n";
+  if (file) {
+    const auto gib = [](uint64_t b) { return double(b) / double(1ull << 30); };
+    out << "memory (CUDA, estimate; scratch not included):\n";
+    row("weights") << std::setprecision(2) << gib(gpu.bf16) << " GiB with --gpu-weights bf16, "
+                   << gib(gpu.native) << " GiB native\n";
+    row("KV cache") << std::setprecision(1) << gpu_kv_per_token / 1024.0
+                    << " KiB per token (bf16); " << std::setprecision(2)
+                    << gib(gpu_kv_per_token * 8192) << " / " << gib(gpu_kv_per_token * 32768)
+                    << " / " << gib(gpu_kv_per_token * 131072) << " GiB at 8K / 32K / 128K\n";
+  }
   out << "tokenizer:\n";
   row("kind") << tok->model_name() << "\n";
   row("vocabulary") << tok->vocab_size() << "\n";

@@ -410,6 +410,17 @@ TEST(CliBinary, InfoJson) {
   const int64_t weights = mem.at("weights_bytes").get<int64_t>();
   EXPECT_LE(weights, int64_t(fs::file_size(model)));
   EXPECT_GT(weights, int64_t(fs::file_size(model)) * 95 / 100);
+  // On the GPU: a bf16 KV cache (half the CPU's float32), and the weights as bf16 (134.5 M
+  // parameters, 2 bytes each, the norms fp32) or with the Q4_1 projections in their blocks
+  // (the embedding table stays bf16: 49152 x 576 x 2 bytes).
+  const auto& cuda = mem.at("cuda");
+  EXPECT_EQ(cuda.at("kv_bytes_per_token").get<int64_t>(), 30 * 2 * 192 * 2);
+  const int64_t bf16 = cuda.at("weights_bf16_bytes").get<int64_t>();
+  const int64_t native = cuda.at("weights_native_bytes").get<int64_t>();
+  EXPECT_GT(bf16, int64_t(2) * 134'000'000);
+  EXPECT_LT(bf16, int64_t(2) * 136'000'000);
+  EXPECT_GT(native, int64_t(49152) * 576 * 2);
+  EXPECT_LT(native, weights + int64_t(49152) * 576 * 2);
 }
 
 // A qwen3 file (the transformers oracle's, tests/data/oracles): info names the family, its head
