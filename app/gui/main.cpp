@@ -152,6 +152,15 @@ int main(int argc, char** argv) {
   const bool screenshot = cli.isSet(shot);
   if (screenshot) app.setProperty("sinkscopeNoDialogs", true);
   const bool useSettings = !cli.isSet(fresh) && !screenshot;
+  if (useSettings) {  // the Engine menu's last choice, unless the command line gives one
+    const QSettings saved;
+    if (!cli.isSet(gpuWeights))
+      if (const auto w = parse_gpu_weights(saved.value(QStringLiteral("engine/gpuWeights")).toString().toStdString()))
+        gpu.weights = *w;
+    if (!cli.isSet(gpuActivations))
+      if (const auto a = parse_gpu_activations(saved.value(QStringLiteral("engine/gpuActivations")).toString().toStdString()))
+        gpu.activations = *a;
+  }
 
   Workbench wb(*kind, 0, gpu);
   MainWindow w(&wb);

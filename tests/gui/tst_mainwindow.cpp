@@ -7,6 +7,7 @@
 #include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
+#include <QMenu>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabBar>
@@ -135,6 +136,38 @@ class TestMainWindow : public QObject {
     QCOMPARE(picker->currentData().toString(), test::randomModelPath());
     auto* status = w.findChild<QLabel*>(QStringLiteral("status"));
     QVERIFY(status->toolTip().contains(QStringLiteral("Still using")));
+  }
+
+  // Engine > GPU weights / GPU activations: one checked item each, the workbench's choice, and
+  // all disabled (with the reason) on the CPU backend, before and after a model loads.
+  void engineMenuOffersTheGpuChoices() {
+    Workbench wb(BackendKind::kCpu, 2, GpuChoice{GpuWeights::kNative, GpuActivations::kInt16});
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    auto* weights = w.findChild<QMenu*>(QStringLiteral("gpuWeightsMenu"));
+    auto* acts = w.findChild<QMenu*>(QStringLiteral("gpuActivationsMenu"));
+    QVERIFY(weights && acts);
+    QCOMPARE(weights->actions().size(), 3);
+    QCOMPARE(acts->actions().size(), 2);
+    auto checked = [](QMenu* m) {
+      QAction* c = nullptr;
+      int n = 0;
+      for (QAction* a : m->actions())
+        if (a->isChecked()) ++n, c = a;
+      return n == 1 ? c : nullptr;
+    };
+    QVERIFY(checked(weights) && checked(acts));
+    QCOMPARE(GpuWeights(checked(weights)->data().toInt()), GpuWeights::kNative);
+    QCOMPARE(GpuActivations(checked(acts)->data().toInt()), GpuActivations::kInt16);
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    wb.loadModel(test::randomModelPath());
+    QTRY_COMPARE(loaded.count(), 1);
+    auto* engine = w.findChild<QMenu*>(QStringLiteral("engineMenu"));
+    QVERIFY(engine);
+    for (QAction* a : engine->actions()) {
+      QVERIFY(!a->isEnabled());
+      QVERIFY(a->toolTip().contains(QStringLiteral("CUDA")));
+    }
   }
 
   // File > Open checkpoint folder exists, and a checkpoint folder becomes the picker's model.

@@ -185,6 +185,33 @@ class TestWorkbench : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
     QCOMPARE(loaded.count(), 1);
   }
+  // Another GPU weight mode remakes the backends: the model stays, modelLoaded comes again and a
+  // run follows (on the CPU backend the choice itself changes nothing else); the same choice
+  // again does nothing.
+  void gpuChoiceRemakesTheBackends() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setDebounceMs(20);
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    QSignalSpy failed(&wb, &Workbench::modelFailed);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    wb.setPrompt(test::longPrompt());
+    wb.loadModel(test::randomModelPath());
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+    QCOMPARE(wb.gpuChoice().weights, GpuWeights::kAuto);
+    wb.setGpuChoice({GpuWeights::kNative, GpuActivations::kInt8});
+    QCOMPARE(wb.gpuChoice().weights, GpuWeights::kNative);
+    QCOMPARE(wb.gpuChoice().activations, GpuActivations::kInt8);
+    QVERIFY(!wb.modelReady());  // until the new backends are made
+    QTRY_COMPARE_WITH_TIMEOUT(loaded.count(), 2, 30000);
+    QCOMPARE(loaded.at(1).at(0).toString(), test::randomModelPath());
+    QVERIFY(wb.modelReady());
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
+    wb.setGpuChoice({GpuWeights::kNative, GpuActivations::kInt8});
+    QTest::qWait(300);
+    QCOMPARE(loaded.count(), 2);
+    QCOMPARE(ready.count(), 2);
+    QCOMPARE(failed.count(), 0);
+  }
   void staleStateIsMarkedWithItsReason() {
     Workbench wb(BackendKind::kCpu, 2);
     wb.setAutoRun(false);

@@ -55,6 +55,11 @@ uint64_t EngineController::setModel(std::shared_ptr<const Model> model) {
   return post(QStringLiteral("model"), [w, model](uint64_t id) { w->doSetModel(id, model); });
 }
 
+uint64_t EngineController::setGpuChoice(GpuChoice gpu) {
+  EngineWorker* w = m_worker;
+  return post(QStringLiteral("model"), [w, gpu](uint64_t id) { w->doSetGpu(id, gpu); });
+}
+
 uint64_t EngineController::run(const RunRequest& request, const QString& tag) {
   EngineWorker* w = m_worker;
   return post(tag, [w, request](uint64_t id) { w->doRun(id, request); });

@@ -44,6 +44,9 @@ class EngineController : public QObject {
   // Loads a GGUF file on the engine thread (tag "model"): modelLoaded or modelFailed.
   uint64_t loadModel(const QString& path);
   uint64_t setModel(std::shared_ptr<const Model> model);  // an already loaded model (tests)
+  // Another GPU weight mode / activation precision for the backends (tag "model"): modelLoaded
+  // again with the new backend's description, or modelFailed (the previous choice kept).
+  uint64_t setGpuChoice(GpuChoice gpu);
   // Runs a request (default tag "run"): started, progress..., then finished, failed or cancelled.
   uint64_t run(const RunRequest& request, const QString& tag = QStringLiteral("run"));
   // Cancels the running job and drops queued runs.

@@ -38,32 +38,51 @@ void EngineWorker::toController(std::function<void()> emit) {
   m_controller->pushToGui(std::move(emit));
 }
 
+// modelLoaded for the executor's model and backend: the description with the backend's note on
+// a GPU (where the weights went and why), and the file's hash (on the engine thread, so the
+// exported config can name the exact file).
+void EngineWorker::emitLoaded(uint64_t id, const QString& path) {
+  const ModelConfig& c = m_executor.model()->config();
+  const QString backend = QString::fromStdString(m_executor.backendName());
+  // The weights are mapped as the files store them; the KV cache grows with the context.
+  const uint64_t weightBytes = m_executor.model()->weight_summary().bytes;
+  const QString info =
+      QStringLiteral("%1 (%2, %9): %3 layers x %4 heads, head dim %5, vocab %6; weights %7 MiB "
+                     "(mapped), KV cache %8 KiB per token on the CPU")
+          .arg(QString::fromStdString(c.name), QString::fromStdString(c.architecture))
+          .arg(c.n_layer).arg(c.n_head).arg(c.head_dim).arg(c.n_vocab)
+          .arg(double(weightBytes) / (1024.0 * 1024.0), 0, 'f', 1)
+          .arg(2.0 * c.n_layer * c.kv_dim() * sizeof(float) / 1024.0, 0, 'f', 1)
+          .arg(QString::fromLatin1(model_format_name(m_executor.model()->format()))) +
+      (backend == QLatin1String("cpu") || m_executor.backendNote().empty()
+           ? QString()
+           : QStringLiteral("; ") + QString::fromStdString(m_executor.backendNote()));
+  const QString sha = QString::fromStdString(m_executor.model()->sha256());
+  toController([c = m_controller, id, path, backend, info, sha] {
+    Q_EMIT c->modelLoaded(id, path, backend, info, sha);
+  });
+}
+
 void EngineWorker::doLoad(uint64_t id, const QString& path) {
   try {
     if (path.isEmpty()) throw std::runtime_error("no model given");
     if (!QFileInfo::exists(path)) throw std::runtime_error("file not found: " + path.toStdString());
     m_executor.loadModel(path.toStdString());
-    const ModelConfig& c = m_executor.model()->config();
-    const QString backend = QString::fromStdString(m_executor.backendName());
-    // The weights are mapped as the files store them; the KV cache grows with the context.
-    const uint64_t weightBytes = m_executor.model()->weight_summary().bytes;
-    const QString info =
-        QStringLiteral("%1 (%2, %9): %3 layers x %4 heads, head dim %5, vocab %6; weights %7 MiB "
-                       "(mapped), KV cache %8 KiB per token on the CPU")
-            .arg(QString::fromStdString(c.name), QString::fromStdString(c.architecture))
-            .arg(c.n_layer).arg(c.n_head).arg(c.head_dim).arg(c.n_vocab)
-            .arg(double(weightBytes) / (1024.0 * 1024.0), 0, 'f', 1)
-            .arg(2.0 * c.n_layer * c.kv_dim() * sizeof(float) / 1024.0, 0, 'f', 1)
-            .arg(QString::fromLatin1(model_format_name(m_executor.model()->format()))) +
-        // On a GPU, where the weights went and why (BackendOptions::gpu_weights auto).
-        (backend == QLatin1String("cpu") || m_executor.backendNote().empty()
-             ? QString()
-             : QStringLiteral("; ") + QString::fromStdString(m_executor.backendNote()));
-    // Hashed here, on the engine thread, so the exported config can name the exact file.
-    const QString sha = QString::fromStdString(m_executor.model()->sha256());
-    toController([c = m_controller, id, path, backend, info, sha] {
-      Q_EMIT c->modelLoaded(id, path, backend, info, sha);
+    emitLoaded(id, path);
+  } catch (const std::exception& e) {
+    toController([c = m_controller, id, path, msg = QString::fromStdString(e.what())] {
+      Q_EMIT c->modelFailed(id, path, msg);
     });
+  }
+}
+
+void EngineWorker::doSetGpu(uint64_t id, GpuChoice gpu) {
+  const QString path = m_executor.model()
+                           ? QString::fromStdString(m_executor.model()->path().string())
+                           : QString();
+  try {
+    m_executor.setGpuChoice(gpu);
+    if (m_executor.model()) emitLoaded(id, path);
   } catch (const std::exception& e) {
     toController([c = m_controller, id, path, msg = QString::fromStdString(e.what())] {
       Q_EMIT c->modelFailed(id, path, msg);

@@ -32,6 +32,8 @@ class EngineWorker : public QObject {
 
   void doLoad(uint64_t id, const QString& path);
   void doSetModel(uint64_t id, std::shared_ptr<const Model> model);
+  void doSetGpu(uint64_t id, GpuChoice gpu);
+  void emitLoaded(uint64_t id, const QString& path);
   void doRun(uint64_t id, const RunRequest& request);
 
  private:

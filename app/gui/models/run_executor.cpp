@@ -141,6 +141,21 @@ void RunExecutor::loadModel(const std::string& path) {
   }
 }
 
+void RunExecutor::setGpuChoice(GpuChoice gpu) {
+  if (gpu.weights == m_gpu.weights && gpu.activations == m_gpu.activations) return;
+  const GpuChoice prev = m_gpu;
+  m_gpu = gpu;
+  setModel(m_model);  // drops every backend and cached result
+  if (!m_model) return;
+  try {
+    (void)backendName();
+  } catch (...) {
+    m_gpu = prev;
+    setModel(m_model);
+    throw;
+  }
+}
+
 void RunExecutor::setModel(std::shared_ptr<const Model> model) {
   m_prefillKey.clear();
   m_keptRows = RowStats{};  // its hidden states may hold device memory

@@ -54,6 +54,10 @@ class RunExecutor {
   std::string backendName();  // creates the backend when needed ("" without a model)
   const std::string& backendNote() const { return m_note; }
   const GpuChoice& gpuChoice() const { return m_gpu; }
+  // Another GPU weight mode or activation precision: the backends (and what they computed) are
+  // dropped when it differs, and the next backendName() or run makes new ones; the previous
+  // choice is restored when making the backend fails (throws what make_backend threw).
+  void setGpuChoice(GpuChoice gpu);
 
   // The flag polled between layers (and by the attention-map helper); the caller raises it.
   void setCancelFlag(const std::atomic<bool>* flag) { m_cancel = flag; }

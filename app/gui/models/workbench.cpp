@@ -8,7 +8,7 @@
 namespace sinkscope::gui {
 
 Workbench::Workbench(BackendKind kind, int threads, GpuChoice gpu, QObject* parent)
-    : QObject(parent), m_engine(kind, threads, gpu), m_threads(threads) {
+    : QObject(parent), m_engine(kind, threads, gpu), m_threads(threads), m_gpu(gpu) {
   m_debounce.setSingleShot(true);
   m_debounce.setInterval(kDefaultDebounceMs);
   connect(&m_debounce, &QTimer::timeout, this, &Workbench::runNow);
@@ -118,6 +118,19 @@ void Workbench::loadModel(const QString& path) {
   m_modelReady = false;
   m_model.reset();
   m_lastModelId = m_engine.loadModel(path);
+}
+
+void Workbench::setGpuChoice(GpuChoice gpu) {
+  const GpuChoice prev = m_gpu;
+  m_gpu = gpu;
+  const uint64_t id = m_engine.setGpuChoice(gpu);
+  if (!(m_modelReady || m_model)) return;
+  if (gpu.weights == prev.weights && gpu.activations == prev.activations) return;
+  // As a load: the model stays, its backends are remade; a failure restores the state.
+  m_prevModel = m_model;
+  m_prevReady = m_modelReady;
+  m_modelReady = false;
+  m_lastModelId = id;
 }
 
 void Workbench::setModel(std::shared_ptr<const Model> model) {

@@ -51,6 +51,11 @@ class Workbench : public QObject {
 
   void loadModel(const QString& path);  // the first run follows when it loaded
   void setModel(std::shared_ptr<const Model> model);  // tests: an in-memory model
+  // The CUDA backends' weight mode and activation precision (GpuChoice): with a model loaded,
+  // its backends are remade and modelLoaded comes again (then a run, as after a load), or
+  // modelFailed with the previous choice kept. The CPU backend ignores both.
+  void setGpuChoice(GpuChoice gpu);
+  const GpuChoice& gpuChoice() const { return m_gpu; }
   void runNow();
   void cancel();
 
@@ -118,6 +123,7 @@ class Workbench : public QObject {
   bool m_modelReady = false, m_running = false, m_autoRun = true;
   QTimer m_debounce;
   uint64_t m_lastRunId = 0, m_lastModelId = 0;
+  GpuChoice m_gpu;  // what the engine's backends were last asked to use
   RunResultPtr m_last;
   // What the views show (the last finished run's inputs) and what the pending run was asked with.
   ControlState m_shownControls, m_runControls;

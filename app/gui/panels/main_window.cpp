@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "app/gui/panels/main_window.h"
 
+#include <QActionGroup>
 #include <QApplication>
 
 #include <algorithm>
@@ -55,6 +56,7 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
 
   connect(m_wb, &Workbench::modelLoaded, this, [this](const QString& path, const QString& backend, const QString& info) {
     m_backend->setText(tr("Backend: <b>%1</b>").arg(backend == QLatin1String("cpu") ? tr("CPU") : backend));
+    syncGpuMenu(backend);
     m_backend->setToolTip(info);
     m_goodModel = path;
     m_recentModels.add(path);
@@ -384,6 +386,73 @@ void MainWindow::chooseHead(int layer, int head) {
   m_wb->setControls(s);
 }
 
+// Radio groups for the CUDA backends' weight mode and activation precision. A change remakes the
+// backends (Workbench::setGpuChoice: the model stays, a run follows) and is kept for the next
+// start (QSettings engine/gpuWeights, engine/gpuActivations; the command line wins there).
+void MainWindow::buildGpuMenu(QMenu* engine) {
+  m_gpuMenu = engine;
+  engine->setObjectName(QStringLiteral("engineMenu"));
+  QMenu* weights = engine->addMenu(tr("GPU &weights"));
+  weights->setObjectName(QStringLiteral("gpuWeightsMenu"));
+  QMenu* acts = engine->addMenu(tr("GPU &activations"));
+  acts->setObjectName(QStringLiteral("gpuActivationsMenu"));
+  auto* wGroup = new QActionGroup(this);
+  auto* aGroup = new QActionGroup(this);
+  const struct { GpuWeights mode; QString text, tip; } wItems[] = {
+      {GpuWeights::kAuto, tr("Auto (bf16 where it fits, else quantized)"),
+       tr("bf16 when the bf16 weights and two KV caches fit the free GPU memory, else the file's "
+          "quantized blocks; the Backend label's tooltip says which was taken and why")},
+      {GpuWeights::kBf16, tr("bf16 (fused decode, faster prefill)"),
+       tr("Every matrix converted to bf16: about 2 bytes per parameter")},
+      {GpuWeights::kNative, tr("Quantized as in the file (least memory)"),
+       tr("Q8_0 / Q4_0 / Q4_1 / Q4_K / Q5_K / Q6_K projections stay in their blocks: an 8B "
+          "Q4_K_M model at 32K tokens fits a 24 GB card")}};
+  for (const auto& it : wItems) {
+    QAction* a = weights->addAction(it.text);
+    a->setCheckable(true);
+    a->setToolTip(it.tip);
+    a->setData(int(it.mode));
+    a->setChecked(m_wb->gpuChoice().weights == it.mode);
+    wGroup->addAction(a);
+  }
+  const struct { GpuActivations prec; QString text; } aItems[] = {
+      {GpuActivations::kInt16, tr("int16 (two int8 planes, closest to the CPU)")},
+      {GpuActivations::kInt8, tr("int8 (one plane, as llama.cpp: faster decode)")}};
+  for (const auto& it : aItems) {
+    QAction* a = acts->addAction(it.text);
+    a->setCheckable(true);
+    a->setData(int(it.prec));
+    a->setChecked(m_wb->gpuChoice().activations == it.prec);
+    aGroup->addAction(a);
+  }
+  weights->setToolTipsVisible(true);
+  auto apply = [this, wGroup, aGroup] {
+    GpuChoice g = m_wb->gpuChoice();
+    if (QAction* a = wGroup->checkedAction()) g.weights = GpuWeights(a->data().toInt());
+    if (QAction* a = aGroup->checkedAction()) g.activations = GpuActivations(a->data().toInt());
+    QSettings s;
+    s.setValue(QStringLiteral("engine/gpuWeights"), QString::fromLatin1(gpu_weights_name(g.weights)));
+    s.setValue(QStringLiteral("engine/gpuActivations"),
+               QString::fromLatin1(gpu_activations_name(g.activations)));
+    m_backend->setText(tr("Backend: <i>loading</i>"));
+    m_wb->setGpuChoice(g);
+  };
+  connect(wGroup, &QActionGroup::triggered, this, apply);
+  connect(aGroup, &QActionGroup::triggered, this, apply);
+  syncGpuMenu(QString());
+}
+
+// The GPU choices act on CUDA backends only: disabled (with the reason) on the CPU.
+void MainWindow::syncGpuMenu(const QString& backend) {
+  if (!m_gpuMenu) return;
+  const bool gpu = !backend.isEmpty() && backend != QLatin1String("cpu");
+  for (QAction* a : m_gpuMenu->actions()) {
+    a->setEnabled(gpu);
+    a->setToolTip(gpu ? QString() : tr("CUDA backends only: the CPU backend reads the weights as stored"));
+  }
+  m_gpuMenu->setToolTipsVisible(true);
+}
+
 void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("Open &model..."), QKeySequence::Open, this, &MainWindow::chooseModel);
@@ -410,6 +479,7 @@ void MainWindow::buildMenus() {
   for (QDockWidget* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
   view->addSeparator();
   view->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);
+  buildGpuMenu(menuBar()->addMenu(tr("&Engine")));
   QMenu* map = menuBar()->addMenu(tr("&Map"));
   auto step = [this, map](const QString& text, QKeySequence key, auto fn) {
     QAction* a = map->addAction(text, this, fn);

@@ -90,6 +90,10 @@ class MainWindow : public QMainWindow {
   SweepPanel* m_sweepPanel = nullptr;
   QDockWidget* m_sweepDock = nullptr;
   QMenu* m_recentModelMenu = nullptr;
+  // Engine > GPU weights / GPU activations (Workbench::setGpuChoice); enabled on a GPU backend.
+  QMenu* m_gpuMenu = nullptr;
+  void buildGpuMenu(QMenu* engine);
+  void syncGpuMenu(const QString& backend);
   QMenu* m_recentPromptMenu = nullptr;
   QMenu* m_recentConfigMenu = nullptr;
 };
