@@ -21,6 +21,33 @@ using namespace sinkscope::gui;
 class TestRunExecutor : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  // A GPU choice whose backend cannot be made leaves the previous choice in force: here a CUDA
+  // executor on a machine whose CUDA is unavailable (skipped where a GPU works); a CPU executor
+  // takes any choice and still runs.
+  void gpuChoiceFailureKeepsThePreviousChoice() {
+    {
+      RunExecutor cpu(BackendKind::kCpu, 2);
+      cpu.setModel(test::randomModel());
+      cpu.setGpuChoice({GpuWeights::kNative, GpuActivations::kInt8});
+      QCOMPARE(cpu.gpuChoice().weights, GpuWeights::kNative);
+      QCOMPARE(QString::fromStdString(cpu.backendName()), QStringLiteral("cpu"));
+    }
+    std::string why;
+    if (cuda_available(&why)) QSKIP("a GPU is usable here: no CUDA failure to provoke");
+    RunExecutor ex(BackendKind::kCuda, 2);
+    ex.setModel(test::randomModel());
+    bool threw = false;
+    try {
+      ex.setGpuChoice({GpuWeights::kBf16, GpuActivations::kInt8});
+    } catch (const std::exception& e) {
+      threw = true;
+      QVERIFY(QString::fromUtf8(e.what()).contains(QStringLiteral("CUDA")));
+    }
+    QVERIFY(threw);
+    QCOMPARE(ex.gpuChoice().weights, GpuWeights::kAuto);
+    QCOMPARE(ex.gpuChoice().activations, GpuActivations::kInt16);
+    QVERIFY(ex.hasModel());
+  }
   void snapshotIsComplete() {
     const RunResultPtr r = test::sampleResult();
     QVERIFY(r->promptTokens.size() > 64);

@@ -17,6 +17,7 @@ Workbench::Workbench(BackendKind kind, int threads, GpuChoice gpu, QObject* pare
                  const QString& sha) {
             if (id != m_lastModelId) return;
             m_modelReady = true;
+            m_gpuPending = false;
             m_prevModel.reset();
             m_modelPath = path;
             m_backend = backend;
@@ -28,9 +29,11 @@ Workbench::Workbench(BackendKind kind, int threads, GpuChoice gpu, QObject* pare
   connect(&m_engine, &EngineController::modelFailed, this,
           [this](quint64 id, const QString& path, const QString& message) {
             if (id != m_lastModelId) return;
-            // The engine kept the previous model: so does the workbench.
+            // The engine kept the previous model (and GPU choice): so does the workbench.
             m_model = std::move(m_prevModel);
             m_modelReady = m_prevReady;
+            if (m_gpuPending) m_gpu = m_prevGpu;
+            m_gpuPending = false;
             Q_EMIT modelFailed(path, message);
           });
   connect(&m_engine, &EngineController::started, this, [this](quint64 id) {
@@ -117,6 +120,7 @@ void Workbench::loadModel(const QString& path) {
   }
   m_modelReady = false;
   m_model.reset();
+  m_gpuPending = false;
   m_lastModelId = m_engine.loadModel(path);
 }
 
@@ -127,6 +131,8 @@ void Workbench::setGpuChoice(GpuChoice gpu) {
   if (!(m_modelReady || m_model)) return;
   if (gpu.weights == prev.weights && gpu.activations == prev.activations) return;
   // As a load: the model stays, its backends are remade; a failure restores the state.
+  m_prevGpu = prev;
+  m_gpuPending = true;
   m_prevModel = m_model;
   m_prevReady = m_modelReady;
   m_modelReady = false;

@@ -124,6 +124,8 @@ class Workbench : public QObject {
   QTimer m_debounce;
   uint64_t m_lastRunId = 0, m_lastModelId = 0;
   GpuChoice m_gpu;  // what the engine's backends were last asked to use
+  GpuChoice m_prevGpu;       // restored when remaking the backends for m_gpu fails
+  bool m_gpuPending = false;  // a GPU choice change is in flight
   RunResultPtr m_last;
   // What the views show (the last finished run's inputs) and what the pending run was asked with.
   ControlState m_shownControls, m_runControls;

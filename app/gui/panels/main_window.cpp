@@ -57,6 +57,14 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
   connect(m_wb, &Workbench::modelLoaded, this, [this](const QString& path, const QString& backend, const QString& info) {
     m_backend->setText(tr("Backend: <b>%1</b>").arg(backend == QLatin1String("cpu") ? tr("CPU") : backend));
     syncGpuMenu(backend);
+    syncGpuChecks();
+    if (backend != QLatin1String("cpu")) {  // a choice the backends took: kept for the next start
+      QSettings s;
+      s.setValue(QStringLiteral("engine/gpuWeights"),
+                 QString::fromLatin1(gpu_weights_name(m_wb->gpuChoice().weights)));
+      s.setValue(QStringLiteral("engine/gpuActivations"),
+                 QString::fromLatin1(gpu_activations_name(m_wb->gpuChoice().activations)));
+    }
     m_backend->setToolTip(info);
     m_goodModel = path;
     m_recentModels.add(path);
@@ -65,6 +73,7 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
     setStatus(tr("Loaded %1 -- %2").arg(QFileInfo(path).fileName(), info));
   });
   connect(m_wb, &Workbench::modelFailed, this, [this](const QString& path, const QString& msg) {
+    syncGpuChecks();  // a GPU choice that failed is undone
     // The previous model stays loaded and usable; the bad file leaves the model list.
     const int bad = m_model->findData(path);
     if (bad >= 0 && path != m_goodModel && !m_model->itemText(bad).endsWith(tr(" (default)")))
@@ -396,8 +405,8 @@ void MainWindow::buildGpuMenu(QMenu* engine) {
   weights->setObjectName(QStringLiteral("gpuWeightsMenu"));
   QMenu* acts = engine->addMenu(tr("GPU &activations"));
   acts->setObjectName(QStringLiteral("gpuActivationsMenu"));
-  auto* wGroup = new QActionGroup(this);
-  auto* aGroup = new QActionGroup(this);
+  auto* wGroup = m_gpuWeights = new QActionGroup(this);
+  auto* aGroup = m_gpuActivations = new QActionGroup(this);
   const struct { GpuWeights mode; QString text, tip; } wItems[] = {
       {GpuWeights::kAuto, tr("Auto (bf16 where it fits, else quantized)"),
        tr("bf16 when the bf16 weights and two KV caches fit the free GPU memory, else the file's "
@@ -430,16 +439,20 @@ void MainWindow::buildGpuMenu(QMenu* engine) {
     GpuChoice g = m_wb->gpuChoice();
     if (QAction* a = wGroup->checkedAction()) g.weights = GpuWeights(a->data().toInt());
     if (QAction* a = aGroup->checkedAction()) g.activations = GpuActivations(a->data().toInt());
-    QSettings s;
-    s.setValue(QStringLiteral("engine/gpuWeights"), QString::fromLatin1(gpu_weights_name(g.weights)));
-    s.setValue(QStringLiteral("engine/gpuActivations"),
-               QString::fromLatin1(gpu_activations_name(g.activations)));
     m_backend->setText(tr("Backend: <i>loading</i>"));
     m_wb->setGpuChoice(g);
   };
   connect(wGroup, &QActionGroup::triggered, this, apply);
   connect(aGroup, &QActionGroup::triggered, this, apply);
   syncGpuMenu(QString());
+}
+
+void MainWindow::syncGpuChecks() {
+  if (!m_gpuWeights || !m_gpuActivations) return;
+  const GpuChoice g = m_wb->gpuChoice();
+  for (QAction* a : m_gpuWeights->actions()) a->setChecked(GpuWeights(a->data().toInt()) == g.weights);
+  for (QAction* a : m_gpuActivations->actions())
+    a->setChecked(GpuActivations(a->data().toInt()) == g.activations);
 }
 
 // The GPU choices act on CUDA backends only: disabled (with the reason) on the CPU.

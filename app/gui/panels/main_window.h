@@ -11,6 +11,7 @@
 #include "app/gui/models/recent_files.h"
 #include "app/gui/models/workbench.h"
 
+class QActionGroup;
 class QComboBox;
 class QDockWidget;
 class QLabel;
@@ -92,8 +93,11 @@ class MainWindow : public QMainWindow {
   QMenu* m_recentModelMenu = nullptr;
   // Engine > GPU weights / GPU activations (Workbench::setGpuChoice); enabled on a GPU backend.
   QMenu* m_gpuMenu = nullptr;
+  QActionGroup* m_gpuWeights = nullptr;
+  QActionGroup* m_gpuActivations = nullptr;
   void buildGpuMenu(QMenu* engine);
   void syncGpuMenu(const QString& backend);
+  void syncGpuChecks();  // the checked items follow the workbench's choice
   QMenu* m_recentPromptMenu = nullptr;
   QMenu* m_recentConfigMenu = nullptr;
 };
