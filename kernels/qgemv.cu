@@ -201,23 +201,30 @@ OpStatus launch_qgemv(int type, const void* w, int rows, int cols, const uint16_
   return launch_qgemv_f32(type, w, rows, cols, v, y, accumulate, stream);
 }
 
+namespace {
+// The arguments of the int8 kernel's launchers (x: v, or the activation quantized ahead):
+// empty when they are usable, else what is wrong, after fn.
+std::string int8_args_error(const char* fn, const char* x_name, int type, const void* w, int rows,
+                            int cols, const void* x, const float* y, int planes) {
+  if (!w || !x || !y) return std::string(fn) + "a required pointer is null";
+  if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) return fn + why;
+  if (planes != 1 && planes != 2)
+    return std::string(fn) + "planes must be 1 or 2, got " + std::to_string(planes);
+  if (!qwide::eligible(type, w, cols, qweight_row_bytes(type, cols), x))
+    return std::string(fn) +
+           "needs Q4_K (16-byte aligned), Q6_K or Q8_0 (2-byte aligned) weights and a 16-byte "
+           "aligned " + x_name;
+  return {};
+}
+}  // namespace
+
 OpStatus launch_qgemv_int8(int type, const void* w, int rows, int cols, const uint16_t* v,
                            float* y, bool accumulate, int planes, void* stream) {
-  static constexpr const char* fn = "launch_qgemv_int8: ";
   if (rows == 0) return {};
-  if (!w || !v || !y) return OpStatus::error(std::string(fn) + "a required pointer is null");
-  if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
-    return OpStatus::error(fn + why);
-  }
-  if (planes != 1 && planes != 2) {
-    return OpStatus::error(std::string(fn) + "planes must be 1 or 2, got " + std::to_string(planes));
-  }
+  if (std::string why = int8_args_error("launch_qgemv_int8: ", "v", type, w, rows, cols, v, y, planes);
+      !why.empty())
+    return OpStatus::error(why);
   const int64_t rb = qweight_row_bytes(type, cols);
-  if (!qwide::eligible(type, w, cols, rb, v)) {
-    return OpStatus::error(std::string(fn) +
-                           "needs Q4_K (16-byte aligned), Q6_K or Q8_0 (2-byte aligned) weights "
-                           "and a 16-byte aligned v");
-  }
   if (const cudaError_t e = qwide::launch(type, w, rows, cols, rb, v, y, accumulate, stream, planes);
       e != cudaSuccess) {
     return OpStatus::error(cuda_error_text(e, "qgemv_wide_kernel", __FILE__, __LINE__));
@@ -250,21 +257,12 @@ OpStatus launch_qgemv_quantize_x(const uint16_t* v, int cols, int planes, void* 
 
 OpStatus launch_qgemv_prequant(int type, const void* w, int rows, int cols, const void* xq,
                                float* y, bool accumulate, int planes, void* stream) {
-  static constexpr const char* fn = "launch_qgemv_prequant: ";
   if (rows == 0) return {};
-  if (!w || !xq || !y) return OpStatus::error(std::string(fn) + "a required pointer is null");
-  if (std::string why = qgemv_shape_error(type, rows, cols); !why.empty()) {
-    return OpStatus::error(fn + why);
-  }
-  if (planes != 1 && planes != 2) {
-    return OpStatus::error(std::string(fn) + "planes must be 1 or 2, got " + std::to_string(planes));
-  }
+  if (std::string why = int8_args_error("launch_qgemv_prequant: ", "xq", type, w, rows, cols, xq, y,
+                                        planes);
+      !why.empty())
+    return OpStatus::error(why);
   const int64_t rb = qweight_row_bytes(type, cols);
-  if (!qwide::eligible(type, w, cols, rb, xq)) {
-    return OpStatus::error(std::string(fn) +
-                           "needs Q4_K (16-byte aligned), Q6_K or Q8_0 (2-byte aligned) weights "
-                           "and a 16-byte aligned xq");
-  }
   if (const cudaError_t e = qwide::launch_pre(type, w, rows, cols, rb, static_cast<const int8_t*>(xq),
                                               y, accumulate, stream, planes);
       e != cudaSuccess) {

@@ -177,27 +177,19 @@ int grid_cap() { return 4 * sm_count(); }
 
 std::atomic<int> g_variant{-1};  // -1: not yet read from the tuning
 
-template <int T, int P>
+// kPre: xg holds the quantized activation (v unused) and the shared memory is the per-warp
+// staging buffers only (at most 8 * 160 * 16 = 20 KiB: no opt-in needed).
+template <int T, int P, bool kPre>
 cudaError_t launch_t(const void* w, int rows, int cols, int64_t row_bytes, const uint16_t* v,
-                     float* y, bool accumulate, cudaStream_t st) {
-  if (const cudaError_t e = raise_smem<T, P>(cols); e != cudaSuccess) return e;
+                     const int8_t* xg, float* y, bool accumulate, cudaStream_t st) {
+  if constexpr (!kPre) {
+    if (const cudaError_t e = raise_smem<T, P>(cols); e != cudaSuccess) return e;
+  }
   const int want = (rows + kWarps - 1) / kWarps;
   const int cap = grid_cap();
-  qgemv_wide_kernel<T, P, false><<<want < cap ? want : cap, kThreads, smem_bytes<T, P>(cols), st>>>(
-      static_cast<const uint8_t*>(w), rows, cols, row_bytes, v, nullptr, y, accumulate ? 1 : 0);
-  return cudaGetLastError();
-}
-
-// The per-warp staging buffers only (at most 8 * 160 * 16 = 20 KiB): no opt-in needed.
-template <int T, int P>
-cudaError_t launch_pre_t(const void* w, int rows, int cols, int64_t row_bytes, const int8_t* xg,
-                         float* y, bool accumulate, cudaStream_t st) {
-  const int want = (rows + kWarps - 1) / kWarps;
-  const int cap = grid_cap();
-  qgemv_wide_kernel<T, P, true>
-      <<<want < cap ? want : cap, kThreads, smem_bytes<T, P, true>(cols), st>>>(
-          static_cast<const uint8_t*>(w), rows, cols, row_bytes, nullptr, xg, y,
-          accumulate ? 1 : 0);
+  qgemv_wide_kernel<T, P, kPre>
+      <<<want < cap ? want : cap, kThreads, smem_bytes<T, P, kPre>(cols), st>>>(
+          static_cast<const uint8_t*>(w), rows, cols, row_bytes, v, xg, y, accumulate ? 1 : 0);
   return cudaGetLastError();
 }
 
@@ -212,13 +204,6 @@ cudaError_t by_type(int type, F&& f) {
   }
 }
 
-template <int P>
-cudaError_t launch_pre_p(int type, const void* w, int rows, int cols, int64_t row_bytes,
-                         const int8_t* xg, float* y, bool accumulate, cudaStream_t st) {
-  return by_type(type, [&](auto t) {
-    return launch_pre_t<decltype(t)::value, P>(w, rows, cols, row_bytes, xg, y, accumulate, st);
-  });
-}
 
 // One thread per 8 activations (4 per run of 32), whole warps: quantize8's shuffles need them.
 template <int P>
@@ -231,11 +216,12 @@ __global__ void __launch_bounds__(kThreads)
   quantize8<P>(u, g, g < n8, cols, xq, reinterpret_cast<XScale*>(xq + P * cols));
 }
 
-template <int P>
+template <int P, bool kPre = false>
 cudaError_t launch_p(int type, const void* w, int rows, int cols, int64_t row_bytes,
-                     const uint16_t* v, float* y, bool accumulate, cudaStream_t st) {
+                     const uint16_t* v, const int8_t* xg, float* y, bool accumulate,
+                     cudaStream_t st) {
   return by_type(type, [&](auto t) {
-    return launch_t<decltype(t)::value, P>(w, rows, cols, row_bytes, v, y, accumulate, st);
+    return launch_t<decltype(t)::value, P, kPre>(w, rows, cols, row_bytes, v, xg, y, accumulate, st);
   });
 }
 
@@ -321,8 +307,8 @@ cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_byte
     default: break;
   }
   const auto st = static_cast<cudaStream_t>(stream);
-  if (planes == 1) return launch_p<1>(type, w, rows, cols, row_bytes, v, y, accumulate, st);
-  if (planes == 2) return launch_p<2>(type, w, rows, cols, row_bytes, v, y, accumulate, st);
+  if (planes == 1) return launch_p<1>(type, w, rows, cols, row_bytes, v, nullptr, y, accumulate, st);
+  if (planes == 2) return launch_p<2>(type, w, rows, cols, row_bytes, v, nullptr, y, accumulate, st);
   return cudaErrorInvalidValue;
 }
 
@@ -342,8 +328,8 @@ cudaError_t quantize(const uint16_t* v, int cols, int planes, int8_t* xq, void* 
 cudaError_t launch_pre(int type, const void* w, int rows, int cols, int64_t row_bytes,
                        const int8_t* xq, float* y, bool accumulate, void* stream, int planes) {
   const auto st = static_cast<cudaStream_t>(stream);
-  if (planes == 1) return launch_pre_p<1>(type, w, rows, cols, row_bytes, xq, y, accumulate, st);
-  if (planes == 2) return launch_pre_p<2>(type, w, rows, cols, row_bytes, xq, y, accumulate, st);
+  if (planes == 1) return launch_p<1, true>(type, w, rows, cols, row_bytes, nullptr, xq, y, accumulate, st);
+  if (planes == 2) return launch_p<2, true>(type, w, rows, cols, row_bytes, nullptr, xq, y, accumulate, st);
   return cudaErrorInvalidValue;
 }
 

@@ -134,33 +134,34 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sinkscope: --backend must be auto, cpu or cuda\n");
     return 2;
   }
-  GpuChoice gpu;
-  if (const auto w = parse_gpu_weights(cli.value(gpuWeights).toStdString())) {
-    gpu.weights = *w;
-  } else {
-    std::fprintf(stderr, "sinkscope: --gpu-weights must be auto, bf16 or native, got '%s'\n",
-                 qPrintable(cli.value(gpuWeights)));
-    return 2;
-  }
-  if (const auto a = parse_gpu_activations(cli.value(gpuActivations).toStdString())) {
-    gpu.activations = *a;
-  } else {
-    std::fprintf(stderr, "sinkscope: --gpu-activations must be int16 or int8, got '%s'\n",
-                 qPrintable(cli.value(gpuActivations)));
-    return 2;
-  }
   const bool screenshot = cli.isSet(shot);
   if (screenshot) app.setProperty("sinkscopeNoDialogs", true);
   const bool useSettings = !cli.isSet(fresh) && !screenshot;
-  if (useSettings) {  // the Engine menu's last choice, unless the command line gives one
-    const QSettings saved;
-    if (!cli.isSet(gpuWeights))
-      if (const auto w = parse_gpu_weights(saved.value(QStringLiteral("engine/gpuWeights")).toString().toStdString()))
-        gpu.weights = *w;
-    if (!cli.isSet(gpuActivations))
-      if (const auto a = parse_gpu_activations(saved.value(QStringLiteral("engine/gpuActivations")).toString().toStdString()))
-        gpu.activations = *a;
-  }
+  // A GPU option: the command line's value (a bad one is an error), else the Engine menu's last
+  // choice when settings are used, else the default.
+  const QSettings saved;
+  const auto gpuOption = [&](const QCommandLineOption& opt, const char* key, auto parse,
+                             auto& field, const char* valid) {
+    if (!cli.isSet(opt)) {
+      if (useSettings)
+        if (const auto v = parse(saved.value(QLatin1String(key)).toString().toStdString())) field = *v;
+      return true;
+    }
+    const auto v = parse(cli.value(opt).toStdString());
+    if (!v) {
+      std::fprintf(stderr, "sinkscope: --%s must be %s, got '%s'\n",
+                   qPrintable(opt.names().first()), valid, qPrintable(cli.value(opt)));
+      return false;
+    }
+    field = *v;
+    return true;
+  };
+  GpuChoice gpu;
+  if (!gpuOption(gpuWeights, "engine/gpuWeights", parse_gpu_weights, gpu.weights,
+                 "auto, bf16 or native") ||
+      !gpuOption(gpuActivations, "engine/gpuActivations", parse_gpu_activations, gpu.activations,
+                 "int16 or int8"))
+    return 2;
 
   Workbench wb(*kind, 0, gpu);
   MainWindow w(&wb);

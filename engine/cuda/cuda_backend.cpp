@@ -197,6 +197,8 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
   const uint64_t kv_b = 2 * uint64_t(c.n_layer) *
                         (m_layer_kv_elems * 2 + m_layer_code_bytes + m_layer_scale_elems * 2);
   const uint64_t B = uint64_t(m_batch);
+  // The single-token products' activation, quantized once per projection (linear_proj).
+  const size_t xq_bytes = kernels::qgemv_x_bytes(int(std::max({D, Q, F})), 2);
   // Weights and scratch of a weight mode (the plan's pools, the dequantization scratch of the
   // native projections, gpt-oss's experts).
   const auto weights_of = [&](const WeightPlan& wp, GpuWeights mode) -> uint64_t {
@@ -211,7 +213,7 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
            wp.scratch_elems * 2 + moe_scratch_bytes(c, m_batch) +
            (moe_native(*m_model, mode) ? uint64_t(4) * F * D : 0) +
            (c.attn_sinks ? uint64_t(8) * c.n_layer * c.n_head : 0) +
-           (wp.scratch_elems ? kernels::qgemv_x_bytes(int(std::max({D, Q, F})), 2) : 0);
+           (wp.scratch_elems ? xq_bytes : 0);
   };
   size_t free_b = 0, total_b = 0;
   SS_CUDA(cudaMemGetInfo(&free_b, &total_b));
@@ -302,9 +304,7 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     // Shared-memory limits of the quantized GEMV set now: not while a decode graph is captured.
     // (Native projections have rows within the stage, qgemv_shape_error; clamp the others.)
     SS_LAUNCH(kernels::qgemv_prepare(std::min(std::max({c.n_embd, c.q_dim(), c.n_ff}), 227 * 1024 / 4)));
-    // The single-token products' activation, quantized once per projection (linear_proj).
-    const size_t xq = kernels::qgemv_x_bytes(std::max({c.n_embd, c.q_dim(), c.n_ff}), 2);
-    if (xq) m_xq = alloc(xq, "int8 activation of the quantized GEMVs");
+    if (xq_bytes) m_xq = alloc(xq_bytes, "int8 activation of the quantized GEMVs");
   }
   m_q = alloc(B * Q * 2, "rotated queries");
   m_att = alloc(B * Q * 2, "attention output");

@@ -68,6 +68,14 @@ std::vector<float> prefill_then_decode(Backend& be, const std::vector<TokenId>& 
   return all;
 }
 
+// A weight type the device decodes in its blocks (kernels/qblock.h): --gpu-weights native
+// keeps such projections quantized.
+bool device_decoded(GgmlType t) {
+  for (GgmlType d : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
+                     GgmlType::kQ5_K, GgmlType::kQ6_K})
+    if (t == d) return true;
+  return false;
+}
 
 }  // namespace
 
@@ -335,9 +343,7 @@ int main(int argc, char** argv) {
     bool quant_types = false;  // a projection of a type with a device decode
     for (const LayerWeights& L : model->weights().layers)
       for (const QuantMatrix* q : {&L.wq, &L.wo, &L.w_gate, &L.w_down})
-        for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
-                           GgmlType::kQ5_K, GgmlType::kQ6_K})
-          quant_types = quant_types || q->type == t;
+        quant_types = quant_types || device_decoded(q->type);
     check(!quant_types || (gn->device_bytes() < gb->device_bytes() && !fused),
           "native_weights_smaller",
           fmt("device memory: native %.1f MiB, bf16 %.1f MiB", double(gn->device_bytes()) / (1 << 20),
@@ -360,9 +366,7 @@ int main(int argc, char** argv) {
     }
     bool quant_types = false;
     for (const LayerWeights& L : model->weights().layers)
-      for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ4_K,
-                         GgmlType::kQ5_K, GgmlType::kQ6_K})
-        quant_types = quant_types || L.wq.type == t;
+      quant_types = quant_types || device_decoded(L.wq.type);
     BackendOptions nat;
     nat.gpu_weights = GpuWeights::kNative;
     auto n = make_cuda_backend(model, nat);
