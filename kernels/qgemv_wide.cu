@@ -32,6 +32,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "kernels/pdl.cuh"
 #include "kernels/qblock.h"
 #include "kernels/qgemv_wide.cuh"
 #include "kernels/tuning.h"
@@ -104,10 +105,19 @@ __device__ float dot_q6k(const uint8_t* wr, int cols, const int8_t* xq, const XS
   return acc;
 }
 
+// How a launch meets the kernel before it in the stream (variants 0, 5, 6 of qgemv_wide.h).
+enum Chain : int {
+  kPlain = 0,     // an ordinary launch: starts when the previous kernel has finished
+  kPdl = 1,       // PDL: scheduled while the previous kernel runs, waits (griddepcontrol) first
+  kPdlFetch = 2,  // kPdl, and each warp asks L2 for its first row's bytes before waiting
+};
+
 // 4 CTAs (32 warps) per SM: at most 64 registers per thread.
 // kPre: the activation comes quantized (xg: the planes and scales of quantize_x_kernel, in global
 // memory, read through L1 by every warp); otherwise the CTA quantizes v into shared memory first.
-template <int T, int P, bool kPre>
+// C (Chain): with PDL nothing the previous kernel writes (v, y) is touched before pdl_wait();
+// the weights are constant during a decode step, so kPdlFetch may prefetch them before it.
+template <int T, int P, bool kPre, int C = kPlain>
 __global__ void __launch_bounds__(kThreads, 4)
     qgemv_wide_kernel(const uint8_t* __restrict__ w, int rows, int cols, int64_t row_bytes,
                       const uint16_t* __restrict__ v, const int8_t* __restrict__ xg,
@@ -116,6 +126,18 @@ __global__ void __launch_bounds__(kThreads, 4)
   constexpr int kStage = stage_chunks<T>();
   const int warp = static_cast<int>(threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x & 31);
+  if constexpr (C == kPdlFetch) {
+    const int first = blockIdx.x * kWarps + warp;
+    if (first < rows) {
+      const uint8_t* wr = w + static_cast<int64_t>(first) * row_bytes;
+      for (int64_t off = int64_t(lane) * 128; off < row_bytes; off += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + off));
+    }
+  }
+  if constexpr (C != kPlain) {
+    detail::pdl_wait();
+    detail::pdl_trigger();
+  }
   uint4* buf = smem + warp * kStage;
   const int8_t* xq;
   const XScale* xd;
@@ -154,20 +176,20 @@ size_t smem_bytes(int cols) {
   return stage + static_cast<size_t>(P) * cols + static_cast<size_t>(cols / 32) * sizeof(XScale);
 }
 
-template <int T, int P>
+template <int T, int P, int C>
 std::atomic<size_t>& smem_limit() {
   static std::atomic<size_t> v{kDefaultSmem};
   return v;
 }
 
-template <int T, int P>
+template <int T, int P, int C = kPlain>
 cudaError_t raise_smem(int cols) {
   const size_t smem = smem_bytes<T, P>(cols);
-  if (smem <= smem_limit<T, P>().load()) return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(qgemv_wide_kernel<T, P, false>,
+  if (smem <= smem_limit<T, P, C>().load()) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(qgemv_wide_kernel<T, P, false, C>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
-  if (e == cudaSuccess) smem_limit<T, P>().store(smem);
+  if (e == cudaSuccess) smem_limit<T, P, C>().store(smem);
   return e;
 }
 
@@ -179,18 +201,19 @@ std::atomic<int> g_variant{-1};  // -1: not yet read from the tuning
 
 // kPre: xg holds the quantized activation (v unused) and the shared memory is the per-warp
 // staging buffers only (at most 8 * 160 * 16 = 20 KiB: no opt-in needed).
-template <int T, int P, bool kPre>
+template <int T, int P, bool kPre, int C = kPlain>
 cudaError_t launch_t(const void* w, int rows, int cols, int64_t row_bytes, const uint16_t* v,
                      const int8_t* xg, float* y, bool accumulate, cudaStream_t st) {
   if constexpr (!kPre) {
-    if (const cudaError_t e = raise_smem<T, P>(cols); e != cudaSuccess) return e;
+    if (const cudaError_t e = raise_smem<T, P, C>(cols); e != cudaSuccess) return e;
   }
   const int want = (rows + kWarps - 1) / kWarps;
   const int cap = grid_cap();
-  qgemv_wide_kernel<T, P, kPre>
-      <<<want < cap ? want : cap, kThreads, smem_bytes<T, P, kPre>(cols), st>>>(
-          static_cast<const uint8_t*>(w), rows, cols, row_bytes, v, xg, y, accumulate ? 1 : 0);
-  return cudaGetLastError();
+  const cudaError_t e = detail::launch_pdl(
+      C != kPlain, qgemv_wide_kernel<T, P, kPre, C>, dim3(want < cap ? want : cap), dim3(kThreads),
+      smem_bytes<T, P, kPre>(cols), st, static_cast<const uint8_t*>(w), rows, cols, row_bytes, v,
+      xg, y, accumulate ? 1 : 0);
+  return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 // f(std::integral_constant<int, T>) for the kernel's formats T; cudaErrorInvalidValue for others.
@@ -216,20 +239,34 @@ __global__ void __launch_bounds__(kThreads)
   quantize8<P>(u, g, g < n8, cols, xq, reinterpret_cast<XScale*>(xq + P * cols));
 }
 
-template <int P, bool kPre = false>
+template <int P, bool kPre = false, int C = kPlain>
 cudaError_t launch_p(int type, const void* w, int rows, int cols, int64_t row_bytes,
                      const uint16_t* v, const int8_t* xg, float* y, bool accumulate,
                      cudaStream_t st) {
   return by_type(type, [&](auto t) {
-    return launch_t<decltype(t)::value, P, kPre>(w, rows, cols, row_bytes, v, xg, y, accumulate, st);
+    return launch_t<decltype(t)::value, P, kPre, C>(w, rows, cols, row_bytes, v, xg, y,
+                                                    accumulate, st);
   });
+}
+
+// One (planes, chain) combination of the per-CTA-quantizing kernel: planes 1 or 2.
+template <int C>
+cudaError_t launch_c(int type, const void* w, int rows, int cols, int64_t row_bytes,
+                     const uint16_t* v, float* y, bool accumulate, cudaStream_t st, int planes) {
+  if (planes == 1) return launch_p<1, false, C>(type, w, rows, cols, row_bytes, v, nullptr, y, accumulate, st);
+  if (planes == 2) return launch_p<2, false, C>(type, w, rows, cols, row_bytes, v, nullptr, y, accumulate, st);
+  return cudaErrorInvalidValue;
 }
 
 template <int P>
 cudaError_t prepare_p(int max_cols) {
-  for (const cudaError_t e : {raise_smem<qblock::kQ4_K, P>(max_cols),
-                              raise_smem<qblock::kQ6_K, P>(max_cols),
-                              raise_smem<qblock::kQ8_0, P>(max_cols)}) {
+  for (const cudaError_t e :
+       {raise_smem<qblock::kQ4_K, P>(max_cols), raise_smem<qblock::kQ6_K, P>(max_cols),
+        raise_smem<qblock::kQ8_0, P>(max_cols), raise_smem<qblock::kQ4_K, P, kPdl>(max_cols),
+        raise_smem<qblock::kQ6_K, P, kPdl>(max_cols), raise_smem<qblock::kQ8_0, P, kPdl>(max_cols),
+        raise_smem<qblock::kQ4_K, P, kPdlFetch>(max_cols),
+        raise_smem<qblock::kQ6_K, P, kPdlFetch>(max_cols),
+        raise_smem<qblock::kQ8_0, P, kPdlFetch>(max_cols)}) {
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -288,6 +325,8 @@ const char* variant_name(int which) {
     case 2: return "v2";
     case 3: return "v3";
     case 4: return "v4";
+    case 5: return "v5";
+    case 6: return "v6";
     default: return "?";
   }
 }
@@ -307,9 +346,11 @@ cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_byte
     default: break;
   }
   const auto st = static_cast<cudaStream_t>(stream);
-  if (planes == 1) return launch_p<1>(type, w, rows, cols, row_bytes, v, nullptr, y, accumulate, st);
-  if (planes == 2) return launch_p<2>(type, w, rows, cols, row_bytes, v, nullptr, y, accumulate, st);
-  return cudaErrorInvalidValue;
+  switch (variant()) {
+    case 5: return launch_c<kPdl>(type, w, rows, cols, row_bytes, v, y, accumulate, st, planes);
+    case 6: return launch_c<kPdlFetch>(type, w, rows, cols, row_bytes, v, y, accumulate, st, planes);
+    default: return launch_c<kPlain>(type, w, rows, cols, row_bytes, v, y, accumulate, st, planes);
+  }
 }
 
 size_t x_bytes(int cols, int planes) {

@@ -48,7 +48,11 @@ cudaError_t prepare(int max_cols);
 //   3: variant 1 without PDL.
 //   4: variant 1 with its runs never shortened for long rows (fewer CTAs per SM there, each
 //      warp with twice the bytes in flight).
-constexpr int kVariants = 5;
+//   5: variant 0 launched with PDL: scheduled while the previous kernel runs, it waits for it
+//      before reading v or y, so launch latency overlaps the previous kernel's tail.
+//   6: variant 5, each warp first asking L2 for its first row's weight bytes (prefetch) before
+//      the wait, so the small projections' loads overlap the previous kernel too.
+constexpr int kVariants = 7;
 constexpr int kDefaultVariant = 0;
 int variant();                // kDefaultVariant until set_variant
 bool set_variant(int which);  // false (and no change) outside 0 .. kVariants - 1
