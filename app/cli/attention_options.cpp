@@ -64,8 +64,8 @@ void add_backend_option(ArgParser& p) {
            "prefill) | native (Q8_0/Q4_0/Q4_1/Q4_K/Q5_K/Q6_K projections stay quantized: about "
            "a third of the memory)");
   p.option("--gpu-activations", "PREC",
-           "int16 (default: two int8 planes, about 15 bits) | int8 (one plane, as llama.cpp's "
-           "GEMV: faster, logits further from the CPU's); the single-token products of "
+           "int8 (default: one plane, as llama.cpp's GEMV) | int16 (two int8 planes, about 15 "
+           "bits: logits closer to the CPU's, slower decode); the single-token products of "
            "--gpu-weights native Q4_K/Q6_K/Q8_0 projections");
   p.option("--sparse-decode", "MODE",
            "auto (default: a dynamic-sparse decode step runs the dense attention kernels where "

@@ -21,7 +21,7 @@ AttentionSettings parse_attention_options(const ArgParser& p);
 struct BackendChoice {
   BackendKind kind = BackendKind::kAuto;
   GpuWeights gpu_weights = GpuWeights::kAuto;
-  GpuActivations gpu_activations = GpuActivations::kInt16;
+  GpuActivations gpu_activations = kDefaultGpuActivations;
   SparseDecodeKernels sparse_decode = SparseDecodeKernels::kAuto;
 };
 void add_backend_option(ArgParser& p);

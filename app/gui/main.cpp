@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // sinkscope: the Qt 6 workbench.
 //   sinkscope [--model FILE] [--prompt TEXT | --prompt-file FILE] [--backend auto|cpu|cuda]
-//             [--gpu-weights auto|bf16|native] [--gpu-activations int16|int8]
+//             [--gpu-weights auto|bf16|native] [--gpu-activations int8|int16]
 //             [--screenshot FILE [--views DIR]] [--layer L --head H] [--fresh]
 // --screenshot renders the main window after the first run and exits (docs, tests); --views also
 // saves each view dock as DIR/<name>.png. --help and --version work without a display; any
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   QCommandLineOption promptFile(QStringLiteral("prompt-file"), QStringLiteral("prompt from a file"), QStringLiteral("FILE"));
   QCommandLineOption backend(QStringLiteral("backend"), QStringLiteral("auto, cpu or cuda"), QStringLiteral("KIND"), QStringLiteral("auto"));
   QCommandLineOption gpuWeights(QStringLiteral("gpu-weights"), QStringLiteral("CUDA: auto (bf16 where it fits with room for the dense baseline, else the file's quantized blocks), bf16 or native"), QStringLiteral("MODE"), QStringLiteral("auto"));
-  QCommandLineOption gpuActivations(QStringLiteral("gpu-activations"), QStringLiteral("CUDA, native weights: int16 (two int8 planes) or int8 (one plane, faster)"), QStringLiteral("PREC"), QStringLiteral("int16"));
+  QCommandLineOption gpuActivations(QStringLiteral("gpu-activations"), QStringLiteral("CUDA, native weights: int8 (one plane, as llama.cpp; the default) or int16 (two int8 planes, closer to the CPU, slower)"), QStringLiteral("PREC"), QStringLiteral("int8"));
   QCommandLineOption shot(QStringLiteral("screenshot"), QStringLiteral("render the main window after a run to FILE and exit"), QStringLiteral("FILE"));
   QCommandLineOption views(QStringLiteral("views"), QStringLiteral("with --screenshot: also save each view to DIR"), QStringLiteral("DIR"));
   QCommandLineOption layer(QStringLiteral("layer"), QStringLiteral("layer of the attention map"), QStringLiteral("L"));

@@ -119,11 +119,14 @@ const char* gpu_weights_name(GpuWeights w);  // "native" / "bf16" / "auto"
 std::optional<GpuWeights> parse_gpu_weights(std::string_view text);
 
 // The activation precision of the CUDA backend's single-token products of native weights (Q4_K,
-// Q6_K, Q8_0 through the int8 kernel, kernels/qgemv.h): kInt16 (default) two int8 planes per
-// run of 32 elements (about 15 bits, like the CPU backend's int16 products); kInt8 one plane
-// (the Q8_1 activations of llama.cpp's GEMV): half the dot-product work, a faster decode, logits
-// further from the CPU's. Ignored with bf16 weights and by the CPU backend.
+// Q6_K, Q8_0 through the int8 kernel, kernels/qgemv.h): kInt8 (the default) one int8 plane per
+// run of 32 elements (the Q8_1 activations of llama.cpp's GEMV, the precision a deployed
+// quantized model runs at); kInt16 two planes (about 15 bits, like the CPU backend's int16
+// products): logits closer to the CPU's, twice the dot-product work, a slower decode
+// (docs/performance.md: 8B Q4_K_M 246 against 214 tokens/s). Ignored with bf16 weights and by
+// the CPU backend.
 enum class GpuActivations { kInt16, kInt8 };
+inline constexpr GpuActivations kDefaultGpuActivations = GpuActivations::kInt8;
 const char* gpu_activations_name(GpuActivations a);  // "int16" / "int8"
 std::optional<GpuActivations> parse_gpu_activations(std::string_view text);
 
@@ -159,7 +162,7 @@ struct BackendOptions {
   // products. SINKSCOPE_QGEMV overrides it for every product (benchmarks' A/B runs).
   QgemvMode decode_products = QgemvMode::kInt16Activations;
   GpuWeights gpu_weights = GpuWeights::kAuto;  // CUDA backend only
-  GpuActivations gpu_activations = GpuActivations::kInt16;  // CUDA backend, native weights only
+  GpuActivations gpu_activations = kDefaultGpuActivations;  // CUDA backend, native weights only
   SparseDecodeKernels sparse_decode = SparseDecodeKernels::kAuto;  // CUDA backend only
 };
 

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
   std::string csv, ids_path;
   int n_prompt = 2048, n_decode = 256, reps = 5;
   GpuWeights weights = GpuWeights::kBf16;
-  GpuActivations act = GpuActivations::kInt16;
+  GpuActivations act = kDefaultGpuActivations;
   bool with_eager = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -28,7 +28,7 @@
 #              (SINKSCOPE_QGEMV_PREQUANT): 2K prompt, 128 steps, median of 3
 #     llama    llama_cpp_gpu_compare.sh on the real model (bf16 weights; lengths LLAMA_SMOL_LENS,
 #              default "512 2048 8000") and on each 8B file (native weights, LLAMA_ACT, default
-#              int16; lengths LLAMA_LENS, default "512 2048 8192 32768"): prefill of L tokens and
+#              int8; lengths LLAMA_LENS, default "512 2048 8192 32768"): prefill of L tokens and
 #              128 decode steps at depth L, llama.cpp with flash attention on and off, one round;
 #              needs LLAMA_SRC (the pack step's tarball; llama-bench is built once, ~5 min)
 #     report   every table above that was written, into $OUT/report.md, with the date, the GPU
@@ -187,10 +187,10 @@ for stage in $STAGES; do
         echo "--- $name ($w weights)"
         timeout 1800 bash "$ROOT/tests/gpu/llama_cpp_gpu_compare.sh" run --src "$LLAMA_SRC" \
           --ours "$e2e" --model "$f" --lens "$lens" --decode 128 --rounds 1 --reps 1 --fa "1 0" \
-          --weights "$w" $([[ $w == native ]] && echo --act "${LLAMA_ACT:-int16}") \
+          --weights "$w" $([[ $w == native ]] && echo --act "${LLAMA_ACT:-int8}") \
           --out "$OUT/llama_$name" 2>&1 | tee "$OUT/llama_$name.log" | tail -8
         ((PIPESTATUS[0] == 0)) || rc=1
-        { echo "$name, $w weights$([[ $w == native ]] && echo ", ${LLAMA_ACT:-int16} activations"):"; echo
+        { echo "$name, $w weights$([[ $w == native ]] && echo ", ${LLAMA_ACT:-int8} activations"):"; echo
           grep '^|' "$OUT/llama_$name.log"; echo; } >"$OUT/llama_$name.md"
       done
       ;;

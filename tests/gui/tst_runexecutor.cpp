@@ -38,14 +38,14 @@ class TestRunExecutor : public QObject {
     ex.setModel(test::randomModel());
     bool threw = false;
     try {
-      ex.setGpuChoice({GpuWeights::kBf16, GpuActivations::kInt8});
+      ex.setGpuChoice({GpuWeights::kBf16, GpuActivations::kInt16});
     } catch (const std::exception& e) {
       threw = true;
       QVERIFY(QString::fromUtf8(e.what()).contains(QStringLiteral("CUDA")));
     }
     QVERIFY(threw);
     QCOMPARE(ex.gpuChoice().weights, GpuWeights::kAuto);
-    QCOMPARE(ex.gpuChoice().activations, GpuActivations::kInt16);
+    QCOMPARE(ex.gpuChoice().activations, GpuActivations::kInt8);
     QVERIFY(ex.hasModel());
   }
   void snapshotIsComplete() {

@@ -121,12 +121,13 @@ TEST(CliArgs, GpuWeightsOption) {
 }
 
 TEST(CliArgs, GpuActivationsOption) {
-  // int16 (two int8 planes) by default, int8 on request, anything else named in the error.
+  // int8 (one plane, llama.cpp's precision) by default, int16 on request, anything else named
+  // in the error.
   EXPECT_EQ(sinkscope::cli::parse_generate_args(argv_of({"--prompt", "Hi"})).backend.gpu_activations,
-            sinkscope::GpuActivations::kInt16);
+            sinkscope::GpuActivations::kInt8);
   const auto opt = sinkscope::cli::parse_generate_args(
-      argv_of({"--prompt", "Hi", "--gpu-weights", "native", "--gpu-activations", "int8"}));
-  EXPECT_EQ(opt.backend.gpu_activations, sinkscope::GpuActivations::kInt8);
+      argv_of({"--prompt", "Hi", "--gpu-weights", "native", "--gpu-activations", "int16"}));
+  EXPECT_EQ(opt.backend.gpu_activations, sinkscope::GpuActivations::kInt16);
   const std::string e = generate_error({"--prompt", "Hi", "--gpu-activations", "fp8"});
   EXPECT_NE(e.find("--gpu-activations"), std::string::npos) << e;
   EXPECT_NE(e.find("fp8"), std::string::npos) << e;

@@ -23,7 +23,7 @@ namespace sinkscope::gui {
 // line's --gpu-weights / --gpu-activations). Ignored by the CPU backend.
 struct GpuChoice {
   GpuWeights weights = GpuWeights::kAuto;
-  GpuActivations activations = GpuActivations::kInt16;
+  GpuActivations activations = kDefaultGpuActivations;
 };
 
 struct RunRequest {

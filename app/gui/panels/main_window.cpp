@@ -425,8 +425,8 @@ void MainWindow::buildGpuMenu(QMenu* engine) {
     wGroup->addAction(a);
   }
   const struct { GpuActivations prec; QString text; } aItems[] = {
-      {GpuActivations::kInt16, tr("int16 (two int8 planes, closest to the CPU)")},
-      {GpuActivations::kInt8, tr("int8 (one plane, as llama.cpp: faster decode)")}};
+      {GpuActivations::kInt8, tr("int8 (one plane, as llama.cpp: faster decode)")},
+      {GpuActivations::kInt16, tr("int16 (two int8 planes, closest to the CPU)")}};
   for (const auto& it : aItems) {
     QAction* a = acts->addAction(it.text);
     a->setCheckable(true);
