@@ -208,6 +208,64 @@ __global__ void __launch_bounds__(kNormWarps * 32)
   }
 }
 
+// RMSNorm of rows too wide for the one-warp kernel (D > 2048: 3584, 4096, 8192, ...), one CTA of
+// kThreads per row, each thread holding VPT float4 of x and of the gain in registers: one load
+// wave for each (the strided scalar loop of rms_norm_kernel issues a dependent chain of loads
+// and reads x twice, which at batch 1 is a long single-CTA kernel between two GEMVs). The gain
+// is a model weight, constant during a pass, so it is loaded before the PDL wait; x after it.
+// Every thread sums the warp partials in the same order, in double (one scale per row, the
+// formula of the CPU reference), then (x * scale) * w. Needs dim % 4 == 0, 16-byte aligned x
+// and w, 8-byte aligned out, dim <= 4 * VPT * kThreads.
+template <int VPT>
+__global__ void __launch_bounds__(kThreads)
+    rms_norm_row_kernel(const float4* __restrict__ x, const float4* __restrict__ w,
+                        uint2* __restrict__ out, int n4, float eps) {
+  float4 g[VPT], v[VPT];
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+    g[k] = i < n4 ? w[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  pdl_wait();
+  pdl_trigger();
+  const int64_t row = blockIdx.x;
+  const float4* xr = x + row * n4;
+  float ss = 0.f;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+    v[k] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    ss += v[k].x * v[k].x;
+    ss += v[k].y * v[k].y;
+    ss += v[k].z * v[k].z;
+    ss += v[k].w * v[k].w;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  __shared__ float warp_sums[kThreads / 32];
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  double total = 0.0;
+#pragma unroll
+  for (int i = 0; i < kThreads / 32; ++i) total += warp_sums[i];
+  const float scale = float(1.0 / sqrt(total / double(4 * n4) + double(eps)));
+  uint2* orow = out + row * n4;
+#pragma unroll
+  for (int k = 0; k < VPT; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + k * kThreads;
+    if (i < n4) {
+      const uint32_t a = to_bf16_bits(v[k].x * scale * g[k].x);
+      const uint32_t b = to_bf16_bits(v[k].y * scale * g[k].y);
+      const uint32_t c = to_bf16_bits(v[k].z * scale * g[k].z);
+      const uint32_t d = to_bf16_bits(v[k].w * scale * g[k].w);
+      orow[i] = make_uint2(a | (b << 16), c | (d << 16));
+    }
+  }
+}
+
 // One block per token; threads stride over the q|k|v row. Pairs follow engine/model/rope.h:
 // x[a] = x0*c - x1*s, x[b] = x0*s + x1*c with (a, b) = (2i, 2i+1) or (i, i + rope_dim/2).
 __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
@@ -484,6 +542,18 @@ OpStatus launch_rms_norm(const float* x, const float* w, uint16_t* out, int rows
 #undef SS_NORM_CASE
     if (e != cudaSuccess)
       return OpStatus::error(cuda_error_text(e, "rms_norm_warp_kernel", __FILE__, __LINE__));
+    return {};
+  }
+  if (aligned && n4 <= 8 * kThreads) {
+    const auto* x4 = reinterpret_cast<const float4*>(x);
+    const auto* w4 = reinterpret_cast<const float4*>(w);
+    auto* o2 = reinterpret_cast<uint2*>(out);
+    const cudaError_t e =
+        n4 <= 4 * kThreads
+            ? launch_pdl(true, rms_norm_row_kernel<4>, dim3(rows), dim3(kThreads), 0, st, x4, w4, o2, n4, eps)
+            : launch_pdl(true, rms_norm_row_kernel<8>, dim3(rows), dim3(kThreads), 0, st, x4, w4, o2, n4, eps);
+    if (e != cudaSuccess)
+      return OpStatus::error(cuda_error_text(e, "rms_norm_row_kernel", __FILE__, __LINE__));
     return {};
   }
   const cudaError_t e = launch_pdl(true, rms_norm_kernel, dim3(rows), dim3(kThreads), 0, st, x, w,

@@ -37,7 +37,8 @@ OpStatus launch_embed_gather(const uint16_t* table, const int32_t* tokens, float
                              void* stream, float scale = 1.0f);
 
 // out[r][:] = bf16(x[r][:] * rsqrt(mean(x[r]^2) + eps) * w[:]), fp32 accumulation.
-// x: [rows][dim] fp32, w: [dim] fp32, out: [rows][dim] bf16.
+// x: [rows][dim] fp32, w: [dim] fp32, out: [rows][dim] bf16. w is a model weight: the wide-row
+// kernel reads it before waiting for the previous kernel in the stream (PDL).
 OpStatus launch_rms_norm(const float* x, const float* w, uint16_t* out, int rows, int dim,
                          float eps, void* stream);
 

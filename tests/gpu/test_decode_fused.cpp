@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// GPU test of the fused batch-1 decode kernels (kernels/decode_fused.h) against a float64 CPU
+// GPU test of the fused batch-1 decode kernels (kernels/decode_fused.h) and of launch_rms_norm
+// (kernels/ops.h), which the unfused path runs before them, against a float64 CPU
 // reference, plus a timing section (docs/architecture.md, design principle 12: check mode and
 // timing mode in one program). Plain executable: "SKIP: ..." and exit 0 without a GPU; exit 1 on
 // any failure.
@@ -302,6 +303,37 @@ void test_residual(const char* what, const Case& c, int n_out, int n_in, Rng& rn
   check(wo.ok(), name, wo.str() + " (" + std::to_string(n_out) + " x " + std::to_string(n_in) + ")");
 }
 
+// launch_rms_norm (kernels/ops.h), which the unfused decode and every prefill run before the
+// projections: `rows` rows of width d against the float64 reference, every output element
+// written (bf16 NaN poison) and within one bf16 rounding of the reference (the GPU's sum of
+// squares is fp32, so an element next to a rounding boundary may round the other way). Widths
+// up to 2048 take the one-warp kernel, wider ones the one-CTA-per-row kernel (4096, 8192) and
+// widths not a multiple of 4 the scalar fallback.
+void test_rms_norm(int d, int rows, Rng& rng) {
+  const float eps = 1e-5f;
+  const std::vector<float> x = rng.vec(size_t(d) * rows, -3.f, 3.f);
+  const std::vector<float> g = rng.vec(size_t(d), 0.2f, 2.0f);
+  Dev<float> dx(x), dg(g);
+  Dev<uint16_t> dout(size_t(d) * rows);
+  SINKSCOPE_CUDA_CHECK(cudaMemset(dout.p, 0xff, dout.n * 2));
+  const std::string name = "rms_norm/d" + std::to_string(d) + "_rows" + std::to_string(rows);
+  const OpStatus st = launch_rms_norm(dx.p, dg.p, dout.p, rows, d, eps, nullptr);
+  if (!st.ok) {
+    check(false, name, st.message);
+    return;
+  }
+  SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> out = dout.down();
+  Worst wo;
+  for (int r = 0; r < rows; ++r) {
+    const std::vector<float> xr(x.begin() + size_t(r) * d, x.begin() + size_t(r + 1) * d);
+    const std::vector<float> ref = normed(xr, g, eps);
+    for (int i = 0; i < d; ++i)
+      wo.add(bf2f(out[size_t(r) * d + i]), ref[size_t(i)], std::fabs(ref[size_t(i)]) / 128.0 + 1e-30);
+  }
+  check(wo.ok(), name, wo.str());
+}
+
 // Timing: 30 layers of SmolLM2-sized weights (212 MB, beyond the 50 MB L2), each kernel kind
 // captured 30 times (one launch per layer, PDL-chained) into a graph and replayed. Reports
 // microseconds per launch and the weight-streaming rate. Informational (no gate).
@@ -437,6 +469,8 @@ int main(int argc, char** argv) {
     test_residual("down_residual", c, c.d, c.ff, rng);
   }
   test_residual("odd_rows_residual", cases[5], 17, 16, rng);
+  for (const int d : {576, 2048, 3584, 4096, 5120, 8192, 1030})
+    for (const int rows : {1, 3}) test_rms_norm(d, rows, rng);
   // Shapes the kernels refuse come back as errors, not launches.
   {
     const OpStatus st = launch_fused_gemv_residual(nullptr, nullptr, nullptr, 8, 12, nullptr);
