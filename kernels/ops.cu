@@ -266,7 +266,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// One block per token; threads stride over the q|k|v row. Pairs follow engine/model/rope.h:
+// Blocks (token, chunk): gridDim.y chunks of the q|k|v row per token, threads stride over the
+// chunk's elements. Few tokens (a decode step) take one 256-element chunk per block, so the row
+// is spread over many SMs instead of one block walking 6,144 elements (an 8B model's row) in a
+// chain of dependent loads; many tokens (a prefill) one block per row. Pairs follow engine/model/rope.h:
 // x[a] = x0*c - x1*s, x[b] = x0*s + x1*c with (a, b) = (2i, 2i+1) or (i, i + rope_dim/2).
 __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
   pdl_wait();
@@ -285,7 +288,7 @@ __global__ void qkv_rope_append_kernel(QkvRopeParams p) {
   const int64_t page = kv32 ? 0 : p.page_table[pos / p.block_size];
   const int slot = pos % p.block_size;
   auto value = [&](int j) { return p.bias ? in[j] + p.bias[j] : in[j]; };
-  for (int e = threadIdx.x; e < width; e += blockDim.x) {
+  for (int e = blockIdx.y * blockDim.x + threadIdx.x; e < width; e += blockDim.x * gridDim.y) {
     if (e < q_dim + kv_dim) {
       const bool is_q = e < q_dim;
       const int local = is_q ? e : e - q_dim;
@@ -570,8 +573,10 @@ OpStatus launch_qkv_rope_append(const QkvRopeParams& p, void* stream) {
     return OpStatus::error("launch_qkv_rope_append: a required pointer is null");
   if (p.rope_dim < 0 || p.rope_dim > p.head_dim || p.rope_dim % 2 != 0 || p.block_size <= 0)
     return OpStatus::error("launch_qkv_rope_append: bad rope_dim/head_dim/block_size");
-  const cudaError_t e = launch_pdl(true, qkv_rope_append_kernel, dim3(p.n_tokens), dim3(kThreads),
-                                   0, static_cast<cudaStream_t>(stream), p);
+  const int width = (p.n_head + 2 * p.n_head_kv) * p.head_dim;
+  const unsigned chunks = p.n_tokens < 32 ? unsigned((width + kThreads - 1) / kThreads) : 1u;
+  const cudaError_t e = launch_pdl(true, qkv_rope_append_kernel, dim3(p.n_tokens, chunks),
+                                   dim3(kThreads), 0, static_cast<cudaStream_t>(stream), p);
   if (e != cudaSuccess)
     return OpStatus::error(cuda_error_text(e, "qkv_rope_append_kernel", __FILE__, __LINE__));
   return {};

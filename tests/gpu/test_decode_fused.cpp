@@ -162,9 +162,6 @@ void test_qkv(const Case& c, Rng& rng) {
   Dev<float> dx(x), dg(g), dbias(c.bias ? bias : std::vector<float>(1)), dcs(cs), dsn(sn);
   Dev<uint16_t> dw(w), dq(static_cast<size_t>(Q)), dk(n_pages * page_elems), dv(n_pages * page_elems);
   Dev<int32_t> dtable(table), dpos(std::vector<int32_t>{c.pos});
-  SINKSCOPE_CUDA_CHECK(cudaMemset(dq.p, 0xff, dq.n * 2));
-  SINKSCOPE_CUDA_CHECK(cudaMemset(dk.p, 0xff, dk.n * 2));
-  SINKSCOPE_CUDA_CHECK(cudaMemset(dv.p, 0xff, dv.n * 2));
 
   FusedQkvParams f;
   f.x = dx.p;
@@ -189,19 +186,13 @@ void test_qkv(const Case& c, Rng& rng) {
   r.rope_dim = c.rope_dim;
   r.neox = c.neox;
   r.block_size = c.block_size;
-  const OpStatus st = launch_fused_norm_qkv_rope(f, nullptr);
-  if (!st.ok) {
-    check(false, std::string("qkv_rope/") + c.name, st.message);
-    return;
-  }
-  SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<uint16_t> q = dq.down(), k = dk.down(), v = dv.down();
-
   // Reference: projections in float64, bias, RoPE with the same tables, per head.
   const std::vector<float> xn = normed(x, g, eps);
   std::vector<double> ref(static_cast<size_t>(W)), tol(static_cast<size_t>(W));
+  std::vector<float> proj(static_cast<size_t>(W));  // the projection alone, for the unfused kernel
   for (int row = 0; row < W; ++row) {
     const Dot d = dot_row(&w[size_t(row) * c.d], xn);
+    proj[size_t(row)] = float(d.v);
     ref[size_t(row)] = d.v + (c.bias ? bias[size_t(row)] : 0.0);
     tol[size_t(row)] = acc_tol(d, true);
   }
@@ -216,28 +207,46 @@ void test_qkv(const Case& c, Rng& rng) {
       const double t = tol[ra] + tol[rb];
       tol[ra] = tol[rb] = t;
     }
-  Worst wq, wk, wv;
-  for (int e = 0; e < Q; ++e)
-    wq.add(bf2f(q[size_t(e)]), ref[size_t(e)], std::fabs(ref[size_t(e)]) / 256 + tol[size_t(e)]);
-  const int64_t page = table[size_t(c.pos / c.block_size)];
-  const int slot = c.pos % c.block_size;
-  int64_t untouched_bad = 0;
-  for (int which = 0; which < 2; ++which) {
-    const std::vector<uint16_t>& pages = which ? v : k;
-    Worst& wo = which ? wv : wk;
-    std::vector<char> expected(pages.size(), 0);
-    for (int h = 0; h < c.n_kv; ++h)
-      for (int dd = 0; dd < c.hd; ++dd) {
-        const size_t idx = size_t(((page * c.n_kv + h) * c.block_size + slot) * c.hd + dd);
-        expected[idx] = 1;
-        const size_t row = size_t(Q + which * KV + h * c.hd + dd);
-        wo.add(bf2f(pages[idx]), ref[row], std::fabs(ref[row]) / 256 + tol[row]);
-      }
-    for (size_t i = 0; i < pages.size(); ++i) untouched_bad += !expected[i] && pages[i] != kPoison;
+  // Both paths of a decode step: the fused kernel from x, and launch_qkv_rope_append (the
+  // unfused path's, one token) from the fp32 projection rows.
+  for (const bool fused : {true, false}) {
+    const std::string name = std::string(fused ? "qkv_rope/" : "qkv_rope_append/") + c.name;
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dq.p, 0xff, dq.n * 2));
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dk.p, 0xff, dk.n * 2));
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dv.p, 0xff, dv.n * 2));
+    Dev<float> dproj(proj);
+    QkvRopeParams ru = r;
+    ru.qkv = dproj.p;
+    const OpStatus st = fused ? launch_fused_norm_qkv_rope(f, nullptr) : launch_qkv_rope_append(ru, nullptr);
+    if (!st.ok) {
+      check(false, name, st.message);
+      continue;
+    }
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> q = dq.down(), k = dk.down(), v = dv.down();
+    Worst wq, wk, wv;
+    for (int e = 0; e < Q; ++e)
+      wq.add(bf2f(q[size_t(e)]), ref[size_t(e)], std::fabs(ref[size_t(e)]) / 256 + tol[size_t(e)]);
+    const int64_t page = table[size_t(c.pos / c.block_size)];
+    const int slot = c.pos % c.block_size;
+    int64_t untouched_bad = 0;
+    for (int which = 0; which < 2; ++which) {
+      const std::vector<uint16_t>& pages = which ? v : k;
+      Worst& wo = which ? wv : wk;
+      std::vector<char> expected(pages.size(), 0);
+      for (int h = 0; h < c.n_kv; ++h)
+        for (int dd = 0; dd < c.hd; ++dd) {
+          const size_t idx = size_t(((page * c.n_kv + h) * c.block_size + slot) * c.hd + dd);
+          expected[idx] = 1;
+          const size_t row = size_t(Q + which * KV + h * c.hd + dd);
+          wo.add(bf2f(pages[idx]), ref[row], std::fabs(ref[row]) / 256 + tol[row]);
+        }
+      for (size_t i = 0; i < pages.size(); ++i) untouched_bad += !expected[i] && pages[i] != kPoison;
+    }
+    check(wq.ok() && wk.ok() && wv.ok() && untouched_bad == 0, name,
+          "q " + wq.str() + "; k " + wk.str() + "; v " + wv.str() + "; " +
+              std::to_string(untouched_bad) + " cache elements written outside the position");
   }
-  check(wq.ok() && wk.ok() && wv.ok() && untouched_bad == 0, std::string("qkv_rope/") + c.name,
-        "q " + wq.str() + "; k " + wk.str() + "; v " + wv.str() + "; " +
-            std::to_string(untouched_bad) + " cache elements written outside the position");
 }
 
 void test_gate_up(const Case& c, Rng& rng) {
