@@ -164,6 +164,23 @@ __global__ void __launch_bounds__(kThreads)
   for (int d = threadIdx.x; d < dim; d += blockDim.x) o[d] = to_bf16_bits(xr[d] * scale * w[d]);
 }
 
+// The squares of a float4 added to ss in x, y, z, w order (both register-row RMSNorm kernels).
+__device__ __forceinline__ float add_squares(float ss, float4 v) {
+  ss += v.x * v.x;
+  ss += v.y * v.y;
+  ss += v.z * v.z;
+  ss += v.w * v.w;
+  return ss;
+}
+// bf16((v * scale) * g) of four values, packed as two words (the CPU reference's product order).
+__device__ __forceinline__ uint2 norm_pack4(float4 v, float scale, float4 g) {
+  const uint32_t a = to_bf16_bits(v.x * scale * g.x);
+  const uint32_t b = to_bf16_bits(v.y * scale * g.y);
+  const uint32_t c = to_bf16_bits(v.z * scale * g.z);
+  const uint32_t d = to_bf16_bits(v.w * scale * g.w);
+  return make_uint2(a | (b << 16), c | (d << 16));
+}
+
 // RMSNorm, one warp per row, the row held in registers as VPL float4 per lane (dim % 4 == 0,
 // dim <= 128 * VPL; 16-byte aligned x and w, 8-byte aligned out). No shared memory, no block
 // barrier: one load wave, a shuffle reduction, the scale in double (like the CPU reference:
@@ -185,10 +202,7 @@ __global__ void __launch_bounds__(kNormWarps * 32)
   for (int k = 0; k < VPL; ++k) {
     const int i = lane + 32 * k;
     v[k] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-    ss += v[k].x * v[k].x;
-    ss += v[k].y * v[k].y;
-    ss += v[k].z * v[k].z;
-    ss += v[k].w * v[k].w;
+    ss = add_squares(ss, v[k]);
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -197,14 +211,7 @@ __global__ void __launch_bounds__(kNormWarps * 32)
 #pragma unroll
   for (int k = 0; k < VPL; ++k) {
     const int i = lane + 32 * k;
-    if (i < n4) {
-      const float4 wv = w[i];
-      const uint32_t a = to_bf16_bits(v[k].x * scale * wv.x);
-      const uint32_t b = to_bf16_bits(v[k].y * scale * wv.y);
-      const uint32_t c = to_bf16_bits(v[k].z * scale * wv.z);
-      const uint32_t d = to_bf16_bits(v[k].w * scale * wv.w);
-      orow[i] = make_uint2(a | (b << 16), c | (d << 16));
-    }
+    if (i < n4) orow[i] = norm_pack4(v[k], scale, w[i]);
   }
 }
 
@@ -237,12 +244,7 @@ __global__ void __launch_bounds__(kThreads)
     v[k] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 #pragma unroll
-  for (int k = 0; k < VPT; ++k) {
-    ss += v[k].x * v[k].x;
-    ss += v[k].y * v[k].y;
-    ss += v[k].z * v[k].z;
-    ss += v[k].w * v[k].w;
-  }
+  for (int k = 0; k < VPT; ++k) ss = add_squares(ss, v[k]);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   __shared__ float warp_sums[kThreads / 32];
@@ -256,13 +258,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < VPT; ++k) {
     const int i = static_cast<int>(threadIdx.x) + k * kThreads;
-    if (i < n4) {
-      const uint32_t a = to_bf16_bits(v[k].x * scale * g[k].x);
-      const uint32_t b = to_bf16_bits(v[k].y * scale * g[k].y);
-      const uint32_t c = to_bf16_bits(v[k].z * scale * g[k].z);
-      const uint32_t d = to_bf16_bits(v[k].w * scale * g[k].w);
-      orow[i] = make_uint2(a | (b << 16), c | (d << 16));
-    }
+    if (i < n4) orow[i] = norm_pack4(v[k], scale, g[k]);
   }
 }
 
