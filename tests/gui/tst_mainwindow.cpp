@@ -170,6 +170,34 @@ class TestMainWindow : public QObject {
     }
   }
 
+  // A first load that fails leaves no model: the picker says so instead of showing the default
+  // model's name, and picking a model from it afterwards loads that model.
+  void failedFirstLoadLeavesThePickerEmpty() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    qApp->setProperty("sinkscopeNoDialogs", true);
+    MainWindow w(&wb);
+    auto* picker = w.findChild<QComboBox*>(QStringLiteral("modelPicker"));
+    QVERIFY(picker);
+    QTemporaryDir dir;
+    const QString junk = dir.filePath(QStringLiteral("junk.gguf"));
+    QFile f(junk);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("not a gguf file at all");
+    f.close();
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    QSignalSpy failed(&wb, &Workbench::modelFailed);
+    wb.loadModel(junk);
+    QTRY_COMPARE(failed.count(), 1);
+    QVERIFY(!wb.modelReady());
+    QCOMPARE(picker->currentIndex(), -1);
+    QCOMPARE(picker->placeholderText(), QStringLiteral("no model loaded"));
+    QCOMPARE(picker->findData(junk), -1);
+    wb.loadModel(test::randomModelPath());
+    QTRY_COMPARE(loaded.count(), 1);
+    QCOMPARE(picker->currentData().toString(), test::randomModelPath());
+  }
+
   // File > Open checkpoint folder exists, and a checkpoint folder becomes the picker's model.
   void checkpointFolderIsAModel() {
     Workbench wb(BackendKind::kCpu, 2);

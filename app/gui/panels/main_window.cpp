@@ -84,6 +84,8 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
       m_backend->setText(tr("Backend: <b>%1</b>").arg(m_wb->backendName() == QLatin1String("cpu") ? tr("CPU") : m_wb->backendName()));
       kept = tr("\n\nStill using %1.").arg(QFileInfo(m_goodModel).fileName());
     } else {
+      // Nothing loaded: the picker shows that, not the default model's name.
+      m_model->setCurrentIndex(-1);
       m_backend->setText(tr("Backend: <i>no model</i>"));
       kept = tr("\n\nNo model is loaded: open a GGUF file or a checkpoint folder (File > Open model).");
     }
@@ -185,6 +187,7 @@ QWidget* MainWindow::buildCentral() {
   m_model->setEditable(false);
   m_model->setMinimumContentsLength(12);
   m_model->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_model->setPlaceholderText(tr("no model loaded"));
   auto* browse = new QToolButton(w);
   browse->setText(tr("Open..."));
   browse->setToolTip(tr("Open a GGUF model or a Hugging Face checkpoint's config.json (Ctrl+O)"));
