@@ -17,6 +17,9 @@
 #        --fa: llama.cpp's flash-attention settings to run, --reps: repetitions per measurement
 #        on both sides, for long prompts where 3 take minutes; --act: bench_e2e's activation
 #        precision of the native quantized GEMVs, int8 being llama.cpp's own)
+#   bash tests/gpu/llama_cpp_gpu_compare.sh build --src TARBALL [--build DIR] [--out DIR]
+#        (the build step of run alone, e.g. started in the background while other GPU work runs;
+#        a run meanwhile waits for it: both take a lock on DIR.lock)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mode=${1:-}
@@ -46,7 +49,7 @@ if [[ "$mode" == pack ]]; then
   exit 0
 fi
 
-[[ "$mode" == run ]] || { sed -n 2,15p "$0"; exit 2; }
+[[ "$mode" == run || "$mode" == build ]] || { sed -n 2,18p "$0"; exit 2; }
 SRC="" OURS="" MODEL="" LENS="512 2048 8000" DECODE=128 ROUNDS=2 BUILD=/tmp/llama-cpp-cuda WEIGHTS="" ACT=""
 FA="1 0" REPS=3
 OUTDIR=$ROOT/build/llama_cpp_gpu
@@ -68,10 +71,16 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-[[ -f "$MODEL" ]] || { echo "llama_cpp_gpu_compare: no model at '$MODEL'" >&2; exit 1; }
-[[ -x "$OURS" ]] || { echo "llama_cpp_gpu_compare: bench_e2e not found at '$OURS'" >&2; exit 1; }
-mkdir -p "$OUTDIR"
+if [[ "$mode" == run ]]; then  # before a build of minutes: a wrong path fails at once
+  [[ -f "$MODEL" ]] || { echo "llama_cpp_gpu_compare: no model at '$MODEL'" >&2; exit 1; }
+  [[ -x "$OURS" ]] || { echo "llama_cpp_gpu_compare: bench_e2e not found at '$OURS'" >&2; exit 1; }
+fi
+mkdir -p "$OUTDIR" "$(dirname "$BUILD")"
 BENCH="$BUILD/build/bin/llama-bench"
+# Builds llama-bench into $BUILD unless it is there; one build at a time (a run started while a
+# background build is going waits for it on the lock, then finds the program).
+exec 9>"$BUILD.lock"
+flock 9
 if [[ ! -x "$BENCH" ]]; then
   [[ -f "$SRC" ]] || { echo "llama_cpp_gpu_compare: no source tarball at '$SRC' (run the pack step)" >&2; exit 1; }
   mkdir -p "$BUILD"
@@ -85,6 +94,8 @@ if [[ ! -x "$BENCH" ]]; then
     { tail -30 "$OUTDIR/llama_build.log" >&2; exit 1; }
   echo "llama_cpp_gpu_compare: llama-bench built in $(($(date +%s) - t0)) s"
 fi
+flock -u 9
+[[ "$mode" == build ]] && exit 0
 
 csv="$OUTDIR/runs.csv"
 echo "round,L,engine,fa,prefill_tok_s,decode_tok_s" >"$csv"

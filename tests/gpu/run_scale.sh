@@ -30,7 +30,8 @@
 #              default "512 2048 8000") and on each 8B file (native weights, LLAMA_ACT, default
 #              int8; lengths LLAMA_LENS, default "512 2048 8192 32768"): prefill of L tokens and
 #              128 decode steps at depth L, llama.cpp with flash attention on and off, one round;
-#              needs LLAMA_SRC (the pack step's tarball; llama-bench is built once, ~5 min)
+#              needs LLAMA_SRC (the pack step's tarball; llama-bench is built once, ~5 min, in
+#              the background from the start of the run)
 #     report   every table above that was written, into $OUT/report.md, with the date, the GPU
 #              and the commit (COMMIT, else git's HEAD when there is a .git)
 #   The default STAGES run all of it, which takes longer than one device call: start it with
@@ -72,6 +73,13 @@ wait_model() {
     waited=$((waited + 10))
   done
 }
+
+# llama-bench builds in the background from the start (about 5 minutes on the GPU machine's CPUs)
+# while the stages before "llama" use the GPU; the llama stage waits for it (a lock).
+if [[ " $STAGES " == *" llama "* && -f "${LLAMA_SRC:-}" ]]; then
+  nice bash "$ROOT/tests/gpu/llama_cpp_gpu_compare.sh" build --src "$LLAMA_SRC" --out "$OUT/llama_build" \
+    >"$OUT/llama_build.log" 2>&1 &
+fi
 
 rc=0
 for stage in $STAGES; do
