@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     if (first < rows) {
       const uint8_t* wr = w + static_cast<int64_t>(first) * row_bytes;
       for (int64_t off = int64_t(lane) * 128; off < row_bytes; off += 32 * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(wr + off));
+        asm volatile("prefetch.L2 [%0];" ::"l"(wr + off));  // generic address
     }
   }
   if constexpr (C != kPlain) {
