@@ -23,6 +23,30 @@ class TestAttentionMapPanel : public QObject {
              qPrintable(c));
     QVERIFY2(c.contains(QStringLiteral("the first %1").arg(kMaxSkipOutlines)), qPrintable(c));
   }
+  // Before any run the panel says there is no map yet instead of drawing an empty colour map;
+  // the first result hides that text and shows the map.
+  void emptyPanelSaysThereIsNoMapYet() {
+    AttentionMapView view;
+    AttentionMapPanel panel(&view);
+    auto* map = qobject_cast<QCPColorMap*>(panel.plot()->plottable(0));
+    QVERIFY(map);
+    const auto emptyText = [&]() -> QCPItemText* {
+      for (int i = 0; i < panel.plot()->itemCount(); ++i)
+        if (auto* t = qobject_cast<QCPItemText*>(panel.plot()->item(i));
+            t && t->objectName() == QStringLiteral("emptyMapText"))
+          return t;
+      return nullptr;
+    };
+    QVERIFY(emptyText());  // from the start
+    QVERIFY(emptyText()->text().contains(QStringLiteral("No attention map yet")));
+    QVERIFY(!map->visible());
+    view.setResult(test::sampleResult());
+    QVERIFY(!emptyText());
+    QVERIFY(map->visible());
+    view.setResult(nullptr);  // a result taken away (no model) brings the text back
+    QVERIFY(emptyText());
+    QVERIFY(!map->visible());
+  }
   // What a cell shows (finding 2): NaN where no pair of the cell is visible (drawn grey, never
   // as ~0); else P, or where binned the mass a query puts on the cell's keys, so each row's
   // values add up to 1 (every query's probabilities do); the log colour range spans five

@@ -104,6 +104,7 @@ AttentionMapPanel::AttentionMapPanel(AttentionMapView* view, QWidget* parent)
   auto emitHead = [this] { Q_EMIT headChosen(m_layer->value(), m_head->value()); };
   connect(m_layer, &QSpinBox::valueChanged, this, emitHead);
   connect(m_head, &QSpinBox::valueChanged, this, emitHead);
+  rebuild();  // the empty state until the first result
 }
 
 void AttentionMapPanel::setHeadRange(int layers, int heads) {
@@ -168,10 +169,18 @@ void AttentionMapPanel::rebuild() {
   m_outlines.clear();
   m_outlined.clear();
   if (!m_view->hasData()) {
+    // No run yet (or no model): say so instead of drawing an empty colour map.
     m_map->data()->clear();
+    m_map->setVisible(false);
+    auto* empty = new QCPItemText(m_plot);
+    empty->setObjectName(QStringLiteral("emptyMapText"));
+    empty->position->setType(QCPItemPosition::ptAxisRectRatio);
+    empty->position->setCoords(0.5, 0.5);
+    empty->setText(tr("No attention map yet: load a model and run a prompt."));
     m_plot->replot();
     return;
   }
+  m_map->setVisible(true);
   const AttentionMap& a = m_view->map();
   const int n = a.nTokens;
   const Visibility vis = visibility();
