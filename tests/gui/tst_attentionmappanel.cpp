@@ -33,7 +33,7 @@ class TestAttentionMapPanel : public QObject {
     const auto emptyText = [&]() -> QCPItemText* {
       for (int i = 0; i < panel.plot()->itemCount(); ++i)
         if (auto* t = qobject_cast<QCPItemText*>(panel.plot()->item(i));
-            t && t->objectName() == QStringLiteral("emptyMapText"))
+            t && t->objectName() == QStringLiteral("emptyPlotText"))
           return t;
       return nullptr;
     };

@@ -75,6 +75,30 @@ class TestSparsityPanel : public QObject {
     }
   }
 
+  // Before a run the heatmaps say so (no black grid, no colour scale); a result shows them.
+  void emptyHeatmapsSayThereIsNoRunYet() {
+    SparsityView view;
+    HeadStatsModel stats;
+    SparsityPanel panel(&view, &stats);
+    const auto emptyText = [](HeadHeatmap* m) -> QCPItemText* {
+      for (int i = 0; i < m->itemCount(); ++i)
+        if (auto* t = qobject_cast<QCPItemText*>(m->item(i)); t && t->objectName() == QStringLiteral("emptyPlotText"))
+          return t;
+      return nullptr;
+    };
+    for (HeadHeatmap* m : {panel.prefillMap(), panel.decodeMap()}) {
+      QVERIFY(emptyText(m) && emptyText(m)->visible());
+      QVERIFY(!m->colorMap()->visible());
+      QVERIFY(!m->colorMap()->colorScale()->visible());
+    }
+    view.setResult(test::sampleResult());
+    for (HeadHeatmap* m : {panel.prefillMap(), panel.decodeMap()}) {
+      QVERIFY(!emptyText(m)->visible());
+      QVERIFY(m->colorMap()->visible());
+      QVERIFY(m->colorMap()->colorScale()->visible());
+    }
+  }
+
   void tableSortsByNumberNotText() {
     // "9.5%" < "10.0%" by number, the other way round as text.
     QStandardItemModel m(3, 1);

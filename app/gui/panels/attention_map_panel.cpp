@@ -172,11 +172,7 @@ void AttentionMapPanel::rebuild() {
     // No run yet (or no model): say so instead of drawing an empty colour map.
     m_map->data()->clear();
     m_map->setVisible(false);
-    auto* empty = new QCPItemText(m_plot);
-    empty->setObjectName(QStringLiteral("emptyMapText"));
-    empty->position->setType(QCPItemPosition::ptAxisRectRatio);
-    empty->position->setCoords(0.5, 0.5);
-    empty->setText(tr("No attention map yet: load a model and run a prompt."));
+    addEmptyPlotText(m_plot, tr("No attention map yet: load a model and run a prompt."));
     m_plot->replot();
     return;
   }

@@ -26,6 +26,15 @@ QCPColorMap* makeColorMap(QCustomPlot* plot, const QString& xLabel, const QStrin
   return map;
 }
 
+QCPItemText* addEmptyPlotText(QCustomPlot* plot, const QString& text) {
+  auto* t = new QCPItemText(plot);
+  t->setObjectName(QStringLiteral("emptyPlotText"));
+  t->position->setType(QCPItemPosition::ptAxisRectRatio);
+  t->position->setCoords(0.5, 0.5);
+  t->setText(text);
+  return t;
+}
+
 void fillHeadGrid(QCPColorMap* map, const HeadGrid& g) {
   map->data()->setSize(std::max(1, g.heads), std::max(1, g.layers));
   map->data()->setRange(QCPRange(0, std::max(0, g.heads - 1)), QCPRange(0, std::max(0, g.layers - 1)));
@@ -82,11 +91,13 @@ HeadHeatmap::HeadHeatmap(const QString& scaleLabel, QWidget* parent)
     : QCustomPlot(parent), m_label(scaleLabel) {
   setMinimumSize(320, 200);
   m_map = makeColorMap(this, tr("head"), tr("layer"), scaleLabel);
+  m_empty = addEmptyPlotText(this, tr("No run yet"));
   setMouseTracking(true);
   setToolTip(tr("Hover a cell for its value; click it to show that head in the attention map "
                 "and the alpha_k chart"));
   connect(this, &QCustomPlot::mousePress, this, &HeadHeatmap::onPress);
   connect(this, &QCustomPlot::mouseMove, this, &HeadHeatmap::onMove);
+  setGrid(HeadGrid{});
 }
 
 void HeadHeatmap::setScaleLabel(const QString& label) {
@@ -96,6 +107,10 @@ void HeadHeatmap::setScaleLabel(const QString& label) {
 
 void HeadHeatmap::setGrid(const HeadGrid& g) {
   m_grid = g;
+  // Empty (no run yet): the text instead of a colour map and its scale.
+  m_empty->setVisible(g.empty());
+  m_map->setVisible(!g.empty());
+  m_map->colorScale()->setVisible(!g.empty());
   if (g.empty()) {
     m_map->data()->clear();
   } else {

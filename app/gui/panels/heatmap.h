@@ -15,6 +15,9 @@ namespace sinkscope::gui {
 QCPColorMap* makeColorMap(QCustomPlot* plot, const QString& xLabel, const QString& yLabel,
                           const QString& scaleLabel,
                           const QCPColorGradient& gradient = palette::magnitude());
+// A text item centred in the plot's axis rect (object name "emptyPlotText"), for a plot with
+// nothing to show yet; owned by the plot.
+QCPItemText* addEmptyPlotText(QCustomPlot* plot, const QString& text);
 // Fills a layers x heads grid (x = head, y = layer) with values in [0, 1].
 void fillHeadGrid(QCPColorMap* map, const HeadGrid& g);
 
@@ -59,6 +62,7 @@ class HeadHeatmap : public QCustomPlot {
   void onPress(QMouseEvent* e);
   void onMove(QMouseEvent* e);
   QCPColorMap* m_map;
+  QCPItemText* m_empty;  // shown while the grid is empty (no run yet)
   HeadGrid m_grid;
   QString m_label;
 };
