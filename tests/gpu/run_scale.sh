@@ -6,7 +6,9 @@
 # calibrated lambda (and the quality of the same runs) on the real SmolLM2 weights, and the
 # workbench's control-change latency at 2K and 32K tokens. Tables go to stdout; logs and CSV to
 # $OUT (default build/gpu-results/scale).
-#   STAGES   which parts, in order (default "models e2e attn ttft latency"):
+#   STAGES   which parts, in order (default "models decode attn llama-8b e2e ttft-8b ttft-real
+#            latency llama-real report": the stages on the real model last, so that its file may
+#            still be travelling while the 8B stages run; "ttft" and "llama" are both halves):
 #     models   make the 8B-shape files (SHAPES, default "llama3-8b:q4_k_m llama3-8b:q8_0") into
 #              $SCALE_DIR, with make-test-model's --sink-pattern (SINK_PATTERN=0: without), so
 #              that lambda sets the skipped share of the ttft stage's sparse runs there
@@ -23,9 +25,11 @@
 #              and the fit's lambda grid skips nothing), weights TTFT_8B_WEIGHTS (default bf16)
 #     latency  bench_view_latency --backend cuda at LAT_LENS (default "2048 32768") tokens on
 #              LAT_MODEL (default: the real model)
-#     decode   the 8B files' decode with native weights, both activation precisions (int16,
-#              int8) with and without the activation quantized once per projection
-#              (SINKSCOPE_QGEMV_PREQUANT): 2K prompt, 128 steps, median of 3
+#     decode   the 8B files' decode with native weights for each activations:GEMV-variant pair
+#              of DECODE_RUNS (default "int16:0 int8:0 int8:5 int8:6"; kernels/qgemv_wide.h):
+#              2K prompt, 128 steps, median of 3; unless DECODE_PICK=0 or SINKSCOPE_QGEMV_VARIANT
+#              is set, the fastest int8 variant on the first file becomes SINKSCOPE_QGEMV_VARIANT
+#              for the stages after it (the report names it)
 #     llama    llama_cpp_gpu_compare.sh on the real model (bf16 weights; lengths LLAMA_SMOL_LENS,
 #              default "512 2048 8000") and on each 8B file (native weights, LLAMA_ACT, default
 #              int8; lengths LLAMA_LENS, default "512 2048 8192 32768"): prefill of L tokens and
@@ -45,7 +49,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
 OUT=${OUT:-$ROOT/build/gpu-results/scale}
 SCALE_DIR=${SCALE_DIR:-/tmp/sinkscope-scale}
-STAGES=${STAGES:-models e2e decode attn ttft latency llama report}
+STAGES=${STAGES:-models decode attn llama-8b e2e ttft-8b ttft-real latency llama-real report}
 SHAPES=${SHAPES:-llama3-8b:q4_k_m llama3-8b:q8_0}
 mkdir -p "$OUT" "$SCALE_DIR"
 [[ -n "${MODEL:-}" ]] && export SINKSCOPE_MODEL="$MODEL"
@@ -76,7 +80,7 @@ wait_model() {
 
 # llama-bench builds in the background from the start (about 5 minutes on the GPU machine's CPUs)
 # while the stages before "llama" use the GPU; the llama stage waits for it (a lock).
-if [[ " $STAGES " == *" llama "* && -f "${LLAMA_SRC:-}" ]]; then
+if [[ " $STAGES " == *" llama"* && -f "${LLAMA_SRC:-}" ]]; then
   nice bash "$ROOT/tests/gpu/llama_cpp_gpu_compare.sh" build --src "$LLAMA_SRC" --out "$OUT/llama_build" \
     >"$OUT/llama_build.log" 2>&1 &
 fi
@@ -84,7 +88,7 @@ fi
 rc=0
 for stage in $STAGES; do
   echo "################ scale: $stage ($(date -u +%H:%M:%S)) ################"
-  case "$stage" in ttft | latency | llama) wait_model ;; esac
+  case "$stage" in ttft | ttft-real | latency | llama | llama-real) wait_model ;; esac
   case "$stage" in
     models)
       cli=$(need sinkscope-cli) || continue
@@ -134,13 +138,15 @@ for stage in $STAGES; do
       timeout 600 "$ba" "$OUT/skip_sweep.csv" --skip-sweep 128 "$L" >"$OUT/skip_sweep.log" 2>&1 || rc=1
       grep "=== skip sweep" "$OUT/skip_sweep.log"
       ;;
-    ttft)
+    ttft | ttft-real | ttft-8b)
       bt=$(need bench_ttft) || continue
       lens=$(echo "${TTFT_LENS:-8192 32768}" | tr ' ' ',')
-      timeout 900 "$bt" --lengths "$lens" --targets "${TTFT_TARGETS:-0.6,0.75}" \
-        --reps "${TTFT_REPS:-5}" --csv "$OUT/ttft.csv" 2>&1 | tee "$OUT/ttft.log"
-      ((PIPESTATUS[0] == 0)) || rc=1
-      if [[ "${TTFT_8B:-1}" != 0 ]]; then
+      if [[ $stage != ttft-8b ]]; then
+        timeout 900 "$bt" --lengths "$lens" --targets "${TTFT_TARGETS:-0.6,0.75}" \
+          --reps "${TTFT_REPS:-5}" --csv "$OUT/ttft.csv" 2>&1 | tee "$OUT/ttft.log"
+        ((PIPESTATUS[0] == 0)) || rc=1
+      fi
+      if [[ $stage != ttft-real && "${TTFT_8B:-1}" != 0 ]]; then
         for st in $SHAPES; do
           f=$(file_of "$st")
           [[ -s "$f" ]] || { echo "SKIP: $f missing (stage models)"; continue; }
@@ -163,31 +169,42 @@ for stage in $STAGES; do
     decode)
       e2e=$(need bench_e2e) || continue
       table="$OUT/decode_ab.md"
-      echo "| model | activations | quantized once per projection | decode tok/s (2K prompt, 128 steps) |" >"$table"
-      echo "|---|---|---|--:|" >>"$table"
+      echo "| model | activations | GEMV variant | decode tok/s (2K prompt, 128 steps) |" >"$table"
+      echo "|---|---|--:|--:|" >>"$table"
+      pick_file="" best=0 best_v=""
       for st in $SHAPES; do
         f=$(file_of "$st")
         [[ -s "$f" ]] || { echo "SKIP: $f missing (stage models)"; continue; }
-        for act in int16 int8; do
-          for pq in 0 1; do
-            log="$OUT/decode_${st/:/_}_${act}_$pq.log"
-            SINKSCOPE_QGEMV_PREQUANT=$pq SINKSCOPE_MODEL="$f" timeout 300 "$e2e" --prompt 2048 \
-              --decode 128 --reps 3 --weights native --act "$act" --no-eager >"$log" 2>&1 || rc=1
-            tps=$(awk -F'|' '/sinkscope cuda graph/ {gsub(/ /,""); print $5}' "$log")
-            echo "| $st | $act | $( ((pq)) && echo yes || echo no) | ${tps:-failed} |" >>"$table"
-          done
+        [[ -z "$pick_file" ]] && pick_file=$f
+        for run in ${DECODE_RUNS:-int16:0 int8:0 int8:5 int8:6}; do
+          act=${run%%:*} var=${run##*:}
+          log="$OUT/decode_${st/:/_}_${act}_v$var.log"
+          SINKSCOPE_QGEMV_VARIANT=$var SINKSCOPE_MODEL="$f" timeout 300 "$e2e" --prompt 2048 \
+            --decode 128 --reps 3 --weights native --act "$act" --no-eager >"$log" 2>&1 || rc=1
+          tps=$(awk -F'|' '/sinkscope cuda graph/ {gsub(/ /,""); print $5}' "$log")
+          echo "| $st | $act | $var | ${tps:-failed} |" >>"$table"
+          if [[ $f == "$pick_file" && $act == int8 && -n "$tps" ]] &&
+            awk -v a="$tps" -v b="$best" 'BEGIN { exit !(a > b) }'; then
+            best=$tps best_v=$var
+          fi
         done
       done
       cat "$table"
+      if [[ ${DECODE_PICK:-1} == 1 && -z "${SINKSCOPE_QGEMV_VARIANT:-}" && -n "$best_v" ]]; then
+        export SINKSCOPE_QGEMV_VARIANT=$best_v
+        echo "GEMV variant $best_v ($best tok/s on $(basename "$pick_file")) for the stages after decode" |
+          tee "$OUT/decode_pick.txt"
+      fi
       ;;
-    llama)
+    llama | llama-real | llama-8b)
       e2e=$(need bench_e2e) || continue
       [[ -f "${LLAMA_SRC:-}" ]] || { echo "SKIP: llama: LLAMA_SRC (llama_cpp_gpu_compare.sh pack) not set or missing"; continue; }
       runs=()
-      [[ -s "${SINKSCOPE_MODEL:-}" ]] && runs+=("$SINKSCOPE_MODEL|bf16|${LLAMA_SMOL_LENS:-512 2048 8000}")
+      [[ $stage != llama-8b && -s "${SINKSCOPE_MODEL:-}" ]] &&
+        runs+=("$SINKSCOPE_MODEL|bf16|${LLAMA_SMOL_LENS:-512 2048 8000}")
       for st in $SHAPES; do
         f=$(file_of "$st")
-        [[ -s "$f" ]] && runs+=("$f|native|${LLAMA_LENS:-512 2048 8192 32768}")
+        [[ $stage != llama-real && -s "$f" ]] && runs+=("$f|native|${LLAMA_LENS:-512 2048 8192 32768}")
       done
       for r in "${runs[@]}"; do
         IFS='|' read -r f w lens <<<"$r"
@@ -211,9 +228,13 @@ for stage in $STAGES; do
         echo
         section() { [[ -s "$2" ]] && { echo "## $1"; echo; cat "$2"; echo; }; }
         section "Speed and device memory (e2e)" "$OUT/e2e.md"
-        section "8B decode: activation precision, quantization once per projection" "$OUT/decode_ab.md"
+        section "8B decode: activation precision and GEMV kernel variant" "$OUT/decode_ab.md"
+        [[ -s "$OUT/decode_pick.txt" ]] && { cat "$OUT/decode_pick.txt"; echo; }
         for f in "$OUT"/llama_*.md; do section "Against llama.cpp: $(basename "$f" .md | sed 's/^llama_//')" "$f"; done
         [[ -s "$OUT/ttft.log" ]] && { echo "## TTFT, dense against dynamic-sparse"; echo; grep -E '^\|' "$OUT/ttft.log"; echo; }
+        for f in "$OUT"/ttft_*.log; do
+          [[ -s "$f" ]] && { echo "## TTFT, dense against dynamic-sparse, $(basename "$f" .log | sed 's/^ttft_//') (random weights, skip share from the sink pattern)"; echo; grep -E '^\|' "$f"; echo; }
+        done
         [[ -s "$OUT/skip_sweep.log" ]] && { echo "## Sparse prefill at the 8B attention shape"; echo; grep -E "=== skip sweep|^\|" "$OUT/skip_sweep.log"; echo; }
         for f in "$OUT"/latency_*.log; do
           [[ -s "$f" ]] && { echo "## Workbench latency, $(basename "$f" .log | sed 's/latency_//') tokens"; echo; grep -E "control change|^\|" "$f"; echo; }
@@ -221,7 +242,7 @@ for stage in $STAGES; do
       } >"$rep"
       echo "report: $rep ($(grep -c '^|' "$rep") table rows)"
       ;;
-    *) echo "run_scale: unknown stage '$stage' (models e2e decode attn ttft latency llama report)" >&2; exit 2 ;;
+    *) echo "run_scale: unknown stage '$stage' (models decode attn llama llama-8b llama-real e2e ttft ttft-8b ttft-real latency report)" >&2; exit 2 ;;
   esac
 done
 exit $rc
