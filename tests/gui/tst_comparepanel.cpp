@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Compare view: the KL plot keeps a readable size at the dock sizes of a 1280x720 window and
-// its title fits (not clipped).
+// its title fits (not clipped); with nothing to compare the plot says so.
 #include <QTest>
 
 #include "app/gui/panels/compare_panel.h"
@@ -41,6 +41,27 @@ class TestComparePanel : public QObject {
       QVERIFY(plot->axisRect()->rect().height() >= 120);
       QVERIFY(plot->axisRect()->rect().top() >= title->outerRect().bottom());
     }
+  }
+
+  void emptyPlotSaysThereIsNoComparisonYet() {
+    CompareView view;
+    ComparePanel panel(&view);
+    QCustomPlot* plot = panel.klPlot();
+    const auto emptyText = [&]() -> QCPItemText* {
+      for (int i = 0; i < plot->itemCount(); ++i)
+        if (auto* t = qobject_cast<QCPItemText*>(plot->item(i));
+            t && t->objectName() == QStringLiteral("emptyPlotText"))
+          return t;
+      return nullptr;
+    };
+    QVERIFY(emptyText());
+    QVERIFY(emptyText()->visible());  // from the start
+    QVERIFY(emptyText()->text().contains(QStringLiteral("No comparison yet")));
+    view.setResult(test::sampleResult());
+    QVERIFY(!emptyText()->visible());
+    QVERIFY(plot->graph(0)->dataCount() > 0);
+    view.setResult(nullptr);  // no result (the model went away): the text is back
+    QVERIFY(emptyText()->visible());
   }
 };
 

@@ -61,6 +61,8 @@ ComparePanel::ComparePanel(CompareView* view, QWidget* parent) : QWidget(parent)
   m_plot->yAxis->setLabel(tr("KL, nats"));
   m_plot->setToolTip(tr("KL divergence of the next-token distribution, dense baseline against "
                         "the current settings; wheel zooms, drag pans"));
+  m_empty = addEmptyPlotText(
+      m_plot, tr("No comparison yet: run a prompt with \"compare with the dense baseline\" on."));
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   m_plot->axisRect()->setRangeZoom(Qt::Horizontal);
   m_plot->axisRect()->setRangeDrag(Qt::Horizontal);
@@ -87,6 +89,7 @@ ComparePanel::ComparePanel(CompareView* view, QWidget* parent) : QWidget(parent)
 
 void ComparePanel::rebuild() {
   m_metrics->setText(m_view->metricsText());
+  m_empty->setVisible(!m_view->hasData());
   if (!m_view->hasData()) {
     m_plot->graph(0)->data()->clear();
     m_plot->replot();

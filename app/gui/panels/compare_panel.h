@@ -10,6 +10,7 @@
 
 class QCustomPlot;
 class QCPTextElement;
+class QCPItemText;
 class QLabel;
 class QTextBrowser;
 
@@ -28,6 +29,7 @@ class ComparePanel : public QWidget {
   QLabel* m_metrics;
   QCustomPlot* m_plot;
   QCPTextElement* m_title;
+  QCPItemText* m_empty;  // shown while there is no comparison to plot
   QTextBrowser* m_dense;
   QTextBrowser* m_variant;
 };
