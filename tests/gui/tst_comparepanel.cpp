@@ -57,6 +57,19 @@ class TestComparePanel : public QObject {
     QVERIFY(emptyText());
     QVERIFY(emptyText()->visible());  // from the start
     QVERIFY(emptyText()->text().contains(QStringLiteral("No comparison yet")));
+    for (const QSize& s : test::kDockSizes) {  // every line fits inside the axes at dock sizes
+      panel.resize(s);
+      panel.show();
+      QVERIFY(QTest::qWaitForWindowExposed(&panel));
+      QCoreApplication::processEvents();
+      plot->replot();
+      const QFontMetrics fm(emptyText()->font());
+      for (const QString& line : emptyText()->text().split(QLatin1Char('\n')))
+        QVERIFY2(fm.horizontalAdvance(line) <= plot->axisRect()->width(),
+                 qPrintable(QStringLiteral("'%1' needs %2 px, the axes have %3 at %4x%5")
+                                .arg(line).arg(fm.horizontalAdvance(line))
+                                .arg(plot->axisRect()->width()).arg(s.width()).arg(s.height())));
+    }
     view.setResult(test::sampleResult());
     QVERIFY(!emptyText()->visible());
     QVERIFY(plot->graph(0)->dataCount() > 0);

@@ -62,7 +62,7 @@ ComparePanel::ComparePanel(CompareView* view, QWidget* parent) : QWidget(parent)
   m_plot->setToolTip(tr("KL divergence of the next-token distribution, dense baseline against "
                         "the current settings; wheel zooms, drag pans"));
   m_empty = addEmptyPlotText(
-      m_plot, tr("No comparison yet: run a prompt with \"compare with the dense baseline\" on."));
+      m_plot, tr("No comparison yet\n(run with \"compare with the dense baseline\")"));
   m_plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   m_plot->axisRect()->setRangeZoom(Qt::Horizontal);
   m_plot->axisRect()->setRangeDrag(Qt::Horizontal);
