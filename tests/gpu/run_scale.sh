@@ -24,7 +24,8 @@
 #              (stage models), --speed-only --no-fit (random weights: quality means nothing,
 #              and the fit's lambda grid skips nothing), weights TTFT_8B_WEIGHTS (default bf16)
 #     latency  bench_view_latency --backend cuda at LAT_LENS (default "2048 32768") tokens on
-#              LAT_MODEL (default: the real model)
+#              LAT_MODEL (default: the real model, and for lengths past LAT_REAL_CONTEXT,
+#              default 8192, the first 8B file of SHAPES)
 #     decode   the 8B files' decode with native weights for each activations:GEMV-variant pair
 #              of DECODE_RUNS (default "int16:0 int8:0 int8:5 int8:6"; kernels/qgemv_wide.h):
 #              2K prompt, 128 steps, median of 3; unless DECODE_PICK=0 or SINKSCOPE_QGEMV_VARIANT
@@ -161,9 +162,15 @@ for stage in $STAGES; do
       ;;
     latency)
       bl=$(need bench_view_latency) || continue
+      first_8b=$(file_of "${SHAPES%% *}")
       for L in ${LAT_LENS:-2048 32768}; do
-        SINKSCOPE_MODEL="${LAT_MODEL:-${SINKSCOPE_MODEL:-}}" timeout 600 "$bl" --backend cuda \
-          --tokens "$L" --reps "${LAT_REPS:-3}" 2>&1 | tee "$OUT/latency_$L.log" | grep -E "control change|^\||SKIP|FAIL"
+        m=${LAT_MODEL:-${SINKSCOPE_MODEL:-}}
+        # Past the real model's context (SmolLM2: 8K) the benchmark would shorten the prompt to it:
+        # such lengths run on the first 8B file instead.
+        [[ -z "${LAT_MODEL:-}" && $L -gt ${LAT_REAL_CONTEXT:-8192} && -s "$first_8b" ]] && m=$first_8b
+        { echo "latency model: $(basename "$m")"
+          SINKSCOPE_MODEL="$m" timeout 600 "$bl" --backend cuda --tokens "$L" --reps "${LAT_REPS:-3}" 2>&1
+        } | tee "$OUT/latency_$L.log" | grep -E "latency model|control change|^\||SKIP|FAIL"
       done
       ;;
     decode)
@@ -237,7 +244,7 @@ for stage in $STAGES; do
         done
         [[ -s "$OUT/skip_sweep.log" ]] && { echo "## Sparse prefill at the 8B attention shape"; echo; grep -E "=== skip sweep|^\|" "$OUT/skip_sweep.log"; echo; }
         for f in "$OUT"/latency_*.log; do
-          [[ -s "$f" ]] && { echo "## Workbench latency, $(basename "$f" .log | sed 's/latency_//') tokens"; echo; grep -E "control change|^\|" "$f"; echo; }
+          [[ -s "$f" ]] && { echo "## Workbench latency, $(basename "$f" .log | sed 's/latency_//') tokens"; echo; grep -E "latency model|control change|^\|" "$f"; echo; }
         done
       } >"$rep"
       echo "report: $rep ($(grep -c '^|' "$rep") table rows)"
