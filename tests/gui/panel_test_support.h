@@ -8,6 +8,8 @@
 #include <QTest>
 #include <QWidget>
 
+#include <qcustomplot.h>
+
 namespace sinkscope::gui::test {
 
 // The dock sizes the views get: the bottom area of a 1280x720 window beside the controls dock
@@ -35,6 +37,16 @@ inline void checkNoScrolling(QWidget* panel) {
     QVERIFY2(!a->horizontalScrollBar()->isVisible() && !a->verticalScrollBar()->isVisible(),
              qPrintable(QStringLiteral("the view scrolls at %1x%2").arg(panel->width()).arg(panel->height())));
   }
+}
+
+// The text a plot shows while it has nothing to plot (addEmptyPlotText in
+// app/gui/panels/heatmap.h), or null when the plot has none.
+inline QCPItemText* emptyPlotText(const QCustomPlot* plot) {
+  for (int i = 0; i < plot->itemCount(); ++i)
+    if (auto* t = qobject_cast<QCPItemText*>(plot->item(i));
+        t && t->objectName() == QLatin1String("emptyPlotText"))
+      return t;
+  return nullptr;
 }
 
 }  // namespace sinkscope::gui::test

@@ -6,6 +6,7 @@
 #include <qcustomplot.h>
 
 #include "app/gui/panels/attention_map_panel.h"
+#include "tests/gui/panel_test_support.h"
 #include "tests/gui/test_model.h"
 
 using namespace sinkscope::gui;
@@ -30,13 +31,7 @@ class TestAttentionMapPanel : public QObject {
     AttentionMapPanel panel(&view);
     auto* map = qobject_cast<QCPColorMap*>(panel.plot()->plottable(0));
     QVERIFY(map);
-    const auto emptyText = [&]() -> QCPItemText* {
-      for (int i = 0; i < panel.plot()->itemCount(); ++i)
-        if (auto* t = qobject_cast<QCPItemText*>(panel.plot()->item(i));
-            t && t->objectName() == QStringLiteral("emptyPlotText"))
-          return t;
-      return nullptr;
-    };
+    const auto emptyText = [&] { return test::emptyPlotText(panel.plot()); };
     QVERIFY(emptyText());  // from the start
     QVERIFY(emptyText()->text().contains(QStringLiteral("No attention map yet")));
     QVERIFY(!map->visible());

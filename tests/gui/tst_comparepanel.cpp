@@ -47,13 +47,7 @@ class TestComparePanel : public QObject {
     CompareView view;
     ComparePanel panel(&view);
     QCustomPlot* plot = panel.klPlot();
-    const auto emptyText = [&]() -> QCPItemText* {
-      for (int i = 0; i < plot->itemCount(); ++i)
-        if (auto* t = qobject_cast<QCPItemText*>(plot->item(i));
-            t && t->objectName() == QStringLiteral("emptyPlotText"))
-          return t;
-      return nullptr;
-    };
+    const auto emptyText = [&] { return test::emptyPlotText(plot); };
     QVERIFY(emptyText());
     QVERIFY(emptyText()->visible());  // from the start
     QVERIFY(emptyText()->text().contains(QStringLiteral("No comparison yet")));

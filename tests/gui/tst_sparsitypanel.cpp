@@ -80,12 +80,7 @@ class TestSparsityPanel : public QObject {
     SparsityView view;
     HeadStatsModel stats;
     SparsityPanel panel(&view, &stats);
-    const auto emptyText = [](HeadHeatmap* m) -> QCPItemText* {
-      for (int i = 0; i < m->itemCount(); ++i)
-        if (auto* t = qobject_cast<QCPItemText*>(m->item(i)); t && t->objectName() == QStringLiteral("emptyPlotText"))
-          return t;
-      return nullptr;
-    };
+    const auto emptyText = [](HeadHeatmap* m) { return test::emptyPlotText(m); };
     for (HeadHeatmap* m : {panel.prefillMap(), panel.decodeMap()}) {
       QVERIFY(emptyText(m) && emptyText(m)->visible());
       QVERIFY(!m->colorMap()->visible());
