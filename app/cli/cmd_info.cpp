@@ -65,9 +65,9 @@ std::string layer_list(const ModelConfig& c, bool local) {
 
 // The CUDA backend's weight bytes per --gpu-weights mode, estimated from a GGUF's tensors:
 // vectors stay fp32; bf16 converts every matrix to bf16; native keeps a projection (Q, K, V,
-// fused QKV, O, gate, up, fused gate|up, down, gpt-oss's experts) in its file blocks when its
-// type has a device decode and its rows fit the GEMV (the backend decides per projection, all
-// parts together; this per tensor).
+// fused QKV, O, gate, up, fused gate|up, down, gpt-oss's experts) and an untied LM head
+// (output.weight) in its file blocks when its type has a device decode and its rows fit the
+// GEMV (the backend decides per projection, all parts together; this per tensor).
 struct GpuWeightEstimate {
   uint64_t bf16 = 0, native = 0;
 };
@@ -93,7 +93,7 @@ GpuWeightEstimate estimate_gpu_weights(const std::vector<GgufTensorInfo>& tensor
     }
     e.bf16 += 2 * n;
     bool keep = false;
-    if (is_projection(t.name)) {
+    if (is_projection(t.name) || t.name == "output.weight") {
       const bool experts = t.name.size() > 12 && t.name.find("_exps.") != std::string::npos;
       switch (t.type) {
         case GgmlType::kQ8_0: case GgmlType::kQ4_0: case GgmlType::kQ4_1:

@@ -24,14 +24,14 @@ Blas::~Blas() {
 }
 
 void Blas::linear(const uint16_t* x, const uint16_t* w, float* y, int rows, int out, int in,
-                  float beta) {
+                  float beta, int ldy) {
   if (rows <= 0) return;
   const float alpha = 1.0f;
   // cuBLAS is column-major. Row-major y (rows, out) is column-major y^T (out, rows) with
-  // ld = out, and y^T = W . x^T: W row-major (out, in) is column-major (in, out) -> op T;
+  // ld = out (or ldy), and y^T = W . x^T: W row-major (out, in) is column-major (in, out) -> op T;
   // x row-major (rows, in) is column-major (in, rows) -> op N.
   SS_CUBLAS(cublasGemmEx(m_handle, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, w, CUDA_R_16BF,
-                         in, x, CUDA_R_16BF, in, &beta, y, CUDA_R_32F, out, CUBLAS_COMPUTE_32F,
+                         in, x, CUDA_R_16BF, in, &beta, y, CUDA_R_32F, ldy > 0 ? ldy : out, CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT));
 }
 

@@ -22,9 +22,10 @@ class Blas {
 
   // y[rows][out] = x[rows][in] . W[out][in]^T + beta * y[rows][out]
   // x, W: bf16 row-major (W as stored: (out, in)); y: fp32 row-major. beta = 1 fuses the
-  // residual add into the GEMM (the fp32 residual stream is y).
+  // residual add into the GEMM (the fp32 residual stream is y). ldy: y's row stride in floats
+  // (0: out), so a slice of W's rows can fill its columns of a wider y.
   void linear(const uint16_t* x, const uint16_t* w, float* y, int rows, int out, int in,
-              float beta = 0.0f);
+              float beta = 0.0f, int ldy = 0);
 
  private:
   cublasHandle_t m_handle = nullptr;

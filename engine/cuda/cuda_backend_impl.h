@@ -197,9 +197,19 @@ struct WeightPlan {
   uint64_t w16_elems = 0;      // bf16 pool (128-element aligned matrices)
   uint64_t wq_bytes = 0;       // quantized pool (256-byte aligned parts)
   uint64_t scratch_elems = 0;  // largest native projection: the prefill's bf16 dequant scratch
+  // An untied LM head (output.weight) kept in its file blocks too: its single-row products run
+  // the quantized GEMV, several rows go through the scratch a slice of the vocabulary at a time.
+  bool lm_native = false;
   bool any_native() const { return wq_bytes > 0; }
 };
 WeightPlan plan_weights(const Model& m, GpuWeights mode);
+// Vocabulary rows per slice of a native LM head's several-row product (the dequantization
+// scratch holds at least this many rows, or the whole vocabulary when smaller).
+constexpr uint64_t kLmSliceRows = 8192;
+// SINKSCOPE_GPU_LM_HEAD: "native" (or unset) lets plan_weights keep an untied LM head in its
+// file blocks with --gpu-weights native; "bf16" converts it like the embedding table. Anything
+// else is a BackendError naming the variable.
+bool lm_head_native_allowed();
 
 // The model's weights on one device, shared by every backend of that model there (the
 // workbench keeps a dense baseline and a variant backend, and a cache-policy change makes a new
@@ -211,7 +221,8 @@ struct DeviceWeights {
   DeviceBuffer g16, g32;              // gpt-oss: experts (bf16); router, biases, sinks (fp32)
   DeviceBuffer g8;                    // gpt-oss: experts in MXFP4 blocks (moe_native)
   const uint16_t* embd = nullptr;     // (n_vocab, D)
-  const uint16_t* lm_head = nullptr;  // (n_vocab, D), == embd when tied
+  const uint16_t* lm_head = nullptr;  // (n_vocab, D), == embd when tied; null: lm holds it
+  ProjDev lm;                         // the LM head in its file blocks (WeightPlan::lm_native)
   const float* out_norm = nullptr;
   std::vector<LayerDev> layers;
   uint64_t bytes() const {

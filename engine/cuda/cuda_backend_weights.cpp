@@ -5,6 +5,8 @@
 // biases); the process-wide registry that lets every backend of a model on a device share one
 // upload; and the projection GEMM that picks the path per matrix.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -40,6 +42,13 @@ std::vector<const QuantMatrix*> proj_parts(const LayerWeights& L, int k) {
 
 }  // namespace
 
+bool lm_head_native_allowed() {
+  const char* v = std::getenv("SINKSCOPE_GPU_LM_HEAD");
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "native") == 0) return true;
+  if (std::strcmp(v, "bf16") == 0) return false;
+  throw BackendError(std::string("SINKSCOPE_GPU_LM_HEAD=") + v + ": expected native or bf16");
+}
+
 WeightPlan plan_weights(const Model& m, GpuWeights mode) {
   const ModelConfig& c = m.config();
   const ModelWeights& w = m.weights();
@@ -47,7 +56,13 @@ WeightPlan plan_weights(const Model& m, GpuWeights mode) {
                  F = uint64_t(c.n_ff), V = uint64_t(c.n_vocab), W = Q + 2 * KV;
   const uint64_t elems[4] = {W * D, D * Q, 2 * F * D, D * F};
   WeightPlan p;
-  p.w16_elems = a128(V * D) + (w.output.empty() ? 0 : a128(V * D));
+  p.lm_native = mode == GpuWeights::kNative && !w.output.empty() && device_decodable(w.output) &&
+                lm_head_native_allowed();
+  p.w16_elems = a128(V * D) + (w.output.empty() || p.lm_native ? 0 : a128(V * D));
+  if (p.lm_native) {
+    p.wq_bytes += align_q(uint64_t(w.output.rows) * uint64_t(w.output.row_bytes));
+    p.scratch_elems = std::max(p.scratch_elems, std::min<uint64_t>(V, kLmSliceRows) * D);
+  }
   p.native.resize(size_t(c.n_layer));
   for (int l = 0; l < c.n_layer; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
@@ -141,6 +156,8 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
   dw.embd = embd;
   if (w.output.empty()) {
     dw.lm_head = embd;
+  } else if (plan.lm_native) {
+    upload_native(dw.lm, {&w.output}, int(V), int(D));  // lm_head stays null
   } else {
     uint16_t* head = take16(V * D);
     upload_bf16(head, dequantize(w.output), V * D, "output", stage);

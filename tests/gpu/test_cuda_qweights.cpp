@@ -11,7 +11,9 @@
 //   model: $SINKSCOPE_MODEL, else sinkscope::default_model_path()
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -34,8 +36,11 @@ namespace {
 
 // Copies src to dst with every 2-D tensor whose row length is a multiple of `to`'s block size
 // re-quantized to `to` (dequantized with the engine's dequantizer first); the rest as stored.
-// Returns how many tensors were re-quantized.
-int requantize(const std::filesystem::path& src, const std::filesystem::path& dst, GgmlType to) {
+// untie: a tied model gets its own LM head (output.weight, type `to`): the embedding table's rows
+// in reverse order, so that a head read from the wrong matrix cannot pass the gates. Returns how
+// many tensors were re-quantized (or added).
+int requantize(const std::filesystem::path& src, const std::filesystem::path& dst, GgmlType to,
+               bool untie = false) {
   const auto in = GgufFile::open(src);
   GgufWriter w;
   for (const auto& [key, value] : in->metadata()) {
@@ -55,6 +60,16 @@ int requantize(const std::filesystem::path& src, const std::filesystem::path& ds
     } else {
       w.add_raw_tensor(t.name, t.dims, t.type, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
     }
+  }
+  if (untie && in->find_tensor("output.weight") == nullptr) {
+    const GgufTensorInfo& e = in->tensor("token_embd.weight");
+    const int64_t D = e.dims[0], V = e.dims[1];
+    std::vector<float> f(static_cast<size_t>(e.n_elements)), r(f.size());
+    dequantize_row(e.type, e.data, f.data(), e.n_elements);
+    for (int64_t v = 0; v < V; ++v)
+      std::copy_n(f.data() + (V - 1 - v) * D, D, r.data() + v * D);
+    w.add_tensor("output.weight", e.dims, to, r);
+    ++n;
   }
   w.write(dst);
   return n;
@@ -141,6 +156,33 @@ int main() {
       check_model(out, tag);
     });
   }
+  // An untied LM head in Q8_0: with native weights it stays in its blocks (the quantized GEMV
+  // for one row, the sliced dequantize + GEMM for several), so the device holds less than with
+  // SINKSCOPE_GPU_LM_HEAD=bf16, and both agree with the CPU.
+  gpu_test::run("q8_0_untied", [&] {
+    const std::filesystem::path out = dir / "q8_0_untied.gguf";
+    const int n = requantize(path, out, GgmlType::kQ8_0, /*untie=*/true);
+    const auto model = Model::load(out);
+    check(n > 0 && !model->config().tied_embeddings && !model->weights().output.empty(),
+          "q8_0_untied_written", std::to_string(n) + " tensors, output.weight added");
+    BackendOptions native;
+    native.gpu_weights = GpuWeights::kNative;
+    auto bytes_with = [&](const char* head) {
+      ::setenv("SINKSCOPE_GPU_LM_HEAD", head, 1);
+      const uint64_t b = make_cuda_backend(model, native)->device_bytes();
+      ::unsetenv("SINKSCOPE_GPU_LM_HEAD");
+      return b;
+    };
+    const uint64_t quant = bytes_with("native"), bf16 = bytes_with("bf16");
+    const int64_t V = model->config().n_vocab, D = model->config().n_embd;
+    // bf16 holds 2 V D bytes for the head instead of its Q8_0 blocks (34 bytes per 32 values);
+    // the quantized head's slices grow the dequantization scratch by at most 2 * 8192 * D.
+    const int64_t saved = 2 * V * D - V * D / 32 * 34 - 2 * 8192 * D;
+    check(int64_t(bf16) - int64_t(quant) >= saved, "q8_0_untied_head_memory",
+          "device MiB: " + std::to_string(double(quant) / (1 << 20)) + " (head in Q8_0) vs " +
+              std::to_string(double(bf16) / (1 << 20)) + " (bf16 head)");
+    check_model(out, "q8_0_untied");
+  });
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
   return gpu_test::finish_checks();

@@ -17,6 +17,7 @@
 #include "engine/model/model.h"
 #include "engine/format/testmodel.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/util/json_io.h"
 
 namespace sinkscope {
 namespace {
@@ -93,6 +94,15 @@ TEST_P(CliMakeTestModelShapes, OneLayerFileHasTheShape) {
   EXPECT_EQ(f->tensor("output.weight").type, GgmlType::kQ6_K);
   EXPECT_EQ(f->tensor("blk.0.attn_v.weight").type, GgmlType::kQ6_K);  // use_more_bits(0, 1)
   EXPECT_EQ(f->tensor("blk.0.attn_q.weight").type, GgmlType::kQ4_K);
+
+  // info's CUDA estimate with --gpu-weights native: every matrix, the untied LM head included,
+  // stays in its file blocks; only the embedding table (looked up, not multiplied) becomes bf16.
+  const CliRun info = run_in_process({"info", "--model", path.string(), "--json"});
+  ASSERT_EQ(info.status, 0) << info.err;
+  const auto mem = sinkscope::Json::parse(info.out).at("memory");
+  const int64_t embd_bytes = int64_t(f->tensor("token_embd.weight").n_bytes);
+  EXPECT_EQ(mem.at("cuda").at("weights_native_bytes").get<int64_t>(),
+            mem.at("weights_bytes").get<int64_t>() - embd_bytes + int64_t(2) * s.n_vocab * s.n_embd);
 
   const auto tok = Tokenizer::from_gguf(*f);
   EXPECT_EQ(tok->vocab_size(), s.n_vocab);
