@@ -24,8 +24,8 @@ class TestAttentionMapPanel : public QObject {
              qPrintable(c));
     QVERIFY2(c.contains(QStringLiteral("the first %1").arg(kMaxSkipOutlines)), qPrintable(c));
   }
-  // Before any run the panel says there is no map yet instead of drawing an empty colour map;
-  // the first result hides that text and shows the map.
+  // Before any run the panel says there is no map yet instead of drawing an empty colour map
+  // (and no colour scale); the first result hides that text and shows the map and its scale.
   void emptyPanelSaysThereIsNoMapYet() {
     AttentionMapView view;
     AttentionMapPanel panel(&view);
@@ -35,12 +35,15 @@ class TestAttentionMapPanel : public QObject {
     QVERIFY(emptyText());  // from the start
     QVERIFY(emptyText()->text().contains(QStringLiteral("No attention map yet")));
     QVERIFY(!map->visible());
+    QVERIFY(!map->colorScale()->visible());
     view.setResult(test::sampleResult());
     QVERIFY(!emptyText());
     QVERIFY(map->visible());
+    QVERIFY(map->colorScale()->visible());
     view.setResult(nullptr);  // a result taken away (no model) brings the text back
     QVERIFY(emptyText());
     QVERIFY(!map->visible());
+    QVERIFY(!map->colorScale()->visible());
   }
   // What a cell shows (finding 2): NaN where no pair of the cell is visible (drawn grey, never
   // as ~0); else P, or where binned the mass a query puts on the cell's keys, so each row's

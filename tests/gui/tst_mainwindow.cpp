@@ -136,6 +136,20 @@ class TestMainWindow : public QObject {
     QCOMPARE(picker->currentData().toString(), test::randomModelPath());
     auto* status = w.findChild<QLabel*>(QStringLiteral("status"));
     QVERIFY(status->toolTip().contains(QStringLiteral("Still using")));
+    // In a window narrower than the message the status line ends in "…" and fits its width;
+    // the tooltip keeps the whole message.
+    w.resize(640, 480);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QString full = status->toolTip();
+    full.replace(QLatin1Char('\n'), QLatin1Char(' '));
+    QTRY_VERIFY(status->contentsRect().width() < status->fontMetrics().horizontalAdvance(full));
+    QTRY_VERIFY2(status->text().endsWith(QChar(0x2026)), qPrintable(status->text()));
+    QVERIFY(status->fontMetrics().horizontalAdvance(status->text()) <= status->contentsRect().width());
+    QVERIFY(full.startsWith(status->text().chopped(1)));
+    w.resize(1920, 1080);  // wider again: more of the message comes back
+    const int shown = int(status->text().size());
+    QTRY_VERIFY(status->text().size() > shown || status->text() == full);
   }
 
   // Engine > GPU weights / GPU activations: one checked item each, the workbench's choice, and

@@ -42,6 +42,34 @@
 
 namespace sinkscope::gui {
 
+namespace {
+
+// The status line: one line that ends in "…" where the window is narrower than the message,
+// instead of being cut off mid-letter (the whole message is the tooltip, and errors also come
+// as a dialog).
+class StatusLabel final : public QLabel {
+ public:
+  using QLabel::QLabel;
+  void setFullText(const QString& text) {
+    m_full = text;
+    fit();
+  }
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override {
+    QLabel::resizeEvent(e);
+    fit();
+  }
+
+ private:
+  void fit() {
+    QLabel::setText(fontMetrics().elidedText(m_full, Qt::ElideRight, std::max(0, contentsRect().width())));
+  }
+  QString m_full;
+};
+
+}  // namespace
+
 MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_wb(wb) {
   setWindowTitle(tr("SinkScope"));
   setWindowIcon(QIcon(QStringLiteral(":/icons/sinkscope.svg")));
@@ -263,7 +291,7 @@ QWidget* MainWindow::buildCentral() {
   m_banner->setWordWrap(true);
   m_banner->setVisible(false);
 
-  m_status = new QLabel(this);
+  m_status = new StatusLabel(this);
   m_status->setObjectName(QStringLiteral("status"));
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_status->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
@@ -674,7 +702,7 @@ void MainWindow::setStatus(const QString& text, bool error) {
   m_status->setStyleSheet(error ? QStringLiteral("color: #b00020") : QString());
   QString line = text;
   line.replace(QLatin1Char('\n'), QLatin1Char(' '));
-  m_status->setText(line);
+  static_cast<StatusLabel*>(m_status)->setFullText(line);
   m_status->setToolTip(text);
 }
 
