@@ -18,6 +18,7 @@
 
 #include "engine/backend/gpu_weights_choice.h"
 #include "engine/cuda/cuda_backend_impl.h"
+#include "engine/format/ggml_types.h"
 #include "kernels/decode_fused.h"
 #include "kernels/moe.h"
 #include "kernels/ops.h"
@@ -232,6 +233,11 @@ CudaBackendImpl::CudaBackendImpl(std::shared_ptr<const Model> model, const Backe
     m_gpu_weights = choice.mode;
     m_gpu_weights_why = choice.why;
     if (choice.mode == GpuWeights::kNative) wplan = nplan;
+  }
+  if (wplan.lm_native) {  // said with the weight mode (generate's note, the workbench's tooltip)
+    const std::string head =
+        std::string("LM head kept as ") + ggml_type_name(m_model->weights().output.type);
+    m_gpu_weights_why = m_gpu_weights_why.empty() ? head : m_gpu_weights_why + "; " + head;
   }
   if (m_fused && wplan.any_native()) {
     // The fused kernels read bf16 rows; quantized projections decode through the quantized GEMV.

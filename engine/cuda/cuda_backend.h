@@ -46,7 +46,8 @@ class CudaBackend : public Backend {
   virtual void set_use_graphs(bool on) = 0;
   virtual std::string device_name() const = 0;
   // Where the projections live (BackendOptions::gpu_weights with kAuto resolved: kBf16 or
-  // kNative); *why: the reason of an automatic choice, empty when it was asked for.
+  // kNative); *why: the reason of an automatic choice, empty when it was asked for, and with
+  // native weights whether an untied LM head stayed in its file blocks ("LM head kept as Q6_K").
   virtual GpuWeights gpu_weights(std::string* why = nullptr) const = 0;
   virtual uint64_t device_bytes() const = 0;  // device memory the backend holds
   // Whether decode steps run the fused kernels; if not, why (switched off, or the model's shape

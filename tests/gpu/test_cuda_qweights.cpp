@@ -174,6 +174,10 @@ int main() {
       return b;
     };
     const uint64_t quant = bytes_with("native"), bf16 = bytes_with("bf16");
+    std::string why;
+    make_cuda_backend(model, native)->gpu_weights(&why);
+    check(why.find("LM head kept as Q8_0") != std::string::npos, "q8_0_untied_head_named",
+          "the backend's weight note: " + why);
     const int64_t V = model->config().n_vocab, D = model->config().n_embd;
     // bf16 holds 2 V D bytes for the head instead of its Q8_0 blocks (34 bytes per 32 values);
     // the quantized head's slices grow the dequantization scratch by at most 2 * 8192 * D.
