@@ -36,14 +36,17 @@ class TestAttentionMapPanel : public QObject {
     QVERIFY(emptyText()->text().contains(QStringLiteral("No attention map yet")));
     QVERIFY(!map->visible());
     QVERIFY(!map->colorScale()->visible());
+    QVERIFY(!map->colorScale()->layout());  // out of the layout: the axes take its width
     view.setResult(test::sampleResult());
     QVERIFY(!emptyText());
     QVERIFY(map->visible());
     QVERIFY(map->colorScale()->visible());
+    QCOMPARE(map->colorScale()->layout(), panel.plot()->plotLayout());
     view.setResult(nullptr);  // a result taken away (no model) brings the text back
     QVERIFY(emptyText());
     QVERIFY(!map->visible());
     QVERIFY(!map->colorScale()->visible());
+    QVERIFY(!map->colorScale()->layout());
   }
   // What a cell shows (finding 2): NaN where no pair of the cell is visible (drawn grey, never
   // as ~0); else P, or where binned the mass a query puts on the cell's keys, so each row's

@@ -172,13 +172,13 @@ void AttentionMapPanel::rebuild() {
     // No run yet (or no model): say so instead of drawing an empty colour map.
     m_map->data()->clear();
     m_map->setVisible(false);
-    m_map->colorScale()->setVisible(false);  // no scale without values
+    showColorScale(m_plot, m_map, false);  // no scale without values
     addEmptyPlotText(m_plot, tr("No attention map yet: load a model and run a prompt."));
     m_plot->replot();
     return;
   }
   m_map->setVisible(true);
-  m_map->colorScale()->setVisible(true);
+  showColorScale(m_plot, m_map, true);
   const AttentionMap& a = m_view->map();
   const int n = a.nTokens;
   const Visibility vis = visibility();

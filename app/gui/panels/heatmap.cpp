@@ -26,6 +26,20 @@ QCPColorMap* makeColorMap(QCustomPlot* plot, const QString& xLabel, const QStrin
   return map;
 }
 
+void showColorScale(QCustomPlot* plot, QCPColorMap* map, bool shown) {
+  QCPColorScale* scale = map->colorScale();
+  if (!scale) return;
+  QCPLayoutGrid* grid = plot->plotLayout();
+  const bool inLayout = scale->layout() == grid;
+  if (shown && !inLayout) {
+    grid->addElement(0, 1, scale);
+  } else if (!shown && inLayout) {
+    grid->take(scale);
+    grid->simplify();  // drops the empty column
+  }
+  scale->setVisible(shown);
+}
+
 QCPItemText* addEmptyPlotText(QCustomPlot* plot, const QString& text) {
   auto* t = new QCPItemText(plot);
   t->setObjectName(QStringLiteral("emptyPlotText"));
@@ -110,7 +124,7 @@ void HeadHeatmap::setGrid(const HeadGrid& g) {
   // Empty (no run yet): the text instead of a colour map and its scale.
   m_empty->setVisible(g.empty());
   m_map->setVisible(!g.empty());
-  m_map->colorScale()->setVisible(!g.empty());
+  showColorScale(this, m_map, !g.empty());
   if (g.empty()) {
     m_map->data()->clear();
   } else {

@@ -18,6 +18,9 @@ QCPColorMap* makeColorMap(QCustomPlot* plot, const QString& xLabel, const QStrin
 // A text item centred in the plot's axis rect (object name "emptyPlotText"), for a plot with
 // nothing to show yet; owned by the plot.
 QCPItemText* addEmptyPlotText(QCustomPlot* plot, const QString& text);
+// Shows or hides a colour map's scale (makeColorMap's, right of the axes): hidden, it also leaves
+// the plot's layout, so the axes take its width.
+void showColorScale(QCustomPlot* plot, QCPColorMap* map, bool shown);
 // Fills a layers x heads grid (x = head, y = layer) with values in [0, 1].
 void fillHeadGrid(QCPColorMap* map, const HeadGrid& g);
 
