@@ -10,7 +10,6 @@
 // (fused_decode() says why). Projections go through linear_proj (cuda_backend_weights.cpp): bf16
 // cuBLAS, or for weights in their file layout the quantized GEMV (one token) or dequantize +
 // cuBLAS (several).
-#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -18,7 +17,6 @@
 #include "kernels/decode_fused.h"
 #include "kernels/moe.h"
 #include "kernels/ops.h"
-#include "kernels/qgemv.h"
 
 namespace sinkscope::cuda_detail {
 
@@ -208,26 +206,10 @@ void CudaBackendImpl::enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int 
   SS_LAUNCH(
       kernels::launch_rms_norm(x, m_weights->out_norm, m_xn.as<uint16_t>(), rows, c.n_embd, c.rms_eps, s));
   const uint16_t* xn = m_xn.as<uint16_t>();
-  const ProjDev& h = m_weights->lm;
-  if (m_weights->lm_head) {
+  if (m_weights->lm_head)
     blas.linear(xn, m_weights->lm_head, logits, rows, c.n_vocab, c.n_embd);
-  } else if (rows == 1) {
-    linear_proj(s, blas, xn, h, logits, 1);  // the quantized GEMV
-  } else {
-    // Several rows: the vocabulary a slice at a time, each slice's rows dequantized into the
-    // projections' bf16 scratch (plan_weights sizes it for kLmSliceRows rows at least), then
-    // one GEMM into the slice's columns of the logits. Stream order makes the reuse safe.
-    const QuantPart& q = h.parts[0];
-    const int64_t row_bytes = kernels::qweight_row_bytes(q.type, h.in);
-    const int64_t cap = std::max<int64_t>(16, int64_t(m_wscratch.bytes() / 2) / h.in / 16 * 16);
-    uint16_t* scratch = m_wscratch.as<uint16_t>();
-    for (int64_t v0 = 0; v0 < h.out; v0 += cap) {
-      const int nv = int(std::min<int64_t>(cap, h.out - v0));
-      const auto* w = static_cast<const uint8_t*>(q.data) + v0 * row_bytes;
-      SS_LAUNCH(kernels::launch_qdequant_bf16(q.type, w, nv, h.in, scratch, s));
-      blas.linear(xn, scratch, logits + v0, rows, nv, h.in, 0.0f, h.out);
-    }
-  }
+  else
+    linear_proj(s, blas, xn, m_weights->lm, logits, rows);  // in its file blocks
   if (c.final_softcap > 0)  // Gemma: logits tanh(z / cap) * cap
     SS_LAUNCH(kernels::launch_softcap(logits, int64_t(rows) * c.n_vocab, c.final_softcap, s));
 }

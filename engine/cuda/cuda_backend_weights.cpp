@@ -260,13 +260,31 @@ void CudaBackendImpl::linear_proj(cudaStream_t s, Blas& blas, const uint16_t* in
   // Several tokens: the parts dequantized into the bf16 scratch (sized to the largest native
   // projection; stream order makes reuse safe), then the bf16 GEMM.
   uint16_t* scratch = m_wscratch.as<uint16_t>();
+  const int64_t cap = int64_t(m_wscratch.bytes() / 2) / w.in;  // rows the scratch holds
+  if (w.out <= cap) {
+    int64_t row0 = 0;
+    for (int i = 0; i < w.n_parts; ++i) {
+      const QuantPart& q = w.parts[i];
+      SS_LAUNCH(kernels::launch_qdequant_bf16(q.type, q.data, q.rows, w.in, scratch + row0 * w.in, s));
+      row0 += q.rows;
+    }
+    blas.linear(in, scratch, out, n, w.out, w.in, beta);
+    return;
+  }
+  // Wider than the scratch (a native LM head: plan_weights sizes the scratch for kLmSliceRows of
+  // its rows): a slice of rows at a time, each GEMM into its columns of out.
   int64_t row0 = 0;
   for (int i = 0; i < w.n_parts; ++i) {
     const QuantPart& q = w.parts[i];
-    SS_LAUNCH(kernels::launch_qdequant_bf16(q.type, q.data, q.rows, w.in, scratch + row0 * w.in, s));
+    const int64_t row_bytes = kernels::qweight_row_bytes(q.type, w.in);
+    for (int64_t r = 0; r < q.rows; r += cap) {
+      const int nr = int(std::min<int64_t>(cap, q.rows - r));
+      const auto* src = static_cast<const uint8_t*>(q.data) + r * row_bytes;
+      SS_LAUNCH(kernels::launch_qdequant_bf16(q.type, src, nr, w.in, scratch, s));
+      blas.linear(in, scratch, out + row0 + r, n, nr, w.in, beta, w.out);
+    }
     row0 += q.rows;
   }
-  blas.linear(in, scratch, out, n, w.out, w.in, beta);
 }
 
 }  // namespace sinkscope::cuda_detail
