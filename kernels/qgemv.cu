@@ -45,16 +45,16 @@ __global__ void __launch_bounds__(kThreads)
   const int row = blockIdx.x * kWarps + warp;
   if (row >= rows) return;  // the whole warp: row depends on the warp only
   constexpr int kBlockElems = qblock::block_elems(T);
-  constexpr int kBlockBytes = qblock::block_bytes(T);
   constexpr int kChunksPerBlock = kBlockElems / qblock::kChunk;
   const uint8_t* wr = w + static_cast<int64_t>(row) * row_bytes;
   const int n_chunks = cols / qblock::kChunk;
+  const int nb = cols / kBlockElems;
   float acc = 0.f;
   for (int c = lane; c < n_chunks; c += 32) {
     const int b = c / kChunksPerBlock;
     const int e0 = (c - b * kChunksPerBlock) * qblock::kChunk;
     float q[qblock::kChunk];
-    qblock::decode8(T, wr + static_cast<int64_t>(b) * kBlockBytes, e0, q);
+    qblock::decode8_in_row(T, wr, nb, b, e0, q);
     const float* xp = xs + c * qblock::kChunk;
 #pragma unroll
     for (int i = 0; i < qblock::kChunk; ++i) acc = fmaf(q[i], xp[i], acc);
@@ -69,10 +69,10 @@ __global__ void __launch_bounds__(256)
     qdequant_kernel(const uint8_t* __restrict__ w, int64_t rows, int64_t cols, int64_t row_bytes,
                     uint16_t* __restrict__ out) {
   constexpr int kBlockElems = qblock::block_elems(T);
-  constexpr int kBlockBytes = qblock::block_bytes(T);
   constexpr int kChunksPerBlock = kBlockElems / qblock::kChunk;
   const int64_t chunks_per_row = cols / qblock::kChunk;
   const int64_t total = rows * chunks_per_row;
+  const int64_t nb = cols / kBlockElems;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / chunks_per_row;
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(256)
     const int64_t b = c / kChunksPerBlock;
     const int e0 = static_cast<int>(c - b * kChunksPerBlock) * qblock::kChunk;
     float q[qblock::kChunk];
-    qblock::decode8(T, w + r * row_bytes + b * kBlockBytes, e0, q);
+    qblock::decode8_in_row(T, w + r * row_bytes, nb, b, e0, q);
     uint32_t packed[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -135,15 +135,18 @@ cudaError_t launch_dequant_t(const void* w, int64_t rows, int64_t cols, int64_t 
 }  // namespace
 
 int64_t qweight_row_bytes(int type, int64_t cols) {
-  if (!qblock::supported(type) || cols <= 0) return 0;
+  if (!(qblock::supported(type) || qblock::repacked(type)) || cols <= 0) return 0;
   const int be = qblock::block_elems(type);
   if (cols % be != 0) return 0;
   return cols / be * qblock::block_bytes(type);
 }
 
 std::string qgemv_shape_error(int type, int64_t rows, int64_t cols) {
-  if (!qblock::supported(type)) {
+  if (!(qblock::supported(type) || qblock::repacked(type))) {
     return "ggml type " + std::to_string(type) + " has no device block decode";
+  }
+  if (qblock::repacked(type) && !qblock::repack_fits(qblock::file_type(type), cols)) {
+    return "row length " + std::to_string(cols) + " has no 16-byte aligned repacked layout";
   }
   if (rows <= 0 || cols <= 0) return "empty matrix";
   if (cols % qblock::block_elems(type) != 0) {
@@ -166,7 +169,8 @@ OpStatus qgemv_prepare(int max_cols) {
   const size_t smem = static_cast<size_t>(max_cols) * sizeof(float);
   for (const cudaError_t e : {raise_smem<qblock::kQ4_0>(smem), raise_smem<qblock::kQ4_1>(smem),
                               raise_smem<qblock::kQ8_0>(smem), raise_smem<qblock::kQ4_K>(smem),
-                              raise_smem<qblock::kQ5_K>(smem), raise_smem<qblock::kQ6_K>(smem)}) {
+                              raise_smem<qblock::kQ5_K>(smem), raise_smem<qblock::kQ6_K>(smem),
+                              raise_smem<qblock::kQ8_0R>(smem), raise_smem<qblock::kQ6_KR>(smem)}) {
     if (e != cudaSuccess) {
       return OpStatus::error(cuda_error_text(e, "qgemv_prepare", __FILE__, __LINE__));
     }
@@ -212,7 +216,8 @@ std::string int8_args_error(const char* fn, const char* x_name, int type, const 
     return std::string(fn) + "planes must be 1 or 2, got " + std::to_string(planes);
   if (!qwide::eligible(type, w, cols, qweight_row_bytes(type, cols), x))
     return std::string(fn) +
-           "needs Q4_K (16-byte aligned), Q6_K or Q8_0 (2-byte aligned) weights and a 16-byte "
+           "needs Q4_K, Q8_0R, Q6_KR (16-byte aligned), Q6_K or Q8_0 (2-byte aligned) weights "
+           "and a 16-byte "
            "aligned " + x_name;
   return {};
 }
@@ -289,6 +294,8 @@ OpStatus launch_qgemv_f32(int type, const void* w, int rows, int cols, const uin
     case qblock::kQ4_K: e = launch_gemv_t<qblock::kQ4_K>(w, rows, cols, rb, v, y, accumulate, st); break;
     case qblock::kQ5_K: e = launch_gemv_t<qblock::kQ5_K>(w, rows, cols, rb, v, y, accumulate, st); break;
     case qblock::kQ6_K: e = launch_gemv_t<qblock::kQ6_K>(w, rows, cols, rb, v, y, accumulate, st); break;
+    case qblock::kQ8_0R: e = launch_gemv_t<qblock::kQ8_0R>(w, rows, cols, rb, v, y, accumulate, st); break;
+    case qblock::kQ6_KR: e = launch_gemv_t<qblock::kQ6_KR>(w, rows, cols, rb, v, y, accumulate, st); break;
     default: break;
   }
   if (e != cudaSuccess) return OpStatus::error(cuda_error_text(e, "qgemv_kernel", __FILE__, __LINE__));
@@ -316,10 +323,59 @@ OpStatus launch_qdequant_bf16(int type, const void* w, int64_t rows, int64_t col
     case qblock::kQ4_K: e = launch_dequant_t<qblock::kQ4_K>(w, rows, cols, rb, out, st); break;
     case qblock::kQ5_K: e = launch_dequant_t<qblock::kQ5_K>(w, rows, cols, rb, out, st); break;
     case qblock::kQ6_K: e = launch_dequant_t<qblock::kQ6_K>(w, rows, cols, rb, out, st); break;
+    case qblock::kQ8_0R: e = launch_dequant_t<qblock::kQ8_0R>(w, rows, cols, rb, out, st); break;
+    case qblock::kQ6_KR: e = launch_dequant_t<qblock::kQ6_KR>(w, rows, cols, rb, out, st); break;
     default: break;
   }
   if (e != cudaSuccess) {
     return OpStatus::error(cuda_error_text(e, "qdequant_kernel", __FILE__, __LINE__));
+  }
+  return {};
+}
+
+int qweight_repacked_type(int type, int64_t cols) {
+  return qblock::repack_fits(type, cols) ? qblock::repacked_type(type) : type;
+}
+
+namespace {
+// One thread per block: its fields copied byte by byte to their places in the repacked row (an
+// upload-time pass, one read and one write of each byte).
+template <int T>
+__global__ void __launch_bounds__(256)
+    qrepack_kernel(const uint8_t* __restrict__ src, int64_t rows, int64_t nb, int64_t row_bytes,
+                   uint8_t* __restrict__ dst) {
+  const int64_t total = rows * nb;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / nb, b = i - r * nb;
+    qblock::repack_block(T, src + r * row_bytes, nb, b, dst + r * row_bytes);
+  }
+}
+}  // namespace
+
+OpStatus launch_qrepack(int type, const void* src, int64_t rows, int64_t cols, void* dst,
+                        void* stream) {
+  static constexpr const char* fn = "launch_qrepack: ";
+  if (rows == 0) return {};
+  if (!src || !dst) return OpStatus::error(std::string(fn) + "a required pointer is null");
+  if (!qblock::repack_fits(type, cols)) {
+    return OpStatus::error(std::string(fn) + "ggml type " + std::to_string(type) + " with rows of " +
+                           std::to_string(cols) + " has no 16-byte aligned repacked layout");
+  }
+  const int64_t rb = qweight_row_bytes(type, cols);
+  const auto* s8 = static_cast<const uint8_t*>(src);
+  auto* d8 = static_cast<uint8_t*>(dst);
+  if (rows < 0 || (s8 < d8 + rows * rb && d8 < s8 + rows * rb)) {
+    return OpStatus::error(std::string(fn) + "src and dst overlap or rows is negative");
+  }
+  const int64_t nb = cols / qblock::block_elems(type);
+  const int64_t want = (rows * nb + 255) / 256;
+  const int grid = static_cast<int>(want < 65536 ? want : 65536);
+  const auto st = static_cast<cudaStream_t>(stream);
+  if (type == qblock::kQ8_0) qrepack_kernel<qblock::kQ8_0><<<grid, 256, 0, st>>>(s8, rows, nb, rb, d8);
+  else qrepack_kernel<qblock::kQ6_K><<<grid, 256, 0, st>>>(s8, rows, nb, rb, d8);
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+    return OpStatus::error(cuda_error_text(e, "qrepack_kernel", __FILE__, __LINE__));
   }
   return {};
 }

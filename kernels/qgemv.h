@@ -16,6 +16,19 @@ namespace sinkscope::kernels {
 // decode (qblock::supported) or cols is not a positive multiple of its block size.
 int64_t qweight_row_bytes(int type, int64_t cols);
 
+// The device-only row layout (qblock::kQ8_0R, kQ6_KR: the blocks' fields in separate 16-byte
+// aligned arrays, same bytes per row) that a [rows][cols] matrix of ggml type `type` can be
+// repacked into for 16-byte aligned decode loads, or `type` itself when it has none (other
+// types; Q8_0 rows not a multiple of 256 elements, Q6_K rows not of 2048).
+int qweight_repacked_type(int type, int64_t cols);
+
+// Repacks a [rows][cols] matrix of ggml type `type` (src, its file layout) into
+// qweight_repacked_type(type, cols) at dst (the same number of bytes; src and dst must not
+// overlap). Every launcher below takes the repacked types as it takes the ggml ones, with the
+// same values (qblock::decode8_in_row); their int8 GEMV needs w 16-byte aligned.
+OpStatus launch_qrepack(int type, const void* src, int64_t rows, int64_t cols, void* dst,
+                        void* stream);
+
 // Empty when a [rows][cols] matrix of `type` can go through launch_qgemv; else why not (a type
 // without a device decode, a row length off the block size or beyond the fp32 activation stage
 // in shared memory, 58112 elements).

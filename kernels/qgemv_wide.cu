@@ -22,6 +22,10 @@
 //        per block (16 elements of each of the 4 quarters of one half).
 // The staging reads whole aligned 16-byte chunks that hold at least one byte of the run, so it
 // never touches a page the matrix does not: a 16-byte aligned chunk lies in one page.
+//   Q8_0R / Q6_KR (qblock.h: the same blocks with their fields in separate arrays of the row,
+//        which the CUDA backend repacks at upload): every field 16-byte aligned, so the lanes
+//        load straight from global memory as for Q4_K. Q8_0R: one 16-byte chunk of quants (half
+//        a block) per lane and pass; Q6_KR: the 4-lane split of Q6_K.
 //
 // The pipelined variants of this kernel are in kernels/qgemv_wide_pipe.cu; the device helpers
 // both use are in kernels/qgemv_wide.cuh.
@@ -105,6 +109,85 @@ __device__ float dot_q6k(const uint8_t* wr, int cols, const int8_t* xq, const XS
   return acc;
 }
 
+// The repacked layouts (qblock::kQ8_0R, kQ6_KR): every field 16-byte aligned in the row, so the
+// lanes load their quants straight from global memory, no staging.
+// Q8_0R: 16-byte chunk c of the row's quants (elements 16 c .. 16 c + 15, block c / 2) per lane
+// and pass, four passes' loads in flight before their math; the block's fp16 scale from the
+// row's scale array (a warp's 16 blocks share one 32-byte sector).
+template <int P>
+__device__ float dot_q8_0r(const uint8_t* wr, int cols, const int8_t* xq, const XScale* xd,
+                           int lane) {
+  constexpr int kAhead = 4;
+  const uint4* wq = reinterpret_cast<const uint4*>(wr);
+  const uint16_t* wd = reinterpret_cast<const uint16_t*>(wr + cols);  // 32 nb bytes of quants
+  const int nc = cols / 16;
+  float acc = 0.f;
+  for (int c0 = lane; c0 < nc; c0 += 32 * kAhead) {
+    uint4 q[kAhead];
+    uint32_t d[kAhead];
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      const int c = c0 + 32 * i;
+      q[i] = make_uint4(0u, 0u, 0u, 0u);
+      d[i] = 0u;
+      if (c < nc) {
+        q[i] = __ldg(wq + c);
+        d[i] = __ldg(wd + (c >> 1));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      const int c = c0 + 32 * i;
+      if (c < nc) acc += half_bits(d[i]) * dotx<P>(q[i], xq + 16 * c, cols, xd[c >> 1]);
+    }
+  }
+  return acc;
+}
+
+// Q6_KR: 4 lanes per block as in q6k_dot, 8 blocks per pass, two passes' loads in flight.
+template <int P>
+__device__ float dot_q6kr(const uint8_t* wr, int cols, const int8_t* xq, const XScale* xd,
+                          int lane) {
+  constexpr int kAhead = 2;
+  const int nb = cols / 256;
+  const uint8_t* ql = wr;
+  const uint8_t* qh = wr + 128 * nb;
+  const uint8_t* scs = wr + 192 * nb;
+  const uint16_t* ds = reinterpret_cast<const uint16_t*>(wr + 208 * nb);
+  const int t = lane & 3, h = t >> 1, l0 = 16 * (t & 1);
+  float acc = 0.f;
+  for (int b0 = lane >> 2; b0 < nb; b0 += 8 * kAhead) {
+    uint4 qa[kAhead], qb[kAhead], qv[kAhead];
+    uint2 sv[kAhead];
+    uint32_t dv[kAhead];
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      const int b = b0 + 8 * i;
+      qa[i] = qb[i] = qv[i] = make_uint4(0u, 0u, 0u, 0u);
+      sv[i] = make_uint2(0u, 0u);
+      dv[i] = 0u;
+      if (b < nb) {
+        qa[i] = __ldg(reinterpret_cast<const uint4*>(ql + 128 * b + 64 * h + l0));
+        qb[i] = __ldg(reinterpret_cast<const uint4*>(ql + 128 * b + 64 * h + 32 + l0));
+        qv[i] = __ldg(reinterpret_cast<const uint4*>(qh + 64 * b + 32 * h + l0));
+        sv[i] = __ldg(reinterpret_cast<const uint2*>(scs + 16 * b + 8 * h));
+        dv[i] = __ldg(ds + b);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kAhead; ++i) {
+      const int b = b0 + 8 * i;
+      if (b >= nb) continue;
+      // scales[8 h + (t & 1) + 2 k], k = 0..3: bytes (t & 1), 2 + (t & 1), ... of the 8 at 8 h.
+      const uint32_t sh = 8u * static_cast<uint32_t>(t & 1);
+      const int sc[4] = {static_cast<int8_t>(sv[i].x >> sh), static_cast<int8_t>(sv[i].x >> (16 + sh)),
+                         static_cast<int8_t>(sv[i].y >> sh), static_cast<int8_t>(sv[i].y >> (16 + sh))};
+      acc += q6k_dot<P>(qa[i], qb[i], qv[i], sc, half_bits(dv[i]), xq, cols, xd, b, t);
+    }
+  }
+  return acc;
+}
+
 // How a launch meets the kernel before it in the stream (variants 0, 5, 6 of qgemv_wide.h).
 enum Chain : int {
   kPlain = 0,     // an ordinary launch: starts when the previous kernel has finished
@@ -160,6 +243,10 @@ __global__ void __launch_bounds__(kThreads, 4)
       acc = dot_q4k<P>(wr, cols, xq, xd, lane);
     } else if constexpr (T == qblock::kQ8_0) {
       acc = dot_q8_0<P>(wr, cols, xq, xd, buf, lane);
+    } else if constexpr (T == qblock::kQ8_0R) {
+      acc = dot_q8_0r<P>(wr, cols, xq, xd, lane);
+    } else if constexpr (T == qblock::kQ6_KR) {
+      acc = dot_q6kr<P>(wr, cols, xq, xd, lane);
     } else {
       acc = dot_q6k<P>(wr, cols, xq, xd, buf, lane);
     }
@@ -223,6 +310,8 @@ cudaError_t by_type(int type, F&& f) {
     case qblock::kQ4_K: return f(std::integral_constant<int, qblock::kQ4_K>{});
     case qblock::kQ6_K: return f(std::integral_constant<int, qblock::kQ6_K>{});
     case qblock::kQ8_0: return f(std::integral_constant<int, qblock::kQ8_0>{});
+    case qblock::kQ8_0R: return f(std::integral_constant<int, qblock::kQ8_0R>{});
+    case qblock::kQ6_KR: return f(std::integral_constant<int, qblock::kQ6_KR>{});
     default: return cudaErrorInvalidValue;
   }
 }
@@ -266,7 +355,11 @@ cudaError_t prepare_p(int max_cols) {
         raise_smem<qblock::kQ6_K, P, kPdl>(max_cols), raise_smem<qblock::kQ8_0, P, kPdl>(max_cols),
         raise_smem<qblock::kQ4_K, P, kPdlFetch>(max_cols),
         raise_smem<qblock::kQ6_K, P, kPdlFetch>(max_cols),
-        raise_smem<qblock::kQ8_0, P, kPdlFetch>(max_cols)}) {
+        raise_smem<qblock::kQ8_0, P, kPdlFetch>(max_cols), raise_smem<qblock::kQ8_0R, P>(max_cols),
+        raise_smem<qblock::kQ6_KR, P>(max_cols), raise_smem<qblock::kQ8_0R, P, kPdl>(max_cols),
+        raise_smem<qblock::kQ6_KR, P, kPdl>(max_cols),
+        raise_smem<qblock::kQ8_0R, P, kPdlFetch>(max_cols),
+        raise_smem<qblock::kQ6_KR, P, kPdlFetch>(max_cols)}) {
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -281,6 +374,9 @@ bool eligible(int type, const void* w, int64_t cols, int64_t row_bytes, const vo
     case qblock::kQ4_K: return cols % 256 == 0 && a(w) % 16 == 0 && row_bytes % 16 == 0;
     case qblock::kQ6_K: return cols % 256 == 0 && a(w) % 2 == 0;
     case qblock::kQ8_0: return cols % 32 == 0 && a(w) % 2 == 0;
+    case qblock::kQ8_0R:
+    case qblock::kQ6_KR:
+      return qblock::repack_fits(qblock::file_type(type), cols) && a(w) % 16 == 0;
     default: return false;
   }
 }
@@ -333,7 +429,9 @@ const char* variant_name(int which) {
 
 cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_bytes,
                    const uint16_t* v, float* y, bool accumulate, void* stream, int planes) {
-  switch (variant()) {
+  // The pipelined variants stage runs of blocks; the repacked layouts need no staging and take
+  // the original kernel under every variant but PDL's (5, 6).
+  switch (qblock::repacked(type) ? 0 : variant()) {
     // {CTAs per SM, PDL, shorter runs on long rows}
     case 1: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes,
                                4, true, true);

@@ -199,18 +199,16 @@ __device__ __forceinline__ int q6_signed(uint32_t q) {
   return static_cast<int>(((q | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
 }
 
-// One lane's share of a Q6_K block staged at byte o of sb: lane t (0..3) of the block takes half
-// h = t / 2 and the 16 elements l0 = 16 (t & 1) .. +16 of each of its 4 quarters. xq / xd: the
-// activation planes and scales; b: the block's index in the row.
+// One lane's share of a Q6_K block: lane t (0..3) of the block takes half h = t / 2 and the 16
+// elements l0 = 16 (t & 1) .. +16 of each of its 4 quarters. qa / qb: ql bytes
+// [64 h + l0, +16) (quarters 0 low, 2 high nibbles) and [64 h + 32 + l0, +16) (quarters 1, 3);
+// qh: qh bytes [32 h + l0, +16); sc[k]: scales[8 h + (t & 1) + 2 k]; d the block's scale.
+// xq / xd: the activation planes and scales; b: the block's index in the row.
 template <int P>
-__device__ __forceinline__ float q6k_part(const uint8_t* sb, int o, const int8_t* xq, int cols,
-                                          const XScale* xd, int b, int t) {
+__device__ __forceinline__ float q6k_dot(uint4 qa, uint4 qb, uint4 qh, const int (&sc)[4], float d,
+                                         const int8_t* xq, int cols, const XScale* xd, int b,
+                                         int t) {
   const int h = t >> 1, l0 = 16 * (t & 1);
-  const uint4 qa = load16_a2(sb, o + 64 * h + l0);       // ql: quarters 0 (lo), 2 (hi)
-  const uint4 qb = load16_a2(sb, o + 64 * h + 32 + l0);  // ql: quarters 1 (lo), 3 (hi)
-  const uint4 qh = load16_a2(sb, o + 128 + 32 * h + l0);
-  const int8_t* scp = reinterpret_cast<const int8_t*>(sb + o + 192 + 8 * h + (t & 1));
-  const float d = half_bits(*reinterpret_cast<const uint16_t*>(sb + o + 208));
   const int8_t* xb = xq + 256 * b + 128 * h + l0;
   const uint32_t A[4] = {qa.x, qa.y, qa.z, qa.w};
   const uint32_t B[4] = {qb.x, qb.y, qb.z, qb.w};
@@ -229,10 +227,24 @@ __device__ __forceinline__ float q6k_part(const uint8_t* sb, int o, const int8_t
       else u = ((B[j] >> 4) & kLo) | ((H[j] >> 2) & kHi);
       q[j] = static_cast<uint32_t>(q6_signed(u));
     }
-    r += static_cast<float>(scp[2 * k]) *
+    r += static_cast<float>(sc[k]) *
          dotx<P>(make_uint4(q[0], q[1], q[2], q[3]), xb + 32 * k, cols, xd[8 * b + 4 * h + k]);
   }
   return d * r;
+}
+
+// One lane's share (q6k_dot) of a Q6_K block staged at byte o of sb.
+template <int P>
+__device__ __forceinline__ float q6k_part(const uint8_t* sb, int o, const int8_t* xq, int cols,
+                                          const XScale* xd, int b, int t) {
+  const int h = t >> 1, l0 = 16 * (t & 1);
+  const uint4 qa = load16_a2(sb, o + 64 * h + l0);
+  const uint4 qb = load16_a2(sb, o + 64 * h + 32 + l0);
+  const uint4 qh = load16_a2(sb, o + 128 + 32 * h + l0);
+  const int8_t* scp = reinterpret_cast<const int8_t*>(sb + o + 192 + 8 * h + (t & 1));
+  const int sc[4] = {scp[0], scp[2], scp[4], scp[6]};
+  const float d = half_bits(*reinterpret_cast<const uint16_t*>(sb + o + 208));
+  return q6k_dot<P>(qa, qb, qh, sc, d, xq, cols, xd, b, t);
 }
 
 // One lane's share of a Q8_0 block staged at byte o of sb: 16 elements from 16 t (t = 0, 1).

@@ -41,6 +41,11 @@ struct GpuTuning {
   // CTA of every part quantizing it into shared memory (SINKSCOPE_QGEMV_PREQUANT=1: on). Off
   // until its end-to-end speed is measured (docs/performance.md, open goals).
   bool qgemv_prequant = false;
+  // With --gpu-weights native, Q8_0 and Q6_K matrices whose rows allow it are repacked at upload
+  // into the row layouts of kernels/qblock.h (kQ8_0R, kQ6_KR) so that the decode GEMV loads
+  // their quants 16-byte aligned, straight from global memory (SINKSCOPE_QWEIGHT_REPACK=0: kept
+  // in the file's layout, staged through shared memory).
+  bool qweight_repack = true;
   bool operator==(const GpuTuning&) const = default;
 };
 
@@ -89,6 +94,7 @@ inline GpuTuning gpu_tuning_from_environment(std::string* ignored = nullptr) {
   switch_from("SINKSCOPE_FUSED_COMBINE", t.decode_fused_combine, ignored);
   int_from("SINKSCOPE_QGEMV_VARIANT", 0, 6, t.qgemv_variant, ignored);
   switch_from("SINKSCOPE_QGEMV_PREQUANT", t.qgemv_prequant, ignored);
+  switch_from("SINKSCOPE_QWEIGHT_REPACK", t.qweight_repack, ignored);
   return t;
 }
 

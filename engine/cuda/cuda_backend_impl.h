@@ -124,7 +124,7 @@ enum StepSlot : int {
 
 // One part of a projection kept in its ggml block layout on the device (kernels/qgemv.h).
 struct QuantPart {
-  int type = 0;                   // ggml type id (qblock::supported)
+  int type = 0;  // ggml type id (qblock::supported) or a repacked row layout (qblock::kQ8_0R, kQ6_KR)
   const uint8_t* data = nullptr;  // rows * row_bytes, rows back to back
   int rows = 0;
 };

@@ -133,6 +133,9 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
   auto take32 = [&](size_t n) { return take_a128(p32, n); };
   // Copies the parts of a native projection as they are (the host data is the model's mapping,
   // alive while the model is; pageable, so the runtime stages it before returning).
+  // A part with a repacked row layout (kernels::qweight_repacked_type; tuning qweight_repack)
+  // goes through the staging buffer a slice of rows at a time and is repacked from there into
+  // its place (stream order keeps the staging buffer's reuse safe).
   auto upload_native = [&](ProjDev& pd, std::initializer_list<const QuantMatrix*> parts, int out,
                            int in) {
     pd.out = out;
@@ -140,8 +143,21 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
     pd.n_parts = 0;
     for (const QuantMatrix* q : parts) {
       const uint64_t bytes = uint64_t(q->rows) * uint64_t(q->row_bytes);
-      SS_CUDA(cudaMemcpyAsync(pq, q->data, bytes, cudaMemcpyHostToDevice, m_stream.s));
-      pd.parts[pd.n_parts++] = QuantPart{int(q->type), pq, int(q->rows)};
+      const int type = int(q->type);
+      const int rtype = m_copt.tuning.qweight_repack ? kernels::qweight_repacked_type(type, in) : type;
+      if (rtype == type) {
+        SS_CUDA(cudaMemcpyAsync(pq, q->data, bytes, cudaMemcpyHostToDevice, m_stream.s));
+      } else {
+        const uint64_t slice = std::max<uint64_t>(1, kStagingFloats * 4 / q->row_bytes);
+        for (uint64_t r = 0; r < q->rows; r += slice) {
+          const uint64_t nr = std::min<uint64_t>(slice, q->rows - r);
+          const auto* src = static_cast<const uint8_t*>(q->data) + r * q->row_bytes;
+          SS_CUDA(cudaMemcpyAsync(stage, src, nr * q->row_bytes, cudaMemcpyHostToDevice, m_stream.s));
+          SS_LAUNCH(kernels::launch_qrepack(type, stage, int64_t(nr), in, pq + r * q->row_bytes,
+                                            m_stream.s));
+        }
+      }
+      pd.parts[pd.n_parts++] = QuantPart{rtype, pq, int(q->rows)};
       pq += align_q(bytes);
     }
   };

@@ -156,11 +156,12 @@ double min_offset(GgmlType t, const uint8_t* row, int cols) {
 enum class Path { kF32, kInt8x1, kAuto };
 
 // One GEMV path on one matrix: store (y poisoned with NaN first) and accumulate onto y0.
+// kt: the type the kernels are given (t, or its repacked row layout when dw holds that).
 void check_gemv(const Matrix& m, GgmlType t, const uint8_t* dw, const std::vector<uint16_t>& v,
                 const uint16_t* dv, const std::vector<float>& y0, float* dy, Path how,
-                const std::string& name) {
+                const std::string& name, int kt = -1) {
   const int rows = m.rows, cols = m.cols;
-  const int ti = static_cast<int>(t);
+  const int ti = kt >= 0 ? kt : static_cast<int>(t);
   const bool eligible = kernels::qgemv_int8_activation(ti, dw, cols, dv);
   if (how == Path::kInt8x1 && !eligible) return;
   const int planes = how == Path::kInt8x1 ? 1 : how == Path::kAuto && eligible ? 2 : 0;
@@ -244,8 +245,9 @@ void check_gemv(const Matrix& m, GgmlType t, const uint8_t* dw, const std::vecto
 // the kernel that quantizes it per CTA (launch_qgemv_int8, variant 0): equal bit for bit, store
 // and accumulate, one and two planes.
 void check_prequant(GgmlType t, const uint8_t* dw, int rows, int cols, const uint16_t* dv,
-                    const std::vector<float>& y0, float* dy, const std::string& name) {
-  const int ti = static_cast<int>(t);
+                    const std::vector<float>& y0, float* dy, const std::string& name,
+                    int kt = -1) {
+  const int ti = kt >= 0 ? kt : static_cast<int>(t);
   if (!kernels::qgemv_int8_activation(ti, dw, cols, dv)) return;
   const int keep = kernels::qgemv_wide_variant();
   kernels::set_qgemv_wide_variant(0);
@@ -319,17 +321,44 @@ void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset, boo
 
   // Dequantize to bf16.
   DevBuf<uint16_t> dout(m.deq.size());
-  SINKSCOPE_CUDA_CHECK(cudaMemset(dout.p, 0xff, m.deq.size() * 2));
-  require(kernels::launch_qdequant_bf16(static_cast<int>(t), dw, rows, cols, dout.p, nullptr));
+  auto check_dequant = [&](int kt, const uint8_t* w, const std::string& what) {
+    SINKSCOPE_CUDA_CHECK(cudaMemset(dout.p, 0xff, m.deq.size() * 2));
+    require(kernels::launch_qdequant_bf16(kt, w, rows, cols, dout.p, nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint16_t> out(m.deq.size());
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(out.data(), dout.p, out.size() * 2, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < out.size(); ++i) bad += out[i] != fp32_to_bf16(m.deq[i]);
+    check(bad == 0, "qdequant_bf16 " + what + " " + std::to_string(rows) + "x" +
+                        std::to_string(cols) + " w+" + std::to_string(w_offset),
+          std::to_string(bad) + " of " + std::to_string(out.size()) + " bf16 values differ");
+  };
+  check_dequant(static_cast<int>(t), dw, ggml_type_name(t));
+
+  // The repacked row layout (kernels::launch_qrepack, as the CUDA backend's upload does), where
+  // the rows allow one: every path against the same CPU reference, the dequantization bit for
+  // bit against the file layout's values.
+  const int rt = kernels::qweight_repacked_type(static_cast<int>(t), cols);
+  if (rt == static_cast<int>(t)) return;
+  DevBuf<uint8_t> rw(m.q.size());
+  SINKSCOPE_CUDA_CHECK(cudaMemset(rw.p, 0xa5, m.q.size()));
+  require(kernels::launch_qrepack(static_cast<int>(t), dw, rows, cols, rw.p, nullptr));
   SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<uint16_t> out(m.deq.size());
-  SINKSCOPE_CUDA_CHECK(cudaMemcpy(out.data(), dout.p, out.size() * 2, cudaMemcpyDeviceToHost));
-  size_t bad = 0;
-  for (size_t i = 0; i < out.size(); ++i) bad += out[i] != fp32_to_bf16(m.deq[i]);
-  check(bad == 0, std::string("qdequant_bf16 ") + ggml_type_name(t) + " " +
-                      std::to_string(rows) + "x" + std::to_string(cols) + " w+" +
-                      std::to_string(w_offset),
-        std::to_string(bad) + " of " + std::to_string(out.size()) + " bf16 values differ");
+  const std::string rname = name + " repacked";
+  for (int var = 0; var < kernels::qgemv_wide_variants(); ++var) {
+    if (!all_paths && var != 0) continue;
+    kernels::set_qgemv_wide_variant(var);
+    for (Path how : {Path::kAuto, Path::kInt8x1}) {
+      if (how == Path::kInt8x1 && !all_paths) continue;
+      check_gemv(m, t, rw.p, v, dv.p, y0, dy.p, how, rname, rt);
+    }
+  }
+  kernels::set_qgemv_wide_variant(keep);
+  check(kernels::qgemv_int8_activation(rt, rw.p, cols, dv.p), rname + " takes the int8 kernel",
+        "qgemv_int8_activation is false for the repacked layout");
+  if (all_paths) check_gemv(m, t, rw.p, v, dv.p, y0, dy.p, Path::kF32, rname, rt);
+  check_prequant(t, rw.p, rows, cols, dv.p, y0, dy.p, rname, rt);
+  check_dequant(rt, rw.p, std::string(ggml_type_name(t)) + " repacked");
 }
 
 // Launches back to back without synchronizing, as a decode step issues them (the pipelined
@@ -338,7 +367,8 @@ void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset, boo
 // accumulate onto it. Per variant, y must equal, bit for bit, fl(fl(a + a) + a) with a the
 // store-only result of the same variant on a v prepared and synchronized beforehand (each launch
 // computes the same fp32 sums).
-void check_chain(GgmlType t) {
+// repack: the weights in their repacked row layout (kernels::launch_qrepack).
+void check_chain(GgmlType t, bool repack = false) {
   constexpr int rows = 4097, cols = 4096;
   std::mt19937 rng(900 + static_cast<uint32_t>(t));
   const Matrix m = make_matrix(t, rows, cols, rng);
@@ -349,7 +379,14 @@ void check_chain(GgmlType t) {
   DevBuf<float> dy(static_cast<size_t>(rows));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dw.p, m.q.data(), m.q.size(), cudaMemcpyHostToDevice));
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dvq.p, vm.q.data(), vm.q.size(), cudaMemcpyHostToDevice));
-  const int ti = static_cast<int>(t), q8 = static_cast<int>(GgmlType::kQ8_0);
+  int ti = static_cast<int>(t);
+  const int q8 = static_cast<int>(GgmlType::kQ8_0);
+  DevBuf<uint8_t> rw(repack ? m.q.size() : 1);
+  if (repack) {
+    require(kernels::launch_qrepack(ti, dw.p, rows, cols, rw.p, nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(dw.p, rw.p, m.q.size(), cudaMemcpyDeviceToDevice));
+    ti = kernels::qweight_repacked_type(ti, cols);
+  }
   const int keep = kernels::qgemv_wide_variant();
   for (int var = 0; var < kernels::qgemv_wide_variants(); ++var) {
     kernels::set_qgemv_wide_variant(var);
@@ -379,7 +416,7 @@ void check_chain(GgmlType t) {
       }
     }
     check(bad == 0 && finite == rows,
-          std::string("qgemv chain ") + ggml_type_name(t) + " " +
+          std::string("qgemv chain ") + ggml_type_name(t) + (repack ? " repacked " : " ") +
               kernels::qgemv_wide_variant_name(var),
           std::to_string(bad) + " of " + std::to_string(rows) + " rows differ, " +
               std::to_string(rows - finite) + " non-finite single results");
@@ -415,6 +452,22 @@ void check_errors() {
                                                          nullptr);
   check(!d.ok && d.message.find("planes must be 1 or 2") != std::string::npos,
         "qgemv_int8 rejects a plane count other than 1 or 2", d.message);
+  // The repacked layouts exist only where every field stays 16-byte aligned.
+  const kernels::OpStatus e = kernels::launch_qrepack(static_cast<int>(GgmlType::kQ6_K),
+                                                      reinterpret_cast<void*>(256), 4, 3584,
+                                                      reinterpret_cast<void*>(1 << 20), nullptr);
+  check(!e.ok && e.message.find("no 16-byte aligned repacked layout") != std::string::npos,
+        "qrepack rejects Q6_K rows of 3584", e.message);
+  const kernels::OpStatus f = kernels::launch_qgemv(qblock::kQ8_0R, reinterpret_cast<void*>(256),
+                                                    4, 576, reinterpret_cast<uint16_t*>(256),
+                                                    reinterpret_cast<float*>(256), false, nullptr);
+  check(!f.ok && f.message.find("no 16-byte aligned repacked layout") != std::string::npos,
+        "qgemv rejects a Q8_0R matrix of rows of 576", f.message);
+  const kernels::OpStatus g = kernels::launch_qrepack(static_cast<int>(GgmlType::kQ8_0),
+                                                      reinterpret_cast<void*>(256), 4, 4096,
+                                                      reinterpret_cast<void*>(256 + 4096), nullptr);
+  check(!g.ok && g.message.find("overlap") != std::string::npos,
+        "qrepack rejects overlapping src and dst", g.message);
 }
 
 // Decode-GEMV throughput per Llama-3-8B shape (batch 1): weight bytes read per second and the
@@ -504,6 +557,23 @@ void bench() {
         }
       }
       kernels::set_qgemv_wide_variant(keep);
+      // The repacked row layout of the CUDA backend's upload (Q8_0, Q6_K where the rows allow),
+      // launch_qgemv's two planes and one plane, variant 0.
+      if (const int rt = kernels::qweight_repacked_type(ti, s.cols); rt != ti) {
+        DevBuf<uint8_t> rw(bytes * copies);
+        for (int c = 0; c < copies; ++c) {
+          require(kernels::launch_qrepack(ti, w.p + bytes * c, s.rows, s.cols, rw.p + bytes * c,
+                                          nullptr));
+        }
+        SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+        for (int planes : {2, 1}) {
+          const double us = time_us([&](int i) {
+            require(kernels::launch_qgemv_int8(rt, rw.p + bytes * size_t(i % copies), s.rows,
+                                               s.cols, v.p, y.p, true, planes, nullptr));
+          });
+          row(s, ggml_type_name(t), planes == 2 ? "rep x2" : "rep x1", us, double(bytes));
+        }
+      }
       if (int8) {
         // The activation quantized once ahead: "pre" the GEMV alone (x shared by a
         // projection's parts), "q+pre" with its quantization launch.
@@ -561,6 +631,11 @@ int main(int argc, char** argv) {
     for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
       gpu_test::run(std::string("qgemv chain ") + ggml_type_name(t), [&] { check_chain(t); });
     }
+    for (GgmlType t : {GgmlType::kQ6_K, GgmlType::kQ8_0}) {
+      gpu_test::run(std::string("qgemv chain repacked ") + ggml_type_name(t),
+                    [&] { check_chain(t, true); });
+    }
+    gpu_test::run("qgemv Q8_0 vocab", [&] { check_case(GgmlType::kQ8_0, 128256, 4096, 8, 0, false); });
     gpu_test::run("errors", check_errors);
   }
   if (do_bench) gpu_test::run("bench", bench);
