@@ -46,6 +46,10 @@ struct GpuTuning {
   // their quants 16-byte aligned, straight from global memory (SINKSCOPE_QWEIGHT_REPACK=0: kept
   // in the file's layout, staged through shared memory).
   bool qweight_repack = true;
+  // Native parts of one projection with the same type that lie back to back on the device
+  // (Q|K, gate|up) are multiplied by one GEMV launch instead of one per part: fewer launches,
+  // each row's result unchanged (SINKSCOPE_QWEIGHT_MERGE=0: one launch per part).
+  bool qweight_merge = true;
   bool operator==(const GpuTuning&) const = default;
 };
 
@@ -95,6 +99,7 @@ inline GpuTuning gpu_tuning_from_environment(std::string* ignored = nullptr) {
   int_from("SINKSCOPE_QGEMV_VARIANT", 0, 6, t.qgemv_variant, ignored);
   switch_from("SINKSCOPE_QGEMV_PREQUANT", t.qgemv_prequant, ignored);
   switch_from("SINKSCOPE_QWEIGHT_REPACK", t.qweight_repack, ignored);
+  switch_from("SINKSCOPE_QWEIGHT_MERGE", t.qweight_merge, ignored);
   return t;
 }
 

@@ -157,7 +157,15 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
                                             m_stream.s));
         }
       }
-      pd.parts[pd.n_parts++] = QuantPart{rtype, pq, int(q->rows)};
+      // A part of the previous part's type that follows it without a gap (its bytes a multiple
+      // of the alignment) joins it: one GEMV launch over both (each row's result is the same).
+      QuantPart* prev = pd.n_parts > 0 ? &pd.parts[pd.n_parts - 1] : nullptr;
+      if (m_copt.tuning.qweight_merge && prev && prev->type == rtype &&
+          prev->data + uint64_t(prev->rows) * q->row_bytes == pq) {
+        prev->rows += int(q->rows);
+      } else {
+        pd.parts[pd.n_parts++] = QuantPart{rtype, pq, int(q->rows)};
+      }
       pq += align_q(bytes);
     }
   };

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -133,9 +134,53 @@ void check_model(const std::filesystem::path& path, const std::string& tag, GpuA
   gate(dc, dg, "_decode_teacher_forced");
 }
 
+// The device layouts of the native weights (kernels/tuning.h) against each other on one file:
+// parts merged into one GEMV launch (SINKSCOPE_QWEIGHT_MERGE) must give the same logits bit for
+// bit (every row is computed as before); Q8_0 / Q6_K rows repacked at upload
+// (SINKSCOPE_QWEIGHT_REPACK) change only the fp32 summation order within a row, so mean KL
+// <= 1e-6 against the file layout and the same top-1 on rows with a gap >= 0.25.
+void check_layouts(const std::filesystem::path& path, const std::string& tag) {
+  const auto model = Model::load(path);
+  const int V = model->config().n_vocab;
+  const std::vector<TokenId> text = model->tokenizer().encode(gpu_test::kText);
+  std::vector<TokenId> ids = text;
+  while (ids.size() < 160) ids.insert(ids.end(), text.begin(), text.end());
+  ids.resize(160);
+  BackendOptions native;
+  native.gpu_weights = GpuWeights::kNative;
+  native.gpu_activations = GpuActivations::kInt8;
+  auto logits = [&](const char* var, const char* value) {
+    ::setenv(var, value, 1);
+    auto gpu = make_cuda_backend(model, native);
+    ::unsetenv(var);
+    std::vector<float> all;
+    gpu->forward(ids, LogitsMode::kAll, all);
+    gpu->reset();
+    const std::vector<float> d = prefill_then_decode(*gpu, ids, 96, 63);
+    all.insert(all.end(), d.begin(), d.end());
+    return all;
+  };
+  const std::vector<float> base = logits("SINKSCOPE_QWEIGHT_MERGE", "1");
+  const std::vector<float> split = logits("SINKSCOPE_QWEIGHT_MERGE", "0");
+  size_t diff = base.size() == split.size() ? 0 : base.size();
+  for (size_t i = 0; i < std::min(base.size(), split.size()); ++i)
+    diff += std::memcmp(&base[i], &split[i], 4) != 0;
+  check(diff == 0, tag + "_merged_parts_bit_identical",
+        std::to_string(diff) + " of " + std::to_string(base.size()) +
+            " logits differ between one launch per part and merged parts");
+  const std::vector<float> file = logits("SINKSCOPE_QWEIGHT_REPACK", "0");
+  const gpu_test::Agreement a = gpu_test::compare(file, base, V);
+  int rows = 0;
+  const double ct = gpu_test::confident_top1(file, base, V, 0.25, &rows);
+  check(a.finite && a.mean_kl <= 1e-6 && ct == 1.0, tag + "_repacked_vs_file_layout",
+        a.str() + "; top-1 on " + std::to_string(rows) + " rows with a gap >= 0.25: " +
+            std::to_string(100.0 * ct) + " % (gates: mean KL <= 1e-6, 100 %)");
+}
+
 void check_model(const std::filesystem::path& path, const std::string& tag) {
   for (GpuActivations act : {GpuActivations::kInt16, GpuActivations::kInt8})
     check_model(path, tag, act);
+  check_layouts(path, tag);
 }
 
 }  // namespace
