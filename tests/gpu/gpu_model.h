@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "engine/backend/backend.h"
 #include "engine/backend/backend_factory.h"
 #include "engine/model/model.h"
 #include "engine/util/paths.h"
@@ -73,6 +75,20 @@ inline std::string load_eval_text(const std::string& arg, size_t max_bytes, std:
   }
   *from = "tests/gpu/sample_text.h (repeated; no real-text file found)";
   return kText;
+}
+
+// Teacher-forced logits of a prefill of ids[0, n_prefill) (its last row), then of `steps` decode
+// steps feeding ids[n_prefill + t], one after another: (1 + steps) rows of the vocabulary.
+inline std::vector<float> prefill_then_decode(Backend& be, const std::vector<TokenId>& ids,
+                                              int n_prefill, int steps) {
+  std::vector<float> all, l;
+  be.forward(std::span(ids.data(), size_t(n_prefill)), LogitsMode::kLast, l);
+  all.insert(all.end(), l.begin(), l.end());
+  for (int t = 0; t < steps; ++t) {
+    be.forward(std::span(ids.data() + n_prefill + t, 1), LogitsMode::kLast, l);
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
 }
 
 }  // namespace sinkscope::gpu_test

@@ -49,6 +49,7 @@ std::string fmt(const char* f, double a, double b = 0, double c = 0, double d = 
 
 using gpu_test::Agreement;
 using gpu_test::compare;
+using gpu_test::prefill_then_decode;
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
@@ -56,18 +57,6 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 
 // Prefill ids[0, n_prefill) (last logits), then one forward per token of ids[n_prefill, +steps):
 // the logits rows of the prefill's last token and of every step, concatenated.
-std::vector<float> prefill_then_decode(Backend& be, const std::vector<TokenId>& ids, int n_prefill,
-                                       int steps) {
-  std::vector<float> all, l;
-  be.forward(std::span(ids.data(), size_t(n_prefill)), LogitsMode::kLast, l);
-  all.insert(all.end(), l.begin(), l.end());
-  for (int t = 0; t < steps; ++t) {
-    be.forward(std::span(ids.data() + n_prefill + t, 1), LogitsMode::kLast, l);
-    all.insert(all.end(), l.begin(), l.end());
-  }
-  return all;
-}
-
 // A weight type the device decodes in its blocks (kernels/qblock.h): --gpu-weights native
 // keeps such projections quantized.
 bool device_decoded(GgmlType t) {

@@ -32,6 +32,7 @@
 
 using namespace sinkscope;
 using gpu_test::check;
+using gpu_test::prefill_then_decode;
 
 namespace {
 
@@ -74,18 +75,6 @@ int requantize(const std::filesystem::path& src, const std::filesystem::path& ds
   }
   w.write(dst);
   return n;
-}
-
-std::vector<float> prefill_then_decode(Backend& be, const std::vector<TokenId>& ids, int n_prefill,
-                                       int steps) {
-  std::vector<float> all, l;
-  be.forward(std::span(ids.data(), size_t(n_prefill)), LogitsMode::kLast, l);
-  all.insert(all.end(), l.begin(), l.end());
-  for (int t = 0; t < steps; ++t) {
-    be.forward(std::span(ids.data() + n_prefill + t, 1), LogitsMode::kLast, l);
-    all.insert(all.end(), l.begin(), l.end());
-  }
-  return all;
 }
 
 // Gates per activation precision of the quantized GEMVs (BackendOptions::gpu_activations):
