@@ -20,7 +20,7 @@ std::vector<TokenId> tokenize_prompt(const Tokenizer& tok, const GenerateArgs& a
   std::vector<ChatMessage> messages;
   if (a.system) messages.push_back({"system", *a.system});
   messages.push_back({"user", text});
-  return tok.encode(tok.apply_chat_template(messages), /*parse_special=*/true);
+  return tok.encode_chat(messages);
 }
 
 void write_json(std::ostream& out, const GenerateArgs& a, const Model& model,

@@ -114,4 +114,10 @@ std::string Tokenizer::apply_chat_template(const std::vector<ChatMessage>& messa
   return render_chat(format, messages, system);
 }
 
+std::vector<TokenId> Tokenizer::encode_chat(const std::vector<ChatMessage>& messages) const {
+  const bool templated = chat_format() != ChatFormat::kNone;
+  return encode(apply_chat_template(messages), /*parse_special=*/true,
+                templated ? std::optional<bool>(false) : std::nullopt);
+}
+
 }  // namespace sinkscope

@@ -88,6 +88,12 @@ class Tokenizer {
   // apply_chat_template(add_generation_prompt=True) does for the supported templates
   // (including a default system prompt the template inserts when the first message is not one).
   std::string apply_chat_template(const std::vector<ChatMessage>& messages) const;
+  // The prompt ids of apply_chat_template(messages), as HF's apply_chat_template(tokenize=True)
+  // gives them: special tokens parsed, and no BOS added by the tokenizer for a real template (the
+  // template writes its own: Llama 3 starts with <|begin_of_text|>, so encoding with the
+  // tokenizer's add_bos would put two BOS tokens first). Without a template (ChatFormat::kNone)
+  // the tokenizer's add_bos applies as for plain text.
+  std::vector<TokenId> encode_chat(const std::vector<ChatMessage>& messages) const;
 };
 
 // `default_system`, when not empty, is rendered as a system message first unless the first

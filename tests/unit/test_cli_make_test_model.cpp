@@ -2,6 +2,7 @@
 // sinkscope-cli make-test-model: the built binary writes one-layer files of the real shapes
 // (full vocabulary) whose metadata, tokenizer and tensor types say the shape; bad arguments are
 // usage errors (status 2) that name the problem and leave no file behind.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -115,6 +116,13 @@ TEST_P(CliMakeTestModelShapes, OneLayerFileHasTheShape) {
     EXPECT_EQ(tok->find_token("<|eot_id|>"), 128009);
     EXPECT_EQ(tok->find_token("<|reserved_special_token_247|>"), 128255);
     EXPECT_EQ(tok->chat_format(), ChatFormat::kLlama3);
+    // Plain text gets the tokenizer's BOS; a chat prompt only the template's own (one BOS).
+    EXPECT_EQ(tok->encode("Hi").front(), 128000);
+    const std::vector<TokenId> chat = tok->encode_chat({{"user", "Hi"}});
+    ASSERT_GE(chat.size(), 2u);
+    EXPECT_EQ(chat.front(), 128000);
+    EXPECT_EQ(std::count(chat.begin(), chat.end(), TokenId(128000)), 1);
+    EXPECT_EQ(chat[1], tok->find_token("<|start_header_id|>"));
     const GgufTensorInfo& rf = f->tensor("rope_freqs.weight");
     EXPECT_EQ(rf.dims, std::vector<int64_t>{64});
     EXPECT_EQ(f->dequantize(rf), llama3_rope_factors(128, 500000.0f, 8.0f, 1.0f, 4.0f, 8192));

@@ -170,7 +170,7 @@ TEST_P(HfOracle, PromptsTokenizeAsTransformersDoes) {
         msgs.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
       const std::string text = tok.apply_chat_template(msgs);
       EXPECT_EQ(text, c.at("chat_text").get<std::string>());
-      EXPECT_EQ(tok.encode(text, /*parse_special=*/true, /*add_bos=*/false), ids_of(p.at("ids")));
+      EXPECT_EQ(tok.encode_chat(msgs), ids_of(p.at("ids")));
     }
   }
 }

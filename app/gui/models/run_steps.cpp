@@ -42,10 +42,10 @@ void RunExecutor::Run::prepare() {
   res->request = req;
   res->nLayer = c.n_layer;
   res->nHead = c.n_head;
-  // The chat template's special tokens are parsed; the user's text is the message content.
-  res->promptTokens = req.chatTemplate
-                          ? tok.encode(tok.apply_chat_template({{"user", req.prompt}}), /*parse_special=*/true)
-                          : tok.encode(req.prompt);
+  // With the chat template the user's text is the message content (Tokenizer::encode_chat: the
+  // template's special tokens parsed, its own BOS only).
+  res->promptTokens = req.chatTemplate ? tok.encode_chat({{"user", req.prompt}})
+                                       : tok.encode(req.prompt);
   n = int(res->promptTokens.size());
   if (n < 2) throw std::invalid_argument("the prompt has fewer than 2 tokens; type some text");
   maxTokens = std::clamp(req.maxTokens, 1, 4096);
