@@ -149,6 +149,12 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     }
   }
   const Tokenizer* tok = hf ? &hf->tokenizer() : gguf_tok.get();
+  // Llama 3.1's RoPE scaling reaches a GGUF file as per-pair frequency factors
+  // (rope_freqs.weight, computed by llama.cpp's converter) with no scaling key; a checkpoint
+  // names it in config.json. Either way the model runs with the factors: say so.
+  const bool freq_factors = hf ? !hf->weights().rope_freqs.empty()
+                               : file->find_tensor("rope_freqs.weight") != nullptr;
+  const bool llama3_factors = freq_factors && c.rope_scaling == RopeScalingType::kNone;
   const ModelFormat format = hf ? ModelFormat::kSafetensors : ModelFormat::kGguf;
   // The stored dtype(s) of the weights, e.g. "BF16" or "Q4_1, F32".
   std::string dtypes;
@@ -208,7 +214,8 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     cfg["rope_theta"] = static_cast<double>(c.rope_theta);
     cfg["rope_dim"] = c.rope_dim;
     cfg["rope_neox"] = c.rope_neox;
-    cfg["rope_scaling"] = rope_scaling_name(c.rope_scaling);
+    cfg["rope_scaling"] = llama3_factors ? "llama3" : rope_scaling_name(c.rope_scaling);
+    cfg["rope_freq_factors"] = freq_factors;
     cfg["rms_eps"] = static_cast<double>(c.rms_eps);
     cfg["qkv_bias"] = c.qkv_bias;
     cfg["qk_norm"] = c.qk_norm;
@@ -288,7 +295,9 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   row("trained context") << c.n_ctx_train << "\n";
   row("rope") << std::defaultfloat << std::setprecision(6) << "theta " << c.rope_theta << ", "
               << c.rope_dim << " dims, " << (c.rope_neox ? "neox pairs" : "adjacent pairs")
-              << ", scaling " << rope_scaling_name(c.rope_scaling);
+              << ", scaling "
+              << (llama3_factors ? "llama3 (frequency factors, rope_freqs.weight)"
+                                 : rope_scaling_name(c.rope_scaling));
   if (c.rope_scaling == RopeScalingType::kLinear) out << " x" << c.rope_scale_factor;
   if (c.rope_scaling == RopeScalingType::kYarn)
     out << " x" << c.rope_scale_factor << " from " << c.rope_orig_ctx << " positions";

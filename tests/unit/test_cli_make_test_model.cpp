@@ -100,7 +100,12 @@ TEST_P(CliMakeTestModelShapes, OneLayerFileHasTheShape) {
   // stays in its file blocks; only the embedding table (looked up, not multiplied) becomes bf16.
   const CliRun info = run_in_process({"info", "--model", path.string(), "--json"});
   ASSERT_EQ(info.status, 0) << info.err;
-  const auto mem = sinkscope::Json::parse(info.out).at("memory");
+  const auto info_json = sinkscope::Json::parse(info.out);
+  const auto mem = info_json.at("memory");
+  // Llama 3.1's RoPE scaling travels as rope_freqs.weight: info names it.
+  EXPECT_EQ(info_json.at("config").at("rope_scaling").get<std::string>(),
+            s.id == "llama3-8b" ? "llama3" : "none");
+  EXPECT_EQ(info_json.at("config").at("rope_freq_factors").get<bool>(), s.id == "llama3-8b");
   const int64_t embd_bytes = int64_t(f->tensor("token_embd.weight").n_bytes);
   EXPECT_EQ(mem.at("cuda").at("weights_native_bytes").get<int64_t>(),
             mem.at("weights_bytes").get<int64_t>() - embd_bytes + int64_t(2) * s.n_vocab * s.n_embd);
