@@ -134,15 +134,20 @@ cudaError_t launch_dequant_t(const void* w, int64_t rows, int64_t cols, int64_t 
 
 }  // namespace
 
+namespace {
+// A ggml type with a device block decode, or one of its repacked row layouts.
+bool device_layout(int type) { return qblock::supported(type) || qblock::repacked(type); }
+}  // namespace
+
 int64_t qweight_row_bytes(int type, int64_t cols) {
-  if (!(qblock::supported(type) || qblock::repacked(type)) || cols <= 0) return 0;
+  if (!device_layout(type) || cols <= 0) return 0;
   const int be = qblock::block_elems(type);
   if (cols % be != 0) return 0;
   return cols / be * qblock::block_bytes(type);
 }
 
 std::string qgemv_shape_error(int type, int64_t rows, int64_t cols) {
-  if (!(qblock::supported(type) || qblock::repacked(type))) {
+  if (!device_layout(type)) {
     return "ggml type " + std::to_string(type) + " has no device block decode";
   }
   if (qblock::repacked(type) && !qblock::repack_fits(qblock::file_type(type), cols)) {

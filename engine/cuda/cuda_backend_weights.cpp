@@ -148,7 +148,7 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
       if (rtype == type) {
         SS_CUDA(cudaMemcpyAsync(pq, q->data, bytes, cudaMemcpyHostToDevice, m_stream.s));
       } else {
-        const uint64_t slice = std::max<uint64_t>(1, kStagingFloats * 4 / q->row_bytes);
+        const uint64_t slice = std::max<uint64_t>(1, staging.bytes() / q->row_bytes);
         for (uint64_t r = 0; r < q->rows; r += slice) {
           const uint64_t nr = std::min<uint64_t>(slice, q->rows - r);
           const auto* src = static_cast<const uint8_t*>(q->data) + r * q->row_bytes;

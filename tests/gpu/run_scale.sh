@@ -71,6 +71,7 @@ need() {  # name: the path, or a SKIP line and a non-zero status
   echo "$p"
 }
 file_of() { echo "$SCALE_DIR/${1%%:*}-${1##*:}.gguf"; }  # shape:type -> its file
+yn() { [[ $1 == 1 ]] && echo yes || echo no; }             # 1 -> yes, else no (report cells)
 # Stages on the real model wait up to MODEL_WAIT seconds (default 0) for $SINKSCOPE_MODEL to
 # appear: a run started before the last of its parts has travelled (docs/gpu.md).
 wait_model() {
@@ -196,7 +197,6 @@ for stage in $STAGES; do
             "$e2e" --prompt 2048 --decode 128 --reps 3 --weights native --act "$act" --no-eager \
             >"$log" 2>&1 || rc=1
           tps=$(awk -F'|' '/sinkscope cuda graph/ {gsub(/ /,""); print $5}' "$log")
-          yn() { [[ $1 == 1 ]] && echo yes || echo no; }
           echo "| $st | $act | $var | $head | $(yn "$rep") | $(yn "$merge") | ${tps:-failed} |" >>"$table"
           if [[ $f == "$pick_file" && $act == int8 && $head == native && $rep == 1 && $merge == 1 &&
             -n "$tps" ]] &&
