@@ -281,6 +281,51 @@ OpStatus launch_qgemv_prequant(int type, const void* w, int rows, int cols, cons
   return {};
 }
 
+namespace {
+const void* fused_input(const QgemvFusedArgs& a) {
+  return a.x ? static_cast<const void*>(a.x) : static_cast<const void*>(a.v);
+}
+}  // namespace
+
+bool qgemv_fused_eligible(const QgemvFusedArgs& a) {
+  if (a.rows <= 0 || a.cols <= 0 || !a.w || !fused_input(a)) return false;
+  if (a.x && (!a.norm_w || reinterpret_cast<uintptr_t>(a.norm_w) % 16 != 0)) return false;
+  if (a.act && a.rows % 2 != 0) return false;
+  if (!qgemv_shape_error(a.type, a.rows, a.cols).empty()) return false;
+  return qwide::fused_eligible(a.type, a.w, a.cols, qweight_row_bytes(a.type, a.cols),
+                               fused_input(a), a.x != nullptr);
+}
+
+OpStatus launch_qgemv_fused(const QgemvFusedArgs& a, void* stream) {
+  static constexpr const char* fn = "launch_qgemv_fused: ";
+  if (a.rows == 0) return {};
+  if (!a.w || !fused_input(a) || (!a.y && !a.act) || (a.x && !a.norm_w))
+    return OpStatus::error(std::string(fn) + "a required pointer is null");
+  if ((a.x != nullptr) == (a.v != nullptr))
+    return OpStatus::error(std::string(fn) + "give exactly one input: v, or x with norm_w");
+  if ((a.y != nullptr) == (a.act != nullptr))
+    return OpStatus::error(std::string(fn) + "give exactly one output: y, or act (SwiGLU)");
+  if (a.planes != 1 && a.planes != 2)
+    return OpStatus::error(std::string(fn) + "planes must be 1 or 2, got " + std::to_string(a.planes));
+  if (a.act && a.rows % 2 != 0)
+    return OpStatus::error(std::string(fn) + "SwiGLU needs gate and up rows, an even count; got " +
+                           std::to_string(a.rows));
+  if (std::string why = qgemv_shape_error(a.type, a.rows, a.cols); !why.empty())
+    return OpStatus::error(fn + why);
+  if (!qgemv_fused_eligible(a))
+    return OpStatus::error(std::string(fn) +
+                           "needs the int8 kernel's formats and alignment (qgemv_int8_activation), "
+                           "16-byte aligned x and norm_w, and with the norm cols % 8 == 0 and "
+                           "cols <= 8192");
+  const int64_t rb = qweight_row_bytes(a.type, a.cols);
+  if (const cudaError_t e = qwide::launch_fused(a.type, a.w, a.rows, a.cols, rb, a.v, a.x, a.norm_w,
+                                                a.eps, a.y, a.accumulate, a.act, stream, a.planes);
+      e != cudaSuccess) {
+    return OpStatus::error(cuda_error_text(e, "qgemv_wide_kernel", __FILE__, __LINE__));
+  }
+  return {};
+}
+
 OpStatus launch_qgemv_f32(int type, const void* w, int rows, int cols, const uint16_t* v, float* y,
                           bool accumulate, void* stream) {
   static constexpr const char* fn = "launch_qgemv_f32: ";

@@ -69,6 +69,34 @@ OpStatus launch_qgemv_quantize_x(const uint16_t* v, int cols, int planes, void* 
 OpStatus launch_qgemv_prequant(int type, const void* w, int rows, int cols, const void* xq,
                                float* y, bool accumulate, int planes, void* stream);
 
+// The int8-activation kernel (variant 0, whatever variant is selected) with the op before or
+// after the product folded in, for the decode step:
+//   input:  v (bf16 [cols]), or with x set bf16(RMSNorm(x) * norm_w) (x, norm_w fp32 [cols]),
+//           formed in every CTA with launch_rms_norm's sums and roundings, so the product sees
+//           the very bf16 activation launch_rms_norm would write (no separate norm kernel);
+//   output: y (+)= W . x~ as launch_qgemv_int8, or with act set the SwiGLU of a gate|up matrix:
+//           act[j] = bf16(silu(g_j) * u_j), g_j = W[j] . x~, u_j = W[rows / 2 + j] . x~ for
+//           j < rows / 2, launch_swiglu's formula (no fp32 gate|up vector, no SwiGLU kernel).
+// Every product equals launch_qgemv_int8's with variant 0 bit for bit, so rms_norm + GEMV
+// (+ swiglu) and the fused launch give the same numbers (tests/gpu/test_qgemv_gpu.cpp checks).
+struct QgemvFusedArgs {
+  int type = 0;
+  const void* w = nullptr;
+  int rows = 0, cols = 0;
+  const uint16_t* v = nullptr;     // input without the norm (16-byte aligned)
+  const float* x = nullptr;        // input with the norm (16-byte aligned) ...
+  const float* norm_w = nullptr;   // ... and its gain (16-byte aligned)
+  float eps = 1e-5f;
+  float* y = nullptr;              // output without SwiGLU
+  bool accumulate = false;
+  uint16_t* act = nullptr;         // output with SwiGLU: [rows / 2] bf16 (rows even)
+  int planes = 2;
+};
+// True when launch_qgemv_fused takes these arguments: qgemv_int8_activation() for the input
+// pointer, and with the norm cols % 8 == 0 and cols <= 8192 (launch_rms_norm's register rows).
+bool qgemv_fused_eligible(const QgemvFusedArgs& a);
+OpStatus launch_qgemv_fused(const QgemvFusedArgs& a, void* stream);
+
 // The kernel variants of the int8-activation GEMV (kernels/qgemv_wide.h: 0 the original, 1-4
 // pipelined, with PDL or not, 4 or 2 CTAs per SM), for the benchmark to time side by side and the
 // tests to check; launch_qgemv and launch_qgemv_int8 use the selected one (process-wide).

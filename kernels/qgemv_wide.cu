@@ -27,6 +27,11 @@
 //        load straight from global memory as for Q4_K. Q8_0R: one 16-byte chunk of quants (half
 //        a block) per lane and pass; Q6_KR: the 4-lane split of Q6_K.
 //
+// Fused forms (launch_fused): the CTA's prologue may form the activation as bf16(RMSNorm(x) *
+// gain) itself (the sums and roundings of launch_rms_norm, norm_quantize_x), and a warp may take
+// gate row j and up row rows / 2 + j together and write bf16(silu(g) * u), launch_swiglu's
+// formula, instead of two fp32 results: the decode step's RMSNorm and SwiGLU kernels vanish.
+//
 // The pipelined variants of this kernel are in kernels/qgemv_wide_pipe.cu; the device helpers
 // both use are in kernels/qgemv_wide.cuh.
 #include "kernels/qgemv_wide.h"
@@ -195,16 +200,67 @@ enum Chain : int {
   kPdlFetch = 2,  // kPdl, and each warp asks L2 for its first row's bytes before waiting
 };
 
+// Where the kernel's activation comes from.
+enum Input : int {
+  kInBf16 = 0,  // v (bf16 [cols]), quantized by every CTA into shared memory
+  kInPre = 1,   // xg: the planes and scales of quantize_x_kernel, in global memory (read
+                // through L1 by every warp)
+  kInNorm = 2,  // x and norm_w (fp32 [cols]): bf16(RMSNorm(x) * norm_w) as launch_rms_norm
+                // makes it (norm_quantize_x), quantized by every CTA into shared memory
+};
+
+// A launch's arguments on the host side (the kernel takes them as scalars: a struct parameter
+// cost the Q4_K kernel spilled registers).
+struct Args {
+  const uint8_t* w;
+  int rows, cols;  // rows of w (kSwiglu: gate rows, then as many up rows)
+  int64_t row_bytes;
+  const uint16_t* v;         // kInBf16
+  const int8_t* xg;          // kInPre
+  const float* x;            // kInNorm
+  const float* norm_w;       // kInNorm
+  float eps;                 // kInNorm
+  float* y;                  // !kSwiglu: y[r] (+)= w[r] . x~
+  int accumulate;            // !kSwiglu
+  uint16_t* act;             // kSwiglu: act[j] = bf16(silu(g_j) * u_j), j < rows / 2
+};
+
+// One lane's share of a row's product with the quantized activation.
+template <int T, int P>
+__device__ __forceinline__ float row_dot(const uint8_t* wr, int cols, const int8_t* xq,
+                                         const XScale* xd, uint4* buf, int lane) {
+  float acc;
+  if constexpr (T == qblock::kQ4_K) {
+    acc = dot_q4k<P>(wr, cols, xq, xd, lane);
+  } else if constexpr (T == qblock::kQ8_0) {
+    acc = dot_q8_0<P>(wr, cols, xq, xd, buf, lane);
+  } else if constexpr (T == qblock::kQ8_0R) {
+    acc = dot_q8_0r<P>(wr, cols, xq, xd, lane);
+  } else if constexpr (T == qblock::kQ6_KR) {
+    acc = dot_q6kr<P>(wr, cols, xq, xd, lane);
+  } else {
+    acc = dot_q6k<P>(wr, cols, xq, xd, buf, lane);
+  }
+  return acc;
+}
+
+__device__ __forceinline__ float warp_sum(float acc) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  return acc;
+}
+
 // 4 CTAs (32 warps) per SM: at most 64 registers per thread.
-// kPre: the activation comes quantized (xg: the planes and scales of quantize_x_kernel, in global
-// memory, read through L1 by every warp); otherwise the CTA quantizes v into shared memory first.
-// C (Chain): with PDL nothing the previous kernel writes (v, y) is touched before pdl_wait();
+// I (Input): where the activation comes from. kSwiglu: warp j's rows are gate row j and up row
+// rows / 2 + j, and it writes bf16(silu(g) * u) with launch_swiglu's formula (kernels/ops.cu)
+// instead of two fp32 results; each row's product is the one the plain form computes.
+// C (Chain): with PDL nothing the previous kernel writes (v, x, y) is touched before pdl_wait();
 // the weights are constant during a decode step, so kPdlFetch may prefetch them before it.
-template <int T, int P, bool kPre, int C = kPlain>
-__global__ void __launch_bounds__(kThreads, 4)
-    qgemv_wide_kernel(const uint8_t* __restrict__ w, int rows, int cols, int64_t row_bytes,
+template <int T, int P, int I, bool kSwiglu, int C = kPlain>
+__global__ void __launch_bounds__(kThreads, 4) qgemv_wide_kernel(const uint8_t* __restrict__ w, int rows, int cols, int64_t row_bytes,
                       const uint16_t* __restrict__ v, const int8_t* __restrict__ xg,
-                      float* __restrict__ y, int accumulate) {
+                      float* __restrict__ y, int accumulate, const float* __restrict__ x,
+                      const float* __restrict__ norm_w, float eps, uint16_t* __restrict__ act) {
   extern __shared__ uint4 smem[];
   constexpr int kStage = stage_chunks<T>();
   const int warp = static_cast<int>(threadIdx.x >> 5);
@@ -224,59 +280,59 @@ __global__ void __launch_bounds__(kThreads, 4)
   uint4* buf = smem + warp * kStage;
   const int8_t* xq;
   const XScale* xd;
-  if constexpr (kPre) {
+  if constexpr (I == kInPre) {
     xq = xg;
     xd = reinterpret_cast<const XScale*>(xg + P * cols);
   } else {
     int8_t* sq = reinterpret_cast<int8_t*>(smem + kWarps * kStage);
     XScale* sd = reinterpret_cast<XScale*>(sq + P * cols);  // cols % 32 == 0: 16-byte aligned
-    quantize_x<P>(v, cols, sq, sd);
+    if constexpr (I == kInNorm) {
+      norm_quantize_x<P>(x, norm_w, eps, cols, sq, sd);
+    } else {
+      quantize_x<P>(v, cols, sq, sd);
+    }
     __syncthreads();
     xq = sq;
     xd = sd;
   }
-  // Rows depend on the warp only, so the shuffles below run with all 32 lanes.
-  for (int row = blockIdx.x * kWarps + warp; row < rows; row += gridDim.x * kWarps) {
-    const uint8_t* wr = w + static_cast<int64_t>(row) * row_bytes;
-    float acc;
-    if constexpr (T == qblock::kQ4_K) {
-      acc = dot_q4k<P>(wr, cols, xq, xd, lane);
-    } else if constexpr (T == qblock::kQ8_0) {
-      acc = dot_q8_0<P>(wr, cols, xq, xd, buf, lane);
-    } else if constexpr (T == qblock::kQ8_0R) {
-      acc = dot_q8_0r<P>(wr, cols, xq, xd, lane);
-    } else if constexpr (T == qblock::kQ6_KR) {
-      acc = dot_q6kr<P>(wr, cols, xq, xd, lane);
+  // Outputs depend on the warp only, so the shuffles run with all 32 lanes.
+  const int outs = kSwiglu ? rows / 2 : rows;
+  for (int r = blockIdx.x * kWarps + warp; r < outs; r += gridDim.x * kWarps) {
+    const float acc =
+        warp_sum(row_dot<T, P>(w + static_cast<int64_t>(r) * row_bytes, cols, xq, xd, buf, lane));
+    if constexpr (kSwiglu) {
+      const float u = warp_sum(
+          row_dot<T, P>(w + static_cast<int64_t>(outs + r) * row_bytes, cols, xq, xd, buf, lane));
+      if (lane == 0) {
+        act[r] = __bfloat16_as_ushort(__float2bfloat16_rn(acc / (1.0f + expf(-acc)) * u));
+      }
     } else {
-      acc = dot_q6k<P>(wr, cols, xq, xd, buf, lane);
+      if (lane == 0) y[r] = accumulate ? y[r] + acc : acc;
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (lane == 0) y[row] = accumulate ? y[row] + acc : acc;
   }
 }
 
-template <int T, int P, bool kPre = false>
+template <int T, int P, int I = kInBf16>
 size_t smem_bytes(int cols) {
   const size_t stage = static_cast<size_t>(kWarps) * stage_chunks<T>() * 16;
-  if constexpr (kPre) return stage;
+  if constexpr (I == kInPre) return stage;
   return stage + static_cast<size_t>(P) * cols + static_cast<size_t>(cols / 32) * sizeof(XScale);
 }
 
-template <int T, int P, int C>
+template <int T, int P, int I, bool S, int C>
 std::atomic<size_t>& smem_limit() {
   static std::atomic<size_t> v{kDefaultSmem};
   return v;
 }
 
-template <int T, int P, int C = kPlain>
+template <int T, int P, int I = kInBf16, bool S = false, int C = kPlain>
 cudaError_t raise_smem(int cols) {
-  const size_t smem = smem_bytes<T, P>(cols);
-  if (smem <= smem_limit<T, P, C>().load()) return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(qgemv_wide_kernel<T, P, false, C>,
+  const size_t smem = smem_bytes<T, P, I>(cols);
+  if (smem <= smem_limit<T, P, I, S, C>().load()) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(qgemv_wide_kernel<T, P, I, S, C>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
-  if (e == cudaSuccess) smem_limit<T, P, C>().store(smem);
+  if (e == cudaSuccess) smem_limit<T, P, I, S, C>().store(smem);
   return e;
 }
 
@@ -286,20 +342,21 @@ int grid_cap() { return 4 * sm_count(); }
 
 std::atomic<int> g_variant{-1};  // -1: not yet read from the tuning
 
-// kPre: xg holds the quantized activation (v unused) and the shared memory is the per-warp
-// staging buffers only (at most 8 * 160 * 16 = 20 KiB: no opt-in needed).
-template <int T, int P, bool kPre, int C = kPlain>
-cudaError_t launch_t(const void* w, int rows, int cols, int64_t row_bytes, const uint16_t* v,
-                     const int8_t* xg, float* y, bool accumulate, cudaStream_t st) {
-  if constexpr (!kPre) {
-    if (const cudaError_t e = raise_smem<T, P, C>(cols); e != cudaSuccess) return e;
+// kInPre: a.xg holds the quantized activation and the shared memory is the per-warp staging
+// buffers only (at most 8 * 160 * 16 = 20 KiB: no opt-in needed).
+template <int T, int P, int I, bool S = false, int C = kPlain>
+cudaError_t launch_t(const Args& a, cudaStream_t st) {
+  if constexpr (I != kInPre) {
+    if (const cudaError_t e = raise_smem<T, P, I, S, C>(a.cols); e != cudaSuccess) return e;
   }
-  const int want = (rows + kWarps - 1) / kWarps;
+  const int outs = S ? a.rows / 2 : a.rows;
+  const int want = (outs + kWarps - 1) / kWarps;
   const int cap = grid_cap();
-  const cudaError_t e = detail::launch_pdl(
-      C != kPlain, qgemv_wide_kernel<T, P, kPre, C>, dim3(want < cap ? want : cap), dim3(kThreads),
-      smem_bytes<T, P, kPre>(cols), st, static_cast<const uint8_t*>(w), rows, cols, row_bytes, v,
-      xg, y, accumulate ? 1 : 0);
+  const cudaError_t e = detail::launch_pdl(C != kPlain, qgemv_wide_kernel<T, P, I, S, C>,
+                                           dim3(want < cap ? want : cap), dim3(kThreads),
+                                           smem_bytes<T, P, I>(a.cols), st, a.w, a.rows, a.cols,
+                                           a.row_bytes, a.v, a.xg, a.y, a.accumulate, a.x,
+                                           a.norm_w, a.eps, a.act);
   return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -328,41 +385,52 @@ __global__ void __launch_bounds__(kThreads)
   quantize8<P>(u, g, g < n8, cols, xq, reinterpret_cast<XScale*>(xq + P * cols));
 }
 
-template <int P, bool kPre = false, int C = kPlain>
-cudaError_t launch_p(int type, const void* w, int rows, int cols, int64_t row_bytes,
-                     const uint16_t* v, const int8_t* xg, float* y, bool accumulate,
-                     cudaStream_t st) {
-  return by_type(type, [&](auto t) {
-    return launch_t<decltype(t)::value, P, kPre, C>(w, rows, cols, row_bytes, v, xg, y,
-                                                    accumulate, st);
-  });
+template <int P, int I, bool S = false, int C = kPlain>
+cudaError_t launch_p(int type, const Args& a, cudaStream_t st) {
+  return by_type(type, [&](auto t) { return launch_t<decltype(t)::value, P, I, S, C>(a, st); });
 }
 
-// One (planes, chain) combination of the per-CTA-quantizing kernel: planes 1 or 2.
-template <int C>
-cudaError_t launch_c(int type, const void* w, int rows, int cols, int64_t row_bytes,
-                     const uint16_t* v, float* y, bool accumulate, cudaStream_t st, int planes) {
-  if (planes == 1) return launch_p<1, false, C>(type, w, rows, cols, row_bytes, v, nullptr, y, accumulate, st);
-  if (planes == 2) return launch_p<2, false, C>(type, w, rows, cols, row_bytes, v, nullptr, y, accumulate, st);
+// One (input, output, chain) combination for planes 1 or 2.
+template <int I, bool S = false, int C = kPlain>
+cudaError_t launch_planes(int type, const Args& a, cudaStream_t st, int planes) {
+  if (planes == 1) return launch_p<1, I, S, C>(type, a, st);
+  if (planes == 2) return launch_p<2, I, S, C>(type, a, st);
   return cudaErrorInvalidValue;
+}
+
+// Every instantiation that may need more than the default 48 KiB of shared memory.
+template <int P, int T>
+cudaError_t prepare_t(int max_cols) {
+  for (const cudaError_t e :
+       {raise_smem<T, P>(max_cols), raise_smem<T, P, kInBf16, false, kPdl>(max_cols),
+        raise_smem<T, P, kInBf16, false, kPdlFetch>(max_cols),
+        raise_smem<T, P, kInBf16, true>(max_cols), raise_smem<T, P, kInNorm>(max_cols),
+        raise_smem<T, P, kInNorm, true>(max_cols)}) {
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 template <int P>
 cudaError_t prepare_p(int max_cols) {
   for (const cudaError_t e :
-       {raise_smem<qblock::kQ4_K, P>(max_cols), raise_smem<qblock::kQ6_K, P>(max_cols),
-        raise_smem<qblock::kQ8_0, P>(max_cols), raise_smem<qblock::kQ4_K, P, kPdl>(max_cols),
-        raise_smem<qblock::kQ6_K, P, kPdl>(max_cols), raise_smem<qblock::kQ8_0, P, kPdl>(max_cols),
-        raise_smem<qblock::kQ4_K, P, kPdlFetch>(max_cols),
-        raise_smem<qblock::kQ6_K, P, kPdlFetch>(max_cols),
-        raise_smem<qblock::kQ8_0, P, kPdlFetch>(max_cols), raise_smem<qblock::kQ8_0R, P>(max_cols),
-        raise_smem<qblock::kQ6_KR, P>(max_cols), raise_smem<qblock::kQ8_0R, P, kPdl>(max_cols),
-        raise_smem<qblock::kQ6_KR, P, kPdl>(max_cols),
-        raise_smem<qblock::kQ8_0R, P, kPdlFetch>(max_cols),
-        raise_smem<qblock::kQ6_KR, P, kPdlFetch>(max_cols)}) {
+       {prepare_t<P, qblock::kQ4_K>(max_cols), prepare_t<P, qblock::kQ6_K>(max_cols),
+        prepare_t<P, qblock::kQ8_0>(max_cols), prepare_t<P, qblock::kQ8_0R>(max_cols),
+        prepare_t<P, qblock::kQ6_KR>(max_cols)}) {
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
+}
+
+Args plain_args(const void* w, int rows, int cols, int64_t row_bytes, float* y, bool accumulate) {
+  Args a{};
+  a.w = static_cast<const uint8_t*>(w);
+  a.rows = rows;
+  a.cols = cols;
+  a.row_bytes = row_bytes;
+  a.y = y;
+  a.accumulate = accumulate ? 1 : 0;
+  return a;
 }
 
 }  // namespace
@@ -444,11 +512,38 @@ cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_byte
     default: break;
   }
   const auto st = static_cast<cudaStream_t>(stream);
+  Args a = plain_args(w, rows, cols, row_bytes, y, accumulate);
+  a.v = v;
   switch (variant()) {
-    case 5: return launch_c<kPdl>(type, w, rows, cols, row_bytes, v, y, accumulate, st, planes);
-    case 6: return launch_c<kPdlFetch>(type, w, rows, cols, row_bytes, v, y, accumulate, st, planes);
-    default: return launch_c<kPlain>(type, w, rows, cols, row_bytes, v, y, accumulate, st, planes);
+    case 5: return launch_planes<kInBf16, false, kPdl>(type, a, st, planes);
+    case 6: return launch_planes<kInBf16, false, kPdlFetch>(type, a, st, planes);
+    default: return launch_planes<kInBf16>(type, a, st, planes);
   }
+}
+
+bool fused_eligible(int type, const void* w, int64_t cols, int64_t row_bytes, const void* in,
+                    bool norm) {
+  if (!eligible(type, w, cols, row_bytes, in)) return false;
+  return !norm || (cols % 8 == 0 && cols / 4 <= kNormMaxN4);
+}
+
+cudaError_t launch_fused(int type, const void* w, int rows, int cols, int64_t row_bytes,
+                         const uint16_t* v, const float* x, const float* norm_w, float eps,
+                         float* y, bool accumulate, uint16_t* act, void* stream, int planes) {
+  const auto st = static_cast<cudaStream_t>(stream);
+  Args a = plain_args(w, rows, cols, row_bytes, y, accumulate);
+  a.v = v;
+  a.x = x;
+  a.norm_w = norm_w;
+  a.eps = eps;
+  a.act = act;
+  const bool swiglu = act != nullptr;
+  if (x) {
+    return swiglu ? launch_planes<kInNorm, true>(type, a, st, planes)
+                  : launch_planes<kInNorm, false>(type, a, st, planes);
+  }
+  return swiglu ? launch_planes<kInBf16, true>(type, a, st, planes)
+                : launch_planes<kInBf16, false>(type, a, st, planes);
 }
 
 size_t x_bytes(int cols, int planes) {
@@ -466,10 +561,9 @@ cudaError_t quantize(const uint16_t* v, int cols, int planes, int8_t* xq, void* 
 
 cudaError_t launch_pre(int type, const void* w, int rows, int cols, int64_t row_bytes,
                        const int8_t* xq, float* y, bool accumulate, void* stream, int planes) {
-  const auto st = static_cast<cudaStream_t>(stream);
-  if (planes == 1) return launch_p<1, true>(type, w, rows, cols, row_bytes, nullptr, xq, y, accumulate, st);
-  if (planes == 2) return launch_p<2, true>(type, w, rows, cols, row_bytes, nullptr, xq, y, accumulate, st);
-  return cudaErrorInvalidValue;
+  Args a = plain_args(w, rows, cols, row_bytes, y, accumulate);
+  a.xg = xq;
+  return launch_planes<kInPre>(type, a, static_cast<cudaStream_t>(stream), planes);
 }
 
 cudaError_t prepare(int max_cols) {

@@ -90,6 +90,83 @@ __device__ __forceinline__ void quantize8(uint4 u, int g, bool on, int cols, int
   }
 }
 
+// bf16((v * scale) * g) of four values, packed two to a word (element 2k in the low half of
+// word k, as quantize8 reads them): the product order of launch_rms_norm (kernels/ops.cu).
+__device__ __forceinline__ uint2 norm_pack4(float4 v, float scale, float4 g) {
+  const auto b = [](float f) {
+    return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(f)));
+  };
+  return make_uint2(b(v.x * scale * g.x) | (b(v.y * scale * g.y) << 16),
+                    b(v.z * scale * g.z) | (b(v.w * scale * g.w) << 16));
+}
+
+__device__ __forceinline__ float add_squares(float ss, float4 v) {
+  ss += v.x * v.x;
+  ss += v.y * v.y;
+  ss += v.z * v.z;
+  ss += v.w * v.w;
+  return ss;
+}
+
+// Rows launch_rms_norm normalizes the way norm_scale does (at most kNormMaxN4 float4 values).
+constexpr int kNormWarpN4 = 512;   // rms_norm_warp_kernel: up to 16 float4 per lane
+constexpr int kNormMaxN4 = 2048;   // rms_norm_row_kernel: up to 8 float4 per thread of 256
+
+// The RMSNorm scale 1 / sqrt(mean(x^2) + eps) of the row x (n4 float4, n4 <= kNormMaxN4) with
+// the partition and the order of sums of launch_rms_norm (kernels/ops.cu), so the normalized
+// activation has the same bf16 bits as that kernel's output:
+//   n4 <= kNormWarpN4 (rms_norm_warp_kernel): one warp, lane l sums float4 l, l + 32, ... in
+//     order, then xor shuffles; here every warp of the CTA forms it alone.
+//   otherwise (rms_norm_row_kernel, 256 threads as here): thread t sums float4 t, t + 256, ...,
+//     xor shuffles per warp, the 8 warp sums added in double in warp order.
+// Zero padding of those kernels adds +0 and changes no sum. Every thread gets the scale; the
+// second form ends with a block barrier (uniform: n4 is the same for the whole CTA).
+__device__ __forceinline__ float norm_scale(const float4* __restrict__ x4, int n4, float eps,
+                                            float* s_red) {
+  static_assert(kThreads == 256, "rms_norm_row_kernel's partition is 256 threads");
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  float ss = 0.f;
+  if (n4 <= kNormWarpN4) {
+    for (int i = lane; i < n4; i += 32) ss = add_squares(ss, x4[i]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    return static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / static_cast<double>(4 * n4) +
+                                         static_cast<double>(eps)));
+  }
+  for (int i = static_cast<int>(threadIdx.x); i < n4; i += kThreads) ss = add_squares(ss, x4[i]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) s_red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  double total = 0.0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) total += s_red[w];
+  return static_cast<float>(1.0 / sqrt(total / static_cast<double>(4 * n4) + static_cast<double>(eps)));
+}
+
+// The activation bf16(RMSNorm(x) * gain) (as launch_rms_norm writes it) quantized like
+// quantize_x: x and gain fp32 [cols], cols % 8 == 0, cols / 4 <= kNormMaxN4, 16-byte aligned.
+template <int P>
+__device__ __forceinline__ void norm_quantize_x(const float* __restrict__ x,
+                                                const float* __restrict__ gain, float eps,
+                                                int cols, int8_t* xq, XScale* xd) {
+  __shared__ float s_red[kWarps];
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  const float4* g4 = reinterpret_cast<const float4*>(gain);
+  const float scale = norm_scale(x4, cols / 4, eps, s_red);
+  const int n8 = cols / 8;
+  for (int base = 0; base < n8; base += kThreads) {
+    const int g = base + static_cast<int>(threadIdx.x);
+    uint4 u = make_uint4(0u, 0u, 0u, 0u);
+    if (g < n8) {
+      const uint2 lo = norm_pack4(x4[2 * g], scale, g4[2 * g]);
+      const uint2 hi = norm_pack4(x4[2 * g + 1], scale, g4[2 * g + 1]);
+      u = make_uint4(lo.x, lo.y, hi.x, hi.y);
+    }
+    quantize8<P>(u, g, g < n8, cols, xq, xd);
+  }
+}
+
 // kAhead passes' 16-byte loads of v go out before their quantization (1: one pass at a time;
 // more hides the L2 latency of long rows, cols / 2048 passes).
 template <int P, int kAhead = 1>

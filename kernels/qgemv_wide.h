@@ -37,6 +37,17 @@ cudaError_t quantize(const uint16_t* v, int cols, int planes, int8_t* xq, void* 
 cudaError_t launch_pre(int type, const void* w, int rows, int cols, int64_t row_bytes,
                        const int8_t* xq, float* y, bool accumulate, void* stream, int planes);
 
+// The fused forms of variant 0 (kernels/qgemv.h launch_qgemv_fused): the input is v (bf16), or
+// with x non-null bf16(RMSNorm(x) * norm_w) formed in every CTA as launch_rms_norm forms it; the
+// output is y (+)= W . x~, or with act non-null act[j] = bf16(silu(g_j) * u_j) for the gate rows
+// j < rows / 2 and the up rows after them. fused_eligible: eligible() for the input pointer, and
+// with a norm cols % 8 == 0 and cols <= 4 * 2048.
+bool fused_eligible(int type, const void* w, int64_t cols, int64_t row_bytes, const void* in,
+                    bool norm);
+cudaError_t launch_fused(int type, const void* w, int rows, int cols, int64_t row_bytes,
+                         const uint16_t* v, const float* x, const float* norm_w, float eps,
+                         float* y, bool accumulate, uint16_t* act, void* stream, int planes);
+
 // Raises the kernels' shared-memory limit for rows up to max_cols (outside graph capture).
 cudaError_t prepare(int max_cols);
 

@@ -50,6 +50,11 @@ struct GpuTuning {
   // (Q|K, gate|up) are multiplied by one GEMV launch instead of one per part: fewer launches,
   // each row's result unchanged (SINKSCOPE_QWEIGHT_MERGE=0: one launch per part).
   bool qweight_merge = true;
+  // A single token's native projections fold the op around them into the int8 GEMV
+  // (kernels/qgemv.h launch_qgemv_fused): the RMSNorm before Q|K|V, gate|up and the LM head,
+  // and the SwiGLU after gate|up, so the decode step runs three kernels fewer per layer; the same
+  // logits bit for bit (SINKSCOPE_QGEMV_FUSE=0: separate norm and SwiGLU kernels).
+  bool qgemv_fuse = true;
   bool operator==(const GpuTuning&) const = default;
 };
 
@@ -100,6 +105,7 @@ inline GpuTuning gpu_tuning_from_environment(std::string* ignored = nullptr) {
   switch_from("SINKSCOPE_QGEMV_PREQUANT", t.qgemv_prequant, ignored);
   switch_from("SINKSCOPE_QWEIGHT_REPACK", t.qweight_repack, ignored);
   switch_from("SINKSCOPE_QWEIGHT_MERGE", t.qweight_merge, ignored);
+  switch_from("SINKSCOPE_QGEMV_FUSE", t.qgemv_fuse, ignored);
   return t;
 }
 

@@ -37,6 +37,10 @@ struct CudaGraphStats {
   int64_t captures = 0;         // decode graphs captured (one per new (settings, bound) key)
   int64_t instantiations = 0;   // cudaGraphInstantiate (== captures unless one failed)
   int64_t graphs_cached = 0;    // executable graphs held now
+  // Single-token native projections enqueued with their RMSNorm (and for gate|up the SwiGLU)
+  // folded into the GEMV (kernels/qgemv.h launch_qgemv_fused; tuning qgemv_fuse): per eager
+  // pass or graph capture, not per replay.
+  int64_t fused_norm_projections = 0;
   std::string disabled_reason;  // non-empty: graphs were turned off after a capture failure
 };
 

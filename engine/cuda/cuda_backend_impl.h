@@ -322,6 +322,14 @@ class CudaBackendImpl final : public CudaBackend {
   // quantized parts dequantized into m_wscratch and cuBLAS (beta: 0 store, 1 accumulate).
   void linear_proj(cudaStream_t s, Blas& blas, const uint16_t* in, const ProjDev& w, float* out,
                    int n, float beta = 0.0f);
+  // One token through a native projection with RMSNorm(x) * norm_w folded into its GEMVs
+  // (kernels/qgemv.h launch_qgemv_fused), into out, or with act set the SwiGLU of a gate|up
+  // projection into act. False, with nothing launched, where the fused kernels do not apply
+  // (tuning qgemv_fuse off, bf16 weights, another kernel variant or prequantization, a part the
+  // kernel cannot take, SwiGLU over gate and up in separate parts): the caller then runs the
+  // separate kernels. The same numbers either way, bit for bit.
+  bool fused_norm_proj(cudaStream_t s, const float* x, const float* norm_w, const ProjDev& w,
+                       float* out, uint16_t* act = nullptr);
   void upload_bf16(uint16_t* dst, const std::vector<float>& src, size_t expect, const char* what,
                    float* staging);
   const float* upload_f32(float* dst, const std::vector<float>& src, size_t expect,

@@ -7,7 +7,8 @@
 // then the final RMSNorm and the LM head (fp32 logits). Decode steps (one token) run the fused
 // batch-1 kernels of kernels/decode_fused.h instead (4 per layer + the attention) unless
 // SINKSCOPE_FUSED_DECODE=0, the shape is unsupported or the projections are kept quantized
-// (fused_decode() says why). Projections go through linear_proj (cuda_backend_weights.cpp): bf16
+// (fused_decode() says why); with quantized projections a decode step folds the RMSNorms and the
+// SwiGLU into the GEMVs instead (fused_norm_proj, cuda_backend_weights.cpp). Projections go through linear_proj (cuda_backend_weights.cpp): bf16
 // cuBLAS, or for weights in their file layout the quantized GEMV (one token) or dequantize +
 // cuBLAS (several).
 #include <cmath>
@@ -46,7 +47,7 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
     // Decode steps (one token): 4 fused kernels + the attention per layer (kernels/decode_fused.h).
     // Not with re-rotated queries: they are made from the unfused path's fp32 q|k|v rows.
     const bool fused = m_fused && p.kv_bound > 0 && p.n == 1 && !p.sinkq;
-    if (!fused) {
+    if (!fused && !(p.n == 1 && fused_norm_proj(s, x, L.attn_norm, L.qkv, m_qkv.as<float>()))) {
       SS_LAUNCH(kernels::launch_rms_norm(x, L.attn_norm, xn, p.n, D, c.rms_eps, s));
       linear_proj(s, blas, xn, L.qkv, m_qkv.as<float>(), p.n);
     }
@@ -182,12 +183,19 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
       enqueue_moe(s, blas, L, p);
       continue;
     }
-    SS_LAUNCH(kernels::launch_rms_norm(x, L.ffn_norm, xn, p.n, D, c.rms_eps, s));
-    linear_proj(s, blas, xn, L.gu, m_gu.as<float>(), p.n);
-    if (c.gemma)
-      SS_LAUNCH(kernels::launch_geglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
-    else
-      SS_LAUNCH(kernels::launch_swiglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
+    // One token, native gate|up: RMSNorm, GEMV and SwiGLU in one kernel where it applies, or
+    // the norm folded into the GEMV; otherwise three kernels.
+    if (!(p.n == 1 && !c.gemma &&
+          fused_norm_proj(s, x, L.ffn_norm, L.gu, nullptr, m_act.as<uint16_t>()))) {
+      if (!(p.n == 1 && fused_norm_proj(s, x, L.ffn_norm, L.gu, m_gu.as<float>()))) {
+        SS_LAUNCH(kernels::launch_rms_norm(x, L.ffn_norm, xn, p.n, D, c.rms_eps, s));
+        linear_proj(s, blas, xn, L.gu, m_gu.as<float>(), p.n);
+      }
+      if (c.gemma)
+        SS_LAUNCH(kernels::launch_geglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
+      else
+        SS_LAUNCH(kernels::launch_swiglu(m_gu.as<float>(), m_act.as<uint16_t>(), p.n, F, s));
+    }
     if (L.ffn_post_norm) {  // Gemma: x += RMSNorm(down-proj)
       linear_proj(s, blas, m_act.as<uint16_t>(), L.down, m_tmp.as<float>(), p.n);
       SS_LAUNCH(kernels::launch_rms_norm_add(m_tmp.as<float>(), L.ffn_post_norm, x, p.n, D,
@@ -203,13 +211,17 @@ void CudaBackendImpl::enqueue_lm_head(cudaStream_t s, Blas& blas, int row0, int 
   const ModelConfig& c = m_model->config();
   const float* x = (hidden ? hidden : m_x.as<float>()) + size_t(row0) * c.n_embd;
   float* logits = out ? out : m_logits.as<float>();
-  SS_LAUNCH(
-      kernels::launch_rms_norm(x, m_weights->out_norm, m_xn.as<uint16_t>(), rows, c.n_embd, c.rms_eps, s));
-  const uint16_t* xn = m_xn.as<uint16_t>();
-  if (m_weights->lm_head)
-    blas.linear(xn, m_weights->lm_head, logits, rows, c.n_vocab, c.n_embd);
-  else
-    linear_proj(s, blas, xn, m_weights->lm, logits, rows);  // in its file blocks
+  // One row of a native head: the norm folded into its GEMV where that applies.
+  if (!(rows == 1 && !m_weights->lm_head &&
+        fused_norm_proj(s, x, m_weights->out_norm, m_weights->lm, logits))) {
+    SS_LAUNCH(kernels::launch_rms_norm(x, m_weights->out_norm, m_xn.as<uint16_t>(), rows, c.n_embd,
+                                       c.rms_eps, s));
+    const uint16_t* xn = m_xn.as<uint16_t>();
+    if (m_weights->lm_head)
+      blas.linear(xn, m_weights->lm_head, logits, rows, c.n_vocab, c.n_embd);
+    else
+      linear_proj(s, blas, xn, m_weights->lm, logits, rows);  // in its file blocks
+  }
   if (c.final_softcap > 0)  // Gemma: logits tanh(z / cap) * cap
     SS_LAUNCH(kernels::launch_softcap(logits, int64_t(rows) * c.n_vocab, c.final_softcap, s));
 }

@@ -311,4 +311,33 @@ void CudaBackendImpl::linear_proj(cudaStream_t s, Blas& blas, const uint16_t* in
   }
 }
 
+bool CudaBackendImpl::fused_norm_proj(cudaStream_t s, const float* x, const float* norm_w,
+                                      const ProjDev& w, float* out, uint16_t* act) {
+  const kernels::GpuTuning& t = m_copt.tuning;
+  if (!t.qgemv_fuse || t.qgemv_prequant || !w.native() || kernels::qgemv_wide_variant() != 0)
+    return false;
+  if (act && w.n_parts != 1) return false;  // gate and up must be one part (merged)
+  const float eps = m_model->config().rms_eps;
+  kernels::QgemvFusedArgs a[3];
+  int row0 = 0;
+  for (int i = 0; i < w.n_parts; ++i) {
+    const QuantPart& q = w.parts[i];
+    a[i].type = q.type;
+    a[i].w = q.data;
+    a[i].rows = q.rows;
+    a[i].cols = w.in;
+    a[i].x = x;
+    a[i].norm_w = norm_w;
+    a[i].eps = eps;
+    a[i].planes = m_act_planes;
+    if (act) a[i].act = act;
+    else a[i].y = out + row0;
+    if (!kernels::qgemv_fused_eligible(a[i])) return false;
+    row0 += q.rows;
+  }
+  for (int i = 0; i < w.n_parts; ++i) SS_LAUNCH(kernels::launch_qgemv_fused(a[i], s));
+  ++m_stats.fused_norm_projections;
+  return true;
+}
+
 }  // namespace sinkscope::cuda_detail

@@ -27,10 +27,11 @@
 #              LAT_MODEL (default: the real model, and for lengths past LAT_REAL_CONTEXT,
 #              default 8192, the first 8B file of SHAPES)
 #     decode   the 8B files' decode with native weights for each
-#              activations:GEMV-variant[:head[:repack[:merge]]] of DECODE_RUNS (default
-#              "int8:0 int8:0:native:0 int8:0:native:1:0 int8:0:bf16 int8:5";
+#              activations:GEMV-variant[:head[:repack[:merge[:fuse]]]] of DECODE_RUNS (default
+#              "int8:0 int8:0:native:1:1:0 int8:0:native:0 int8:0:native:1:0 int8:0:bf16";
 #              kernels/qgemv_wide.h; head: SINKSCOPE_GPU_LM_HEAD, default native; repack:
-#              SINKSCOPE_QWEIGHT_REPACK, merge: SINKSCOPE_QWEIGHT_MERGE, default 1 each):
+#              SINKSCOPE_QWEIGHT_REPACK, merge: SINKSCOPE_QWEIGHT_MERGE, fuse:
+#              SINKSCOPE_QGEMV_FUSE, default 1 each):
 #              2K prompt, 128 steps, median of 3; unless DECODE_PICK=0 or SINKSCOPE_QGEMV_VARIANT
 #              is set, the fastest int8 variant on the first file becomes SINKSCOPE_QGEMV_VARIANT
 #              for the stages after it (the report names it)
@@ -180,26 +181,26 @@ for stage in $STAGES; do
     decode)
       e2e=$(need bench_e2e) || continue
       table="$OUT/decode_ab.md"
-      echo "| model | activations | GEMV variant | LM head | Q8_0/Q6_K repacked | parts merged | decode tok/s (2K prompt, 128 steps) |" >"$table"
-      echo "|---|---|--:|---|---|---|--:|" >>"$table"
+      echo "| model | activations | GEMV variant | LM head | Q8_0/Q6_K repacked | parts merged | norm, SwiGLU fused | decode tok/s (2K prompt, 128 steps) |" >"$table"
+      echo "|---|---|--:|---|---|---|---|--:|" >>"$table"
       pick_file="" best=0 best_v=""
       for st in $SHAPES; do
         f=$(file_of "$st")
         [[ -s "$f" ]] || { echo "SKIP: $f missing (stage models)"; continue; }
         [[ -z "$pick_file" ]] && pick_file=$f
-        for run in ${DECODE_RUNS:-int8:0 int8:0:native:0 int8:0:native:1:0 int8:0:bf16 int8:5}; do
-          IFS=: read -r act var head rep merge <<<"$run"
-          head=${head:-native} rep=${rep:-1} merge=${merge:-1}
-          log="$OUT/decode_${st/:/_}_${act}_v${var}_${head}_r${rep}_m$merge.log"
+        for run in ${DECODE_RUNS:-int8:0 int8:0:native:1:1:0 int8:0:native:0 int8:0:native:1:0 int8:0:bf16}; do
+          IFS=: read -r act var head rep merge fuse <<<"$run"
+          head=${head:-native} rep=${rep:-1} merge=${merge:-1} fuse=${fuse:-1}
+          log="$OUT/decode_${st/:/_}_${act}_v${var}_${head}_r${rep}_m${merge}_f$fuse.log"
           SINKSCOPE_QWEIGHT_MERGE=$merge SINKSCOPE_QWEIGHT_REPACK=$rep SINKSCOPE_GPU_LM_HEAD=$head \
-            SINKSCOPE_QGEMV_VARIANT=$var \
+            SINKSCOPE_QGEMV_FUSE=$fuse SINKSCOPE_QGEMV_VARIANT=$var \
             SINKSCOPE_MODEL="$f" timeout 300 \
             "$e2e" --prompt 2048 --decode 128 --reps 3 --weights native --act "$act" --no-eager \
             >"$log" 2>&1 || rc=1
           tps=$(awk -F'|' '/sinkscope cuda graph/ {gsub(/ /,""); print $5}' "$log")
-          echo "| $st | $act | $var | $head | $(yn "$rep") | $(yn "$merge") | ${tps:-failed} |" >>"$table"
+          echo "| $st | $act | $var | $head | $(yn "$rep") | $(yn "$merge") | $(yn "$fuse") | ${tps:-failed} |" >>"$table"
           if [[ $f == "$pick_file" && $act == int8 && $head == native && $rep == 1 && $merge == 1 &&
-            -n "$tps" ]] &&
+            $fuse == 1 && -n "$tps" ]] &&
             awk -v a="$tps" -v b="$best" 'BEGIN { exit !(a > b) }'; then
             best=$tps best_v=$var
           fi

@@ -138,6 +138,7 @@ void check_layouts(const std::filesystem::path& path, const std::string& tag) {
   BackendOptions native;
   native.gpu_weights = GpuWeights::kNative;
   native.gpu_activations = GpuActivations::kInt8;
+  int64_t fused = 0;  // fused_norm_projections of the last backend
   auto logits = [&](const char* var, const char* value) {
     ::setenv(var, value, 1);
     auto gpu = make_cuda_backend(model, native);
@@ -147,16 +148,33 @@ void check_layouts(const std::filesystem::path& path, const std::string& tag) {
     gpu->reset();
     const std::vector<float> d = prefill_then_decode(*gpu, ids, 96, 63);
     all.insert(all.end(), d.begin(), d.end());
+    fused = dynamic_cast<CudaBackend&>(*gpu).graph_stats().fused_norm_projections;
     return all;
   };
+  auto differ = [](const std::vector<float>& a, const std::vector<float>& b) {
+    size_t diff = a.size() == b.size() ? 0 : a.size();
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+      diff += std::memcmp(&a[i], &b[i], 4) != 0;
+    return diff;
+  };
   const std::vector<float> base = logits("SINKSCOPE_QWEIGHT_MERGE", "1");
+  const int64_t fused_base = fused;
   const std::vector<float> split = logits("SINKSCOPE_QWEIGHT_MERGE", "0");
-  size_t diff = base.size() == split.size() ? 0 : base.size();
-  for (size_t i = 0; i < std::min(base.size(), split.size()); ++i)
-    diff += std::memcmp(&base[i], &split[i], 4) != 0;
+  size_t diff = differ(base, split);
   check(diff == 0, tag + "_merged_parts_bit_identical",
         std::to_string(diff) + " of " + std::to_string(base.size()) +
             " logits differ between one launch per part and merged parts");
+  // The decode's RMSNorms and SwiGLU folded into the GEMVs (SINKSCOPE_QGEMV_FUSE) against the
+  // separate kernels: the same logits bit for bit, and the fused path was taken (the decode
+  // steps' projections, at least Q|K|V and gate|up per layer).
+  const std::vector<float> unfused = logits("SINKSCOPE_QGEMV_FUSE", "0");
+  diff = differ(base, unfused);
+  const int64_t want = 2 * int64_t(model->config().n_layer);
+  check(diff == 0 && fused_base >= want && fused == 0, tag + "_fused_norm_swiglu_bit_identical",
+        std::to_string(diff) + " of " + std::to_string(base.size()) +
+            " logits differ between the fused and the separate kernels; fused projections " +
+            std::to_string(fused_base) + " (want >= " + std::to_string(want) + "), with the " +
+            "switch off " + std::to_string(fused));
   const std::vector<float> file = logits("SINKSCOPE_QWEIGHT_REPACK", "0");
   const gpu_test::Agreement a = gpu_test::compare(file, base, V);
   int rows = 0;

@@ -18,6 +18,10 @@
 //         for bit to launch_qgemv_int8's variant 0, which quantizes inside each CTA.
 //   Dequantize to bf16 (the prefill's GEMM input): bit for bit equal to fp32_to_bf16 of the CPU
 //         dequantization.
+//   fused (launch_qgemv_fused, the decode step's form): RMSNorm in the prologue and / or SwiGLU
+//         in the epilogue, equal bit for bit to launch_rms_norm + launch_qgemv_int8 (variant 0)
+//         + launch_swiglu, for rows of 576 .. 8192 (both of launch_rms_norm's register kernels),
+//         one and two planes, the file layouts and the repacked ones.
 // Shapes: odd row counts (a partial last CTA), K = 256 .. 14336 (shared memory above 48 KiB),
 // more rows than one wave of CTAs (warps striding over rows), n_vocab 128256 x 4096 for Q6_K (the
 // output matrix of Q4_K_M files), and weights at 2 and 10 bytes past a 16-byte boundary (the
@@ -42,6 +46,7 @@
 #include "gpu_checks.h"
 #include "kernels/cuda_check.h"
 #include "kernels/decode_fused.h"
+#include "kernels/ops.h"
 #include "kernels/qblock.h"
 #include "kernels/qgemv.h"
 #include "tests/gpu/attention_problem.h"
@@ -361,6 +366,113 @@ void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset, boo
   check_dequant(rt, rw.p, std::string(ggml_type_name(t)) + " repacked");
 }
 
+// launch_qgemv_fused against the separate kernels it replaces (launch_rms_norm, then
+// launch_qgemv_int8 with variant 0, then launch_swiglu): equal bit for bit. x and the gain
+// are random with a spread of magnitudes; rows is even (gate rows, then up rows for SwiGLU).
+void check_fused(GgmlType t, int rows, int cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const Matrix m = make_matrix(t, rows, cols, rng);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(static_cast<size_t>(cols)), g(static_cast<size_t>(cols));
+  for (auto& e : x) e = nd(rng) * std::exp2(static_cast<float>(static_cast<int>(rng() % 9)) - 4.f);
+  for (auto& e : g) e = 1.f + 0.25f * nd(rng);
+  std::vector<float> y0(static_cast<size_t>(rows));
+  for (auto& e : y0) e = nd(rng);
+  const float eps = 1e-5f;
+  DevBuf<uint8_t> dw(m.q.size());
+  DevBuf<float> dx(x.size()), dg(g.size()), dy(y0.size()), dgu(y0.size());
+  DevBuf<uint16_t> dxn(x.size()), dact(y0.size() / 2);
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(dw.p, m.q.data(), m.q.size(), cudaMemcpyHostToDevice));
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(dg.p, g.data(), g.size() * 4, cudaMemcpyHostToDevice));
+  require(kernels::launch_rms_norm(dx.p, dg.p, dxn.p, 1, cols, eps, nullptr));
+  const int keep = kernels::qgemv_wide_variant();
+  kernels::set_qgemv_wide_variant(3);  // launch_qgemv_fused is variant 0 whatever is selected
+  auto fetch_f = [](const float* d, size_t n) {
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> h(n);
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(h.data(), d, n * 4, cudaMemcpyDeviceToHost));
+    return h;
+  };
+  auto fetch_h = [](const uint16_t* d, size_t n) {
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint16_t> h(n);
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+    return h;
+  };
+  auto differ = [](const auto& a, const auto& b) {
+    size_t n = 0;
+    for (size_t i = 0; i < a.size(); ++i) n += std::memcmp(&a[i], &b[i], sizeof(a[i])) != 0;
+    return n;
+  };
+  // The file layout, then the repacked one where the rows have it.
+  const int ti = static_cast<int>(t);
+  const int rt = kernels::qweight_repacked_type(ti, cols);
+  DevBuf<uint8_t> rw(m.q.size());
+  if (rt != ti) require(kernels::launch_qrepack(ti, dw.p, rows, cols, rw.p, nullptr));
+  std::vector<int> layouts{ti};
+  if (rt != ti) layouts.push_back(rt);
+  for (const int kt : layouts) {
+    const uint8_t* w = kt == ti ? dw.p : rw.p;
+    const std::string name = std::string("qgemv fused ") + ggml_type_name(t) +
+                             (kt != ti ? " repacked " : " ") + std::to_string(rows) + "x" +
+                             std::to_string(cols);
+    kernels::QgemvFusedArgs a;
+    a.type = kt;
+    a.w = w;
+    a.rows = rows;
+    a.cols = cols;
+    a.eps = eps;
+    a.x = dx.p;
+    a.norm_w = dg.p;
+    check(kernels::qgemv_fused_eligible(a), name + " eligible", "qgemv_fused_eligible is false");
+    for (int planes : {1, 2}) {
+      a.planes = planes;
+      const std::string np = name + " x" + std::to_string(planes);
+      kernels::set_qgemv_wide_variant(0);
+      // The separate kernels: norm -> GEMV store and accumulate; GEMV store -> SwiGLU.
+      require(kernels::launch_qgemv_int8(kt, w, rows, cols, dxn.p, dy.p, false, planes, nullptr));
+      const std::vector<float> want_store = fetch_f(dy.p, y0.size());
+      SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy.p, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
+      require(kernels::launch_qgemv_int8(kt, w, rows, cols, dxn.p, dy.p, true, planes, nullptr));
+      const std::vector<float> want_acc = fetch_f(dy.p, y0.size());
+      require(kernels::launch_qgemv_int8(kt, w, rows, cols, dxn.p, dgu.p, false, planes, nullptr));
+      require(kernels::launch_swiglu(dgu.p, dact.p, 1, rows / 2, nullptr));
+      const std::vector<uint16_t> want_act = fetch_h(dact.p, y0.size() / 2);
+      kernels::set_qgemv_wide_variant(3);
+      for (const bool norm : {true, false}) {
+        a.x = norm ? dx.p : nullptr;
+        a.norm_w = norm ? dg.p : nullptr;
+        a.v = norm ? nullptr : dxn.p;
+        const std::string nn = np + (norm ? " norm" : " bf16 in");
+        a.act = nullptr;
+        a.y = dy.p;
+        a.accumulate = false;
+        SINKSCOPE_CUDA_CHECK(cudaMemset(dy.p, 0xff, y0.size() * 4));
+        require(kernels::launch_qgemv_fused(a, nullptr));
+        size_t d = differ(fetch_f(dy.p, y0.size()), want_store);
+        check(d == 0, nn + " store", std::to_string(d) + " of " + std::to_string(rows) +
+                                         " rows differ from the separate kernels");
+        a.accumulate = true;
+        SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy.p, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
+        require(kernels::launch_qgemv_fused(a, nullptr));
+        d = differ(fetch_f(dy.p, y0.size()), want_acc);
+        check(d == 0, nn + " accumulate", std::to_string(d) + " of " + std::to_string(rows) +
+                                              " rows differ from the separate kernels");
+        a.y = nullptr;
+        a.accumulate = false;
+        a.act = dact.p;
+        SINKSCOPE_CUDA_CHECK(cudaMemset(dact.p, 0xff, y0.size()));
+        require(kernels::launch_qgemv_fused(a, nullptr));
+        d = differ(fetch_h(dact.p, y0.size() / 2), want_act);
+        check(d == 0, nn + " swiglu", std::to_string(d) + " of " + std::to_string(rows / 2) +
+                                          " SwiGLU outputs differ from the separate kernels");
+      }
+    }
+  }
+  kernels::set_qgemv_wide_variant(keep);
+}
+
 // Launches back to back without synchronizing, as a decode step issues them (the pipelined
 // variants launch with PDL and read the weights before waiting for the previous kernel): a
 // dequantization kernel writes v (poisoned with NaN before), then one GEMV stores y and two
@@ -463,6 +575,29 @@ void check_errors() {
                                                     reinterpret_cast<float*>(256), false, nullptr);
   check(!f.ok && f.message.find("no 16-byte aligned repacked layout") != std::string::npos,
         "qgemv rejects a Q8_0R matrix of rows of 576", f.message);
+  {
+    kernels::QgemvFusedArgs fa;
+    fa.type = static_cast<int>(GgmlType::kQ8_0);
+    fa.w = reinterpret_cast<void*>(256);
+    fa.rows = 5;
+    fa.cols = 256;
+    fa.x = reinterpret_cast<const float*>(256);
+    fa.norm_w = reinterpret_cast<const float*>(512);
+    fa.act = reinterpret_cast<uint16_t*>(256);
+    const kernels::OpStatus h = kernels::launch_qgemv_fused(fa, nullptr);
+    check(!h.ok && h.message.find("even count") != std::string::npos,
+          "qgemv_fused rejects SwiGLU over an odd row count", h.message);
+    fa.rows = 4;
+    fa.v = reinterpret_cast<const uint16_t*>(256);
+    const kernels::OpStatus i = kernels::launch_qgemv_fused(fa, nullptr);
+    check(!i.ok && i.message.find("exactly one input") != std::string::npos,
+          "qgemv_fused rejects both inputs at once", i.message);
+    fa.v = nullptr;
+    fa.cols = 12288;  // RMSNorm rows longer than launch_rms_norm's register kernels
+    const kernels::OpStatus j = kernels::launch_qgemv_fused(fa, nullptr);
+    check(!j.ok && j.message.find("cols <= 8192") != std::string::npos,
+          "qgemv_fused rejects a norm over more than 8192 columns", j.message);
+  }
   const kernels::OpStatus g = kernels::launch_qrepack(static_cast<int>(GgmlType::kQ8_0),
                                                       reinterpret_cast<void*>(256), 4, 4096,
                                                       reinterpret_cast<void*>(256 + 4096), nullptr);
@@ -574,6 +709,52 @@ void bench() {
           row(s, ggml_type_name(t), planes == 2 ? "rep x2" : "rep x1", us, double(bytes));
         }
       }
+      if (int8 && (t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kQ8_0)) {
+        // The decode step's forms on the layout the CUDA backend uploads (repacked where the rows
+        // allow), two planes: "n+gemv" launch_rms_norm then the GEMV, "fused n" the GEMV with
+        // the norm in its prologue; "gemv+sw" the GEMV then launch_swiglu over its rows (gate
+        // half, up half), "fused sw" the GEMV with the SwiGLU epilogue and the norm.
+        const int kt = kernels::qweight_repacked_type(ti, s.cols);
+        DevBuf<uint8_t> kw(kt != ti ? bytes * copies : 0);
+        for (int c = 0; c < copies && kt != ti; ++c) {
+          require(kernels::launch_qrepack(ti, w.p + bytes * c, s.rows, s.cols, kw.p + bytes * c,
+                                          nullptr));
+        }
+        const uint8_t* wb = kt != ti ? kw.p : w.p;
+        DevBuf<float> x(size_t(s.cols)), g(size_t(s.cols));
+        DevBuf<uint16_t> act(size_t(s.rows));
+        std::vector<float> ones(size_t(s.cols), 1.f);
+        SINKSCOPE_CUDA_CHECK(cudaMemcpy(x.p, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+        SINKSCOPE_CUDA_CHECK(cudaMemcpy(g.p, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+        const int keep_var = kernels::qgemv_wide_variant();
+        kernels::set_qgemv_wide_variant(0);
+        kernels::QgemvFusedArgs fa;
+        fa.type = kt;
+        fa.rows = s.rows;
+        fa.cols = s.cols;
+        fa.x = x.p;
+        fa.norm_w = g.p;
+        for (int form = 0; form < 4; ++form) {
+          if (!kernels::qgemv_fused_eligible([&] { auto b = fa; b.w = wb; return b; }())) break;
+          const double us = time_us([&](int i) {
+            const uint8_t* wi = wb + bytes * size_t(i % copies);
+            if (form == 0 || form == 2) {
+              require(kernels::launch_rms_norm(x.p, g.p, v.p, 1, s.cols, 1e-5f, nullptr));
+              require(kernels::launch_qgemv_int8(kt, wi, s.rows, s.cols, v.p, y.p, false, 2, nullptr));
+              if (form == 2) require(kernels::launch_swiglu(y.p, act.p, 1, s.rows / 2, nullptr));
+            } else {
+              kernels::QgemvFusedArgs b = fa;
+              b.w = wi;
+              if (form == 1) b.y = y.p;
+              else b.act = act.p;
+              require(kernels::launch_qgemv_fused(b, nullptr));
+            }
+          });
+          static const char* kForm[] = {"n+gemv", "fused n", "n+gemv+sw", "fused sw"};
+          row(s, ggml_type_name(t), kForm[form], us, double(bytes));
+        }
+        kernels::set_qgemv_wide_variant(keep_var);
+      }
       if (int8) {
         // The activation quantized once ahead: "pre" the GEMV alone (x shared by a
         // projection's parts), "q+pre" with its quantization launch.
@@ -636,6 +817,17 @@ int main(int argc, char** argv) {
                     [&] { check_chain(t, true); });
     }
     gpu_test::run("qgemv Q8_0 vocab", [&] { check_case(GgmlType::kQ8_0, 128256, 4096, 8, 0, false); });
+    // {rows, cols}: RMSNorm rows of launch_rms_norm's one-warp kernel (576, 2048) and of its
+    // 256-thread kernel (2304 .. 8192), more rows than one wave of CTAs (8194).
+    const int fused_shapes[][2] = {{1030, 576}, {1030, 2048}, {998, 2304}, {1000, 3584},
+                                   {8194, 4096}, {514, 8192}};
+    for (GgmlType t : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
+      for (const auto& s : fused_shapes) {
+        if (s[1] % ggml_type_traits(static_cast<uint32_t>(t))->block_elems != 0) continue;
+        gpu_test::run(std::string("qgemv fused ") + ggml_type_name(t),
+                      [&] { check_fused(t, s[0], s[1], seed++); });
+      }
+    }
     gpu_test::run("errors", check_errors);
   }
   if (do_bench) gpu_test::run("bench", bench);

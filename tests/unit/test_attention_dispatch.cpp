@@ -504,7 +504,7 @@ constexpr const char* kTuningVars[] = {
     "SINKSCOPE_PREFILL_WS", "SINKSCOPE_PREFILL_WS_SPARSE", "SINKSCOPE_WS_DENSE_CONSUMERS",
     "SINKSCOPE_WS_SPARSE_CONSUMERS", "SINKSCOPE_DECODE_CTAS_PER_SM", "SINKSCOPE_DECODE_EARLY_LOADS",
     "SINKSCOPE_FUSED_COMBINE", "SINKSCOPE_QGEMV_VARIANT", "SINKSCOPE_QGEMV_PREQUANT",
-    "SINKSCOPE_QWEIGHT_REPACK", "SINKSCOPE_QWEIGHT_MERGE"};
+    "SINKSCOPE_QWEIGHT_REPACK", "SINKSCOPE_QWEIGHT_MERGE", "SINKSCOPE_QGEMV_FUSE"};
 struct TuningEnv {
   TuningEnv() {
     for (const char* v : kTuningVars) unsetenv(v);
@@ -531,6 +531,7 @@ TEST(GpuTuning, DefaultsAreWhatShips) {
   EXPECT_FALSE(t.qgemv_prequant);
   EXPECT_TRUE(t.qweight_repack);
   EXPECT_TRUE(t.qweight_merge);
+  EXPECT_TRUE(t.qgemv_fuse);
 }
 
 TEST(GpuTuning, EveryVariableSetsItsField) {
@@ -549,6 +550,7 @@ TEST(GpuTuning, EveryVariableSetsItsField) {
   setenv("SINKSCOPE_QGEMV_PREQUANT", "1", 1);
   setenv("SINKSCOPE_QWEIGHT_REPACK", "0", 1);
   setenv("SINKSCOPE_QWEIGHT_MERGE", "0", 1);
+  setenv("SINKSCOPE_QGEMV_FUSE", "0", 1);
   std::string ignored;
   const GpuTuning t = gpu_tuning_from_environment(&ignored);
   EXPECT_TRUE(ignored.empty()) << ignored;
@@ -562,6 +564,7 @@ TEST(GpuTuning, EveryVariableSetsItsField) {
   EXPECT_TRUE(t.qgemv_prequant);
   EXPECT_FALSE(t.qweight_repack);
   EXPECT_FALSE(t.qweight_merge);
+  EXPECT_FALSE(t.qgemv_fuse);
 }
 
 TEST(GpuTuning, OutOfRangeValuesKeepTheDefaultAndAreNamed) {
