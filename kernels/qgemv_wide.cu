@@ -198,6 +198,9 @@ enum Chain : int {
   kPlain = 0,     // an ordinary launch: starts when the previous kernel has finished
   kPdl = 1,       // PDL: scheduled while the previous kernel runs, waits (griddepcontrol) first
   kPdlFetch = 2,  // kPdl, and each warp asks L2 for its first row's bytes before waiting
+  kFetch = 3,     // an ordinary launch whose warps ask L2 for their first row's bytes before
+                  // the prologue (the activation's quantization), so that the rows' DRAM
+                  // latency overlaps it
 };
 
 // Where the kernel's activation comes from.
@@ -265,15 +268,20 @@ __global__ void __launch_bounds__(kThreads, 4) qgemv_wide_kernel(const uint8_t* 
   constexpr int kStage = stage_chunks<T>();
   const int warp = static_cast<int>(threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x & 31);
-  if constexpr (C == kPdlFetch) {
+  if constexpr (C == kPdlFetch || C == kFetch) {
+    // The warp's first output: one row, or its gate and up rows.
     const int first = blockIdx.x * kWarps + warp;
-    if (first < rows) {
-      const uint8_t* wr = w + static_cast<int64_t>(first) * row_bytes;
-      for (int64_t off = int64_t(lane) * 128; off < row_bytes; off += 32 * 128)
-        asm volatile("prefetch.L2 [%0];" ::"l"(wr + off));  // generic address
+    const int outs = kSwiglu ? rows / 2 : rows;
+    if (first < outs) {
+#pragma unroll
+      for (int k = 0; k < (kSwiglu ? 2 : 1); ++k) {
+        const uint8_t* wr = w + static_cast<int64_t>(first + k * outs) * row_bytes;
+        for (int64_t off = int64_t(lane) * 128; off < row_bytes; off += 32 * 128)
+          asm volatile("prefetch.L2 [%0];" ::"l"(wr + off));  // generic address
+      }
     }
   }
-  if constexpr (C != kPlain) {
+  if constexpr (C == kPdl || C == kPdlFetch) {
     detail::pdl_wait();
     detail::pdl_trigger();
   }
@@ -352,7 +360,7 @@ cudaError_t launch_t(const Args& a, cudaStream_t st) {
   const int outs = S ? a.rows / 2 : a.rows;
   const int want = (outs + kWarps - 1) / kWarps;
   const int cap = grid_cap();
-  const cudaError_t e = detail::launch_pdl(C != kPlain, qgemv_wide_kernel<T, P, I, S, C>,
+  const cudaError_t e = detail::launch_pdl(C == kPdl || C == kPdlFetch, qgemv_wide_kernel<T, P, I, S, C>,
                                            dim3(want < cap ? want : cap), dim3(kThreads),
                                            smem_bytes<T, P, I>(a.cols), st, a.w, a.rows, a.cols,
                                            a.row_bytes, a.v, a.xg, a.y, a.accumulate, a.x,
@@ -405,7 +413,11 @@ cudaError_t prepare_t(int max_cols) {
        {raise_smem<T, P>(max_cols), raise_smem<T, P, kInBf16, false, kPdl>(max_cols),
         raise_smem<T, P, kInBf16, false, kPdlFetch>(max_cols),
         raise_smem<T, P, kInBf16, true>(max_cols), raise_smem<T, P, kInNorm>(max_cols),
-        raise_smem<T, P, kInNorm, true>(max_cols)}) {
+        raise_smem<T, P, kInNorm, true>(max_cols),
+        raise_smem<T, P, kInBf16, false, kFetch>(max_cols),
+        raise_smem<T, P, kInBf16, true, kFetch>(max_cols),
+        raise_smem<T, P, kInNorm, false, kFetch>(max_cols),
+        raise_smem<T, P, kInNorm, true, kFetch>(max_cols)}) {
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -491,6 +503,7 @@ const char* variant_name(int which) {
     case 4: return "v4";
     case 5: return "v5";
     case 6: return "v6";
+    case 7: return "v7";
     default: return "?";
   }
 }
@@ -517,6 +530,7 @@ cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_byte
   switch (variant()) {
     case 5: return launch_planes<kInBf16, false, kPdl>(type, a, st, planes);
     case 6: return launch_planes<kInBf16, false, kPdlFetch>(type, a, st, planes);
+    case 7: return launch_planes<kInBf16, false, kFetch>(type, a, st, planes);
     default: return launch_planes<kInBf16>(type, a, st, planes);
   }
 }
@@ -538,6 +552,14 @@ cudaError_t launch_fused(int type, const void* w, int rows, int cols, int64_t ro
   a.eps = eps;
   a.act = act;
   const bool swiglu = act != nullptr;
+  if (variant() == 7) {
+    if (x) {
+      return swiglu ? launch_planes<kInNorm, true, kFetch>(type, a, st, planes)
+                    : launch_planes<kInNorm, false, kFetch>(type, a, st, planes);
+    }
+    return swiglu ? launch_planes<kInBf16, true, kFetch>(type, a, st, planes)
+                  : launch_planes<kInBf16, false, kFetch>(type, a, st, planes);
+  }
   if (x) {
     return swiglu ? launch_planes<kInNorm, true>(type, a, st, planes)
                   : launch_planes<kInNorm, false>(type, a, st, planes);

@@ -37,7 +37,8 @@ cudaError_t quantize(const uint16_t* v, int cols, int planes, int8_t* xq, void* 
 cudaError_t launch_pre(int type, const void* w, int rows, int cols, int64_t row_bytes,
                        const int8_t* xq, float* y, bool accumulate, void* stream, int planes);
 
-// The fused forms of variant 0 (kernels/qgemv.h launch_qgemv_fused): the input is v (bf16), or
+// The fused forms of variant 0, or of variant 7 when that is selected (kernels/qgemv.h
+// launch_qgemv_fused): the input is v (bf16), or
 // with x non-null bf16(RMSNorm(x) * norm_w) formed in every CTA as launch_rms_norm forms it; the
 // output is y (+)= W . x~, or with act non-null act[j] = bf16(silu(g_j) * u_j) for the gate rows
 // j < rows / 2 and the up rows after them. fused_eligible: eligible() for the input pointer, and
@@ -63,7 +64,10 @@ cudaError_t prepare(int max_cols);
 //      before reading v or y, so launch latency overlaps the previous kernel's tail.
 //   6: variant 5, each warp first asking L2 for its first row's weight bytes (prefetch) before
 //      the wait, so the small projections' loads overlap the previous kernel too.
-constexpr int kVariants = 7;
+//   7: variant 0 (an ordinary launch, no PDL), each warp first asking L2 for its first row's
+//      weight bytes before the CTA quantizes the activation, so the rows' DRAM latency overlaps
+//      that prologue; launch_fused takes it too when selected.
+constexpr int kVariants = 8;
 constexpr int kDefaultVariant = 0;
 int variant();                // kDefaultVariant until set_variant
 bool set_variant(int which);  // false (and no change) outside 0 .. kVariants - 1

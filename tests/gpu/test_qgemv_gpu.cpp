@@ -387,7 +387,6 @@ void check_fused(GgmlType t, int rows, int cols, uint32_t seed) {
   SINKSCOPE_CUDA_CHECK(cudaMemcpy(dg.p, g.data(), g.size() * 4, cudaMemcpyHostToDevice));
   require(kernels::launch_rms_norm(dx.p, dg.p, dxn.p, 1, cols, eps, nullptr));
   const int keep = kernels::qgemv_wide_variant();
-  kernels::set_qgemv_wide_variant(3);  // launch_qgemv_fused is variant 0 whatever is selected
   auto fetch_f = [](const float* d, size_t n) {
     SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> h(n);
@@ -439,34 +438,38 @@ void check_fused(GgmlType t, int rows, int cols, uint32_t seed) {
       require(kernels::launch_qgemv_int8(kt, w, rows, cols, dxn.p, dgu.p, false, planes, nullptr));
       require(kernels::launch_swiglu(dgu.p, dact.p, 1, rows / 2, nullptr));
       const std::vector<uint16_t> want_act = fetch_h(dact.p, y0.size() / 2);
-      kernels::set_qgemv_wide_variant(3);
-      for (const bool norm : {true, false}) {
-        a.x = norm ? dx.p : nullptr;
-        a.norm_w = norm ? dg.p : nullptr;
-        a.v = norm ? nullptr : dxn.p;
-        const std::string nn = np + (norm ? " norm" : " bf16 in");
-        a.act = nullptr;
-        a.y = dy.p;
-        a.accumulate = false;
-        SINKSCOPE_CUDA_CHECK(cudaMemset(dy.p, 0xff, y0.size() * 4));
-        require(kernels::launch_qgemv_fused(a, nullptr));
-        size_t d = differ(fetch_f(dy.p, y0.size()), want_store);
-        check(d == 0, nn + " store", std::to_string(d) + " of " + std::to_string(rows) +
-                                         " rows differ from the separate kernels");
-        a.accumulate = true;
-        SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy.p, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
-        require(kernels::launch_qgemv_fused(a, nullptr));
-        d = differ(fetch_f(dy.p, y0.size()), want_acc);
-        check(d == 0, nn + " accumulate", std::to_string(d) + " of " + std::to_string(rows) +
-                                              " rows differ from the separate kernels");
-        a.y = nullptr;
-        a.accumulate = false;
-        a.act = dact.p;
-        SINKSCOPE_CUDA_CHECK(cudaMemset(dact.p, 0xff, y0.size()));
-        require(kernels::launch_qgemv_fused(a, nullptr));
-        d = differ(fetch_h(dact.p, y0.size() / 2), want_act);
-        check(d == 0, nn + " swiglu", std::to_string(d) + " of " + std::to_string(rows / 2) +
-                                          " SwiGLU outputs differ from the separate kernels");
+      // With variant 3 selected launch_qgemv_fused runs variant 0's kernel; with 7 its form
+      // with the L2 prefetch: the same products either way.
+      for (const int sel : {3, 7}) {
+        kernels::set_qgemv_wide_variant(sel);
+        for (const bool norm : {true, false}) {
+          a.x = norm ? dx.p : nullptr;
+          a.norm_w = norm ? dg.p : nullptr;
+          a.v = norm ? nullptr : dxn.p;
+          const std::string nn = np + (norm ? " norm" : " bf16 in") + (sel == 7 ? " v7" : "");
+          a.act = nullptr;
+          a.y = dy.p;
+          a.accumulate = false;
+          SINKSCOPE_CUDA_CHECK(cudaMemset(dy.p, 0xff, y0.size() * 4));
+          require(kernels::launch_qgemv_fused(a, nullptr));
+          size_t d = differ(fetch_f(dy.p, y0.size()), want_store);
+          check(d == 0, nn + " store", std::to_string(d) + " of " + std::to_string(rows) +
+                                           " rows differ from the separate kernels");
+          a.accumulate = true;
+          SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy.p, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
+          require(kernels::launch_qgemv_fused(a, nullptr));
+          d = differ(fetch_f(dy.p, y0.size()), want_acc);
+          check(d == 0, nn + " accumulate", std::to_string(d) + " of " + std::to_string(rows) +
+                                                " rows differ from the separate kernels");
+          a.y = nullptr;
+          a.accumulate = false;
+          a.act = dact.p;
+          SINKSCOPE_CUDA_CHECK(cudaMemset(dact.p, 0xff, y0.size()));
+          require(kernels::launch_qgemv_fused(a, nullptr));
+          d = differ(fetch_h(dact.p, y0.size() / 2), want_act);
+          check(d == 0, nn + " swiglu", std::to_string(d) + " of " + std::to_string(rows / 2) +
+                                            " SwiGLU outputs differ from the separate kernels");
+        }
       }
     }
   }
