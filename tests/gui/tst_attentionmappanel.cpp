@@ -48,6 +48,26 @@ class TestAttentionMapPanel : public QObject {
     QVERIFY(!map->colorScale()->visible());
     QVERIFY(!map->colorScale()->layout());
   }
+  // With a model loaded and no map (a run under way, cancelled, or not started) the text points
+  // to a run, not to a model; without one it asks for both.
+  void emptyTextPointsToWhatIsMissing() {
+    AttentionMapView view;
+    AttentionMapPanel panel(&view);
+    const auto text = [&] {
+      QCPItemText* t = test::emptyPlotText(panel.plot());
+      return t ? t->text() : QString();
+    };
+    QVERIFY2(text().contains(QStringLiteral("load a model")), qPrintable(text()));
+    panel.setModelLoaded(true);
+    QVERIFY2(text().contains(QStringLiteral("next finished run")), qPrintable(text()));
+    QVERIFY2(!text().contains(QStringLiteral("load a model")), qPrintable(text()));
+    view.setResult(test::sampleResult());
+    QVERIFY(text().isEmpty());
+    view.setResult(nullptr);
+    QVERIFY2(text().contains(QStringLiteral("next finished run")), qPrintable(text()));
+    panel.setModelLoaded(false);
+    QVERIFY2(text().contains(QStringLiteral("load a model")), qPrintable(text()));
+  }
   // What a cell shows (finding 2): NaN where no pair of the cell is visible (drawn grey, never
   // as ~0); else P, or where binned the mass a query puts on the cell's keys, so each row's
   // values add up to 1 (every query's probabilities do); the log colour range spans five

@@ -163,6 +163,12 @@ void AttentionMapPanel::clampRanges() {
   m_clamping = false;
 }
 
+void AttentionMapPanel::setModelLoaded(bool loaded) {
+  if (loaded == m_modelLoaded) return;
+  m_modelLoaded = loaded;
+  if (!m_view->hasData()) rebuild();
+}
+
 void AttentionMapPanel::rebuild() {
   m_plot->clearItems();
   for (QCPCurve* c : m_outlines) m_plot->removePlottable(c);
@@ -173,7 +179,9 @@ void AttentionMapPanel::rebuild() {
     m_map->data()->clear();
     m_map->setVisible(false);
     showColorScale(m_plot, m_map, false);  // no scale without values
-    addEmptyPlotText(m_plot, tr("No attention map yet: load a model and run a prompt."));
+    addEmptyPlotText(m_plot, m_modelLoaded
+                                 ? tr("No attention map yet: it comes with the next finished run (Run, Ctrl+Return).")
+                                 : tr("No attention map yet: load a model and run a prompt."));
     m_plot->replot();
     return;
   }

@@ -40,6 +40,8 @@ class AttentionMapPanel : public QWidget {
   void setSelection(int layer, int head);
   void highlightToken(int position);  // from the token strip: a crosshair on row and column
   void resetZoom();
+  // Whether a model is loaded: the empty map then asks for a run, not for a model.
+  void setModelLoaded(bool loaded);
   // Steps the layer / head pickers (keyboard shortcuts); clamps at the ends.
   void stepLayer(int delta);
   void stepHead(int delta);
@@ -72,6 +74,7 @@ class AttentionMapPanel : public QWidget {
   QSpinBox* m_head;
   int m_highlight = -1;
   bool m_clamping = false;
+  bool m_modelLoaded = false;
   QPoint m_pressAt;  // where the last left press began (a click vs a drag)
   std::vector<MapRect> m_outlined;
   std::vector<QCPCurve*> m_outlines;  // one closed curve per visible part of a skipped tile

@@ -94,6 +94,7 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
                  QString::fromLatin1(gpu_activations_name(m_wb->gpuChoice().activations)));
     }
     m_backend->setToolTip(info);
+    m_mapPanel->setModelLoaded(true);
     m_goodModel = path;
     m_recentModels.add(path);
     refreshRecentMenus();
