@@ -28,7 +28,9 @@
 // Q6_K / Q8_0 staging offsets; Q4_K then takes the f32 path). --bench (--bench-only skips the
 // checks): decode-GEMV GB/s and % of 4.8 TB/s per format, path and Llama-3-8B shape, weights
 // rotated through copies larger than L2 ("pre": the GEMV on an activation quantized ahead,
-// "q+pre": with its quantization launch). Plain executable: "SKIP: ..." and exit 0 without a GPU;
+// "q+pre": with its quantization launch; "floor": the same bytes through a read-only kernel),
+// then one decode step's GEMVs on the 8B Q4_K_M shape in a CUDA graph against read-only kernels
+// over the same bytes (run_chain_bench; --bench-chain runs only that). Plain executable: "SKIP: ..." and exit 0 without a GPU;
 // exit 1 on any failure.
 #include <cuda_runtime.h>
 
@@ -50,6 +52,7 @@
 #include "kernels/qblock.h"
 #include "kernels/qgemv.h"
 #include "tests/gpu/attention_problem.h"
+#include "tests/gpu/bench_floor.h"
 
 namespace {
 
@@ -612,7 +615,7 @@ void check_errors() {
 // share of the H200's 4.8 TB/s, per format and path, and the bf16 fused GEMV on the same shapes.
 // Each timed launch reads another copy of the weights (copies totalling >= 512 MiB, beyond the
 // 50 MB L2), so the figures are HBM reads, not L2 hits.
-void bench() {
+void run_bench() {
   struct Shape { const char* what; int rows, cols; };
   const Shape shapes[] = {{"q/o 4096x4096", 4096, 4096},
                           {"k/v 1024x4096", 1024, 4096},
@@ -713,6 +716,19 @@ void bench() {
         }
       }
       if (int8 && (t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kQ8_0)) {
+        // "floor": the same bytes read by a kernel that does nothing else (a grid-stride
+        // stream, one wave, PDL-chained to the launch before; bench_floor.cu): what one launch
+        // per matrix of this size costs at least.
+        int sms = 0;
+        SINKSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+        DevBuf<unsigned> sink(1);
+        const double fus = time_us([&](int i) {
+          SINKSCOPE_CUDA_CHECK(bench::launch_read_floor(w.p + bytes * size_t(i % copies),
+                                                        bytes / 16 * 16, sink.p, sms, nullptr));
+        });
+        row(s, ggml_type_name(t), "floor", fus, double(bytes));
+      }
+      if (int8 && (t == GgmlType::kQ4_K || t == GgmlType::kQ6_K || t == GgmlType::kQ8_0)) {
         // The decode step's forms on the layout the CUDA backend uploads (repacked where the rows
         // allow), two planes: "n+gemv" launch_rms_norm then the GEMV, "fused n" the GEMV with
         // the norm in its prologue; "gemv+sw" the GEMV then launch_swiglu over its rows (gate
@@ -782,19 +798,156 @@ void bench() {
   cudaEventDestroy(e1);
 }
 
+// One decode step's weight reads on the Llama-3.1-8B Q4_K_M shape (llama.cpp's mix: Q6_K attn_v
+// and ffn_down in 16 of the 32 layers, Q6_K LM head; Q|K merged, Q|K|V where V is Q4_K too; Q6_K
+// rows repacked as the CUDA backend uploads them), one launch per projection in the order the
+// backend issues them, captured in one CUDA graph and replayed:
+//   gemv   the decode's GEMVs (RMSNorm folded in before Q|K|V, gate|up and the head, SwiGLU
+//          after gate|up, the O and down products on a bf16 activation), with one activation
+//          plane (x1: --gpu-activations int8, the default) and two (x2: int16);
+//   floor  a read-only kernel over each matrix's bytes instead (bench_floor.cu), the same
+//          launches: what one launch per projection costs with no arithmetic at all;
+//   stream one read-only kernel over all of the step's bytes at once: the card's rate.
+// Weights are the same bytes for all three (4.62 GB, each matrix read once per step).
+void run_chain_bench() {
+  struct Mat { int type, rows, cols, form; };  // form: 0 norm in, 1 bf16 in, 2 norm + SwiGLU
+  const int q4k = static_cast<int>(GgmlType::kQ4_K);
+  const int q6r = kernels::qweight_repacked_type(static_cast<int>(GgmlType::kQ6_K), 4096);
+  std::vector<Mat> step;
+  for (int l = 0; l < 32; ++l) {
+    const bool more = l < 4 || l >= 28 || (l - 4) % 3 == 2;  // llama.cpp's use_more_bits
+    if (more) {
+      step.push_back({q4k, 5120, 4096, 0});
+      step.push_back({q6r, 1024, 4096, 0});
+    } else {
+      step.push_back({q4k, 6144, 4096, 0});
+    }
+    step.push_back({q4k, 4096, 4096, 1});
+    step.push_back({q4k, 28672, 4096, 2});
+    step.push_back({more ? q6r : q4k, 4096, 14336, 1});
+  }
+  step.push_back({q6r, 128256, 4096, 0});
+  std::vector<size_t> off;
+  size_t total = 0;
+  for (const Mat& m : step) {
+    off.push_back(total);
+    total += (size_t(m.rows) * size_t(kernels::qweight_row_bytes(m.type, m.cols)) + 255) / 256 * 256;
+  }
+  DevBuf<uint8_t> w(total);
+  SINKSCOPE_CUDA_CHECK(cudaMemset(w.p, 0x3c, total));
+  DevBuf<float> x(4096), g(4096), y(128256);
+  DevBuf<uint16_t> v(14336), act(14336);
+  std::vector<float> ones(4096, 1.f);
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(x.p, ones.data(), 4096 * 4, cudaMemcpyHostToDevice));
+  SINKSCOPE_CUDA_CHECK(cudaMemcpy(g.p, ones.data(), 4096 * 4, cudaMemcpyHostToDevice));
+  SINKSCOPE_CUDA_CHECK(cudaMemset(v.p, 0, 14336 * 2));
+  DevBuf<unsigned> sink(1);
+  int sms = 0;
+  SINKSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int keep = kernels::qgemv_wide_variant();
+  kernels::set_qgemv_wide_variant(0);
+  require(kernels::qgemv_prepare(14336));
+  cudaStream_t st;
+  SINKSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  // mode: 0 gemv x1, 1 floor, 2 stream, 3 gemv x2
+  auto enqueue = [&](int mode) {
+    const int planes = mode == 3 ? 2 : 1;
+    if (mode == 2) {
+      SINKSCOPE_CUDA_CHECK(bench::launch_read_floor(w.p, total, sink.p, sms, st));
+      return;
+    }
+    for (size_t i = 0; i < step.size(); ++i) {
+      const Mat& m = step[i];
+      const uint8_t* wi = w.p + off[i];
+      if (mode == 1) {
+        const size_t bytes = size_t(m.rows) * size_t(kernels::qweight_row_bytes(m.type, m.cols));
+        SINKSCOPE_CUDA_CHECK(bench::launch_read_floor(wi, bytes / 16 * 16, sink.p, sms, st));
+      } else if (m.form == 1) {
+        require(kernels::launch_qgemv_int8(m.type, wi, m.rows, m.cols, v.p, y.p, true, planes, st));
+      } else {
+        kernels::QgemvFusedArgs a;
+        a.type = m.type;
+        a.w = wi;
+        a.rows = m.rows;
+        a.cols = m.cols;
+        a.x = x.p;
+        a.norm_w = g.p;
+        a.planes = planes;
+        if (m.form == 2) a.act = act.p;
+        else a.y = y.p;
+        require(kernels::launch_qgemv_fused(a, st));
+      }
+    }
+  };
+  cudaDeviceProp prop{};
+  SINKSCOPE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const std::string name = prop.name;
+  const double peak = name.find("H200") != std::string::npos   ? 4.8e12
+                      : name.find("H100") != std::string::npos ? 3.35e12
+                                                               : 0.0;
+  std::printf("\ndecode step of the Llama-3.1-8B Q4_K_M shape, %zu launches, %.3f GB of weights "
+              "(one CUDA graph, median of 20 replays; %s)\n",
+              step.size(), double(total) / 1e9, name.c_str());
+  std::printf("%-8s %10s %10s %12s %14s\n", "what", "ms/step", "GB/s", "tok/s bound",
+              peak > 0 ? "% of HBM peak" : "");
+  for (const int mode : {0, 3, 1, 2}) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    SINKSCOPE_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    enqueue(mode);
+    SINKSCOPE_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    SINKSCOPE_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    SINKSCOPE_CUDA_CHECK(cudaEventCreate(&e0));
+    SINKSCOPE_CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int r = 0; r < 22; ++r) {
+      SINKSCOPE_CUDA_CHECK(cudaEventRecord(e0, st));
+      SINKSCOPE_CUDA_CHECK(cudaGraphLaunch(exec, st));
+      SINKSCOPE_CUDA_CHECK(cudaEventRecord(e1, st));
+      SINKSCOPE_CUDA_CHECK(cudaEventSynchronize(e1));
+      float t = 0;
+      SINKSCOPE_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+      if (r >= 2) ms.push_back(t);  // two warm-up replays
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    const double gbs = double(total) / (med * 1e-3) / 1e9;
+    static const char* kWhat[] = {"gemv x1", "floor", "stream", "gemv x2"};
+    if (peak > 0) {
+      std::printf("%-8s %10.3f %10.1f %12.1f %13.1f%%\n", kWhat[mode], med, gbs, 1e3 / med,
+                  100.0 * gbs * 1e9 / peak);
+    } else {
+      std::printf("%-8s %10.3f %10.1f %12.1f\n", kWhat[mode], med, gbs, 1e3 / med);
+    }
+    std::fflush(stdout);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    SINKSCOPE_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    SINKSCOPE_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  SINKSCOPE_CUDA_CHECK(cudaStreamDestroy(st));
+  kernels::set_qgemv_wide_variant(keep);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (!sinkscope::testing::have_gpu("test_qgemv_gpu")) return 0;
-  bool do_bench = false, do_checks = true;
+  bool do_bench = false, do_checks = true, do_chain = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--bench") == 0) {
       do_bench = true;
     } else if (std::strcmp(argv[i], "--bench-only") == 0) {
       do_bench = true;
       do_checks = false;
+    } else if (std::strcmp(argv[i], "--bench-chain") == 0) {
+      do_chain = true;
+      do_checks = false;
     } else {
-      std::fprintf(stderr, "test_qgemv_gpu: unknown argument '%s' (use --bench or --bench-only)\n",
+      std::fprintf(stderr,
+                   "test_qgemv_gpu: unknown argument '%s' (use --bench, --bench-only or "
+                   "--bench-chain)\n",
                    argv[i]);
       return 2;
     }
@@ -833,6 +986,7 @@ int main(int argc, char** argv) {
     }
     gpu_test::run("errors", check_errors);
   }
-  if (do_bench) gpu_test::run("bench", bench);
+  if (do_bench) gpu_test::run("bench", run_bench);
+  if (do_bench || do_chain) gpu_test::run("bench chain", run_chain_bench);
   return gpu_test::finish_checks();
 }
