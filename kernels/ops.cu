@@ -15,6 +15,7 @@
 
 #include "kernels/cuda_check.h"
 #include "kernels/pdl.cuh"
+#include "kernels/rms_norm_math.cuh"
 #include "kernels/rope_pair.cuh"
 #include "kernels/tuning.h"
 
@@ -164,22 +165,9 @@ __global__ void __launch_bounds__(kThreads)
   for (int d = threadIdx.x; d < dim; d += blockDim.x) o[d] = to_bf16_bits(xr[d] * scale * w[d]);
 }
 
-// The squares of a float4 added to ss in x, y, z, w order (both register-row RMSNorm kernels).
-__device__ __forceinline__ float add_squares(float ss, float4 v) {
-  ss += v.x * v.x;
-  ss += v.y * v.y;
-  ss += v.z * v.z;
-  ss += v.w * v.w;
-  return ss;
-}
-// bf16((v * scale) * g) of four values, packed as two words (the CPU reference's product order).
-__device__ __forceinline__ uint2 norm_pack4(float4 v, float scale, float4 g) {
-  const uint32_t a = to_bf16_bits(v.x * scale * g.x);
-  const uint32_t b = to_bf16_bits(v.y * scale * g.y);
-  const uint32_t c = to_bf16_bits(v.z * scale * g.z);
-  const uint32_t d = to_bf16_bits(v.w * scale * g.w);
-  return make_uint2(a | (b << 16), c | (d << 16));
-}
+// add_squares, norm_pack4: kernels/rms_norm_math.cuh (the decode GEMV's norm uses them too).
+using detail::add_squares;
+using detail::norm_pack4;
 
 // RMSNorm, one warp per row, the row held in registers as VPL float4 per lane (dim % 4 == 0,
 // dim <= 128 * VPL; 16-byte aligned x and w, 8-byte aligned out). No shared memory, no block

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/qblock.h"
+#include "kernels/rms_norm_math.cuh"
 
 namespace sinkscope::kernels::qwide {
 namespace {
@@ -90,23 +91,8 @@ __device__ __forceinline__ void quantize8(uint4 u, int g, bool on, int cols, int
   }
 }
 
-// bf16((v * scale) * g) of four values, packed two to a word (element 2k in the low half of
-// word k, as quantize8 reads them): the product order of launch_rms_norm (kernels/ops.cu).
-__device__ __forceinline__ uint2 norm_pack4(float4 v, float scale, float4 g) {
-  const auto b = [](float f) {
-    return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(f)));
-  };
-  return make_uint2(b(v.x * scale * g.x) | (b(v.y * scale * g.y) << 16),
-                    b(v.z * scale * g.z) | (b(v.w * scale * g.w) << 16));
-}
-
-__device__ __forceinline__ float add_squares(float ss, float4 v) {
-  ss += v.x * v.x;
-  ss += v.y * v.y;
-  ss += v.z * v.z;
-  ss += v.w * v.w;
-  return ss;
-}
+using detail::add_squares;  // kernels/rms_norm_math.cuh: launch_rms_norm's arithmetic
+using detail::norm_pack4;
 
 // Rows launch_rms_norm normalizes the way norm_scale does (at most kNormMaxN4 float4 values).
 constexpr int kNormWarpN4 = 512;   // rms_norm_warp_kernel: up to 16 float4 per lane
