@@ -35,6 +35,7 @@ void write_json(std::ostream& out, const GenerateArgs& a, const Model& model,
   j["threads"] = resolved_threads(a.threads);
   j["context"] = backend.capacity();
   j["chat"] = a.chat;
+  if (a.chat) j["chat_format"] = chat_format_name(model.tokenizer().chat_format());
   Json& s = j["sampler"];
   s["temperature"] = static_cast<double>(a.temperature);
   s["top_k"] = a.top_k;
@@ -73,6 +74,10 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
   if (!backend_note.empty() && !a.json) err << "sinkscope-cli: " << backend_note << "\n";
 
   const Tokenizer& tok = model->tokenizer();
+  if (a.chat && !a.json) {
+    if (const std::string note = chat_fallback_note(tok); !note.empty())
+      err << "sinkscope-cli: --chat: " << note << "\n";
+  }
   const std::vector<TokenId> prompt = tokenize_prompt(tok, a, text);
   if (prompt.empty()) throw UsageError("the prompt is empty after tokenization");
   const int capacity = backend->capacity();
@@ -81,6 +86,11 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
                      " tokens, longer than the context (" + std::to_string(capacity) +
                      " tokens); shorten it or raise --ctx (up to the model's " +
                      std::to_string(model->config().n_ctx_train) + ")");
+  if (static_cast<int64_t>(prompt.size()) == capacity)
+    throw UsageError("the prompt is " + std::to_string(prompt.size()) +
+                     " tokens and fills the context, leaving no room to generate; shorten it or "
+                     "raise --ctx (up to the model's " +
+                     std::to_string(model->config().n_ctx_train) + ")");
   if (a.max_tokens > capacity)
     throw UsageError("--max-tokens " + std::to_string(a.max_tokens) +
                      " is more than the context holds (" + std::to_string(capacity) + " tokens)");
@@ -88,7 +98,7 @@ int run_generate(const GenerateArgs& a, std::ostream& out, std::ostream& err) {
     // Never the prompt itself: its size and a fingerprint are enough to tell runs apart.
     err << "sinkscope-cli: prompt " << text.size() << " bytes, " << prompt.size()
         << " tokens, fingerprint " << fingerprint(text) << "; backend " << backend->name() << ", "
-        << resolved_threads(a.threads) << " threads, context " << capacity << "\n";
+        << threads_text(resolved_threads(a.threads)) << ", context " << capacity << "\n";
     err.flush();
   }
 

@@ -19,18 +19,6 @@ namespace sinkscope::cli {
 
 namespace {
 
-const char* chat_format_name(ChatFormat f) {
-  switch (f) {
-    case ChatFormat::kNone:
-      return "none";
-    case ChatFormat::kChatML:
-      return "chatml";
-    case ChatFormat::kLlama3:
-      return "llama3";
-  }
-  return "?";
-}
-
 const char* rope_scaling_name(RopeScalingType t) {
   switch (t) {
     case RopeScalingType::kNone:
@@ -372,7 +360,9 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   row("kind") << tok->model_name() << "\n";
   row("vocabulary") << tok->vocab_size() << "\n";
   row("bos / eos") << tok->bos() << " / " << tok->eos() << "\n";
-  row("chat format") << chat_format_name(tok->chat_format()) << "\n";
+  row("chat format") << chat_format_name(tok->chat_format());
+  if (const std::string note = chat_fallback_note(*tok); !note.empty()) out << " (" << note << ")";
+  out << "\n";
   (void)err;
   return 0;
 }

@@ -33,7 +33,7 @@ int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err
     throw UsageError("--file: " + std::to_string(tokens.size()) +
                      " token(s) after tokenization; perplexity needs at least 2");
   err << "sinkscope-cli: scoring " << tokens.size() << " tokens in chunks of " << a.ctx << " ("
-      << backend->name() << ", " << resolved_threads(a.threads) << " threads)\n";
+      << backend->name() << ", " << threads_text(resolved_threads(a.threads)) << ")\n";
 
   const bool tty = stderr_is_tty();
   Throttle throttle(tty ? 0.5 : 10.0);

@@ -2,6 +2,7 @@
 // sinkscope-cli quality: dynamic-sparse attention against the dense baseline on real text, per
 // length and lambda: sparsity (prefill, decode), mean KL(dense || sparse), top-1 agreement and
 // perplexity change over the scored positions.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iomanip>
@@ -38,7 +39,9 @@ int run_quality(std::span<const std::string> args, std::ostream& out, std::ostre
   p.option("--model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the cached "
            "default model)")
       .option("--file", "FILE", "UTF-8 text; must hold max(--lengths) + --decode tokens")
-      .option("--lengths", "L,L,...", "prompt lengths (default 2048,4096,8192)")
+      .option("--lengths", "L,L,...",
+              "prompt lengths (default 2048,4096,8192, each at most the model's trained context "
+              "minus --decode)")
       .option("--lambdas", "X,X,...", "lambdas in (0, 1) (default 0.001,0.005,0.01,0.02,0.05,0.1)")
       .option("--decode", "N", "teacher-forced decode steps after each prefill (default 32)")
       .option("--block-size", "N", "KV tile size: 64 (default) or 128")
@@ -56,7 +59,8 @@ int run_quality(std::span<const std::string> args, std::ostream& out, std::ostre
   if (!file) throw UsageError("--file is required");
   std::vector<int> lengths = {2048, 4096, 8192};
   std::vector<double> lambdas = {0.001, 0.005, 0.01, 0.02, 0.05, 0.1};
-  if (auto v = p.get("--lengths")) lengths = parse_list<int>("--lengths", *v, 4, 1 << 20);
+  const auto given_lengths = p.get("--lengths");
+  if (given_lengths) lengths = parse_list<int>("--lengths", *given_lengths, 4, 1 << 20);
   if (auto v = p.get("--lambdas")) lambdas = parse_list<double>("--lambdas", *v, 0.0, 0.999999, /*min_exclusive=*/true);
   const int n_decode = int(p.get_int("--decode", 32, 0, 4096));
   const int block = int(p.get_int("--block-size", 64, 64, 128));
@@ -65,6 +69,23 @@ int run_quality(std::span<const std::string> args, std::ostream& out, std::ostre
 
   const std::string text = read_text_file(*file, "--file");
   auto model = load_model(resolve_model_path(p.get("--model")), json_out ? nullptr : &err);
+  // The default lengths fit the model: those beyond its trained context minus the decoded
+  // tokens become that length (SmolLM2's 8K: 2048, 4096, 8160); given lengths are checked below.
+  if (const int cap = model->config().n_ctx_train - n_decode; !given_lengths && cap >= 4 &&
+                                                               model->config().n_ctx_train > 0) {
+    std::vector<int> fit;
+    for (int L : lengths)
+      if (const int l = std::min(L, cap); std::find(fit.begin(), fit.end(), l) == fit.end())
+        fit.push_back(l);
+    if (fit != lengths && !json_out) {
+      std::string list;
+      for (int l : fit) list += (list.empty() ? "" : ",") + std::to_string(l);
+      err << "sinkscope-cli: default --lengths " << list << " (the trained context, "
+          << model->config().n_ctx_train << " tokens, holds " << cap << " + --decode " << n_decode
+          << ")\n";
+    }
+    lengths = std::move(fit);
+  }
   const int longest = *std::max_element(lengths.begin(), lengths.end());
   BackendOptions bo = make_backend_options(model->config(), int(p.get_int("--threads", 0, 0, 1024)),
                                            std::min(longest + n_decode, model->config().n_ctx_train));

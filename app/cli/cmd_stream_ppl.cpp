@@ -139,7 +139,7 @@ int run_stream_ppl(const StreamPplArgs& a, std::ostream& out, std::ostream& err)
       << what << ", chunk " << a.chunk;
   if (a.stride > 1) err << ", every " << a.stride << "th token scored";
   err << ", " << backend->name();
-  if (backend->name() == "cpu") err << ", " << resolved_threads(a.threads) << " threads";
+  if (backend->name() == "cpu") err << ", " << threads_text(resolved_threads(a.threads));
   err << ")\n";
   if (!backend_note.empty()) err << "sinkscope-cli: " << backend_note << "\n";
 

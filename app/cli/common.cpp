@@ -96,6 +96,28 @@ int resolved_threads(int requested) {
   return hw ? static_cast<int>(hw) : 1;
 }
 
+std::string threads_text(int n) { return std::to_string(n) + (n == 1 ? " thread" : " threads"); }
+
+const char* chat_format_name(ChatFormat f) {
+  switch (f) {
+    case ChatFormat::kNone:
+      return "none";
+    case ChatFormat::kChatML:
+      return "chatml";
+    case ChatFormat::kLlama3:
+      return "llama3";
+  }
+  return "?";
+}
+
+std::string chat_fallback_note(const Tokenizer& tok) {
+  if (tok.chat_format() != ChatFormat::kNone) return {};
+  return tok.chat_template().empty()
+             ? "the model has no chat template; the messages go as plain \"role: text\" lines"
+             : "the model's chat template is not ChatML or Llama 3, the formats SinkScope "
+               "renders; the messages go as plain \"role: text\" lines";
+}
+
 BackendOptions make_backend_options(const ModelConfig& config, int threads, int ctx) {
   if (ctx > 0 && config.n_ctx_train > 0 && ctx > config.n_ctx_train)
     throw UsageError("--ctx " + std::to_string(ctx) + " is beyond the model's trained context (" +

@@ -15,6 +15,7 @@
 
 #include "engine/backend/backend.h"
 #include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace sinkscope::cli {
 
@@ -40,6 +41,15 @@ std::shared_ptr<const Model> load_model(const std::filesystem::path& path, std::
 // beyond the trained context).
 BackendOptions make_backend_options(const ModelConfig& config, int threads, int ctx);
 int resolved_threads(int requested);
+// "1 thread", "8 threads".
+std::string threads_text(int n);
+
+// "none", "chatml", "llama3" (info, generate --json).
+const char* chat_format_name(ChatFormat f);
+// What --chat does with a model whose chat format is none: empty for a rendered format, else a
+// sentence saying that the messages go as plain "role: text" lines, and whether the file has a
+// template of its own (one SinkScope does not render) or none.
+std::string chat_fallback_note(const Tokenizer& tok);
 
 // Non-cryptographic 64-bit hash (FNV-1a) as 16 hex digits: lets logs tell prompts apart
 // without containing them.

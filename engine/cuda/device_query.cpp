@@ -4,6 +4,9 @@
 // (cudaMemGetInfo) for the soak benchmark and diagnostics. The driver API (libcuda) is not linked.
 #include <cuda_runtime.h>
 
+#include <filesystem>
+#include <string>
+
 #include "engine/cuda/cuda_backend.h"
 
 namespace sinkscope::gpu {
@@ -25,14 +28,34 @@ int select_device(int ordinal, std::string* why) {
   return dev;
 }
 
+namespace {
+// Why cudaGetDeviceCount failed, in the user's terms. The runtime answers
+// cudaErrorInsufficientDriver both when the driver is older than the runtime and when there is
+// no driver at all (a machine without an NVIDIA GPU); the kernel module's /proc entry tells them
+// apart.
+std::string device_count_error(cudaError_t e) {
+  const bool driver_loaded = std::filesystem::exists("/proc/driver/nvidia/version");
+  if ((e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) && !driver_loaded)
+    return "no NVIDIA driver is loaded (no /proc/driver/nvidia)";
+  std::string s = std::string("no usable CUDA device: ") + cudaGetErrorName(e) + " (" +
+                  cudaGetErrorString(e) + ")";
+  if (e == cudaErrorInsufficientDriver) {
+    int runtime = 0;
+    (void)cudaRuntimeGetVersion(&runtime);
+    s += "; the NVIDIA driver is older than this build's CUDA runtime " +
+         std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) +
+         ": update the driver";
+  }
+  return s;
+}
+}  // namespace
+
 bool probe_device(std::string* why, std::string* name) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    if (why)
-      *why = std::string("no usable CUDA device: ") + cudaGetErrorName(e) + " (" +
-             cudaGetErrorString(e) + ")";
+    if (why) *why = device_count_error(e);
     return false;
   }
   if (count == 0) {

@@ -390,6 +390,36 @@ TEST(CliBinary, ChatAndPromptTooLong) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("longer than the context (64 tokens)"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("quick brown"), std::string::npos) << "stderr must not contain the prompt";
+  // A prompt exactly as long as the context leaves no room for a token: the same usage error.
+  r = run_binary({"generate", "--model", model.string(), "--prompt", "one two three four five six",
+                  "--ctx", "6", "--threads", "1"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("fills the context, leaving no room to generate"), std::string::npos)
+      << r.err;
+  r = run_binary({"generate", "--model", model.string(), "--prompt", "one two", "--ctx", "8",
+                  "--max-tokens", "1", "--threads", "1"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find(", 1 thread, context 8"), std::string::npos) << r.err;
+}
+
+// quality's default lengths fit the model: on SmolLM2 (8K) the longest is 8192 - --decode, so
+// the run asks for 8192 tokens of text (a short file fails fast with that count) instead of
+// refusing its own defaults.
+TEST(CliBinary, QualityDefaultLengthsFitTheContext) {
+  SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
+  const fs::path text =
+      fs::temp_directory_path() / ("sinkscope_quality_" + std::to_string(getpid()) + ".txt");
+  {
+    std::ofstream out(text);
+    out << "Rivers carry sand to the sea.";
+  }
+  const auto r = run_binary({"quality", "--model", model.string(), "--file", text.string(),
+                             "--threads", "1"});
+  fs::remove(text);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("default --lengths 2048,4096,8160"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("8192 are needed"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("exceed the model's trained context"), std::string::npos) << r.err;
 }
 
 TEST(CliBinary, InfoJson) {

@@ -150,6 +150,26 @@ TEST_P(CliMakeTestModelShapes, OneLayerFileHasTheShape) {
     EXPECT_EQ(tok->eos(), 2);
     EXPECT_EQ(tok->find_token("[INST]"), 3);
     EXPECT_EQ(tok->find_token("<0x0A>"), 771 + 10);
+    // Its [INST] template is not one SinkScope renders: info and generate --chat say what
+    // --chat does instead, and --json names the format.
+    EXPECT_EQ(tok->chat_format(), ChatFormat::kNone);
+    EXPECT_FALSE(tok->chat_template().empty());
+    const CliRun text = run_in_process({"info", "--model", path.string()});
+    EXPECT_TRUE(contains(text.out, "none (the model's chat template is not ChatML or Llama 3"))
+        << text.out;
+    CliRun gen = run_in_process({"generate", "--model", path.string(), "--chat", "--prompt", "Hi",
+                                 "--max-tokens", "1", "--threads", "1", "--backend", "cpu"});
+    ASSERT_EQ(gen.status, 0) << gen.err;
+    EXPECT_TRUE(contains(gen.err, "--chat: the model's chat template is not ChatML or Llama 3"))
+        << gen.err;
+    gen = run_in_process({"generate", "--model", path.string(), "--chat", "--prompt", "Hi",
+                          "--max-tokens", "1", "--threads", "1", "--backend", "cpu", "--json"});
+    ASSERT_EQ(gen.status, 0) << gen.err;
+    EXPECT_EQ(sinkscope::Json::parse(gen.out).at("chat_format").get<std::string>(), "none");
+    EXPECT_TRUE(gen.err.empty()) << gen.err;
+  } else {
+    const CliRun text = run_in_process({"info", "--model", path.string()});
+    EXPECT_FALSE(contains(text.out, "not ChatML or Llama 3")) << text.out;
   }
   fs::remove_all(dir);
 }
