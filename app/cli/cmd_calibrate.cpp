@@ -26,8 +26,8 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
               "--solve-at also finds, per length, the fixed lambda that reaches the target\n"
               "there (the fit is one curve for all lengths and can miss one by a wide margin).");
   p.option("--model", "PATH",
-           "GGUF file or Hugging Face checkpoint directory (default: the cached "
-           "default model)")
+           "GGUF file or Hugging Face checkpoint directory (default: $SINKSCOPE_MODEL, else the "
+           "cached default model)")
       .option("--file", "FILE",
               "calibration text (UTF-8); must hold max(--lengths, --solve-at) tokens")
       .option("--target-sparsity", "S", "wanted fraction of skipped tiles, in (0, 1)")

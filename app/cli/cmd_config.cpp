@@ -235,6 +235,9 @@ int run_config(std::span<const std::string> args, std::ostream& out, std::ostrea
     out << a.help_text;
     return 0;
   }
+  // A missing config file is a usage error (2), as a missing --model or --prompt-file is.
+  if (std::error_code ec; !a.file.empty() && !fs::exists(a.file, ec))
+    throw UsageError("file not found: " + a.file);
   switch (a.action) {
     case ConfigAction::kCheck:
       return run_check(a, out);

@@ -36,8 +36,9 @@ int run_quality(std::span<const std::string> args, std::ostream& out, std::ostre
               "Dynamic-sparse attention vs the dense baseline on a text: for each length L the\n"
               "first L tokens are one prefill (positions L/2..L scored) followed by --decode\n"
               "teacher-forced decode steps; the same lambda is used for prefill and decode.");
-  p.option("--model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the cached "
-           "default model)")
+  p.option("--model", "PATH",
+           "GGUF file or Hugging Face checkpoint directory (default: $SINKSCOPE_MODEL, else the "
+           "cached default model)")
       .option("--file", "FILE", "UTF-8 text; must hold max(--lengths) + --decode tokens")
       .option("--lengths", "L,L,...",
               "prompt lengths (default 2048,4096,8192, each at most the model's trained context "

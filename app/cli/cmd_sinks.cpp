@@ -81,7 +81,13 @@ int run_sinks(const SinksArgs& a, std::ostream& out, std::ostream& err) {
         << std::setprecision(3) << std::setw(8) << r.head_share[size_t(k)] << std::setw(12)
         << mean << "  '" << p << "'\n";
   }
-  out << "flagged (>= " << r.criteria.min_head_share * 100 << " % of heads):";
+  int shown = 0;
+  for (int k = 0; k < r.n_pos; ++k) shown += r.sink_heads[size_t(k)] != 0 || k < 8;
+  if (shown < r.n_pos)
+    out << "(" << r.n_pos - shown << " positions past the first 8 with no sink head left out; "
+        << "--json lists all " << r.n_pos << ")\n";
+  out << std::defaultfloat << "flagged positions (a sink in >= " << r.criteria.min_head_share * 100
+      << " % of heads):";
   for (int k : r.flagged) out << " " << k;
   out << (r.flagged.empty() ? " none" : "") << "\nrecommended sink_keep_count: "
       << r.recommended_sink_keep << "\n";
