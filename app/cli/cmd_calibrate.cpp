@@ -176,8 +176,22 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
   out << "fit: lambda*L = " << std::setprecision(5) << r.fit.a << " * exp(" << r.fit.b
       << " * s), R^2 = " << std::setprecision(3) << r.fit.r2 << " over " << r.fit.n_points
       << " points\n";
+  if (r.fit.n_points < int(r.points.size()))
+    out << "  (" << r.points.size() - size_t(r.fit.n_points) << " of " << r.points.size()
+        << " points left out: their sparsity is outside (0.01, 0.99), too close to 0 or 1 to "
+        << "shape the fit)\n";
   out << "c = " << std::setprecision(6) << r.c << "  (threshold_mode: length_scaled, "
       << "threshold_prefill: c; target sparsity " << o.target_sparsity << ")\n";
+  // Warnings a user should not miss in a result that exits 0.
+  std::vector<std::string> warnings;
+  if (r.fit.r2 < 0.9)
+    warnings.push_back("the fit is poor (R^2 " + std::to_string(r.fit.r2).substr(0, 5) +
+                       " < 0.9): widen --lambdas or use more --lengths");
+  if (!r.verification.empty() &&
+      std::all_of(r.verification.begin(), r.verification.end(),
+                  [](const CalibrationPoint& pt) { return std::isnan(pt.sparsity); }))
+    warnings.push_back("c / L is >= 1 at every checked length: the target is out of reach at "
+                       "these lengths (use longer inputs or a lower target)");
   if (!r.verification.empty()) {
     out << "check with lambda = c / L:\n";
     for (const auto& pt : r.verification) {
@@ -202,6 +216,7 @@ int run_calibrate(std::span<const std::string> args, std::ostream& out, std::ost
       out << "\n";
     }
   }
+  for (const std::string& w : warnings) err << "calibrate: warning: " << w << "\n";
   return 0;
 }
 

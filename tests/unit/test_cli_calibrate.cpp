@@ -85,6 +85,22 @@ TEST(CliCalibrate, SolveAtPrintsTheFixedLambdaThatReachesTheTarget) {
   EXPECT_NEAR(be->probes().total(false).sparsity(), sp, 1e-9);
 }
 
+// A grid whose fit is poor and whose target no checked length reaches still exits 0, but the
+// text output says which points the fit left out and stderr warns about both.
+TEST(CliCalibrate, PoorFitAndUnreachableTargetAreNamed) {
+  Files f;
+  const auto r = run_binary({"calibrate", "--model", f.model.string(), "--file", f.text.string(),
+                             "--backend", "cpu", "--target-sparsity", "0.5", "--lengths",
+                             "2048,4096", "--lambdas", "0.001,0.999,0.999999"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const bool left_out = r.out.find("points left out: their sparsity is outside") != std::string::npos;
+  const bool out_of_reach = r.out.find("out of reach") != std::string::npos;
+  EXPECT_TRUE(left_out) << r.out;
+  EXPECT_TRUE(out_of_reach) << r.out;
+  EXPECT_NE(r.err.find("warning: c / L is >= 1 at every checked length"), std::string::npos)
+      << r.out << r.err;
+}
+
 TEST(CliCalibrate, BadSolveOptionsAreUsageErrors) {
   struct Case {
     std::vector<std::string> extra;
