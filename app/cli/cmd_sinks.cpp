@@ -38,6 +38,7 @@ int run_sinks(const SinksArgs& a, std::ostream& out, std::ostream& err) {
     j["heads"] = r.n_head;
     j["epsilon"] = r.criteria.epsilon;
     j["min_head_share"] = r.criteria.min_head_share;
+    j["min_queries"] = static_cast<long long>(r.criteria.min_queries);
     Json& positions = j["positions"] = Json::array();
     for (int k = 0; k < r.n_pos; ++k) {
       Json pos;
@@ -45,6 +46,8 @@ int run_sinks(const SinksArgs& a, std::ostream& out, std::ostream& err) {
       pos["token"] = piece(k);
       pos["sink_heads"] = r.sink_heads[size_t(k)];
       pos["head_share"] = r.head_share[size_t(k)];
+      if (!r.queries.empty()) pos["queries"] = static_cast<long long>(r.queries[size_t(k)]);
+      pos["judged"] = r.judged(k);
       double mean = 0;
       for (int l = 0; l < r.n_layer; ++l)
         for (int h = 0; h < r.n_head; ++h) mean += r.alpha_at(l, h, k);
@@ -86,6 +89,11 @@ int run_sinks(const SinksArgs& a, std::ostream& out, std::ostream& err) {
   if (shown < r.n_pos)
     out << "(" << r.n_pos - shown << " positions past the first 8 with no sink head left out; "
         << "--json lists all " << r.n_pos << ")\n";
+  if (const int u = r.unjudged(); u > 0)
+    out << "(" << u << (u == 1 ? " position has" : " positions have") << " fewer than "
+        << r.criteria.min_queries << " queries at or after " << (u == 1 ? "it" : "them")
+        << " and cannot be flagged: too few to average; a longer input judges "
+        << (u == 1 ? "it" : "them") << ")\n";
   out << std::defaultfloat << "flagged positions (a sink in >= " << r.criteria.min_head_share * 100
       << " % of heads):";
   for (int k : r.flagged) out << " " << k;

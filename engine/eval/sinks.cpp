@@ -15,9 +15,10 @@ int recommend_sink_keep(const std::vector<int>& flagged, int cap) {
 }
 
 SinkReport analyze_alpha(int n_layer, int n_head, int n_pos, std::vector<double> alpha,
-                         const SinkCriteria& c) {
+                         const SinkCriteria& c, std::vector<int64_t> queries) {
   if (n_layer < 0 || n_head < 0 || n_pos < 0 ||
-      alpha.size() != size_t(n_layer) * n_head * size_t(n_pos))
+      alpha.size() != size_t(n_layer) * n_head * size_t(n_pos) ||
+      (!queries.empty() && queries.size() != size_t(n_pos)))
     throw BackendError("analyze_sinks: alpha does not match " + std::to_string(n_layer) +
                        " layers x " + std::to_string(n_head) + " heads x " +
                        std::to_string(n_pos) + " positions");
@@ -27,6 +28,7 @@ SinkReport analyze_alpha(int n_layer, int n_head, int n_pos, std::vector<double>
   r.n_pos = n_pos;
   r.criteria = c;
   r.alpha = std::move(alpha);
+  r.queries = std::move(queries);
   r.sink_heads.assign(size_t(n_pos), 0);
   r.head_share.assign(size_t(n_pos), 0.0);
   const int pairs = n_layer * n_head;
@@ -35,7 +37,8 @@ SinkReport analyze_alpha(int n_layer, int n_head, int n_pos, std::vector<double>
       if (r.alpha[size_t(lh) * n_pos + k] > c.epsilon) ++r.sink_heads[size_t(k)];
   for (int k = 0; k < n_pos; ++k) {
     r.head_share[size_t(k)] = pairs > 0 ? double(r.sink_heads[size_t(k)]) / pairs : 0.0;
-    if (r.sink_heads[size_t(k)] > 0 && r.head_share[size_t(k)] >= c.min_head_share)
+    if (r.sink_heads[size_t(k)] > 0 && r.head_share[size_t(k)] >= c.min_head_share &&
+        r.judged(k))
       r.flagged.push_back(k);
   }
   r.recommended_sink_keep = recommend_sink_keep(r.flagged, c.max_keep);
@@ -58,10 +61,14 @@ SinkReport analyze_sinks(int n_layer, int n_head, int n_pos, const std::vector<d
       const int64_t q = col_queries[per_layer ? size_t(lh / n_head) * n_pos + k : size_t(k)];
       alpha[i] = q > 0 ? col_mass[i] / double(q) : 0.0;
     }
-  SinkReport r = analyze_alpha(n_layer, n_head, n_pos, std::move(alpha), c);
+  // Per position, the most queries any layer's alpha averages (a global layer's count).
+  std::vector<int64_t> queries(size_t(n_pos), 0);
+  for (int l = 0; l < (per_layer ? n_layer : 1); ++l)
+    for (int k = 0; k < n_pos; ++k)
+      queries[size_t(k)] = std::max(queries[size_t(k)], col_queries[size_t(l) * n_pos + k]);
+  SinkReport r = analyze_alpha(n_layer, n_head, n_pos, std::move(alpha), c, queries);
   // Per layer, a global layer's count of key 0 is the number of queries.
-  for (int l = 0; l < (per_layer ? n_layer : 1) && n_pos > 0; ++l)
-    r.n_queries = std::max(r.n_queries, col_queries[size_t(l) * n_pos]);
+  if (n_pos > 0) r.n_queries = r.queries[0];
   return r;
 }
 
@@ -105,9 +112,14 @@ std::string join(const std::vector<int>& v) {
 }  // namespace
 
 std::string sink_verdict(const SinkReport& r) {
+  std::string unjudged;
+  if (const int u = r.unjudged(); u > 0)
+    unjudged = " (" + std::to_string(u) + (u == 1 ? " position has" : " positions have") +
+               " fewer than " + std::to_string(r.criteria.min_queries) + " queries at or after " +
+               (u == 1 ? "it and is" : "them and are") + " not judged)";
   if (r.flagged.empty())
     return "no position is a sink in " + percent(r.criteria.min_head_share) +
-           " of heads or more";
+           " of heads or more" + unjudged;
   std::vector<int> order = r.flagged;
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
     return r.head_share[size_t(a)] > r.head_share[size_t(b)];
@@ -118,7 +130,7 @@ std::string sink_verdict(const SinkReport& r) {
     s += i == 0 ? "position " + std::to_string(k) + " in " + percent(r.head_share[size_t(k)]) + " of heads"
                 : "; " + std::to_string(k) + " in " + percent(r.head_share[size_t(k)]);
   }
-  return s;
+  return s + unjudged;
 }
 
 std::string describe_sink_keep(const SinkReport& r, int keep) {

@@ -4,7 +4,7 @@
 // (AttentionProbes::col_mass). Key k is a sink of a head when alpha_k > epsilon (0.3, after Gu et
 // al. 2024); per position we report the share of (layer, head) pairs where it is a sink and
 // recommend the smallest sink_keep_count covering every position flagged in >= 10 % of heads
-// (capped at 16). The helpers below read a report per head and say what a given S keeps.
+// (capped at 16); positions with fewer than 16 queries at or after them are not judged. The helpers below read a report per head and say what a given S keeps.
 // Learned sinks (a per-head logit in the softmax denominator, gpt-oss) are reported apart, as the
 // mean probability they take per query (learned_mass), next to alpha_k of the real keys.
 #pragma once
@@ -21,6 +21,10 @@ struct SinkCriteria {
   double epsilon = 0.3;         // alpha threshold for "sink of this head"
   double min_head_share = 0.1;  // a position needs this share of (layer, head) pairs
   int max_keep = 16;            // cap of the recommendation
+  // A position is judged (can be flagged) only with at least this many queries at or after it:
+  // alpha of a prompt's last keys averages one or a few queries (the last key's own attention
+  // to itself), not a pattern.
+  int64_t min_queries = 16;
 };
 
 struct SinkReport {
@@ -32,6 +36,17 @@ struct SinkReport {
   std::vector<int> flagged;         // positions with head_share >= min_head_share, ascending
   int recommended_sink_keep = 0;    // max(flagged) + 1, capped; 0 when nothing is flagged
   int64_t n_queries = 0;            // tokens the statistics were gathered over
+  // Per position, the queries its alpha averages (the most of any layer); empty when unknown
+  // (analyze_alpha without counts: every position is judged).
+  std::vector<int64_t> queries;
+  bool judged(int pos) const {
+    return queries.empty() || queries[size_t(pos)] >= criteria.min_queries;
+  }
+  int unjudged() const {
+    int n = 0;
+    for (int k = 0; k < n_pos; ++k) n += !judged(k);
+    return n;
+  }
   // Learned sinks (gpt-oss): the mean probability each (layer, head)'s sink logit takes per
   // query, (layer, head); empty for a model without them. They are parameters, not keys: no
   // window evicts them and the recommendation above (of positions to keep) does not count them.
@@ -51,9 +66,10 @@ SinkReport analyze_sinks(int n_layer, int n_head, int n_pos, const std::vector<d
                          const std::vector<int64_t>& col_queries, const SinkCriteria& c = {});
 
 // The same analysis from alpha (layer, head, position) already divided by the query counts;
-// n_queries stays 0. Throws BackendError when the sizes disagree.
+// n_queries stays 0. queries: per position, the counts (SinkReport::queries) that decide which
+// positions are judged; empty: all. Throws BackendError when the sizes disagree.
 SinkReport analyze_alpha(int n_layer, int n_head, int n_pos, std::vector<double> alpha,
-                         const SinkCriteria& c = {});
+                         const SinkCriteria& c = {}, std::vector<int64_t> queries = {});
 
 // The smallest count covering every flagged position, capped (the contract's recommendation).
 int recommend_sink_keep(const std::vector<int>& flagged, int cap);

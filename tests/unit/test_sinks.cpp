@@ -91,6 +91,44 @@ TEST(Sinks, AnalysisFlagsPositionsAndRecommendsTheCoveringCount) {
   EXPECT_THROW(analyze_sinks(L, H, N + 1, mass, queries), BackendError);
 }
 
+// A prompt's last keys average too few queries to be judged: with a causal prefill of N = 20
+// tokens key k has N - k queries, so keys 5..19 (fewer than 16) are never flagged, however
+// high their alpha; key 4 (16 queries) and before are. analyze_alpha with the same counts
+// agrees, without counts judges every position, and the verdict names the unjudged ones.
+TEST(Sinks, PositionsWithTooFewQueriesAreNotJudged) {
+  const int L = 1, H = 4, N = 20;
+  std::vector<double> mass(size_t(L) * H * N, 0.0);
+  std::vector<int64_t> queries(static_cast<size_t>(N));
+  for (int k = 0; k < N; ++k) queries[size_t(k)] = N - k;
+  auto set_alpha = [&](int h, int k, double alpha) {
+    mass[size_t(h) * N + k] = alpha * double(queries[size_t(k)]);
+  };
+  for (int h = 0; h < H; ++h) {
+    set_alpha(h, 0, 0.8);
+    set_alpha(h, 4, 0.5);   // 16 queries: judged
+    set_alpha(h, 5, 0.5);   // 15 queries: not judged
+    set_alpha(h, 19, 1.0);  // the last key, its own query only
+  }
+  const SinkReport r = analyze_sinks(L, H, N, mass, queries);
+  EXPECT_EQ(r.sink_heads[19], H);  // counted for the table ...
+  EXPECT_EQ(r.flagged, (std::vector<int>{0, 4}));  // ... but not flagged
+  EXPECT_EQ(r.recommended_sink_keep, 5);
+  EXPECT_TRUE(r.judged(4));
+  EXPECT_FALSE(r.judged(5));
+  EXPECT_EQ(r.unjudged(), 15);
+  EXPECT_NE(sink_verdict(r).find("15 positions have fewer than 16 queries"), std::string::npos)
+      << sink_verdict(r);
+  const SinkReport same = analyze_alpha(L, H, N, r.alpha, {}, r.queries);
+  EXPECT_EQ(same.flagged, r.flagged);
+  const SinkReport all = analyze_alpha(L, H, N, r.alpha);
+  EXPECT_EQ(all.flagged, (std::vector<int>{0, 4, 5, 19}));
+  EXPECT_EQ(all.unjudged(), 0);
+  SinkCriteria loose;
+  loose.min_queries = 1;
+  EXPECT_EQ(analyze_sinks(L, H, N, mass, queries, loose).flagged, (std::vector<int>{0, 4, 5, 19}));
+  EXPECT_THROW(analyze_alpha(L, H, N, r.alpha, {}, std::vector<int64_t>(N - 1, 100)), BackendError);
+}
+
 // A report of 10 heads x 50 positions: position 0 a sink of every head, 5 of two heads and 42
 // of one (layer 1, head 3); 7 a sink of no head.
 SinkReport synthetic_report() {
@@ -108,17 +146,19 @@ SinkReport synthetic_report() {
 
 TEST(Sinks, AnalyzeAlphaMatchesAnalyzeSinks) {
   const int L = 1, H = 2, N = 3;
-  const std::vector<double> mass = {5, 1, 0.5, 0.2, 3, 0.1};
-  const std::vector<int64_t> queries = {10, 9, 8};
+  const std::vector<double> mass = {10, 1, 0.5, 0.2, 9, 0.1};
+  const std::vector<int64_t> queries = {20, 18, 16};
   const SinkReport a = analyze_sinks(L, H, N, mass, queries);
   std::vector<double> alpha = mass;
   for (int lh = 0; lh < L * H; ++lh)
     for (int k = 0; k < N; ++k) alpha[size_t(lh) * N + k] /= double(queries[size_t(k)]);
-  const SinkReport b = analyze_alpha(L, H, N, alpha);
+  const SinkReport b = analyze_alpha(L, H, N, alpha, {}, queries);
+  EXPECT_FALSE(a.flagged.empty());
   EXPECT_EQ(a.flagged, b.flagged);
   EXPECT_EQ(a.sink_heads, b.sink_heads);
   EXPECT_EQ(a.recommended_sink_keep, b.recommended_sink_keep);
-  EXPECT_EQ(a.n_queries, 10);
+  EXPECT_EQ(a.queries, queries);
+  EXPECT_EQ(a.n_queries, 20);
   EXPECT_THROW(analyze_alpha(L, H, N + 1, alpha), BackendError);
 }
 

@@ -373,6 +373,7 @@ void RunExecutor::Run::detectSinks() {
         analyze_sinks(pr.n_layer, pr.n_head, pr.col_n, pr.col_mass, pr.alpha_queries());
     res->sinkPositions = sr.n_pos;
     res->sinkAlpha = sr.alpha;
+    res->sinkQueries = sr.queries;
     res->flaggedSinks = sr.flagged;
     res->recommendedSinkKeep = sr.recommended_sink_keep;
     const int s = std::clamp(res->sinkKeep > 0 ? res->sinkKeep : 4, 1, pr.col_n);

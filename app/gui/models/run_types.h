@@ -89,6 +89,7 @@ struct RunResult {
   // lacks the probe.
   int sinkPositions = 0;
   std::vector<double> sinkAlpha;     // (layer, head, position)
+  std::vector<int64_t> sinkQueries;  // per position: queries its alpha averages (judged or not)
   std::vector<double> firstMass;     // (layer, head): mean mass on the first max(S, 1) keys
   // (layer, head): mean mass per query of the head's learned sink logit (gpt-oss,
   // AttentionProbes::sink_mass); empty for a model without learned sinks.

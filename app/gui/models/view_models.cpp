@@ -13,7 +13,10 @@ SinkReport sinkReportOf(const RunResult& r) {
   if (r.sinkPositions <= 0 || r.nLayer <= 0 || r.nHead <= 0 ||
       r.sinkAlpha.size() != size_t(r.nLayer) * r.nHead * size_t(r.sinkPositions))
     return {};
-  return analyze_alpha(r.nLayer, r.nHead, r.sinkPositions, r.sinkAlpha);
+  // The counts decide which positions are judged, as in the run's own analyze_sinks.
+  const bool counts = r.sinkQueries.size() == size_t(r.sinkPositions);
+  return analyze_alpha(r.nLayer, r.nHead, r.sinkPositions, r.sinkAlpha, {},
+                       counts ? r.sinkQueries : std::vector<int64_t>{});
 }
 
 namespace {
