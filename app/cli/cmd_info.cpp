@@ -354,7 +354,12 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     row("KV cache") << std::setprecision(1) << gpu_kv_per_token / 1024.0
                     << " KiB per token (bf16); " << std::setprecision(2)
                     << gib(gpu_kv_per_token * 8192) << " / " << gib(gpu_kv_per_token * 32768)
-                    << " / " << gib(gpu_kv_per_token * 131072) << " GiB at 8K / 32K / 128K\n";
+                    << " / " << gib(gpu_kv_per_token * 131072) << " GiB at 8K / 32K / 128K";
+    // Lengths past the trained context: the model may not hold up there.
+    if (c.n_ctx_train > 0 && c.n_ctx_train < 131072)
+      out << " (" << (c.n_ctx_train < 32768 ? "32K and 128K are" : "128K is")
+          << " past the trained context)";
+    out << "\n";
   }
   out << "tokenizer:\n";
   row("kind") << tok->model_name() << "\n";

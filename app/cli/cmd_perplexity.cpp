@@ -70,7 +70,12 @@ int run_perplexity(const PerplexityArgs& a, std::ostream& out, std::ostream& err
   }
   out << std::fixed << std::setprecision(4) << "perplexity: " << r.perplexity
       << "\nmean nll: " << r.mean_nll << " nats/token\n"
-      << "tokens: " << tokens.size() << " (" << r.n_predicted << " scored)\n"
+      << "tokens: " << tokens.size() << " (" << r.n_predicted << " scored"
+      << (tokens.size() > size_t(r.n_chunks) * size_t(a.ctx)
+              ? "; the last " + std::to_string(tokens.size() - size_t(r.n_chunks) * size_t(a.ctx)) +
+                    " do not fill a chunk and are not scored"
+              : std::string())
+      << ")\n"
       << "chunks: " << r.n_chunks << " x " << a.ctx << "\n"
       << std::setprecision(2) << "seconds: " << r.seconds << "\n";
   if (a.attention.type == AttentionType::kDynamicSparse) {

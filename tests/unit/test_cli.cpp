@@ -628,6 +628,38 @@ TEST(CliBinary, PerplexitySmallFile) {
   EXPECT_NEAR(std::log(v.at("perplexity").get<double>()), v.at("mean_nll").get<double>(), 1e-9);
 }
 
+// The text output says how many trailing tokens no chunk scores, and info marks the CUDA KV
+// estimates that lie past the model's trained context (SmolLM2: 8K).
+TEST(CliBinary, PerplexityTailAndInfoContextNotes) {
+  SINKSCOPE_REQUIRE_DEFAULT_MODEL(model);
+  const fs::path text =
+      fs::temp_directory_path() / ("sinkscope_ppl_tail_" + std::to_string(getpid()) + ".txt");
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 6; ++i)
+      out << "Rivers carry sand to the sea, and the sea returns it to the shore as beaches. ";
+  }
+  auto j = run_binary({"perplexity", "--model", model.string(), "--file", text.string(), "--ctx",
+                       "32", "--threads", "1", "--json"});
+  ASSERT_EQ(j.status, 0) << j.err;
+  const auto v = sinkscope::Json::parse(j.out);
+  const int64_t tail = v.at("tokens").get<int64_t>() - 32 * v.at("chunks").get<int64_t>();
+  auto r = run_binary({"perplexity", "--model", model.string(), "--file", text.string(), "--ctx",
+                       "32", "--threads", "1"});
+  fs::remove(text);
+  ASSERT_EQ(r.status, 0) << r.err;
+  if (tail > 0) {
+    EXPECT_NE(r.out.find("the last " + std::to_string(tail) + " do not fill a chunk"),
+              std::string::npos)
+        << r.out;
+  } else {
+    EXPECT_EQ(r.out.find("do not fill a chunk"), std::string::npos) << r.out;
+  }
+  r = run_binary({"info", "--model", model.string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("(32K and 128K are past the trained context)"), std::string::npos) << r.out;
+}
+
 TEST(CliGenerateArgs, AttentionOptions) {
   const auto a = sinkscope::cli::parse_generate_args(
       argv_of({"--prompt", "x", "--attention", "dynamic_sparse", "--lambda-prefill", "0.02",
