@@ -406,6 +406,18 @@ cudaError_t launch_planes(int type, const Args& a, cudaStream_t st, int planes) 
   return cudaErrorInvalidValue;
 }
 
+// launch_fused's four forms under one chain: input bf16 or norm (a.x set), output rows or SwiGLU
+// (a.act set).
+template <int C>
+cudaError_t launch_forms(int type, const Args& a, cudaStream_t st, int planes) {
+  if (a.x) {
+    return a.act ? launch_planes<kInNorm, true, C>(type, a, st, planes)
+                 : launch_planes<kInNorm, false, C>(type, a, st, planes);
+  }
+  return a.act ? launch_planes<kInBf16, true, C>(type, a, st, planes)
+               : launch_planes<kInBf16, false, C>(type, a, st, planes);
+}
+
 // Every instantiation that may need more than the default 48 KiB of shared memory.
 template <int P, int T>
 cudaError_t prepare_t(int max_cols) {
@@ -551,21 +563,8 @@ cudaError_t launch_fused(int type, const void* w, int rows, int cols, int64_t ro
   a.norm_w = norm_w;
   a.eps = eps;
   a.act = act;
-  const bool swiglu = act != nullptr;
-  if (variant() == 7) {
-    if (x) {
-      return swiglu ? launch_planes<kInNorm, true, kFetch>(type, a, st, planes)
-                    : launch_planes<kInNorm, false, kFetch>(type, a, st, planes);
-    }
-    return swiglu ? launch_planes<kInBf16, true, kFetch>(type, a, st, planes)
-                  : launch_planes<kInBf16, false, kFetch>(type, a, st, planes);
-  }
-  if (x) {
-    return swiglu ? launch_planes<kInNorm, true>(type, a, st, planes)
-                  : launch_planes<kInNorm, false>(type, a, st, planes);
-  }
-  return swiglu ? launch_planes<kInBf16, true>(type, a, st, planes)
-                : launch_planes<kInBf16, false>(type, a, st, planes);
+  return variant() == 7 ? launch_forms<kFetch>(type, a, st, planes)
+                        : launch_forms<kPlain>(type, a, st, planes);
 }
 
 size_t x_bytes(int cols, int planes) {

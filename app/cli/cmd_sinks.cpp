@@ -89,11 +89,8 @@ int run_sinks(const SinksArgs& a, std::ostream& out, std::ostream& err) {
   if (shown < r.n_pos)
     out << "(" << r.n_pos - shown << " positions past the first 8 with no sink head left out; "
         << "--json lists all " << r.n_pos << ")\n";
-  if (const int u = r.unjudged(); u > 0)
-    out << "(" << u << (u == 1 ? " position has" : " positions have") << " fewer than "
-        << r.criteria.min_queries << " queries at or after " << (u == 1 ? "it" : "them")
-        << " and cannot be flagged: too few to average; a longer input judges "
-        << (u == 1 ? "it" : "them") << ")\n";
+  if (const std::string note = unjudged_note(r); !note.empty())
+    out << "(" << note << ": too few to average; a longer input judges them)\n";
   out << std::defaultfloat << "flagged positions (a sink in >= " << r.criteria.min_head_share * 100
       << " % of heads):";
   for (int k : r.flagged) out << " " << k;

@@ -111,12 +111,17 @@ std::string join(const std::vector<int>& v) {
 
 }  // namespace
 
+std::string unjudged_note(const SinkReport& r) {
+  const int u = r.unjudged();
+  if (u == 0) return {};
+  return std::to_string(u) + (u == 1 ? " position has" : " positions have") + " fewer than " +
+         std::to_string(r.criteria.min_queries) + " queries at or after " +
+         (u == 1 ? "it and is" : "them and are") + " not judged";
+}
+
 std::string sink_verdict(const SinkReport& r) {
-  std::string unjudged;
-  if (const int u = r.unjudged(); u > 0)
-    unjudged = " (" + std::to_string(u) + (u == 1 ? " position has" : " positions have") +
-               " fewer than " + std::to_string(r.criteria.min_queries) + " queries at or after " +
-               (u == 1 ? "it and is" : "them and are") + " not judged)";
+  const std::string note = unjudged_note(r);
+  const std::string unjudged = note.empty() ? "" : " (" + note + ")";
   if (r.flagged.empty())
     return "no position is a sink in " + percent(r.criteria.min_head_share) +
            " of heads or more" + unjudged;

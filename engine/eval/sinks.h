@@ -4,7 +4,8 @@
 // (AttentionProbes::col_mass). Key k is a sink of a head when alpha_k > epsilon (0.3, after Gu et
 // al. 2024); per position we report the share of (layer, head) pairs where it is a sink and
 // recommend the smallest sink_keep_count covering every position flagged in >= 10 % of heads
-// (capped at 16); positions with fewer than 16 queries at or after them are not judged. The helpers below read a report per head and say what a given S keeps.
+// (capped at 16); positions with fewer than 16 queries at or after them are not judged. The
+// helpers below read a report per head and say what a given S keeps.
 // Learned sinks (a per-head logit in the softmax denominator, gpt-oss) are reported apart, as the
 // mean probability they take per query (learned_mass), next to alpha_k of the real keys.
 #pragma once
@@ -93,6 +94,10 @@ SinkCoverage sink_coverage(const SinkReport& r, int keep);
 // shared first, e.g. "position 0 in 87 % of heads; 42 in 12 %"; "no position ..." when none is
 // flagged.
 std::string sink_verdict(const SinkReport& r);
+
+// "15 positions have fewer than 16 queries at or after them and are not judged"; empty when
+// every position was judged.
+std::string unjudged_note(const SinkReport& r);
 
 // What S = keep does in words: which flagged positions it keeps, which it does not and why (a
 // position beyond the first S keys, which a larger S would keep, or beyond the cap, which only a
