@@ -54,8 +54,53 @@ std::optional<SinkScopeConfig> load_or_report(const std::string& file, std::ostr
   return r.config;
 }
 
+struct ShapeSource {
+  KvModelShape shape;
+  int64_t n_ctx_train = 0;
+  std::string from;  // what the shape was read from
+};
+
+ShapeSource read_shape(const fs::path& path) {
+  ModelConfig m;
+  if (const fs::path dir = hf_checkpoint_dir(path); !dir.empty()) {
+    m = read_hf_config(read_text_file((dir / "config.json").string(), "--model"),
+                       (dir / "config.json").string());
+  } else {
+    m = read_model_config(*GgufFile::open(path));
+  }
+  return {{m.n_layer, m.n_head_kv, m.head_dim}, m.n_ctx_train, path.string()};
+}
+
+// The config's model.path as a file or folder here: as given, then next to the config file;
+// empty when it is unset or not found.
+fs::path config_model_path(const ConfigArgs& a, const SinkScopeConfig& c) {
+  if (c.model.path.empty()) return {};
+  std::error_code ec;
+  fs::path p = c.model.path;
+  if (!fs::exists(p, ec) && p.is_relative()) p = fs::path(a.file).parent_path() / c.model.path;
+  if (!fs::is_regular_file(p, ec) && !fs::is_directory(p, ec)) return {};
+  return p;
+}
+
 int run_check(const ConfigArgs& a, std::ostream& out) {
-  const ConfigParseResult r = load_config_file(a.file);
+  ConfigParseResult r = load_config_file(a.file);
+  // The model-dependent rules, when the file itself is sound and a model is at hand.
+  std::string model_from, not_checked;
+  if (r.error_count() == 0) {
+    fs::path mp;
+    if (a.model) mp = resolve_model_path(a.model);
+    else mp = config_model_path(a, r.config);
+    if (!mp.empty()) {
+      const ShapeSource src = read_shape(mp);
+      model_from = src.from;
+      for (ConfigProblem& p : check_against_model(r.config, src.shape.head_dim, src.n_ctx_train))
+        r.problems.push_back(std::move(p));
+    } else {
+      not_checked = r.config.model.path.empty()
+                        ? std::string("no model given")
+                        : "model.path " + r.config.model.path + " not found here";
+    }
+  }
   const size_t errors = r.error_count();
   const size_t warnings = r.problems.size() - errors;
   if (a.json) {
@@ -65,12 +110,19 @@ int run_check(const ConfigArgs& a, std::ostream& out) {
     j["errors"] = static_cast<unsigned long long>(errors);
     j["warnings"] = static_cast<unsigned long long>(warnings);
     j["problems"] = problems_json(r.problems);
+    j["model_checked"] = !model_from.empty();
+    if (!model_from.empty()) j["model"] = model_from;
     out << dump_json(j) << "\n";
   } else {
     for (const ConfigProblem& p : r.problems) out << format_problem(p, a.file) << "\n";
+    if (!not_checked.empty()) {
+      out << a.file << ": note: the model-dependent rules (quantization group size against "
+          << "head dim, context length against trained context) were not checked: "
+          << not_checked << "; give --model PATH\n";
+    }
     out << a.file << ": " << (errors == 0 ? "valid" : "invalid") << " (" << errors << " error"
         << (errors == 1 ? "" : "s") << ", " << warnings << " warning" << (warnings == 1 ? "" : "s")
-        << ")\n";
+        << (model_from.empty() ? "" : ", checked against " + model_from) << ")\n";
   }
   return errors == 0 ? 0 : kInvalid;
 }
@@ -113,32 +165,14 @@ int run_serving_export(const ConfigArgs& a, std::ostream& out, std::ostream& err
   return 0;
 }
 
-struct ShapeSource {
-  KvModelShape shape;
-  int64_t n_ctx_train = 0;
-  std::string from;  // what the shape was read from
-};
-
-ShapeSource read_shape(const fs::path& path) {
-  ModelConfig m;
-  if (const fs::path dir = hf_checkpoint_dir(path); !dir.empty()) {
-    m = read_hf_config(read_text_file((dir / "config.json").string(), "--model"),
-                       (dir / "config.json").string());
-  } else {
-    m = read_model_config(*GgufFile::open(path));
-  }
-  return {{m.n_layer, m.n_head_kv, m.head_dim}, m.n_ctx_train, path.string()};
-}
-
 // --model, else the config's model.path (as given, then next to the config file), else the
 // default model when present, else SmolLM2-135M's shape.
 ShapeSource model_shape(const ConfigArgs& a, const SinkScopeConfig& c) {
   if (a.model) return read_shape(resolve_model_path(a.model));
   std::error_code ec;
   if (!c.model.path.empty()) {
-    fs::path p = c.model.path;
-    if (!fs::exists(p, ec) && p.is_relative()) p = fs::path(a.file).parent_path() / c.model.path;
-    if (!fs::is_regular_file(p, ec) && !fs::is_directory(p, ec))
+    const fs::path p = config_model_path(a, c);
+    if (p.empty())
       throw std::runtime_error("model.path " + c.model.path +
                                " not found; give --model PATH to read the model's shape from");
     return read_shape(p);

@@ -18,7 +18,9 @@ const char* const kConfigHelp =
     "Reads, checks and converts a SinkScope config file (YAML).\n"
     "\n"
     "Actions:\n"
-    "  check FILE [--json]       report every problem (key path, line, column)\n"
+    "  check FILE [--model PATH] [--json]\n"
+    "                            report every problem (key path, line, column), with the\n"
+    "                            model's rules when a model is at hand\n"
     "  show FILE                 print the config normalised, with every default filled in\n"
     "  export FILE --to ENGINE [--out PATH] [--json]\n"
     "                            the serving engine's own config (trtllm, vllm, sglang,\n"
@@ -52,8 +54,16 @@ ArgParser make_parser(ConfigAction action, const std::string& name) {
     case ConfigAction::kCheck: {
       ArgParser p(usage,
                   "Checks a config file and prints every problem with its key path, line "
-                  "and column (errors and warnings). Valid: exit 0; invalid: exit 2.");
-      p.flag("--json", "print one JSON object: valid, errors, warnings, problems[]");
+                  "and column (errors and warnings). The rules that depend on the model "
+                  "(quantization group size against its head dim, context length against its "
+                  "trained context) are checked too when a model is at hand: --model, else "
+                  "the config's model.path; otherwise the report says they were not checked. "
+                  "Valid: exit 0; invalid: exit 2.");
+      p.option("--model", "PATH",
+               "check the model-dependent rules against this model (GGUF file or Hugging "
+               "Face checkpoint folder; default: model.path)")
+          .flag("--json",
+                "print one JSON object: valid, errors, warnings, problems[], model_checked");
       p.epilog(exit_note);
       return p;
     }
@@ -146,6 +156,7 @@ ConfigArgs parse_config_args(std::span<const std::string> args) {
   if (positional.size() > 1) throw UsageError("unexpected argument '" + positional[1] + "'");
   a.file = positional[0];
   if (a.action != ConfigAction::kShow) a.json = p.has("--json");
+  if (a.action == ConfigAction::kCheck) a.model = p.get("--model");
   if (a.action == ConfigAction::kCapacity) {
     a.batch = p.get_int("--batch", 1, 1, kMaxConfigBatch);
     if (p.has("--budget-mib"))

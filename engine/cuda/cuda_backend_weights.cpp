@@ -149,8 +149,8 @@ void CudaBackendImpl::upload_weights(DeviceWeights& dw, const WeightPlan& plan) 
         SS_CUDA(cudaMemcpyAsync(pq, q->data, bytes, cudaMemcpyHostToDevice, m_stream.s));
       } else {
         const uint64_t slice = std::max<uint64_t>(1, staging.bytes() / q->row_bytes);
-        for (uint64_t r = 0; r < q->rows; r += slice) {
-          const uint64_t nr = std::min<uint64_t>(slice, q->rows - r);
+        for (uint64_t r = 0; r < uint64_t(q->rows); r += slice) {
+          const uint64_t nr = std::min<uint64_t>(slice, uint64_t(q->rows) - r);
           const auto* src = static_cast<const uint8_t*>(q->data) + r * q->row_bytes;
           SS_CUDA(cudaMemcpyAsync(stage, src, nr * q->row_bytes, cudaMemcpyHostToDevice, m_stream.s));
           SS_LAUNCH(kernels::launch_qrepack(type, stage, int64_t(nr), in, pq + r * q->row_bytes,

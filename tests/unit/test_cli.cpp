@@ -523,6 +523,30 @@ TEST(CliBinary, CheckpointDirectoryIsAModel) {
       << r.err;
 }
 
+// config check applies the model-dependent rules only with a model at hand, and says so when
+// it has none: qwen3_f32's head_dim 16 is not a multiple of the config's int8 groups of 32.
+TEST(CliBinary, ConfigCheckAppliesModelRulesWithAModel) {
+  const std::string cfg =
+      std::string(SINKSCOPE_SOURCE_DIR) + "/resources/configs/int8-kv-protected-sinks.yaml";
+  auto r = run_binary({"config", "check", cfg});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("were not checked: no model given; give --model PATH"), std::string::npos)
+      << r.out;
+  r = run_binary({"config", "check", cfg, "--model",
+                  std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/hf/qwen3_f32"});
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.out.find("inference.quantization.group_size: 32 does not divide the model's "
+                       "head_dim (16)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("not checked"), std::string::npos) << r.out;
+  r = run_binary({"config", "check", cfg, "--json", "--model",
+                  std::string(SINKSCOPE_SOURCE_DIR) + "/tests/data/oracles/qwen3_tied_f32.gguf"});
+  const sinkscope::Json v = sinkscope::Json::parse(r.out);
+  EXPECT_TRUE(v.at("model_checked").get<bool>());
+  EXPECT_EQ(v.at("valid").get<bool>(), r.status == 0);
+}
+
 // Gemma files (the transformers oracles): info names the family, which layers are local with
 // which window, the local RoPE base and the soft-caps.
 TEST(CliBinary, InfoNamesTheGemmaWindowsAndSoftCaps) {
