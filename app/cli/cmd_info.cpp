@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
@@ -18,6 +19,17 @@
 namespace sinkscope::cli {
 
 namespace {
+
+// The shortest decimal that reads back as the float f ("1e-05", "500000"), as text and as the
+// double JSON prints: a float widened to double would print as 9.999999747e-06.
+std::string float_text(float f) {
+  if (std::isfinite(f) && f == std::trunc(f) && std::fabs(f) < 1e15f)
+    return std::to_string(static_cast<long long>(f));
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, f);
+  return std::string(buf, r.ptr);
+}
+double float_json(float f) { return std::strtod(float_text(f).c_str(), nullptr); }
 
 const char* rope_scaling_name(RopeScalingType t) {
   switch (t) {
@@ -199,12 +211,12 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     cfg["n_ff"] = c.n_ff;
     cfg["n_vocab"] = c.n_vocab;
     cfg["n_ctx_train"] = c.n_ctx_train;
-    cfg["rope_theta"] = static_cast<double>(c.rope_theta);
+    cfg["rope_theta"] = float_json(c.rope_theta);
     cfg["rope_dim"] = c.rope_dim;
     cfg["rope_neox"] = c.rope_neox;
     cfg["rope_scaling"] = llama3_factors ? "llama3" : rope_scaling_name(c.rope_scaling);
     cfg["rope_freq_factors"] = freq_factors;
-    cfg["rms_eps"] = static_cast<double>(c.rms_eps);
+    cfg["rms_eps"] = float_json(c.rms_eps);
     cfg["qkv_bias"] = c.qkv_bias;
     cfg["qk_norm"] = c.qk_norm;
     cfg["tied_embeddings"] = c.tied_embeddings;
@@ -213,17 +225,17 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
     cfg["sliding_window"] = c.sliding_window;
     Json& lw = cfg["layer_windows"] = Json::array();
     for (int l = 0; l < c.n_layer; ++l) lw.push_back(c.layer_window(l));
-    cfg["query_scale"] = static_cast<double>(c.attention_scale());
-    cfg["attn_softcap"] = static_cast<double>(c.attn_softcap);
-    cfg["final_softcap"] = static_cast<double>(c.final_softcap);
-    cfg["rope_theta_local"] = static_cast<double>(c.rope_theta_local);
+    cfg["query_scale"] = float_json(c.attention_scale());
+    cfg["attn_softcap"] = float_json(c.attn_softcap);
+    cfg["final_softcap"] = float_json(c.final_softcap);
+    cfg["rope_theta_local"] = float_json(c.rope_theta_local);
     if (c.rope_scaling == RopeScalingType::kYarn || c.long_rope) {
-      cfg["rope_scale_factor"] = static_cast<double>(c.rope_scale_factor);
+      cfg["rope_scale_factor"] = float_json(c.rope_scale_factor);
       cfg["rope_orig_ctx"] = c.rope_orig_ctx;
     }
     // phi3's LongRoPE: short / long per-pair factors chosen by the context, cos/sin factor.
     cfg["long_rope"] = c.long_rope;
-    cfg["rope_attn_factor"] = static_cast<double>(c.rope_attn_factor);
+    cfg["rope_attn_factor"] = float_json(c.rope_attn_factor);
     // gpt-oss: learned sink logits per layer and head (score units), experts.
     cfg["attn_sinks"] = c.attn_sinks;
     if (c.attn_sinks) {
@@ -281,14 +293,14 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   row("ffn width") << c.n_ff << "\n";
   row("vocabulary") << c.n_vocab << "\n";
   row("trained context") << c.n_ctx_train << "\n";
-  row("rope") << std::defaultfloat << std::setprecision(6) << "theta " << c.rope_theta << ", "
+  row("rope") << std::defaultfloat << std::setprecision(6) << "theta " << float_text(c.rope_theta) << ", "
               << c.rope_dim << " dims, " << (c.rope_neox ? "neox pairs" : "adjacent pairs")
               << ", scaling "
               << (llama3_factors ? "llama3 (frequency factors, rope_freqs.weight)"
                                  : rope_scaling_name(c.rope_scaling));
-  if (c.rope_scaling == RopeScalingType::kLinear) out << " x" << c.rope_scale_factor;
+  if (c.rope_scaling == RopeScalingType::kLinear) out << " x" << float_text(c.rope_scale_factor);
   if (c.rope_scaling == RopeScalingType::kYarn)
-    out << " x" << c.rope_scale_factor << " from " << c.rope_orig_ctx << " positions";
+    out << " x" << float_text(c.rope_scale_factor) << " from " << c.rope_orig_ctx << " positions";
   out << (c.rope_theta_local > 0 ? " (global layers)\n" : "\n");
   row("rms eps") << c.rms_eps << "\n";
   row("qkv bias") << (c.qkv_bias ? "yes" : "no") << "\n";
@@ -309,7 +321,7 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   if (!c.attn_sinks) row("learned sinks") << "none\n";
   if (c.gemma) {
     if (c.rope_theta_local > 0)
-      row("rope (local)") << std::defaultfloat << "theta " << c.rope_theta_local
+      row("rope (local)") << std::defaultfloat << "theta " << float_text(c.rope_theta_local)
                           << ", no scaling\n";
     const double qs = c.attention_scale();
     row("query scale") << qs << " (1/sqrt(" << std::lround(1.0 / (qs * qs))

@@ -572,7 +572,7 @@ TEST(CliBinary, InfoNamesTheGemmaWindowsAndSoftCaps) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("gemma3 (Gemma 3 family)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("local 6 tokens on layers 0-4, 6; global on 5"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("theta 1e+06, 16 dims, neox pairs, scaling linear x4 (global layers)"),
+  EXPECT_NE(r.out.find("theta 1000000, 16 dims, neox pairs, scaling linear x4 (global layers)"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("theta 10000, no scaling"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("attention none, final none"), std::string::npos) << r.out;
