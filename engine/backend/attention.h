@@ -112,6 +112,7 @@ struct AttentionProbes {
     all_rows = all_cols = 0;
     all_masks.clear();
     all_stat.clear();
+    all_tiles.clear();
     col_mass.assign(size_t(layers) * heads * size_t(col_n), 0.0);
     col_queries.assign(size_t(col_n), 0);
     col_queries_layer.clear();
@@ -147,6 +148,11 @@ struct AttentionProbes {
   int all_rows = 0, all_cols = 0;
   std::vector<uint8_t> all_masks;
   std::vector<float> all_stat;
+  // The same probe where the prefill ran in chunks over a windowed cache (the CPU backend),
+  // whose KV tiles are cache pages: every chunk's visited tiles of each (layer, head) in prompt
+  // positions, all_tiles[layer * n_head + head], as SkipMask::tiles; all_rows / all_cols are
+  // then 0 and all_masks empty.
+  std::vector<std::vector<MaskTile>> all_tiles;
   TileCounts total(bool decode_phase) const {
     TileCounts t;
     for (const auto& c : decode_phase ? decode : prefill) t.add(c);

@@ -188,10 +188,12 @@ class Backend {
   // Asks the next prefill to record the skip mask of (layer, head); -1, -1 stops it.
   virtual void request_skip_mask(int layer, int head) = 0;
 
-  // Debug probe, off by default (tests/gpu/test_skip_agreement.cpp): later prefills record the
-  // skip mask of every (layer, head) into AttentionProbes::all_masks. with_stat: the CPU also
-  // records each cell's deciding statistic (all_stat, 4 bytes a cell: 1 GB for 32 layers x 32
-  // heads at 32K tokens, so only the CPU-vs-GPU agreement test asks for it). Full cache only.
+  // Probe, off by default (the workbench, tests/gpu/test_skip_agreement.cpp): later prefills
+  // record the skip mask of every (layer, head) into AttentionProbes::all_masks, or, where the
+  // CPU backend prefills a windowed cache in chunks, as tiles into all_tiles. with_stat: the
+  // CPU also records each cell's deciding statistic (all_stat, 4 bytes a cell: 1 GB for 32
+  // layers x 32 heads at 32K tokens, so only the CPU-vs-GPU agreement test asks for it; full
+  // cache only).
   virtual void request_all_skip_masks(bool on, bool with_stat = false) {
     (void)with_stat;
     if (on) throw BackendError(name() + " backend: the all-heads skip-mask probe is not supported");

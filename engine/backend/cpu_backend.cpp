@@ -98,8 +98,8 @@ class CpuBackend final : public Backend {
     m_probes.mask.head = head;
   }
   void request_all_skip_masks(bool on, bool with_stat) override {
-    if (on && m_cache_settings.windowed())
-      throw BackendError("all-heads skip masks: recorded with the full cache only");
+    if (on && with_stat && m_cache_settings.windowed())
+      throw BackendError("all-heads tile statistics: recorded with the full cache only");
     m_all_masks = on;
     m_all_stat = on && with_stat;
     if (!m_all_stat) std::vector<float>().swap(m_stat_tmp);  // give a statistic run's memory back
@@ -222,7 +222,15 @@ void CpuBackend::forward(std::span<const TokenId> tokens, LogitsMode mode,
                          std::to_string(c.n_vocab - 1) + ")");
   m_pool.set_span_recorder(m_spans);  // the pool's workers get lanes of their own in a trace
   // A prefill starts a new skip mask; decode steps record none.
-  if (n > 1 || m_n_past == 0) m_probes.mask.tiles.clear();
+  if (n > 1 || m_n_past == 0) {
+    m_probes.mask.tiles.clear();
+    // A windowed cache's all-heads masks are tiles gathered chunk by chunk (AttentionProbes).
+    if (m_all_masks && m_cache_settings.windowed()) {
+      m_probes.all_tiles.assign(size_t(c.n_layer) * c.n_head, {});
+      m_probes.all_rows = m_probes.all_cols = 0;
+      m_probes.all_masks.clear();
+    }
+  }
   // A windowed cache takes the tokens in pieces, evicting as it goes; the full cache in one.
   const int step = std::min(n, m_cache->max_chunk());
   m_row_stats.reset();
@@ -591,7 +599,27 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
             mk.tiles.push_back(mt);
           }
       }
-      if (a.mask_all) {  // the debug probe: this layer's block of every head's mask
+      if (a.mask_all && m_cache_settings.windowed()) {
+        // This chunk's cells of every head as tiles in prompt positions (the columns are the
+        // chunk's cache pages), as for the requested head's mask above.
+        const int rows = (n + a.q_tile - 1) / a.q_tile;
+        const int cols = a.mask ? m_probes.mask.cols : all_cols;
+        for (int h = 0; h < c.n_head; ++h) {
+          std::vector<MaskTile>& out = m_probes.all_tiles[size_t(l) * c.n_head + h];
+          for (int r = 0; r < rows; ++r)
+            for (int t = 0; t < cols && t < view.n_pages; ++t) {
+              const uint8_t st = m_all_tmp[(size_t(h) * rows + r) * cols + t];
+              if (st == 0) continue;
+              MaskTile mt;
+              mt.q0 = m_n_past + r * a.q_tile;
+              mt.q1 = m_n_past + std::min(n, (r + 1) * a.q_tile);
+              mt.k0 = view.page_pos0[t];
+              mt.k1 = view.page_pos0[t] + view.page_rows[t];
+              mt.state = st;
+              out.push_back(mt);
+            }
+        }
+      } else if (a.mask_all) {  // the debug probe: this layer's block of every head's mask
         AttentionProbes& pr = m_probes;
         const size_t per_layer = m_all_tmp.size();
         if (l == 0) {

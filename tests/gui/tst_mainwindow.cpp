@@ -4,6 +4,7 @@
 // selected and drops the bad file from the list; a head picked in the Sinks or Sparsity heatmap
 // becomes the chosen head; the banner marks stale views.
 #include <QAction>
+#include <QApplication>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
@@ -269,6 +270,59 @@ class TestMainWindow : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
     QVERIFY(!banner->isVisible());
     QVERIFY(!w.viewDocks().at(0)->windowTitle().contains(QStringLiteral("out of date")));
+  }
+
+  // Cancel with the keyboard focus on the Cancel button: once the run stops, the focus is on
+  // Run, not passed down the chain to the "gen" box (where one key would change the length).
+  void cancelLeavesTheFocusOnRun() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    w.resize(1280, 720);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowActive(&w));
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    QString longer;
+    for (int i = 0; i < 8; ++i) longer += test::longPrompt();
+    w.setPromptText(longer);
+    wb.setModel(test::randomModel());
+    QTRY_COMPARE(loaded.count(), 1);
+    auto* cancel = w.findChild<QPushButton*>(QStringLiteral("cancel"));
+    auto* run = w.findChild<QPushButton*>(QStringLiteral("run"));
+    QVERIFY(cancel && run);
+    wb.runNow();  // enables Cancel at once
+    QVERIFY(cancel->isEnabled());
+    cancel->setFocus(Qt::TabFocusReason);
+    QVERIFY(cancel->hasFocus());
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    // Cancelled, or finished first on a fast machine: either way Cancel is disabled while it
+    // holds the focus.
+    QTRY_VERIFY_WITH_TIMEOUT(!wb.running(), 30000);
+    QVERIFY(!cancel->isEnabled());
+    QVERIFY2(run->hasFocus(), qPrintable(QApplication::focusWidget()
+                                             ? QApplication::focusWidget()->metaObject()->className()
+                                             : QStringLiteral("none")));
+  }
+
+  // With auto-run on, an edit's banner says a run follows, not "press Run".
+  void bannerSaysAnAutoRunFollows() {
+    Workbench wb(BackendKind::kCpu, 2);
+    MainWindow w(&wb);
+    w.resize(1280, 720);
+    w.show();
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    w.setPromptText(test::longPrompt());
+    wb.setModel(test::randomModel());
+    QTRY_COMPARE(loaded.count(), 1);
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+    QTRY_VERIFY(!wb.running());
+    wb.setPrompt(test::longPrompt() + QStringLiteral(" More."));
+    const QString reason = wb.staleReason();
+    QVERIFY2(reason.contains(QStringLiteral("a run starts when you stop typing")) ||
+                 reason.contains(QStringLiteral("updating")),
+             qPrintable(reason));
+    QVERIFY2(!reason.contains(QStringLiteral("press Run")), qPrintable(reason));
   }
 };
 

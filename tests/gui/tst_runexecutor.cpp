@@ -298,11 +298,23 @@ class TestRunExecutor : public QObject {
   }
   // A change of the map's (layer, head) alone reuses the variant's run; its skip mask must be the
   // one a fresh run records for that (layer, head).
+  void mapChangeReusesRunWithRightMask_data() {
+    QTest::addColumn<bool>("window");
+    QTest::newRow("full cache") << false;
+    QTest::newRow("sliding window") << true;
+  }
   void mapChangeReusesRunWithRightMask() {
+    QFETCH(bool, window);
     ControlState s;
     s.maxTokens = 4;
     s.layer = 0;
     s.head = 1;
+    if (window) {
+      // A window shorter than the prompt, so that keys are evicted during the prefill.
+      s.setSlidingWindow(true);
+      s.inference.cache.window_size = 32;
+      s.inference.cache.sink_keep_count = 4;
+    }
     RunExecutor ex(BackendKind::kCpu, 2);
     ex.setModel(test::randomModel());
     const RunResultPtr a = ex.run(s.toRequest(test::longPrompt().toStdString()), 1);
@@ -311,14 +323,31 @@ class TestRunExecutor : public QObject {
     const RunResultPtr b = ex.run(s.toRequest(test::longPrompt().toStdString()), 2);
     QVERIFY(std::any_of(b->stagesMs.begin(), b->stagesMs.end(),
                         [](const auto& st) { return st.first.find("reused") != std::string::npos; }));
+    QVERIFY(!a->variantReused);
+    QVERIFY(b->variantReused);  // the status line says its times are the earlier run's
     RunExecutor fresh(BackendKind::kCpu, 2);
     fresh.setModel(test::randomModel());
     const RunResultPtr c = fresh.run(s.toRequest(test::longPrompt().toStdString()), 3);
     QCOMPARE(b->probes.mask.layer, 1);
     QCOMPARE(b->probes.mask.head, 3);
-    QCOMPARE(b->probes.mask.rows, c->probes.mask.rows);
-    QCOMPARE(b->probes.mask.cols, c->probes.mask.cols);
-    QCOMPARE(b->probes.mask.cells, c->probes.mask.cells);
+    if (window) {
+      // The windowed mask is its tiles in prompt positions (one per visited query tile x page).
+      const auto& tb = b->probes.mask.tiles;
+      const auto& tc = c->probes.mask.tiles;
+      QVERIFY(!tc.empty());
+      QCOMPARE(tb.size(), tc.size());
+      for (size_t i = 0; i < tb.size(); ++i) {
+        QCOMPARE(tb[i].q0, tc[i].q0);
+        QCOMPARE(tb[i].q1, tc[i].q1);
+        QCOMPARE(tb[i].k0, tc[i].k0);
+        QCOMPARE(tb[i].k1, tc[i].k1);
+        QCOMPARE(tb[i].state, tc[i].state);
+      }
+    } else {
+      QCOMPARE(b->probes.mask.rows, c->probes.mask.rows);
+      QCOMPARE(b->probes.mask.cols, c->probes.mask.cols);
+      QCOMPARE(b->probes.mask.cells, c->probes.mask.cells);
+    }
     QCOMPARE(b->tokens, c->tokens);
     QCOMPARE(b->compare.klPerToken, c->compare.klPerToken);
     QCOMPARE(b->sinkAlpha, c->sinkAlpha);

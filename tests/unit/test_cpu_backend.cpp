@@ -501,7 +501,7 @@ TEST(CpuBackend, QkvCaptureRequestsAreChecked) {
   EXPECT_NO_THROW(w->request_qkv_capture({}));
 }
 
-// The all-heads probe (the workbench asks for it on full-cache runs): every (layer, head)'s mask,
+// The all-heads probe (the workbench asks for it on every run): every (layer, head)'s mask,
 // equal to the single-head probe's cells; the 4-byte-per-cell statistic only when asked for.
 TEST(CpuBackend, AllHeadsMasksWithAndWithoutTheStatistic) {
   auto model = write_and_load(shape_cases()[0].shape, 16, "allmasks");
@@ -544,6 +544,59 @@ TEST(CpuBackend, AllHeadsMasksWithAndWithoutTheStatistic) {
     }
   }
   EXPECT_GT(stats, 0u);
+  be->request_all_skip_masks(false);
+}
+
+// With a sliding window the prefill runs in chunks over cache pages: the all-heads probe is
+// every head's tiles in prompt positions, the same tiles the single-head probe records for that
+// head, and no grid. The tile statistic stays a full-cache feature.
+TEST(CpuBackend, AllHeadsMasksOfAWindowedCacheAreTiles) {
+  auto model = write_and_load(shape_cases()[0].shape, 16, "allmasks_win");
+  const ModelConfig& c = model->config();
+  auto ids = random_ids(600, c.n_vocab, 7);
+  BackendOptions win;
+  win.cache.strategy = CacheStrategy::kSlidingWindow;
+  win.cache.window_size = 256;
+  win.cache.sink_keep_count = 4;
+  auto be = make_cpu_backend(model, win);
+  AttentionSettings s;
+  s.type = AttentionType::kDynamicSparse;
+  s.threshold_prefill = 0.9;
+  s.min_sequence_length = 0;  // the window keeps L_kv short: skip at every length
+  be->set_attention(s);
+  EXPECT_THROW(be->request_all_skip_masks(true, /*with_stat=*/true), BackendError);
+  be->request_all_skip_masks(true);
+  std::vector<float> logits;
+  size_t computed = 0;
+  for (const auto& [layer, head] : {std::pair{0, 0}, std::pair{1, 2}}) {
+    be->request_skip_mask(layer, head);
+    be->reset();
+    be->forward(ids, LogitsMode::kLast, logits);
+    const AttentionProbes& p = be->probes();
+    EXPECT_EQ(p.all_rows, 0);
+    EXPECT_TRUE(p.all_masks.empty());
+    ASSERT_EQ(p.all_tiles.size(), size_t(c.n_layer) * c.n_head);
+    const std::vector<MaskTile>& all = p.all_tiles[size_t(layer) * c.n_head + head];
+    ASSERT_FALSE(p.mask.tiles.empty());
+    ASSERT_EQ(all.size(), p.mask.tiles.size());
+    int max_q = 0;
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(all[i].q0, p.mask.tiles[i].q0) << i;
+      EXPECT_EQ(all[i].q1, p.mask.tiles[i].q1) << i;
+      EXPECT_EQ(all[i].k0, p.mask.tiles[i].k0) << i;
+      EXPECT_EQ(all[i].k1, p.mask.tiles[i].k1) << i;
+      EXPECT_EQ(all[i].state, p.mask.tiles[i].state) << i;
+      EXPECT_TRUE(all[i].state == 1 || all[i].state == 2) << i;
+      computed += all[i].state == 1;
+      max_q = std::max(max_q, all[i].q1);
+    }
+    EXPECT_EQ(max_q, 600);  // every chunk's queries, not the last chunk's only
+  }
+  EXPECT_GT(computed, 0u);
+  // A decode step keeps the prefill's tiles.
+  const size_t before = be->probes().all_tiles[0].size();
+  be->forward(std::vector<TokenId>{ids[0]}, LogitsMode::kLast, logits);
+  EXPECT_EQ(be->probes().all_tiles[0].size(), before);
   be->request_all_skip_masks(false);
 }
 

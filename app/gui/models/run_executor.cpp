@@ -71,8 +71,9 @@ std::string prefillRunKey(const RunRequest& r, int colN) {
 // The skip mask of (layer, head) out of the all-heads probe; hasHeadMask() says whether it
 // is there.
 bool hasHeadMask(const AttentionProbes& p, int layer, int head) {
-  return p.all_rows > 0 && p.all_cols > 0 && layer >= 0 && layer < p.n_layer && head >= 0 &&
-         head < p.n_head &&
+  if (layer < 0 || layer >= p.n_layer || head < 0 || head >= p.n_head) return false;
+  if (p.all_tiles.size() == size_t(p.n_layer) * p.n_head) return true;  // a windowed cache's
+  return p.all_rows > 0 && p.all_cols > 0 &&
          p.all_masks.size() == size_t(p.n_layer) * p.n_head * p.all_rows * p.all_cols;
 }
 
@@ -80,6 +81,11 @@ SkipMask headMask(const AttentionProbes& p, int layer, int head) {
   SkipMask m;
   m.layer = layer;
   m.head = head;
+  if (!hasHeadMask(p, layer, head)) return m;  // none recorded: no overlay
+  if (!p.all_tiles.empty()) {
+    m.tiles = p.all_tiles[size_t(layer) * p.n_head + head];
+    return m;
+  }
   m.rows = p.all_rows;
   m.cols = p.all_cols;
   const size_t cells = size_t(p.all_rows) * p.all_cols;

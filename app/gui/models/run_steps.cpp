@@ -85,9 +85,12 @@ void RunExecutor::Run::prepare() {
   // A change of the map's (layer, head) or size alone leaves the variant's run as it was: its
   // tokens, logits-derived numbers, probes, timeline and comparison are reused, and the skip
   // mask of the new (layer, head) comes from the all-heads masks the run recorded.
+  // Where the backend could record no mask for these settings (the last run's maskNote), the
+  // new head has none either, and the run is reused all the same.
   reuseVariant = ex.m_lastRun && ex.m_lastRunKey == runKey &&
                  ex.m_lastRun->promptTokens == res->promptTokens &&
-                 hasHeadMask(ex.m_lastRun->probes, req.layer, req.head);
+                 (hasHeadMask(ex.m_lastRun->probes, req.layer, req.head) ||
+                  !ex.m_lastRun->maskNote.empty());
   // Sparse off (the baseline's own settings): the cached baseline run is the variant's run.
   fromDense = !reuseVariant && req.compare && haveDense && denseEquivalent(req) &&
               ex.m_denseCache->colN == colN && ex.m_denseCache->timeline &&
@@ -140,6 +143,7 @@ void RunExecutor::Run::reuseLastRun() {
   res->stagesMs.clear();
   takeProbes(*res, last.probesPrefill, last.probes, req.layer, req.head);
   res->compare.baselineReused = res->compare.available;  // nothing was re-run
+  res->variantReused = true;
   done = n + maxTokens;
   stage("variant run + sinks (reused)");
 }
@@ -168,12 +172,10 @@ void RunExecutor::Run::configureVariant(Backend& b) {
     res->maskNote = e.what();
   }
   // Every (layer, head)'s skip mask too (a few bytes per tile), so that picking another map
-  // head next time needs no re-run (full cache: where the backends record them).
-  if (!req.cache.windowed()) {
-    try {
-      b.request_all_skip_masks(true);
-    } catch (const BackendError&) {
-    }
+  // head next time needs no re-run (where the backend records them).
+  try {
+    b.request_all_skip_masks(true);
+  } catch (const BackendError&) {
   }
   try {
     b.request_column_mass(colN);
@@ -233,6 +235,7 @@ void RunExecutor::Run::runVariant() {
     res->backendName = dc.backendName;
     res->timeline = dc.timeline;
     takeProbes(*res, dc.probesPrefill, dc.probes, req.layer, req.head);
+    res->variantReused = true;
     stage("variant = cached dense baseline");
     return;
   }
@@ -292,9 +295,12 @@ void RunExecutor::Run::runVariant() {
   // the run's own; res->probesPrefill goes without.
   {
     std::vector<uint8_t> masks;
+    std::vector<std::vector<MaskTile>> tiles;
     masks.swap(v.afterPrefill.all_masks);
+    tiles.swap(v.afterPrefill.all_tiles);
     res->probesPrefill = v.afterPrefill;
     masks.swap(v.afterPrefill.all_masks);
+    tiles.swap(v.afterPrefill.all_tiles);
   }
   if (!v.prefillReused) ex.m_prefillProbes = std::move(v.afterPrefill);
   if (!req.cache.windowed()) nextPrefillKey = prefillKey;
@@ -321,6 +327,7 @@ void RunExecutor::Run::variantStatistics() {
   // The all-heads masks are kept once (in probes, for a later change of the map's head); the
   // debug tile statistic is not needed here.
   res->probesPrefill.all_masks.clear();
+  res->probesPrefill.all_tiles.clear();
   res->probesPrefill.all_stat.clear();
   res->probes.all_stat.clear();
   res->sinkKeep = int(req.cache.windowed() ? req.cache.sink_keep_count : 0);
@@ -476,6 +483,7 @@ void RunExecutor::Run::denseBaseline() {
       dc->probesPrefill = d.afterPrefill;
       dc->probes = db.probes();
       dc->probesPrefill.all_masks.clear();
+      dc->probesPrefill.all_tiles.clear();
       dc->probesPrefill.all_stat.clear();
       dc->probes.all_stat.clear();
     }

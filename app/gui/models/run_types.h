@@ -100,6 +100,10 @@ struct RunResult {
   Comparison compare;
   std::shared_ptr<const prof::Timeline> timeline;
   double prefillMs = 0, decodeMs = 0, mapMs = 0, totalMs = 0;
+  // The variant's run came from an earlier one (the last run when only the map's head or size
+  // changed, or the cached dense baseline with sparsity off): prefillMs / decodeMs are that
+  // run's times, not this request's.
+  bool variantReused = false;
   // Where the attention map's Q/K came from (the CPU or GPU backend) and, for a GPU capture,
   // where its probabilities and pooling ran (the GPU, or the host as a fallback).
   std::string mapSource;

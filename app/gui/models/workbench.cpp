@@ -82,6 +82,8 @@ void Workbench::updateStale(const QString& event) {
       reason = tr("The views show an earlier run: %1").arg(what.join(QStringLiteral(", ")));
       if (m_running) reason += tr("; updating\u2026");
       else if (!m_lastEvent.isEmpty()) reason += QStringLiteral("; ") + m_lastEvent + QLatin1Char('.');
+      else if (m_autoRun && m_modelReady && !m_prompt.trimmed().isEmpty())
+        reason += tr("; a run starts when you stop typing.");
       else reason += tr("; press Run to update.");
     }
   }

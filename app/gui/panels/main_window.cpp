@@ -22,6 +22,7 @@
 #include <QSettings>
 #include <QSpinBox>
 #include <QTimer>
+#include <QtMath>
 #include <QScrollArea>
 #include <QStatusBar>
 #include <QToolButton>
@@ -41,6 +42,19 @@
 #include "engine/util/paths.h"
 
 namespace sinkscope::gui {
+
+namespace {
+
+// The prompt editor, with its padding as viewport margins: outside the area the text is
+// clipped to, so no line shows cut in a margin (setPromptExpanded).
+class PromptEdit : public QPlainTextEdit {
+ public:
+  using QPlainTextEdit::QPlainTextEdit;
+  void setPadding(int p) { setViewportMargins(p + 1, p, p + 1, p); }
+};
+
+}  // namespace
+
 
 namespace {
 
@@ -126,6 +140,9 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
   });
   connect(m_wb, &Workbench::staleChanged, this, [this](bool, const QString&) { updateBanner(); });
   connect(m_wb, &Workbench::runningChanged, this, [this](bool on) {
+    // Disabling the focused Cancel button would pass the focus down the chain to the "gen"
+    // box with its value selected, where one stray key changes the length and starts a run.
+    if (!on && m_cancel->hasFocus()) m_run->setFocus(Qt::OtherFocusReason);
     m_cancel->setEnabled(on);
     if (!on) m_progress->setValue(m_progress->maximum());
     updateBanner();
@@ -153,12 +170,23 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
     m_mapPanel->setHeadRange(r->nLayer, r->nHead);
     m_mapPanel->setSelection(r->map.layer, r->map.head);
     updatePromptInfo();
-    setStatus(tr("%1 prompt tokens, %2 generated (%3) on %4: prefill %5 ms, decode %6 ms, map %7 ms, "
-                 "total %8 ms")
-                  .arg(r->promptTokens.size()).arg(r->tokens.size())
-                  .arg(QString::fromStdString(r->stopReason), QString::fromStdString(r->backendName))
-                  .arg(r->prefillMs, 0, 'f', 0).arg(r->decodeMs, 0, 'f', 0).arg(r->mapMs, 0, 'f', 0)
-                  .arg(r->totalMs, 0, 'f', 0));
+    const QString head = tr("%1 prompt tokens, %2 generated (%3) on %4")
+                             .arg(r->promptTokens.size())
+                             .arg(r->tokens.size())
+                             .arg(QString::fromStdString(r->stopReason),
+                                  QString::fromStdString(r->backendName));
+    // A run served from an earlier one did not prefill or decode now: its times are that run's.
+    if (r->variantReused) {
+      setStatus(tr("%1: an earlier run reused (its prefill %2 ms, decode %3 ms); map %4 ms, total %5 ms")
+                    .arg(head)
+                    .arg(r->prefillMs, 0, 'f', 0).arg(r->decodeMs, 0, 'f', 0)
+                    .arg(r->mapMs, 0, 'f', 0).arg(r->totalMs, 0, 'f', 0));
+    } else {
+      setStatus(tr("%1: prefill %2 ms, decode %3 ms, map %4 ms, total %5 ms")
+                    .arg(head)
+                    .arg(r->prefillMs, 0, 'f', 0).arg(r->decodeMs, 0, 'f', 0)
+                    .arg(r->mapMs, 0, 'f', 0).arg(r->totalMs, 0, 'f', 0));
+    }
   });
   connect(m_wb, &Workbench::runFailed, this, [this](const QString& msg) {
     m_progress->setFormat(tr("failed"));
@@ -251,7 +279,7 @@ QWidget* MainWindow::buildCentral() {
   modelRow->addWidget(m_progress, 3);
 
   // Row 2: the prompt, one line until expanded.
-  m_prompt = new QPlainTextEdit(w);
+  m_prompt = new PromptEdit(w);
   m_prompt->setObjectName(QStringLiteral("prompt"));
   m_prompt->setPlaceholderText(tr("Type or paste a prompt, or pick a sample document"));
   m_prompt->setLineWrapMode(QPlainTextEdit::WidgetWidth);
@@ -335,10 +363,15 @@ QWidget* MainWindow::buildCentral() {
   return w;
 }
 
+// The prompt shows whole lines: the document has no margin (text drawn in a margin shows the
+// top of the next line, cut), the padding is viewport margin, outside the clipped text area,
+// and the viewport is a whole number of the layout's line heights tall.
 void MainWindow::setPromptExpanded(bool on) {
-  const QFontMetrics fm(m_prompt->font());
-  const int frame = 2 * m_prompt->frameWidth() + int(m_prompt->document()->documentMargin() * 2);
-  m_prompt->setFixedHeight(fm.lineSpacing() * (on ? 10 : 2) + frame);
+  constexpr int kPad = 3;
+  m_prompt->document()->setDocumentMargin(0);
+  static_cast<PromptEdit*>(m_prompt)->setPadding(kPad);
+  const int line = qCeil(QFontMetricsF(m_prompt->font()).height());
+  m_prompt->setFixedHeight(line * (on ? 10 : 2) + 2 * m_prompt->frameWidth() + 2 * kPad);
   m_prompt->setVerticalScrollBarPolicy(on ? Qt::ScrollBarAsNeeded : Qt::ScrollBarAlwaysOff);
   m_expand->setText(on ? tr("Collapse") : tr("Expand"));
   fitCentralHeight();
