@@ -9,9 +9,12 @@
 namespace sinkscope {
 
 int recommend_sink_keep(const std::vector<int>& flagged, int cap) {
-  if (flagged.empty()) return 0;
-  const int need = *std::max_element(flagged.begin(), flagged.end()) + 1;
-  return std::min(need, cap);
+  // The flagged positions an S within the cap can keep decide; those at the cap or beyond are
+  // not kept by any such S, and keeping more keys for them would buy nothing.
+  int need = 0;
+  for (int k : flagged)
+    if (k < cap) need = std::max(need, k + 1);
+  return need;
 }
 
 SinkReport analyze_alpha(int n_layer, int n_head, int n_pos, std::vector<double> alpha,
@@ -155,8 +158,9 @@ std::string describe_sink_keep(const SinkReport& r, int keep) {
   if (!capped.empty())
     t.append(" ").append(join(capped)) +=
         " lie(s) beyond the cap of " + std::to_string(r.criteria.max_keep) +
-        " kept keys: a sliding window evicts them once the sequence moves W tokens past them, "
-        "so protect them with a larger window or accept the loss.";
+        " kept keys, so no S within it keeps them: a sliding window evicts them once the "
+        "sequence moves W tokens past them, so protect them with a larger window or accept the "
+        "loss.";
   return t;
 }
 

@@ -72,7 +72,8 @@ SinkReport analyze_sinks(int n_layer, int n_head, int n_pos, const std::vector<d
 SinkReport analyze_alpha(int n_layer, int n_head, int n_pos, std::vector<double> alpha,
                          const SinkCriteria& c = {}, std::vector<int64_t> queries = {});
 
-// The smallest count covering every flagged position, capped (the contract's recommendation).
+// The smallest count covering every flagged position below the cap (the contract's
+// recommendation): flagged positions at the cap or beyond are kept by no S within it.
 int recommend_sink_keep(const std::vector<int>& flagged, int cap);
 
 // The sinks of one (layer, head): positions with alpha_k > epsilon, ascending. Empty for a

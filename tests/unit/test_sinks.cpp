@@ -85,9 +85,12 @@ TEST(Sinks, AnalysisFlagsPositionsAndRecommendsTheCoveringCount) {
   SinkCriteria strict;
   strict.min_head_share = 0.15;
   EXPECT_EQ(analyze_sinks(L, H, N, mass, queries, strict).recommended_sink_keep, 1);
-  set_alpha(0, 0, 19, 0.9);  // a far position: capped at 16
-  EXPECT_EQ(analyze_sinks(L, H, N, mass, queries).recommended_sink_keep, 16);
+  set_alpha(0, 0, 19, 0.9);  // a far position beyond the cap: not a reason to keep more
+  EXPECT_EQ(analyze_sinks(L, H, N, mass, queries).recommended_sink_keep, 3);
   EXPECT_EQ(recommend_sink_keep({}, 16), 0);
+  EXPECT_EQ(recommend_sink_keep({0, 37}, 16), 1);   // S = 16 would keep no more than S = 1
+  EXPECT_EQ(recommend_sink_keep({0, 15}, 16), 16);  // the last position the cap allows
+  EXPECT_EQ(recommend_sink_keep({20, 37}, 16), 0);  // none within the cap
   EXPECT_THROW(analyze_sinks(L, H, N + 1, mass, queries), BackendError);
 }
 
@@ -174,7 +177,7 @@ TEST(Sinks, HeadSinksArePerHead) {
 
 TEST(Sinks, CoverageSplitsFlaggedPositionsAtS) {
   const SinkReport r = synthetic_report();
-  EXPECT_EQ(r.recommended_sink_keep, 16);  // 43 needed, capped
+  EXPECT_EQ(r.recommended_sink_keep, 6);  // 0 and 5; 42 lies beyond the cap of 16
   const SinkCoverage rec = sink_coverage(r, r.recommended_sink_keep);
   EXPECT_EQ(rec.kept, (std::vector<int>{0, 5}));
   EXPECT_EQ(rec.not_kept, (std::vector<int>{42}));
@@ -200,7 +203,7 @@ TEST(Sinks, VerdictGivesEachFlaggedPositionItsHeadShare) {
 TEST(Sinks, RecommendationSaysWhatItKeepsAndWhy) {
   const SinkReport r = synthetic_report();
   const std::string rec = sink_recommendation(r);
-  EXPECT_NE(rec.find("recommended sink_keep_count = 16"), std::string::npos) << rec;
+  EXPECT_NE(rec.find("recommended sink_keep_count = 6:"), std::string::npos) << rec;
   EXPECT_NE(rec.find("keeps position(s) 0, 5"), std::string::npos) << rec;
   EXPECT_NE(rec.find("does not keep 42"), std::string::npos) << rec;
   EXPECT_NE(rec.find("cap of 16"), std::string::npos) << rec;
