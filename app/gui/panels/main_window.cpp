@@ -43,18 +43,6 @@
 
 namespace sinkscope::gui {
 
-namespace {
-
-// The prompt editor, with its padding as viewport margins: outside the area the text is
-// clipped to, so no line shows cut in a margin (setPromptExpanded).
-class PromptEdit : public QPlainTextEdit {
- public:
-  using QPlainTextEdit::QPlainTextEdit;
-  void setPadding(int p) { setViewportMargins(p + 1, p, p + 1, p); }
-};
-
-}  // namespace
-
 
 namespace {
 
@@ -279,7 +267,7 @@ QWidget* MainWindow::buildCentral() {
   modelRow->addWidget(m_progress, 3);
 
   // Row 2: the prompt, one line until expanded.
-  m_prompt = new PromptEdit(w);
+  m_prompt = new QPlainTextEdit(w);
   m_prompt->setObjectName(QStringLiteral("prompt"));
   m_prompt->setPlaceholderText(tr("Type or paste a prompt, or pick a sample document"));
   m_prompt->setLineWrapMode(QPlainTextEdit::WidgetWidth);
@@ -363,15 +351,13 @@ QWidget* MainWindow::buildCentral() {
   return w;
 }
 
-// The prompt shows whole lines: the document has no margin (text drawn in a margin shows the
-// top of the next line, cut), the padding is viewport margin, outside the clipped text area,
-// and the viewport is a whole number of the layout's line heights tall.
+// The prompt shows whole lines: the viewport is the document's top margin plus a whole number
+// of the layout's line heights tall, so the next line never shows cut below them (it would in
+// a bottom margin of the same size, which QPlainTextEdit fills with text).
 void MainWindow::setPromptExpanded(bool on) {
-  constexpr int kPad = 3;
-  m_prompt->document()->setDocumentMargin(0);
-  static_cast<PromptEdit*>(m_prompt)->setPadding(kPad);
   const int line = qCeil(QFontMetricsF(m_prompt->font()).height());
-  m_prompt->setFixedHeight(line * (on ? 10 : 2) + 2 * m_prompt->frameWidth() + 2 * kPad);
+  const int top = qCeil(m_prompt->document()->documentMargin());
+  m_prompt->setFixedHeight(line * (on ? 10 : 2) + top + 2 * m_prompt->frameWidth());
   m_prompt->setVerticalScrollBarPolicy(on ? Qt::ScrollBarAsNeeded : Qt::ScrollBarAlwaysOff);
   m_expand->setText(on ? tr("Collapse") : tr("Expand"));
   fitCentralHeight();
