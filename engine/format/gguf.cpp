@@ -119,7 +119,7 @@ class Cursor {
     const uint64_t len = read<uint64_t>(what + " length");
     if (len > remaining()) {
       std::ostringstream os;
-      os << what << " has length " << len << " but only " << remaining()
+      os << "file truncated or corrupt: " << what << " has length " << len << " but only " << remaining()
          << " bytes remain in the file (offset " << m_pos << ", file size " << m_size << ")";
       fail(os.str());
     }
@@ -212,7 +212,7 @@ void read_value(Cursor& c, GgufValueType t, GgufValue& v, const std::string& key
                                                           : scalar_size(et);
   if (n > c.remaining() / min_elem) {
     std::ostringstream os;
-    os << "array " << quote(key) << " claims " << n << " elements of type "
+    os << "file truncated or corrupt: array " << quote(key) << " claims " << n << " elements of type "
        << gguf_value_type_name(et) << " but only " << c.remaining() << " bytes remain in the file";
     c.fail(os.str());
   }

@@ -448,7 +448,7 @@ TEST(GgufMalformed, AbsurdCounts) {
                    .put<uint32_t>(8)
                    .put<uint64_t>(uint64_t{1} << 40)
                    .b,
-               {"arr", "1099511627776"});
+               {"file truncated or corrupt", "arr", "1099511627776"});
   expect_error(
       Bytes().header(0, 1).str("arr").put<uint32_t>(9).put<uint32_t>(6).put<uint64_t>(UINT64_MAX).b,
       {"arr"});
@@ -468,7 +468,7 @@ TEST(GgufMalformed, AbsurdStringLengths) {
                    .put<uint64_t>(1)
                    .put<uint64_t>(1000)
                    .b,
-               {"toks", "1000"});
+               {"file truncated or corrupt", "toks", "1000"});
   // A tensor name.
   expect_error(Bytes().header(1, 0).put<uint64_t>(5000).zeros(40).b, {"name of tensor 0"});
 }

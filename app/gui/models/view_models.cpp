@@ -165,9 +165,15 @@ void SparsityView::setResult(const RunResultPtr& r) {
                        .arg(d.dense_steps).arg(d.dense_steps + d.sparse_steps)
                        .arg(d.predicted_ratio, 0, 'f', 2).arg(d.last_kv_len)
                        .arg(d.skipped_estimate * 100, 0, 'f', 0).arg(d.sparse_steps);
-    if (r->partial)
+    // A chunked prefill (a sliding window) reaches every layer with its first chunk: its counts
+    // then grow chunk by chunk rather than layer by layer.
+    if (r->partial && reached < L)
       m_summary = tr("Updating: prefill at %1% (%2 of %3 layers in; the rest grey). %4")
                       .arg(int(r->partialFraction * 100)).arg(reached).arg(L).arg(m_summary);
+    else if (r->partial)
+      m_summary = tr("Updating: prefill at %1% (every layer has its first chunks in; the counts "
+                     "grow with each chunk). %2")
+                      .arg(int(r->partialFraction * 100)).arg(m_summary);
   }
   Q_EMIT changed();
 }

@@ -257,14 +257,14 @@ QWidget* MainWindow::buildCentral() {
   m_progress->setFormat(tr("idle"));
   m_progress->setMinimumWidth(90);
   modelRow->addWidget(new QLabel(tr("Model"), w));
-  modelRow->addWidget(m_model, 2);
+  modelRow->addWidget(m_model, 3);
   modelRow->addWidget(browse);
   modelRow->addWidget(m_backend);
   modelRow->addSpacing(12);
   modelRow->addWidget(m_run);
   modelRow->addWidget(m_cancel);
   modelRow->addWidget(m_genLength);
-  modelRow->addWidget(m_progress, 3);
+  modelRow->addWidget(m_progress, 2);
 
   // Row 2: the prompt, one line until expanded.
   m_prompt = new QPlainTextEdit(w);
