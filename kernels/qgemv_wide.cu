@@ -70,10 +70,49 @@ __device__ float dot_q4k(const uint8_t* wr, int cols, const int8_t* xq, const XS
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int b = b0 + 4 * i;
-      if (b < nb) acc += q4k_part<P>(hd[i], qv[i], xq + 256 * b, cols, xd + 8 * b, t);
+      if (b < nb) acc += q4k_part<P>(hd[i], qv[i], xq, cols, xd, b, t);
     }
   }
   return acc;
+}
+
+// Two Q4_K rows in one warp pass (R = 2): the lane layout of dot_q4k with two blocks per lane
+// and row in flight, and each block's activation runs and scales read once for both rows
+// (q4k_part inlined twice on the same shared addresses), so the shared-memory reads per weight
+// byte halve. A lane adds its blocks b0, b0 + 4, b0 + 8, ... one at a time in that order, as
+// dot_q4k does, so each row's result equals dot_q4k's bit for bit.
+template <int P>
+__device__ void dot2_q4k(const uint8_t* w0, const uint8_t* w1, int cols, const int8_t* xq,
+                         const XScale* xd, int lane, float& acc0, float& acc1) {
+  const uint4* wa = reinterpret_cast<const uint4*>(w0);
+  const uint4* wb = reinterpret_cast<const uint4*>(w1);
+  const int nb = cols / 256;
+  const int t = lane & 7;
+  float a0 = 0.f, a1 = 0.f;
+  for (int b0 = lane >> 3; b0 < nb; b0 += 8) {
+    uint4 h0[2], q0[2], h1[2], q1[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int b = b0 + 4 * i;
+      h0[i] = q0[i] = h1[i] = q1[i] = make_uint4(0u, 0u, 0u, 0u);
+      if (b < nb) {
+        h0[i] = __ldg(wa + 9 * b);
+        q0[i] = __ldg(wa + 9 * b + 1 + t);
+        h1[i] = __ldg(wb + 9 * b);
+        q1[i] = __ldg(wb + 9 * b + 1 + t);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int b = b0 + 4 * i;
+      if (b < nb) {
+        a0 += q4k_part<P>(h0[i], q0[i], xq, cols, xd, b, t);
+        a1 += q4k_part<P>(h1[i], q1[i], xq, cols, xd, b, t);
+      }
+    }
+  }
+  acc0 = a0;
+  acc1 = a1;
 }
 
 template <int P>
@@ -143,10 +182,46 @@ __device__ float dot_q8_0r(const uint8_t* wr, int cols, const int8_t* xq, const 
 #pragma unroll
     for (int i = 0; i < kAhead; ++i) {
       const int c = c0 + 32 * i;
-      if (c < nc) acc += half_bits(d[i]) * dotx<P>(q[i], xq + 16 * c, cols, xd[c >> 1]);
+      if (c < nc) acc += half_bits(d[i]) * dotx<P>(q[i], xq, 16 * c, cols, xd[dpos(c >> 1, cols)]);
     }
   }
   return acc;
+}
+
+// One Q6_KR block's loads for lane t (q6k_dot's split) and its share of the product.
+struct Q6krLoad {
+  uint4 qa, qb, qh;
+  uint2 sv;
+  uint32_t d;
+};
+
+__device__ __forceinline__ Q6krLoad load_q6kr(const uint8_t* wr, int nb, int b, int t) {
+  const int h = t >> 1, l0 = 16 * (t & 1);
+  Q6krLoad r;
+  r.qa = __ldg(reinterpret_cast<const uint4*>(wr + 128 * b + 64 * h + l0));
+  r.qb = __ldg(reinterpret_cast<const uint4*>(wr + 128 * b + 64 * h + 32 + l0));
+  r.qh = __ldg(reinterpret_cast<const uint4*>(wr + 128 * nb + 64 * b + 32 * h + l0));
+  r.sv = __ldg(reinterpret_cast<const uint2*>(wr + 192 * nb + 16 * b + 8 * h));
+  r.d = __ldg(reinterpret_cast<const uint16_t*>(wr + 208 * nb) + b);
+  return r;
+}
+
+// scales[8 h + (t & 1) + 2 k], k = 0..3, of lane t: bytes (t & 1), 2 + (t & 1), ... of the 8 at
+// 8 h.
+__device__ __forceinline__ void q6kr_scales(uint2 sv, int t, int (&sc)[4]) {
+  const uint32_t sh = 8u * static_cast<uint32_t>(t & 1);
+  sc[0] = static_cast<int8_t>(sv.x >> sh);
+  sc[1] = static_cast<int8_t>(sv.x >> (16 + sh));
+  sc[2] = static_cast<int8_t>(sv.y >> sh);
+  sc[3] = static_cast<int8_t>(sv.y >> (16 + sh));
+}
+
+template <int P>
+__device__ __forceinline__ float q6kr_part(const Q6krLoad& l, const int8_t* xq, int cols,
+                                           const XScale* xd, int b, int t) {
+  int sc[4];
+  q6kr_scales(l.sv, t, sc);
+  return q6k_dot<P>(l.qa, l.qb, l.qh, sc, half_bits(l.d), xq, cols, xd, b, t);
 }
 
 // Q6_KR: 4 lanes per block as in q6k_dot, 8 blocks per pass, two passes' loads in flight.
@@ -155,42 +230,44 @@ __device__ float dot_q6kr(const uint8_t* wr, int cols, const int8_t* xq, const X
                           int lane) {
   constexpr int kAhead = 2;
   const int nb = cols / 256;
-  const uint8_t* ql = wr;
-  const uint8_t* qh = wr + 128 * nb;
-  const uint8_t* scs = wr + 192 * nb;
-  const uint16_t* ds = reinterpret_cast<const uint16_t*>(wr + 208 * nb);
-  const int t = lane & 3, h = t >> 1, l0 = 16 * (t & 1);
+  const int t = lane & 3;
   float acc = 0.f;
   for (int b0 = lane >> 2; b0 < nb; b0 += 8 * kAhead) {
-    uint4 qa[kAhead], qb[kAhead], qv[kAhead];
-    uint2 sv[kAhead];
-    uint32_t dv[kAhead];
+    Q6krLoad l[kAhead];
 #pragma unroll
     for (int i = 0; i < kAhead; ++i) {
       const int b = b0 + 8 * i;
-      qa[i] = qb[i] = qv[i] = make_uint4(0u, 0u, 0u, 0u);
-      sv[i] = make_uint2(0u, 0u);
-      dv[i] = 0u;
-      if (b < nb) {
-        qa[i] = __ldg(reinterpret_cast<const uint4*>(ql + 128 * b + 64 * h + l0));
-        qb[i] = __ldg(reinterpret_cast<const uint4*>(ql + 128 * b + 64 * h + 32 + l0));
-        qv[i] = __ldg(reinterpret_cast<const uint4*>(qh + 64 * b + 32 * h + l0));
-        sv[i] = __ldg(reinterpret_cast<const uint2*>(scs + 16 * b + 8 * h));
-        dv[i] = __ldg(ds + b);
-      }
+      l[i] = b < nb ? load_q6kr(wr, nb, b, t) : Q6krLoad{};
     }
 #pragma unroll
     for (int i = 0; i < kAhead; ++i) {
       const int b = b0 + 8 * i;
-      if (b >= nb) continue;
-      // scales[8 h + (t & 1) + 2 k], k = 0..3: bytes (t & 1), 2 + (t & 1), ... of the 8 at 8 h.
-      const uint32_t sh = 8u * static_cast<uint32_t>(t & 1);
-      const int sc[4] = {static_cast<int8_t>(sv[i].x >> sh), static_cast<int8_t>(sv[i].x >> (16 + sh)),
-                         static_cast<int8_t>(sv[i].y >> sh), static_cast<int8_t>(sv[i].y >> (16 + sh))};
-      acc += q6k_dot<P>(qa[i], qb[i], qv[i], sc, half_bits(dv[i]), xq, cols, xd, b, t);
+      if (b < nb) acc += q6kr_part<P>(l[i], xq, cols, xd, b, t);
     }
   }
   return acc;
+}
+
+// Two Q6_KR rows in one warp pass (R = 2): dot_q6kr's lane split, one block per lane and row in
+// flight (the same loads in flight as dot_q6kr's two), the activation read once for both rows.
+// A lane adds its blocks in dot_q6kr's order: each row's result equals dot_q6kr's.
+template <int P>
+__device__ void dot2_q6kr(const uint8_t* w0, const uint8_t* w1, int cols, const int8_t* xq,
+                          const XScale* xd, int lane, float& acc0, float& acc1) {
+  const int nb = cols / 256;
+  const int t = lane & 3;
+  float a0 = 0.f, a1 = 0.f;
+  for (int b = lane >> 2; b < nb; b += 8) {
+    const Q6krLoad l0 = load_q6kr(w0, nb, b, t);
+    const Q6krLoad l1 = load_q6kr(w1, nb, b, t);
+    int sc0[4], sc1[4];
+    q6kr_scales(l0.sv, t, sc0);
+    q6kr_scales(l1.sv, t, sc1);
+    q6k_dot2<P>(l0.qa, l0.qb, l0.qh, sc0, half_bits(l0.d), l1.qa, l1.qb, l1.qh, sc1,
+                half_bits(l1.d), xq, cols, xd, b, t, a0, a1);
+  }
+  acc0 = a0;
+  acc1 = a1;
 }
 
 // How a launch meets the kernel before it in the stream (variants 0, 5, 6 of qgemv_wide.h).
@@ -247,20 +324,44 @@ __device__ __forceinline__ float row_dot(const uint8_t* wr, int cols, const int8
   return acc;
 }
 
+// Variant 8's pairs of rows per warp pass apply to these formats.
+constexpr bool two_rows(int type, int r) {
+  return r == 2 && (type == qblock::kQ4_K || type == qblock::kQ6_KR);
+}
+
+// Resident CTAs per SM the kernel is built for (its __launch_bounds__) and launched with at most.
+constexpr int ctas_per_sm(int type, int r) {
+  return two_rows(type, r) && type == qblock::kQ6_KR ? 2 : 4;
+}
+
+template <int T, int P>
+__device__ __forceinline__ void row2_dot(const uint8_t* w0, const uint8_t* w1, int cols,
+                                         const int8_t* xq, const XScale* xd, int lane,
+                                         float& acc0, float& acc1) {
+  if constexpr (T == qblock::kQ4_K) {
+    dot2_q4k<P>(w0, w1, cols, xq, xd, lane, acc0, acc1);
+  } else {
+    dot2_q6kr<P>(w0, w1, cols, xq, xd, lane, acc0, acc1);
+  }
+}
+
 __device__ __forceinline__ float warp_sum(float acc) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   return acc;
 }
 
-// 4 CTAs (32 warps) per SM: at most 64 registers per thread.
+// ctas_per_sm(T, R) CTAs per SM: 4 (32 warps, at most 64 registers per thread), or 2 for two
+// Q6_KR rows per pass, whose two rows' loads and quarters need up to 128 registers.
 // I (Input): where the activation comes from. kSwiglu: warp j's rows are gate row j and up row
 // rows / 2 + j, and it writes bf16(silu(g) * u) with launch_swiglu's formula (kernels/ops.cu)
 // instead of two fp32 results; each row's product is the one the plain form computes.
 // C (Chain): with PDL nothing the previous kernel writes (v, x, y) is touched before pdl_wait();
 // the weights are constant during a decode step, so kPdlFetch may prefetch them before it.
-template <int T, int P, int I, bool kSwiglu, int C = kPlain>
-__global__ void __launch_bounds__(kThreads, 4) qgemv_wide_kernel(const uint8_t* __restrict__ w, int rows, int cols, int64_t row_bytes,
+// R: rows per warp pass, 1 or 2 (variant 8: Q4_K and Q6_KR, two_rows(); other formats run
+// R = 1's code).
+template <int T, int P, int I, bool kSwiglu, int C = kPlain, int R = 1>
+__global__ void __launch_bounds__(kThreads, ctas_per_sm(T, R)) qgemv_wide_kernel(const uint8_t* __restrict__ w, int rows, int cols, int64_t row_bytes,
                       const uint16_t* __restrict__ v, const int8_t* __restrict__ xg,
                       float* __restrict__ y, int accumulate, const float* __restrict__ x,
                       const float* __restrict__ norm_w, float eps, uint16_t* __restrict__ act) {
@@ -305,17 +406,40 @@ __global__ void __launch_bounds__(kThreads, 4) qgemv_wide_kernel(const uint8_t* 
   }
   // Outputs depend on the warp only, so the shuffles run with all 32 lanes.
   const int outs = kSwiglu ? rows / 2 : rows;
-  for (int r = blockIdx.x * kWarps + warp; r < outs; r += gridDim.x * kWarps) {
-    const float acc =
-        warp_sum(row_dot<T, P>(w + static_cast<int64_t>(r) * row_bytes, cols, xq, xd, buf, lane));
-    if constexpr (kSwiglu) {
-      const float u = warp_sum(
-          row_dot<T, P>(w + static_cast<int64_t>(outs + r) * row_bytes, cols, xq, xd, buf, lane));
+  if constexpr (two_rows(T, R)) {
+    // Pairs: (gate j, up j) for the SwiGLU, else rows (2 o, 2 o + 1); an odd last row is
+    // computed twice and stored once.
+    const int pairs = kSwiglu ? outs : (rows + 1) / 2;
+    for (int o = blockIdx.x * kWarps + warp; o < pairs; o += gridDim.x * kWarps) {
+      const int r0 = kSwiglu ? o : 2 * o;
+      const int r1 = kSwiglu ? outs + o : (2 * o + 1 < rows ? 2 * o + 1 : 2 * o);
+      float a0, a1;
+      row2_dot<T, P>(w + static_cast<int64_t>(r0) * row_bytes,
+                     w + static_cast<int64_t>(r1) * row_bytes, cols, xq, xd, lane, a0, a1);
+      a0 = warp_sum(a0);
+      a1 = warp_sum(a1);
       if (lane == 0) {
-        act[r] = __bfloat16_as_ushort(__float2bfloat16_rn(acc / (1.0f + expf(-acc)) * u));
+        if constexpr (kSwiglu) {
+          act[o] = __bfloat16_as_ushort(__float2bfloat16_rn(a0 / (1.0f + expf(-a0)) * a1));
+        } else {
+          y[r0] = accumulate ? y[r0] + a0 : a0;
+          if (r1 != r0) y[r1] = accumulate ? y[r1] + a1 : a1;
+        }
       }
-    } else {
-      if (lane == 0) y[r] = accumulate ? y[r] + acc : acc;
+    }
+  } else {
+    for (int r = blockIdx.x * kWarps + warp; r < outs; r += gridDim.x * kWarps) {
+      const float acc =
+          warp_sum(row_dot<T, P>(w + static_cast<int64_t>(r) * row_bytes, cols, xq, xd, buf, lane));
+      if constexpr (kSwiglu) {
+        const float u = warp_sum(
+            row_dot<T, P>(w + static_cast<int64_t>(outs + r) * row_bytes, cols, xq, xd, buf, lane));
+        if (lane == 0) {
+          act[r] = __bfloat16_as_ushort(__float2bfloat16_rn(acc / (1.0f + expf(-acc)) * u));
+        }
+      } else {
+        if (lane == 0) y[r] = accumulate ? y[r] + acc : acc;
+      }
     }
   }
 }
@@ -327,40 +451,41 @@ size_t smem_bytes(int cols) {
   return stage + static_cast<size_t>(P) * cols + static_cast<size_t>(cols / 32) * sizeof(XScale);
 }
 
-template <int T, int P, int I, bool S, int C>
+template <int T, int P, int I, bool S, int C, int R>
 std::atomic<size_t>& smem_limit() {
   static std::atomic<size_t> v{kDefaultSmem};
   return v;
 }
 
-template <int T, int P, int I = kInBf16, bool S = false, int C = kPlain>
+template <int T, int P, int I = kInBf16, bool S = false, int C = kPlain, int R = 1>
 cudaError_t raise_smem(int cols) {
   const size_t smem = smem_bytes<T, P, I>(cols);
-  if (smem <= smem_limit<T, P, I, S, C>().load()) return cudaSuccess;
-  const cudaError_t e = cudaFuncSetAttribute(qgemv_wide_kernel<T, P, I, S, C>,
+  if (smem <= smem_limit<T, P, I, S, C, R>().load()) return cudaSuccess;
+  const cudaError_t e = cudaFuncSetAttribute(qgemv_wide_kernel<T, P, I, S, C, R>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem));
-  if (e == cudaSuccess) smem_limit<T, P, I, S, C>().store(smem);
+  if (e == cudaSuccess) smem_limit<T, P, I, S, C, R>().store(smem);
   return e;
 }
 
-// CTAs in one launch: enough for every row, at most 4 per SM (one resident wave, as
-// __launch_bounds__ asks; the activation is then quantized at most 4 times per SM).
-int grid_cap() { return 4 * sm_count(); }
+// CTAs in one launch: enough for every row, at most per_sm (ctas_per_sm) per SM: one resident
+// wave, as __launch_bounds__ asks; the activation is then quantized at most per_sm times per SM.
+int grid_cap(int per_sm) { return per_sm * sm_count(); }
 
 std::atomic<int> g_variant{-1};  // -1: not yet read from the tuning
 
 // kInPre: a.xg holds the quantized activation and the shared memory is the per-warp staging
 // buffers only (at most 8 * 160 * 16 = 20 KiB: no opt-in needed).
-template <int T, int P, int I, bool S = false, int C = kPlain>
+template <int T, int P, int I, bool S = false, int C = kPlain, int R = 1>
 cudaError_t launch_t(const Args& a, cudaStream_t st) {
   if constexpr (I != kInPre) {
-    if (const cudaError_t e = raise_smem<T, P, I, S, C>(a.cols); e != cudaSuccess) return e;
+    if (const cudaError_t e = raise_smem<T, P, I, S, C, R>(a.cols); e != cudaSuccess) return e;
   }
-  const int outs = S ? a.rows / 2 : a.rows;
+  // Warps' outputs: rows, SwiGLU pairs, or with two rows per pass pairs of rows.
+  const int outs = S ? a.rows / 2 : two_rows(T, R) ? (a.rows + 1) / 2 : a.rows;
   const int want = (outs + kWarps - 1) / kWarps;
-  const int cap = grid_cap();
-  const cudaError_t e = detail::launch_pdl(C == kPdl || C == kPdlFetch, qgemv_wide_kernel<T, P, I, S, C>,
+  const int cap = grid_cap(ctas_per_sm(T, R));
+  const cudaError_t e = detail::launch_pdl(C == kPdl || C == kPdlFetch, qgemv_wide_kernel<T, P, I, S, C, R>,
                                            dim3(want < cap ? want : cap), dim3(kThreads),
                                            smem_bytes<T, P, I>(a.cols), st, a.w, a.rows, a.cols,
                                            a.row_bytes, a.v, a.xg, a.y, a.accumulate, a.x,
@@ -393,29 +518,29 @@ __global__ void __launch_bounds__(kThreads)
   quantize8<P>(u, g, g < n8, cols, xq, reinterpret_cast<XScale*>(xq + P * cols));
 }
 
-template <int P, int I, bool S = false, int C = kPlain>
+template <int P, int I, bool S = false, int C = kPlain, int R = 1>
 cudaError_t launch_p(int type, const Args& a, cudaStream_t st) {
-  return by_type(type, [&](auto t) { return launch_t<decltype(t)::value, P, I, S, C>(a, st); });
+  return by_type(type, [&](auto t) { return launch_t<decltype(t)::value, P, I, S, C, R>(a, st); });
 }
 
-// One (input, output, chain) combination for planes 1 or 2.
-template <int I, bool S = false, int C = kPlain>
+// One (input, output, chain, rows per pass) combination for planes 1 or 2.
+template <int I, bool S = false, int C = kPlain, int R = 1>
 cudaError_t launch_planes(int type, const Args& a, cudaStream_t st, int planes) {
-  if (planes == 1) return launch_p<1, I, S, C>(type, a, st);
-  if (planes == 2) return launch_p<2, I, S, C>(type, a, st);
+  if (planes == 1) return launch_p<1, I, S, C, R>(type, a, st);
+  if (planes == 2) return launch_p<2, I, S, C, R>(type, a, st);
   return cudaErrorInvalidValue;
 }
 
-// launch_fused's four forms under one chain: input bf16 or norm (a.x set), output rows or SwiGLU
-// (a.act set).
-template <int C>
+// launch_fused's four forms under one chain and rows per pass: input bf16 or norm (a.x set),
+// output rows or SwiGLU (a.act set).
+template <int C, int R = 1>
 cudaError_t launch_forms(int type, const Args& a, cudaStream_t st, int planes) {
   if (a.x) {
-    return a.act ? launch_planes<kInNorm, true, C>(type, a, st, planes)
-                 : launch_planes<kInNorm, false, C>(type, a, st, planes);
+    return a.act ? launch_planes<kInNorm, true, C, R>(type, a, st, planes)
+                 : launch_planes<kInNorm, false, C, R>(type, a, st, planes);
   }
-  return a.act ? launch_planes<kInBf16, true, C>(type, a, st, planes)
-               : launch_planes<kInBf16, false, C>(type, a, st, planes);
+  return a.act ? launch_planes<kInBf16, true, C, R>(type, a, st, planes)
+               : launch_planes<kInBf16, false, C, R>(type, a, st, planes);
 }
 
 // Every instantiation that may need more than the default 48 KiB of shared memory.
@@ -429,7 +554,11 @@ cudaError_t prepare_t(int max_cols) {
         raise_smem<T, P, kInBf16, false, kFetch>(max_cols),
         raise_smem<T, P, kInBf16, true, kFetch>(max_cols),
         raise_smem<T, P, kInNorm, false, kFetch>(max_cols),
-        raise_smem<T, P, kInNorm, true, kFetch>(max_cols)}) {
+        raise_smem<T, P, kInNorm, true, kFetch>(max_cols),
+        raise_smem<T, P, kInBf16, false, kPlain, 2>(max_cols),
+        raise_smem<T, P, kInBf16, true, kPlain, 2>(max_cols),
+        raise_smem<T, P, kInNorm, false, kPlain, 2>(max_cols),
+        raise_smem<T, P, kInNorm, true, kPlain, 2>(max_cols)}) {
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
@@ -516,6 +645,7 @@ const char* variant_name(int which) {
     case 5: return "v5";
     case 6: return "v6";
     case 7: return "v7";
+    case 8: return "v8";
     default: return "?";
   }
 }
@@ -523,7 +653,7 @@ const char* variant_name(int which) {
 cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_bytes,
                    const uint16_t* v, float* y, bool accumulate, void* stream, int planes) {
   // The pipelined variants stage runs of blocks; the repacked layouts need no staging and take
-  // the original kernel under every variant but PDL's (5, 6).
+  // the original kernel and its forms (5-8) only.
   switch (qblock::repacked(type) ? 0 : variant()) {
     // {CTAs per SM, PDL, shorter runs on long rows}
     case 1: return launch_pipe(type, w, rows, cols, row_bytes, v, y, accumulate, stream, planes,
@@ -543,6 +673,7 @@ cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_byte
     case 5: return launch_planes<kInBf16, false, kPdl>(type, a, st, planes);
     case 6: return launch_planes<kInBf16, false, kPdlFetch>(type, a, st, planes);
     case 7: return launch_planes<kInBf16, false, kFetch>(type, a, st, planes);
+    case 8: return launch_planes<kInBf16, false, kPlain, 2>(type, a, st, planes);
     default: return launch_planes<kInBf16>(type, a, st, planes);
   }
 }
@@ -563,8 +694,11 @@ cudaError_t launch_fused(int type, const void* w, int rows, int cols, int64_t ro
   a.norm_w = norm_w;
   a.eps = eps;
   a.act = act;
-  return variant() == 7 ? launch_forms<kFetch>(type, a, st, planes)
-                        : launch_forms<kPlain>(type, a, st, planes);
+  switch (variant()) {
+    case 7: return launch_forms<kFetch>(type, a, st, planes);
+    case 8: return launch_forms<kPlain, 2>(type, a, st, planes);
+    default: return launch_forms<kPlain>(type, a, st, planes);
+  }
 }
 
 size_t x_bytes(int cols, int planes) {
@@ -591,7 +725,7 @@ cudaError_t prepare(int max_cols) {
   if (const cudaError_t e = prepare_p<1>(max_cols); e != cudaSuccess) return e;
   if (const cudaError_t e = prepare_p<2>(max_cols); e != cudaSuccess) return e;
   if (const cudaError_t e = prepare_pipe(max_cols); e != cudaSuccess) return e;
-  return grid_cap() > 0 ? cudaSuccess : cudaErrorUnknown;
+  return grid_cap(4) > 0 ? cudaSuccess : cudaErrorUnknown;
 }
 
 }  // namespace sinkscope::kernels::qwide

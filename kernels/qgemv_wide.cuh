@@ -31,6 +31,22 @@ template <int T> constexpr int stage_chunks() {
 // Per run of 32 activations: {d, d * sum(q), d2, d2 * sum(q2)} (d2 = 0 with one plane).
 using XScale = float4;
 
+// Where the quantized activation's pieces lie (shared or global memory, writer and readers
+// alike). With cols % 256 == 0, the 16-byte chunk c of a plane is stored at chunk
+// c ^ ((c >> 2) & 6) and the scale record i at i ^ ((i >> 3) & 1); otherwise in order.
+// Why: a 16-byte shared-memory load is served 8 lanes at a time, and those 8 lanes must hit 8
+// different 16-byte bank groups of a 128-byte row to take one pass. The 8 lanes of a Q4_K block
+// read runs 128 elements apart (2 passes in order), the 2 x 4 lanes of two Q6_K blocks runs 128
+// and 256 apart (4 passes), the Q6_K scale records 8 apart (2 passes). The XOR moves bits 7-8
+// of the element offset into bits 5-6 (bit 3 of the record index into bit 0), so every such
+// 8-lane group is one pass; consecutive reads (Q8_0) stay one pass. The maps only permute
+// within 128 elements (2 records), so nothing moves past cols.
+__device__ __forceinline__ int x_mask(int cols) { return (cols & 255) ? 0 : 0x60; }
+__device__ __forceinline__ int xpos(int e, int cols) { return e ^ ((e >> 2) & x_mask(cols)); }
+__device__ __forceinline__ int dpos(int i, int cols) {
+  return i ^ ((i >> 3) & ((cols & 255) ? 0 : 1));
+}
+
 __device__ __forceinline__ float half_bits(uint32_t h) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffffu)));
 }
@@ -80,12 +96,13 @@ __device__ __forceinline__ void quantize8(uint4 u, int g, bool on, int cols, int
   s2 += __shfl_xor_sync(0xffffffffu, s2, 1);
   s2 += __shfl_xor_sync(0xffffffffu, s2, 2);
   if (on) {
-    *reinterpret_cast<uint2*>(xq + 8 * g) = make_uint2(packed[0], packed[1]);
+    const int e = xpos(8 * g, cols);
+    *reinterpret_cast<uint2*>(xq + e) = make_uint2(packed[0], packed[1]);
     if constexpr (P == 2) {
-      *reinterpret_cast<uint2*>(xq + cols + 8 * g) = make_uint2(packed2[0], packed2[1]);
+      *reinterpret_cast<uint2*>(xq + cols + e) = make_uint2(packed2[0], packed2[1]);
     }
     if ((g & 3) == 0) {
-      xd[g >> 2] = make_float4(d, __fmul_rn(d, static_cast<float>(s)), d2,
+      xd[dpos(g >> 2, cols)] = make_float4(d, __fmul_rn(d, static_cast<float>(s)), d2,
                                __fmul_rn(d2, static_cast<float>(s2)));
     }
   }
@@ -215,10 +232,12 @@ __device__ __forceinline__ int dot16(uint4 q, int4 x, int acc) {
   return __dp4a(static_cast<int>(q.w), x.w, acc);
 }
 
-// 16 int8 weights q times the 16 activations at x (plane 0; plane 1 at x + cols), scaled by the
-// activation steps of their run: d * sum(q x1) (+ d2 * sum(q x2)).
+// 16 int8 weights q times the 16 activations from element e (e % 16 == 0; plane 0 at xq, plane 1
+// at xq + cols, placed by xpos), scaled by the activation steps of their run:
+// d * sum(q x1) (+ d2 * sum(q x2)).
 template <int P>
-__device__ __forceinline__ float dotx(uint4 q, const int8_t* x, int cols, const XScale& s) {
+__device__ __forceinline__ float dotx(uint4 q, const int8_t* xq, int e, int cols, const XScale& s) {
+  const int8_t* x = xq + xpos(e, cols);
   float r = s.x * static_cast<float>(dot16(q, *reinterpret_cast<const int4*>(x), 0));
   if constexpr (P == 2) {
     r += s.z * static_cast<float>(dot16(q, *reinterpret_cast<const int4*>(x + cols), 0));
@@ -226,10 +245,10 @@ __device__ __forceinline__ float dotx(uint4 q, const int8_t* x, int cols, const 
   return r;
 }
 
-// One lane's share of a Q4_K block: hd = bytes 0..15, qv = qs[16 t .. 16 t + 16).
+// One lane's share of block b of a Q4_K row: hd = bytes 0..15, qv = qs[16 t .. 16 t + 16).
 template <int P>
-__device__ __forceinline__ float q4k_part(uint4 hd, uint4 qv, const int8_t* xb, int cols,
-                                          const XScale* xdb, int t) {
+__device__ __forceinline__ float q4k_part(uint4 hd, uint4 qv, const int8_t* xq, int cols,
+                                          const XScale* xd, int b, int t) {
   const int p = t >> 1, h = t & 1;
   // Scales and mins of sub-blocks 2p and 2p+1 at once, 8 bits each in a 16-bit pair, without a
   // branch on p (qblock::k_scale_min's values): p < 2 bytes 2p, 2p+1 of s0 / s1 masked to 6 bits;
@@ -245,9 +264,10 @@ __device__ __forceinline__ float q4k_part(uint4 hd, uint4 qv, const int8_t* xb, 
   const uint4 lo = make_uint4(qv.x & kLo, qv.y & kLo, qv.z & kLo, qv.w & kLo);
   const uint4 hi = make_uint4((qv.x >> 4) & kLo, (qv.y >> 4) & kLo, (qv.z >> 4) & kLo,
                               (qv.w >> 4) & kLo);
-  const XScale al = xdb[2 * p], ah = xdb[2 * p + 1];
-  float r = half_bits(hd.x) * (static_cast<float>(sc_lo) * dotx<P>(lo, xb + 64 * p + 16 * h, cols, al) +
-                               static_cast<float>(sc_hi) * dotx<P>(hi, xb + 64 * p + 32 + 16 * h, cols, ah));
+  const XScale al = xd[dpos(8 * b + 2 * p, cols)], ah = xd[dpos(8 * b + 2 * p + 1, cols)];
+  const int e = 256 * b + 64 * p + 16 * h;
+  float r = half_bits(hd.x) * (static_cast<float>(sc_lo) * dotx<P>(lo, xq, e, cols, al) +
+                               static_cast<float>(sc_hi) * dotx<P>(hi, xq, e + 32, cols, ah));
   // The min term covers the whole sub-block (d * sum(q) of all 32), so one lane of the pair.
   if (h == 0) {
     r -= half_bits(hd.x >> 16) * (static_cast<float>(m_lo) * (al.y + al.w) +
@@ -262,6 +282,26 @@ __device__ __forceinline__ int q6_signed(uint32_t q) {
   return static_cast<int>(((q | 0x80808080u) - 0x20202020u) ^ 0x80808080u);
 }
 
+// The 16 int8 weights of quarter k (0..3) of q6k_dot's lane share: qa / qb low or high
+// nibbles with two bits of qh above, offset by -32 (k a constant after unrolling).
+__device__ __forceinline__ uint4 q6k_quarter(int k, uint4 qa, uint4 qb, uint4 qh) {
+  const uint32_t A[4] = {qa.x, qa.y, qa.z, qa.w};
+  const uint32_t B[4] = {qb.x, qb.y, qb.z, qb.w};
+  const uint32_t H[4] = {qh.x, qh.y, qh.z, qh.w};
+  uint32_t q[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    constexpr uint32_t kLo = 0x0f0f0f0fu, kHi = 0x30303030u;
+    uint32_t u;
+    if (k == 0) u = (A[j] & kLo) | ((H[j] << 4) & kHi);
+    else if (k == 1) u = (B[j] & kLo) | ((H[j] << 2) & kHi);
+    else if (k == 2) u = ((A[j] >> 4) & kLo) | (H[j] & kHi);
+    else u = ((B[j] >> 4) & kLo) | ((H[j] >> 2) & kHi);
+    q[j] = static_cast<uint32_t>(q6_signed(u));
+  }
+  return make_uint4(q[0], q[1], q[2], q[3]);
+}
+
 // One lane's share of a Q6_K block: lane t (0..3) of the block takes half h = t / 2 and the 16
 // elements l0 = 16 (t & 1) .. +16 of each of its 4 quarters. qa / qb: ql bytes
 // [64 h + l0, +16) (quarters 0 low, 2 high nibbles) and [64 h + 32 + l0, +16) (quarters 1, 3);
@@ -272,28 +312,45 @@ __device__ __forceinline__ float q6k_dot(uint4 qa, uint4 qb, uint4 qh, const int
                                          const int8_t* xq, int cols, const XScale* xd, int b,
                                          int t) {
   const int h = t >> 1, l0 = 16 * (t & 1);
-  const int8_t* xb = xq + 256 * b + 128 * h + l0;
-  const uint32_t A[4] = {qa.x, qa.y, qa.z, qa.w};
-  const uint32_t B[4] = {qb.x, qb.y, qb.z, qb.w};
-  const uint32_t H[4] = {qh.x, qh.y, qh.z, qh.w};
+  const int e = 256 * b + 128 * h + l0;
   float r = 0.f;
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    uint32_t q[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      constexpr uint32_t kLo = 0x0f0f0f0fu, kHi = 0x30303030u;
-      uint32_t u;
-      if (k == 0) u = (A[j] & kLo) | ((H[j] << 4) & kHi);
-      else if (k == 1) u = (B[j] & kLo) | ((H[j] << 2) & kHi);
-      else if (k == 2) u = ((A[j] >> 4) & kLo) | (H[j] & kHi);
-      else u = ((B[j] >> 4) & kLo) | ((H[j] >> 2) & kHi);
-      q[j] = static_cast<uint32_t>(q6_signed(u));
-    }
-    r += static_cast<float>(sc[k]) *
-         dotx<P>(make_uint4(q[0], q[1], q[2], q[3]), xb + 32 * k, cols, xd[8 * b + 4 * h + k]);
+    r += static_cast<float>(sc[k]) * dotx<P>(q6k_quarter(k, qa, qb, qh), xq, e + 32 * k, cols,
+                                             xd[dpos(8 * b + 4 * h + k, cols)]);
   }
   return d * r;
+}
+
+// q6k_dot for the same block of two rows (weights qa0.. and qa1..), each quarter's activation
+// read once for both; each result is q6k_dot's, bit for bit.
+template <int P>
+__device__ __forceinline__ void q6k_dot2(uint4 qa0, uint4 qb0, uint4 qh0, const int (&sc0)[4],
+                                         float d0, uint4 qa1, uint4 qb1, uint4 qh1,
+                                         const int (&sc1)[4], float d1, const int8_t* xq,
+                                         int cols, const XScale* xd, int b, int t, float& acc0,
+                                         float& acc1) {
+  const int h = t >> 1, l0 = 16 * (t & 1);
+  const int e = 256 * b + 128 * h + l0;
+  float r0 = 0.f, r1 = 0.f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int8_t* x = xq + xpos(e + 32 * k, cols);
+    const XScale s = xd[dpos(8 * b + 4 * h + k, cols)];
+    const int4 x1 = *reinterpret_cast<const int4*>(x);
+    const uint4 w0 = q6k_quarter(k, qa0, qb0, qh0), w1 = q6k_quarter(k, qa1, qb1, qh1);
+    float p0 = s.x * static_cast<float>(dot16(w0, x1, 0));
+    float p1 = s.x * static_cast<float>(dot16(w1, x1, 0));
+    if constexpr (P == 2) {
+      const int4 x2 = *reinterpret_cast<const int4*>(x + cols);
+      p0 += s.z * static_cast<float>(dot16(w0, x2, 0));
+      p1 += s.z * static_cast<float>(dot16(w1, x2, 0));
+    }
+    r0 += static_cast<float>(sc0[k]) * p0;
+    r1 += static_cast<float>(sc1[k]) * p1;
+  }
+  acc0 += d0 * r0;
+  acc1 += d1 * r1;
 }
 
 // One lane's share (q6k_dot) of a Q6_K block staged at byte o of sb.
@@ -316,7 +373,7 @@ __device__ __forceinline__ float q8_0_part(const uint8_t* sb, int o, const int8_
                                            const XScale* xd, int b, int t) {
   const float d = half_bits(*reinterpret_cast<const uint16_t*>(sb + o));
   const uint4 q = load16_a2(sb, o + 2 + 16 * t);
-  return d * dotx<P>(q, xq + 32 * b + 16 * t, cols, xd[b]);
+  return d * dotx<P>(q, xq, 32 * b + 16 * t, cols, xd[dpos(b, cols)]);
 }
 
 }  // namespace

@@ -30,7 +30,8 @@ cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_byte
 
 // The activation quantized once for several GEMVs over the same v (a projection's parts): xq
 // holds planes * cols int8 codes, then cols / 32 scale records, x_bytes(cols, planes) in all,
-// 16-byte aligned; the same numbers each CTA of launch() computes for itself. launch_pre then
+// 16-byte aligned, in the kernels' own order (qgemv_wide.cuh xpos); the same numbers each CTA of
+// launch() computes for itself. launch_pre then
 // reads them instead of v (same results, bit for bit, as launch() with variant 0).
 size_t x_bytes(int cols, int planes);
 cudaError_t quantize(const uint16_t* v, int cols, int planes, int8_t* xq, void* stream);
@@ -67,7 +68,11 @@ cudaError_t prepare(int max_cols);
 //   7: variant 0 (an ordinary launch, no PDL), each warp first asking L2 for its first row's
 //      weight bytes before the CTA quantizes the activation, so the rows' DRAM latency overlaps
 //      that prologue; launch_fused takes it too when selected.
-constexpr int kVariants = 8;
+//   8: variant 0 with two rows per warp pass for Q4_K and Q6_KR (rows 2o and 2o + 1, or gate j
+//      and up j), each block's activation read from shared memory once for both; the same
+//      results as 0, bit for bit. Other formats run variant 0's code. launch_fused takes it too
+//      when selected.
+constexpr int kVariants = 9;
 constexpr int kDefaultVariant = 0;
 int variant();                // kDefaultVariant until set_variant
 bool set_variant(int which);  // false (and no change) outside 0 .. kVariants - 1

@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, kMinCta)
           const int bi = (lane >> 3) + 4 * i;
           if (bi < nblk) {
             const int b = b0 + bi;
-            acc += q4k_part<P>(bq[9 * bi], bq[9 * bi + 1 + t], xq + 256 * b, cols, xd + 8 * b, t);
+            acc += q4k_part<P>(bq[9 * bi], bq[9 * bi + 1 + t], xq, cols, xd, b, t);
           }
         }
       } else if constexpr (T == qblock::kQ6_K) {

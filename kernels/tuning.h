@@ -34,7 +34,7 @@ struct GpuTuning {
   bool decode_early_loads = true;      // cache copies before the PDL wait (SINKSCOPE_DECODE_EARLY_LOADS=0)
   bool decode_fused_combine = false;   // split combine inside the decode kernel (SINKSCOPE_FUSED_COMBINE=1)
   // The int8-activation GEMV kernel variant (kernels/qgemv_wide.h, kVariants): -1 the built-in
-  // default, 0 .. 7 that variant (SINKSCOPE_QGEMV_VARIANT).
+  // default, 0 .. 8 that variant (SINKSCOPE_QGEMV_VARIANT).
   int qgemv_variant = -1;
   // A projection's single-token GEMVs of the int8 kernel share one activation quantization,
   // done once ahead into device memory (kernels/qgemv.h launch_qgemv_prequant), instead of every
@@ -101,7 +101,7 @@ inline GpuTuning gpu_tuning_from_environment(std::string* ignored = nullptr) {
   int_from("SINKSCOPE_DECODE_CTAS_PER_SM", 1, kDecodeMaxCtasPerSm, t.decode_ctas_per_sm, ignored);
   switch_from("SINKSCOPE_DECODE_EARLY_LOADS", t.decode_early_loads, ignored);
   switch_from("SINKSCOPE_FUSED_COMBINE", t.decode_fused_combine, ignored);
-  int_from("SINKSCOPE_QGEMV_VARIANT", 0, 7, t.qgemv_variant, ignored);
+  int_from("SINKSCOPE_QGEMV_VARIANT", 0, 8, t.qgemv_variant, ignored);
   switch_from("SINKSCOPE_QGEMV_PREQUANT", t.qgemv_prequant, ignored);
   switch_from("SINKSCOPE_QWEIGHT_REPACK", t.qweight_repack, ignored);
   switch_from("SINKSCOPE_QWEIGHT_MERGE", t.qweight_merge, ignored);

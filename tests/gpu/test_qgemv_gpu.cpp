@@ -294,6 +294,44 @@ void check_prequant(GgmlType t, const uint8_t* dw, int rows, int cols, const uin
   kernels::set_qgemv_wide_variant(keep);
 }
 
+// Variants 5-8 run variant 0's arithmetic (a different launch, a prefetch, or two rows per warp
+// pass sharing the activation reads): their results must equal variant 0's bit for bit, store
+// and accumulate, one and two planes.
+void check_same_as_v0(int ti, const uint8_t* dw, int rows, int cols, const uint16_t* dv,
+                      const std::vector<float>& y0, float* dy, const std::string& name) {
+  if (!kernels::qgemv_int8_activation(ti, dw, cols, dv)) return;
+  const int keep = kernels::qgemv_wide_variant();
+  auto run = [&](int var, int planes, bool acc) {
+    kernels::set_qgemv_wide_variant(var);
+    if (acc) {
+      SINKSCOPE_CUDA_CHECK(cudaMemcpy(dy, y0.data(), y0.size() * 4, cudaMemcpyHostToDevice));
+    } else {
+      SINKSCOPE_CUDA_CHECK(cudaMemset(dy, 0xff, y0.size() * 4));
+    }
+    require(kernels::launch_qgemv_int8(ti, dw, rows, cols, dv, dy, acc, planes, nullptr));
+    SINKSCOPE_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> out(y0.size());
+    SINKSCOPE_CUDA_CHECK(cudaMemcpy(out.data(), dy, out.size() * 4, cudaMemcpyDeviceToHost));
+    return out;
+  };
+  for (int planes : {1, 2}) {
+    for (const bool acc : {false, true}) {
+      const std::vector<float> want = run(0, planes, acc);
+      for (int var = 5; var < kernels::qgemv_wide_variants(); ++var) {
+        const std::vector<float> got = run(var, planes, acc);
+        size_t diff = 0;
+        for (size_t i = 0; i < got.size(); ++i) diff += std::memcmp(&got[i], &want[i], 4) != 0;
+        check(diff == 0,
+              name + " int8x" + std::to_string(planes) + "/" +
+                  kernels::qgemv_wide_variant_name(var) + (acc ? " accumulate" : " store") +
+                  " equals v0",
+              std::to_string(diff) + " of " + std::to_string(got.size()) + " rows differ");
+      }
+    }
+  }
+  kernels::set_qgemv_wide_variant(keep);
+}
+
 // all_paths false: the one-plane path is left out (the vocab-size case, to bound the host time).
 void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset, bool all_paths = true) {
   std::mt19937 rng(seed);
@@ -326,6 +364,7 @@ void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset, boo
   kernels::set_qgemv_wide_variant(keep);
   check_gemv(m, t, dw, v, dv.p, y0, dy.p, Path::kF32, name);
   check_prequant(t, dw, rows, cols, dv.p, y0, dy.p, name);
+  if (all_paths) check_same_as_v0(static_cast<int>(t), dw, rows, cols, dv.p, y0, dy.p, name);
 
   // Dequantize to bf16.
   DevBuf<uint16_t> dout(m.deq.size());
@@ -366,6 +405,7 @@ void check_case(GgmlType t, int rows, int cols, uint32_t seed, int w_offset, boo
         "qgemv_int8_activation is false for the repacked layout");
   if (all_paths) check_gemv(m, t, rw.p, v, dv.p, y0, dy.p, Path::kF32, rname, rt);
   check_prequant(t, rw.p, rows, cols, dv.p, y0, dy.p, rname, rt);
+  check_same_as_v0(rt, rw.p, rows, cols, dv.p, y0, dy.p, rname);
   check_dequant(rt, rw.p, std::string(ggml_type_name(t)) + " repacked");
 }
 
@@ -442,14 +482,15 @@ void check_fused(GgmlType t, int rows, int cols, uint32_t seed) {
       require(kernels::launch_swiglu(dgu.p, dact.p, 1, rows / 2, nullptr));
       const std::vector<uint16_t> want_act = fetch_h(dact.p, y0.size() / 2);
       // With variant 3 selected launch_qgemv_fused runs variant 0's kernel; with 7 its form
-      // with the L2 prefetch: the same products either way.
-      for (const int sel : {3, 7}) {
+      // with the L2 prefetch, with 8 two rows per warp pass: the same products every time.
+      for (const int sel : {3, 7, 8}) {
         kernels::set_qgemv_wide_variant(sel);
         for (const bool norm : {true, false}) {
           a.x = norm ? dx.p : nullptr;
           a.norm_w = norm ? dg.p : nullptr;
           a.v = norm ? nullptr : dxn.p;
-          const std::string nn = np + (norm ? " norm" : " bf16 in") + (sel == 7 ? " v7" : "");
+          const std::string nn =
+              np + (norm ? " norm" : " bf16 in") + (sel == 3 ? "" : " v" + std::to_string(sel));
           a.act = nullptr;
           a.y = dy.p;
           a.accumulate = false;
@@ -804,7 +845,8 @@ void run_bench() {
 // backend issues them, captured in one CUDA graph and replayed:
 //   gemv   the decode's GEMVs (RMSNorm folded in before Q|K|V, gate|up and the head, SwiGLU
 //          after gate|up, the O and down products on a bf16 activation), with one activation
-//          plane (x1: --gpu-activations int8, the default) and two (x2: int16);
+//          plane (x1: --gpu-activations int8, the default) and two (x2: int16), under GEMV
+//          variants 0 and 8 (two rows per warp pass);
 //   floor  a read-only kernel over each matrix's bytes instead (bench_floor.cu), the same
 //          launches: what one launch per projection costs with no arithmetic at all;
 //   stream one read-only kernel over all of the step's bytes at once: the card's rate.
@@ -845,7 +887,6 @@ void run_chain_bench() {
   int sms = 0;
   SINKSCOPE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int keep = kernels::qgemv_wide_variant();
-  kernels::set_qgemv_wide_variant(0);
   require(kernels::qgemv_prepare(14336));
   cudaStream_t st;
   SINKSCOPE_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -888,9 +929,14 @@ void run_chain_bench() {
   std::printf("\ndecode step of the Llama-3.1-8B Q4_K_M shape, %zu launches, %.3f GB of weights "
               "(one CUDA graph, median of 20 replays; %s)\n",
               step.size(), double(total) / 1e9, name.c_str());
-  std::printf("%-8s %10s %10s %12s %14s\n", "what", "ms/step", "GB/s", "tok/s bound",
+  std::printf("%-11s %10s %10s %12s %14s\n", "what", "ms/step", "GB/s", "tok/s bound",
               peak > 0 ? "% of HBM peak" : "");
-  for (const int mode : {0, 3, 1, 2}) {
+  // {mode, GEMV variant}: variant 0, then 8 (two rows per warp pass), then the read-only rows.
+  const int runs[][2] = {{0, 0}, {3, 0}, {0, 8}, {3, 8}, {1, 0}, {2, 0}};
+  for (const auto& run : runs) {
+    const int mode = run[0];
+    if (run[1] >= kernels::qgemv_wide_variants()) continue;
+    kernels::set_qgemv_wide_variant(run[1]);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     SINKSCOPE_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -914,11 +960,13 @@ void run_chain_bench() {
     const double med = ms[ms.size() / 2];
     const double gbs = double(total) / (med * 1e-3) / 1e9;
     static const char* kWhat[] = {"gemv x1", "floor", "stream", "gemv x2"};
+    const std::string what = std::string(kWhat[mode]) +
+                             (mode == 0 || mode == 3 ? " v" + std::to_string(run[1]) : "");
     if (peak > 0) {
-      std::printf("%-8s %10.3f %10.1f %12.1f %13.1f%%\n", kWhat[mode], med, gbs, 1e3 / med,
+      std::printf("%-11s %10.3f %10.1f %12.1f %13.1f%%\n", what.c_str(), med, gbs, 1e3 / med,
                   100.0 * gbs * 1e9 / peak);
     } else {
-      std::printf("%-8s %10.3f %10.1f %12.1f\n", kWhat[mode], med, gbs, 1e3 / med);
+      std::printf("%-11s %10.3f %10.1f %12.1f\n", what.c_str(), med, gbs, 1e3 / med);
     }
     std::fflush(stdout);
     cudaEventDestroy(e0);
