@@ -69,7 +69,7 @@ OpStatus launch_qgemv_quantize_x(const uint16_t* v, int cols, int planes, void* 
 OpStatus launch_qgemv_prequant(int type, const void* w, int rows, int cols, const void* xq,
                                float* y, bool accumulate, int planes, void* stream);
 
-// The int8-activation kernel (variant 0, or 7 when that is selected: the same products) with
+// The int8-activation kernel (variant 0, or 7 or 8 when selected: the same products) with
 // the op before or after the product folded in, for the decode step:
 //   input:  v (bf16 [cols]), or with x set bf16(RMSNorm(x) * norm_w) (x, norm_w fp32 [cols]),
 //           formed in every CTA with launch_rms_norm's sums and roundings, so the product sees

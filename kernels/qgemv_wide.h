@@ -38,7 +38,7 @@ cudaError_t quantize(const uint16_t* v, int cols, int planes, int8_t* xq, void* 
 cudaError_t launch_pre(int type, const void* w, int rows, int cols, int64_t row_bytes,
                        const int8_t* xq, float* y, bool accumulate, void* stream, int planes);
 
-// The fused forms of variant 0, or of variant 7 when that is selected (kernels/qgemv.h
+// The fused forms of variant 0, or of variant 7 or 8 when selected (kernels/qgemv.h
 // launch_qgemv_fused): the input is v (bf16), or
 // with x non-null bf16(RMSNorm(x) * norm_w) formed in every CTA as launch_rms_norm forms it; the
 // output is y (+)= W . x~, or with act non-null act[j] = bf16(silu(g_j) * u_j) for the gate rows

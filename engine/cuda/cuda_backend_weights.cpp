@@ -315,7 +315,7 @@ bool CudaBackendImpl::fused_norm_proj(cudaStream_t s, const float* x, const floa
                                       const ProjDev& w, float* out, uint16_t* act) {
   const kernels::GpuTuning& t = m_copt.tuning;
   const int variant = kernels::qgemv_wide_variant();
-  if (!t.qgemv_fuse || t.qgemv_prequant || !w.native() || (variant != 0 && variant != 7))
+  if (!t.qgemv_fuse || t.qgemv_prequant || !w.native() || (variant != 0 && variant != 7 && variant != 8))
     return false;
   if (act && w.n_parts != 1) return false;  // gate and up must be one part (merged)
   const float eps = m_model->config().rms_eps;
