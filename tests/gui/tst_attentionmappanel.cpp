@@ -203,6 +203,27 @@ class TestAttentionMapPanel : public QObject {
     view.setResult(std::make_shared<RunResult>(*r));
     QVERIFY2(panel.caption().contains(QStringLiteral("No key is a sink of this head")), qPrintable(panel.caption()));
   }
+  // A windowed run's mask is tiles in prompt positions (no cell grid): the caption counts them
+  // and does not say the mask is missing; with neither, it does.
+  void tileMaskIsAMask() {
+    AttentionMapView view;
+    AttentionMapPanel panel(&view);
+    auto r = std::make_shared<RunResult>(*test::sampleResult());
+    r->request.attention.type = sinkscope::AttentionType::kDynamicSparse;
+    sinkscope::SkipMask m;
+    m.layer = r->map.layer;
+    m.head = r->map.head;
+    m.tiles.push_back({64, 128, 0, 64, 2});  // skipped: queries 64-127, keys 0-63
+    m.tiles.push_back({64, 128, 64, 128, 1});
+    r->probes.mask = r->probesPrefill.mask = m;
+    view.setResult(r);
+    QVERIFY2(!panel.caption().contains(QStringLiteral("no skip mask")), qPrintable(panel.caption()));
+    QVERIFY2(panel.caption().contains(QStringLiteral("1 skipped tiles outlined")), qPrintable(panel.caption()));
+    auto none = std::make_shared<RunResult>(*r);
+    none->probes.mask = none->probesPrefill.mask = sinkscope::SkipMask{};
+    view.setResult(none);
+    QVERIFY2(panel.caption().contains(QStringLiteral("no skip mask")), qPrintable(panel.caption()));
+  }
 };
 
 QTEST_MAIN(TestAttentionMapPanel)

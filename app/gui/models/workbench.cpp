@@ -83,7 +83,7 @@ void Workbench::updateStale(const QString& event) {
       if (m_running) reason += tr("; updating\u2026");
       else if (!m_lastEvent.isEmpty()) reason += QStringLiteral("; ") + m_lastEvent + QLatin1Char('.');
       else if (m_autoRun && m_modelReady && !m_prompt.trimmed().isEmpty())
-        reason += tr("; a run starts when you stop typing.");
+        reason += tr("; updating\u2026");
       else reason += tr("; press Run to update.");
     }
   }

@@ -280,7 +280,8 @@ void AttentionMapPanel::rebuild() {
   if (binned) info += tr(" in %1x%2 cells (each ~%3 tokens)").arg(a.rows).arg(a.cols).arg(cw, 0, 'f', 1);
   info += QStringLiteral(". ") + skippedOutlineCaption(drawn, int(rects.size()));
   if (hidden > 0) info += tr(" (%1 more lie wholly outside what the window lets queries see)").arg(hidden);
-  if (m_view->skipMask().rows == 0)
+  // A mask is cells (a full cache) or tiles in prompt positions (a windowed cache).
+  if (m_view->skipMask().rows == 0 && m_view->skipMask().tiles.empty())
     info += res && res->request.attention.type == AttentionType::kDynamicSparse ? tr(" (no skip mask)")
                                                                                   : tr(" (sparse attention off)");
   info += QStringLiteral(". ");
