@@ -581,14 +581,13 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
         if (!a.mask) a.mask_cols = &all_cols;
       }
       cpu_attention(a, &m_pool);
-      if (a.mask) {
-        SkipMask& mk = m_probes.mask;
-        mk.rows = (n + a.q_tile - 1) / a.q_tile;
-        // The same cells in prompt positions, appended chunk by chunk (the columns are this
-        // chunk's cache pages).
-        for (int r = 0; r < mk.rows; ++r)
-          for (int t = 0; t < mk.cols && t < view.n_pages; ++t) {
-            const uint8_t st = mk.cells[size_t(r) * mk.cols + t];
+      // A (rows, cols) block of mask cells in prompt positions, appended chunk by chunk (the
+      // columns are this chunk's cache pages; unvisited cells are left out).
+      const auto append_tiles = [&](const uint8_t* cells, int rows, int cols,
+                                    std::vector<MaskTile>& out) {
+        for (int r = 0; r < rows; ++r)
+          for (int t = 0; t < cols && t < view.n_pages; ++t) {
+            const uint8_t st = cells[size_t(r) * cols + t];
             if (st == 0) continue;
             MaskTile mt;
             mt.q0 = m_n_past + r * a.q_tile;
@@ -596,34 +595,26 @@ void CpuBackend::forward_chunk(std::span<const TokenId> tokens, bool all, float*
             mt.k0 = view.page_pos0[t];
             mt.k1 = view.page_pos0[t] + view.page_rows[t];
             mt.state = st;
-            mk.tiles.push_back(mt);
+            out.push_back(mt);
           }
+      };
+      const int q_rows = (n + a.q_tile - 1) / a.q_tile;
+      if (a.mask) {
+        SkipMask& mk = m_probes.mask;
+        mk.rows = q_rows;
+        append_tiles(mk.cells.data(), mk.rows, mk.cols, mk.tiles);
       }
       if (a.mask_all && m_cache_settings.windowed()) {
-        // This chunk's cells of every head as tiles in prompt positions (the columns are the
-        // chunk's cache pages), as for the requested head's mask above.
-        const int rows = (n + a.q_tile - 1) / a.q_tile;
+        // Every head's block of this chunk, as for the requested head's mask above.
         const int cols = a.mask ? m_probes.mask.cols : all_cols;
-        for (int h = 0; h < c.n_head; ++h) {
-          std::vector<MaskTile>& out = m_probes.all_tiles[size_t(l) * c.n_head + h];
-          for (int r = 0; r < rows; ++r)
-            for (int t = 0; t < cols && t < view.n_pages; ++t) {
-              const uint8_t st = m_all_tmp[(size_t(h) * rows + r) * cols + t];
-              if (st == 0) continue;
-              MaskTile mt;
-              mt.q0 = m_n_past + r * a.q_tile;
-              mt.q1 = m_n_past + std::min(n, (r + 1) * a.q_tile);
-              mt.k0 = view.page_pos0[t];
-              mt.k1 = view.page_pos0[t] + view.page_rows[t];
-              mt.state = st;
-              out.push_back(mt);
-            }
-        }
+        for (int h = 0; h < c.n_head; ++h)
+          append_tiles(m_all_tmp.data() + size_t(h) * q_rows * cols, q_rows, cols,
+                       m_probes.all_tiles[size_t(l) * c.n_head + h]);
       } else if (a.mask_all) {  // the debug probe: this layer's block of every head's mask
         AttentionProbes& pr = m_probes;
         const size_t per_layer = m_all_tmp.size();
         if (l == 0) {
-          pr.all_rows = (n + a.q_tile - 1) / a.q_tile;
+          pr.all_rows = q_rows;
           pr.all_cols = a.mask ? m_probes.mask.cols : all_cols;
           pr.all_masks.assign(per_layer * size_t(c.n_layer), 0);
           if (m_all_stat) pr.all_stat.assign(per_layer * size_t(c.n_layer), NAN);

@@ -60,6 +60,17 @@ QStringList outside(QMainWindow* root) {
   return bad;
 }
 
+// Shows w at 1280x720 with `prompt` and loads the random test model; false when the load does
+// not arrive in time.
+bool showWithModel(Workbench& wb, MainWindow& w, const QString& prompt) {
+  w.resize(1280, 720);
+  w.show();
+  QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+  w.setPromptText(prompt);
+  wb.setModel(test::randomModel());
+  return QTest::qWaitFor([&] { return loaded.count() == 1; }, 5000);
+}
+
 }  // namespace
 
 class TestMainWindow : public QObject {
@@ -249,13 +260,8 @@ class TestMainWindow : public QObject {
     Workbench wb(BackendKind::kCpu, 2);
     wb.setAutoRun(false);
     MainWindow w(&wb);
-    w.resize(1280, 720);
-    w.show();
     QSignalSpy ready(&wb, &Workbench::resultReady);
-    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
-    w.setPromptText(test::longPrompt());
-    wb.setModel(test::randomModel());
-    QTRY_COMPARE(loaded.count(), 1);
+    QVERIFY(showWithModel(wb, w, test::longPrompt()));
     wb.runNow();
     QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
     auto* banner = w.findChild<QLabel*>(QStringLiteral("staleBanner"));
@@ -278,15 +284,10 @@ class TestMainWindow : public QObject {
     Workbench wb(BackendKind::kCpu, 2);
     wb.setAutoRun(false);
     MainWindow w(&wb);
-    w.resize(1280, 720);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowActive(&w));
-    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
     QString longer;
     for (int i = 0; i < 8; ++i) longer += test::longPrompt();
-    w.setPromptText(longer);
-    wb.setModel(test::randomModel());
-    QTRY_COMPARE(loaded.count(), 1);
+    QVERIFY(showWithModel(wb, w, longer));
+    QVERIFY(QTest::qWaitForWindowActive(&w));
     auto* cancel = w.findChild<QPushButton*>(QStringLiteral("cancel"));
     auto* run = w.findChild<QPushButton*>(QStringLiteral("run"));
     QVERIFY(cancel && run);
@@ -308,13 +309,8 @@ class TestMainWindow : public QObject {
   void bannerSaysAnAutoRunFollows() {
     Workbench wb(BackendKind::kCpu, 2);
     MainWindow w(&wb);
-    w.resize(1280, 720);
-    w.show();
     QSignalSpy ready(&wb, &Workbench::resultReady);
-    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
-    w.setPromptText(test::longPrompt());
-    wb.setModel(test::randomModel());
-    QTRY_COMPARE(loaded.count(), 1);
+    QVERIFY(showWithModel(wb, w, test::longPrompt()));
     QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
     QTRY_VERIFY(!wb.running());
     wb.setPrompt(test::longPrompt() + QStringLiteral(" More."));
