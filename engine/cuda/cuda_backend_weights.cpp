@@ -314,8 +314,8 @@ void CudaBackendImpl::linear_proj(cudaStream_t s, Blas& blas, const uint16_t* in
 bool CudaBackendImpl::fused_norm_proj(cudaStream_t s, const float* x, const float* norm_w,
                                       const ProjDev& w, float* out, uint16_t* act) {
   const kernels::GpuTuning& t = m_copt.tuning;
-  const int variant = kernels::qgemv_wide_variant();
-  if (!t.qgemv_fuse || t.qgemv_prequant || !w.native() || (variant != 0 && variant != 7 && variant != 8))
+  if (!t.qgemv_fuse || t.qgemv_prequant || !w.native() ||
+      !kernels::qgemv_wide_variant_fuses(kernels::qgemv_wide_variant()))
     return false;
   if (act && w.n_parts != 1) return false;  // gate and up must be one part (merged)
   const float eps = m_model->config().rms_eps;
