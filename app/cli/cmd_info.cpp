@@ -302,7 +302,7 @@ int run_info(const InfoArgs& a, std::ostream& out, std::ostream& err) {
   if (c.rope_scaling == RopeScalingType::kYarn)
     out << " x" << float_text(c.rope_scale_factor) << " from " << c.rope_orig_ctx << " positions";
   out << (c.rope_theta_local > 0 ? " (global layers)\n" : "\n");
-  row("rms eps") << c.rms_eps << "\n";
+  row("rms eps") << float_text(c.rms_eps) << "\n";
   row("qkv bias") << (c.qkv_bias ? "yes" : "no") << "\n";
   row("q/k norm") << (c.qk_norm ? "yes (per head, before rope)" : "no") << "\n";
   row("tied embeddings") << (c.tied_embeddings ? "yes" : "no") << "\n";
