@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The main window at laptop sizes: it fits 1024x640 at the least, and at 1280x720 every dock,
 // tab, button and chart lies inside the window; a failed model load keeps the good model
-// selected and drops the bad file from the list; a head picked in the Sinks or Sparsity heatmap
-// becomes the chosen head; the banner marks stale views.
+// selected and drops the bad file from the list; the model picker shows its whole entry, and
+// elides a longer one in the middle; a head picked in the Sinks or Sparsity heatmap becomes the
+// chosen head; the banner marks stale views.
 #include <QAction>
 #include <QApplication>
 #include <QComboBox>
@@ -11,6 +12,8 @@
 #include <QMenu>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QStyle>
+#include <QStyleOptionComboBox>
 #include <QTabBar>
 #include <QTemporaryDir>
 #include <QTest>
@@ -69,6 +72,20 @@ bool showWithModel(Workbench& wb, MainWindow& w, const QString& prompt) {
   w.setPromptText(prompt);
   wb.setModel(test::randomModel());
   return QTest::qWaitFor([&] { return loaded.count() == 1; }, 5000);
+}
+
+// The rectangle a combo box draws its current text in (the style's edit field; the common
+// style's label keeps one pixel free on either side).
+QRect comboTextRect(const QComboBox* c) {
+  QStyleOptionComboBox opt;
+  opt.initFrom(c);
+  opt.editable = c->isEditable();
+  opt.frame = c->hasFrame();
+  opt.currentText = c->currentText();
+  opt.subControls = QStyle::SC_All;
+  return c->style()
+      ->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, c)
+      .adjusted(1, 0, -1, 0);
 }
 
 }  // namespace
@@ -239,6 +256,78 @@ class TestMainWindow : public QObject {
     QTRY_COMPARE(loaded.count(), 1);
     QCOMPARE(picker->currentData().toString(), dir);
     QVERIFY(wb.modelReady());
+  }
+
+  // The picker shows the whole default entry, "(default)" included, in the window the app
+  // opens on a 1280x720 screen (95 % of it), at 1280x720 and at 1920x1080; the text never runs
+  // past the part of the box the style draws it in.
+  void modelPickerShowsTheWholeName_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("1216x684") << QSize(1216, 684);
+    QTest::newRow("1280x720") << QSize(1280, 720);
+    QTest::newRow("1920x1080") << QSize(1920, 1080);
+  }
+  void modelPickerShowsTheWholeName() {
+    QFETCH(QSize, size);
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    auto* picker = w.findChild<QComboBox*>(QStringLiteral("modelPicker"));
+    QVERIFY(picker);
+    picker->setCurrentIndex(0);  // the default model's entry, selected as its load does
+    QVERIFY(picker->currentText().endsWith(QStringLiteral(" (default)")));
+    w.resize(size);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const QRect text = comboTextRect(picker);
+    const int need = picker->fontMetrics().horizontalAdvance(picker->currentText());
+    QVERIFY2(need <= text.width(),
+             qPrintable(QStringLiteral("'%1' needs %2 px, the picker draws text in %3 px")
+                            .arg(picker->currentText())
+                            .arg(need)
+                            .arg(text.width())));
+    QCOMPARE(picker->property("shownText").toString(), picker->currentText());
+    QVERIFY(picker->toolTip().contains(picker->currentData().toString()));
+    const QStringList bad = outside(&w);
+    QVERIFY2(bad.isEmpty(), qPrintable(bad.join(QLatin1Char('\n'))));
+  }
+
+  // A model file name longer than the room the bar has: the picker shows its start and its
+  // end around an ellipsis, within the box; the tooltip holds the whole path; Run and the rest
+  // of the bar stay in a 1024x640 window.
+  void longModelNameIsElidedInTheMiddle() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    auto* picker = w.findChild<QComboBox*>(QStringLiteral("modelPicker"));
+    QVERIFY(picker);
+    QTemporaryDir dir;
+    const QString name = QStringLiteral(
+        "a-random-test-model-with-a-file-name-far-longer-than-"
+        "any-toolbar-has-room-for.Q4_1.gguf");
+    const QString path = dir.filePath(name);
+    QVERIFY(QFile::copy(test::randomModelPath(), path));
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    wb.loadModel(path);
+    QTRY_COMPARE(loaded.count(), 1);
+    QCOMPARE(picker->currentData().toString(), path);
+    w.resize(1024, 640);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const QString shown = picker->property("shownText").toString();
+    QVERIFY2(shown.contains(QChar(0x2026)), qPrintable(shown));
+    QVERIFY2(shown.startsWith(name.left(3)) && shown.endsWith(QStringLiteral(".gguf")),
+             qPrintable(shown));
+    QVERIFY2(picker->fontMetrics().horizontalAdvance(shown) <= comboTextRect(picker).width(),
+             qPrintable(shown));
+    QVERIFY2(picker->toolTip().contains(path), qPrintable(picker->toolTip()));
+    const QStringList bad = outside(&w);
+    QVERIFY2(bad.isEmpty(), qPrintable(bad.join(QLatin1Char('\n'))));
+    auto* run = w.findChild<QPushButton*>(QStringLiteral("run"));
+    QVERIFY(run && run->isVisible());
+    // Wider, the whole name comes back.
+    w.resize(1920, 1080);
+    QTRY_COMPARE(picker->property("shownText").toString(), name);
   }
 
   void heatmapClicksChooseTheHead() {
