@@ -3,9 +3,12 @@
 // tab, button and chart lies inside the window; a failed model load keeps the good model
 // selected and drops the bad file from the list; the model picker shows its whole entry, and
 // elides a longer one in the middle; a head picked in the Sinks or Sparsity heatmap becomes the
-// chosen head; the banner marks stale views.
+// chosen head; the Sinks chart opens on the run's strongest sink until a head is picked; the
+// banner marks stale views.
 #include <QAction>
 #include <QApplication>
+#include <QChart>
+#include <QChartView>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
@@ -18,7 +21,11 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
+#include <utility>
+
 #include "app/gui/models/workbench.h"
+#include "app/gui/panels/attention_map_panel.h"
 #include "app/gui/panels/main_window.h"
 #include "app/gui/panels/sinks_panel.h"
 #include "app/gui/panels/sparsity_panel.h"
@@ -86,6 +93,32 @@ QRect comboTextRect(const QComboBox* c) {
   return c->style()
       ->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, c)
       .adjusted(1, 0, -1, 0);
+}
+
+// The (layer, head) whose alpha_k is largest over the positions the sink detector judges (at
+// least 16 queries at or after them); ties go to the lowest layer, then the lowest head.
+std::pair<int, int> strongestSinkHead(const RunResult& r) {
+  std::pair<int, int> best{-1, -1};
+  double top = -1;
+  const bool counts = r.sinkQueries.size() == size_t(r.sinkPositions);
+  for (int l = 0; l < r.nLayer; ++l)
+    for (int h = 0; h < r.nHead; ++h)
+      for (int k = 0; k < r.sinkPositions; ++k) {
+        if (counts && r.sinkQueries[size_t(k)] < 16) continue;
+        const double a = r.sinkAlpha[(size_t(l) * r.nHead + h) * r.sinkPositions + k];
+        if (a > top) top = a, best = {l, h};
+      }
+  return best;
+}
+
+// A head of the run other than the ones given (the first in layer-major order).
+std::pair<int, int> anotherHead(const RunResult& r,
+                                std::initializer_list<std::pair<int, int>> not_these) {
+  for (int l = 0; l < r.nLayer; ++l)
+    for (int h = 0; h < r.nHead; ++h)
+      if (std::find(not_these.begin(), not_these.end(), std::pair{l, h}) == not_these.end())
+        return {l, h};
+  return {-1, -1};
 }
 
 }  // namespace
@@ -343,6 +376,71 @@ class TestMainWindow : public QObject {
     Q_EMIT sparsity->headChosen(7, 1);
     QCOMPARE(wb.controls().layer, 7);
     QCOMPARE(wb.controls().head, 1);
+  }
+
+  // Before any head is picked, the Sinks chart shows the run's strongest sink (not the map's
+  // head, which the command line or a program may have set) and says so; a head picked in a
+  // heatmap or in the map is the chart's from then on, kept across runs with other settings.
+  void sinksChartOpensOnTheStrongestSinkUntilAHeadIsPicked() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    SinksPanel* sinks = w.findChild<SinksPanel*>();
+    AttentionMapPanel* map = w.findChild<AttentionMapPanel*>();
+    QVERIFY(sinks && map);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    QVERIFY(showWithModel(wb, w, test::longPrompt()));
+    auto runAndWait = [&] {
+      const int before = int(ready.count());
+      wb.runNow();
+      return QTest::qWaitFor([&] { return ready.count() > before && !wb.running(); }, 30000);
+    };
+    auto chartTitle = [&] { return sinks->alphaChart()->chart()->title(); };
+    auto shows = [&](std::pair<int, int> lh) {
+      const QString head = QStringLiteral("layer %1 head %2").arg(lh.first).arg(lh.second);
+      return wb.sinks()->layer() == lh.first && wb.sinks()->head() == lh.second &&
+             chartTitle().contains(head) &&
+             sinks->text()->text().contains(
+                 QStringLiteral("Head L%1 H%2").arg(lh.first).arg(lh.second));
+    };
+    QVERIFY(runAndWait());
+    const RunResultPtr first = wb.lastResult();
+    QVERIFY(first && first->nLayer > 1 && first->nHead > 1 && !first->sinkAlpha.empty());
+    const auto strongest = strongestSinkHead(*first);
+    QVERIFY(strongest.first >= 0);
+    QVERIFY2(shows(strongest), qPrintable(chartTitle()));
+    QVERIFY2(chartTitle().contains(QStringLiteral("strongest")), qPrintable(chartTitle()));
+    QVERIFY2(sinks->text()->text().contains(QStringLiteral("strongest")),
+             qPrintable(sinks->text()->text()));
+
+    // The map on another head, set as --layer / --head or a program would: the chart stays.
+    const auto other = anotherHead(*first, {strongest});
+    ControlState s = wb.controls();
+    s.layer = other.first;
+    s.head = other.second;
+    wb.setControls(s);
+    QVERIFY(runAndWait());
+    QCOMPARE(wb.lastResult()->map.layer, other.first);
+    QCOMPARE(wb.lastResult()->map.head, other.second);
+    QVERIFY2(shows(strongest), qPrintable(chartTitle()));
+
+    // A click in the Sinks heatmap picks a head for the map and the chart.
+    const auto picked = anotherHead(*first, {strongest, other});
+    Q_EMIT sinks->headChosen(picked.first, picked.second);
+    QVERIFY(runAndWait());
+    QVERIFY2(shows(picked), qPrintable(chartTitle()));
+    QVERIFY2(!chartTitle().contains(QStringLiteral("strongest")), qPrintable(chartTitle()));
+    // Kept across a run with other settings.
+    s = wb.controls();
+    s.inference.attention.threshold_prefill = 0.3;
+    wb.setControls(s);
+    QVERIFY(runAndWait());
+    QVERIFY2(shows(picked), qPrintable(chartTitle()));
+    // A head picked in the map is the chart's too.
+    Q_EMIT map->headChosen(strongest.first, strongest.second);
+    QVERIFY(runAndWait());
+    QVERIFY2(shows(strongest), qPrintable(chartTitle()));
+    QVERIFY2(!chartTitle().contains(QStringLiteral("strongest")), qPrintable(chartTitle()));
   }
 
   void bannerMarksStaleViews() {

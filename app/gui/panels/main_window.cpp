@@ -449,10 +449,7 @@ void MainWindow::buildDocks() {
 }
 
 void MainWindow::chooseHead(int layer, int head) {
-  ControlState s = m_wb->controls();
-  s.layer = layer;
-  s.head = head;
-  m_wb->setControls(s);
+  m_wb->chooseHead(layer, head);
 }
 
 // Radio groups for the CUDA backends' weight mode and activation precision. A change remakes the
