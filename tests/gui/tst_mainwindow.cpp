@@ -1,21 +1,31 @@
 // SPDX-License-Identifier: Apache-2.0
 // The main window at laptop sizes: it fits 1024x640 at the least, and at 1280x720 every dock,
 // tab, button and chart lies inside the window; a failed model load keeps the good model
-// selected and drops the bad file from the list; a head picked in the Sinks or Sparsity heatmap
-// becomes the chosen head; the banner marks stale views.
+// selected and drops the bad file from the list; the model picker shows its whole entry, and
+// elides a longer one in the middle; a head picked in the Sinks or Sparsity heatmap becomes the
+// chosen head; the Sinks chart opens on the run's strongest sink until a head is picked; the
+// banner marks stale views.
 #include <QAction>
 #include <QApplication>
+#include <QChart>
+#include <QChartView>
 #include <QComboBox>
 #include <QDockWidget>
 #include <QLabel>
 #include <QMenu>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QStyle>
+#include <QStyleOptionComboBox>
 #include <QTabBar>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
+#include <utility>
+
 #include "app/gui/models/workbench.h"
+#include "app/gui/panels/attention_map_panel.h"
 #include "app/gui/panels/main_window.h"
 #include "app/gui/panels/sinks_panel.h"
 #include "app/gui/panels/sparsity_panel.h"
@@ -69,6 +79,46 @@ bool showWithModel(Workbench& wb, MainWindow& w, const QString& prompt) {
   w.setPromptText(prompt);
   wb.setModel(test::randomModel());
   return QTest::qWaitFor([&] { return loaded.count() == 1; }, 5000);
+}
+
+// The rectangle a combo box draws its current text in (the style's edit field; the common
+// style's label keeps one pixel free on either side).
+QRect comboTextRect(const QComboBox* c) {
+  QStyleOptionComboBox opt;
+  opt.initFrom(c);
+  opt.editable = c->isEditable();
+  opt.frame = c->hasFrame();
+  opt.currentText = c->currentText();
+  opt.subControls = QStyle::SC_All;
+  return c->style()
+      ->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, c)
+      .adjusted(1, 0, -1, 0);
+}
+
+// The (layer, head) whose alpha_k is largest over the positions the sink detector judges (at
+// least 16 queries at or after them); ties go to the lowest layer, then the lowest head.
+std::pair<int, int> strongestSinkHead(const RunResult& r) {
+  std::pair<int, int> best{-1, -1};
+  double top = -1;
+  const bool counts = r.sinkQueries.size() == size_t(r.sinkPositions);
+  for (int l = 0; l < r.nLayer; ++l)
+    for (int h = 0; h < r.nHead; ++h)
+      for (int k = 0; k < r.sinkPositions; ++k) {
+        if (counts && r.sinkQueries[size_t(k)] < 16) continue;
+        const double a = r.sinkAlpha[(size_t(l) * r.nHead + h) * r.sinkPositions + k];
+        if (a > top) top = a, best = {l, h};
+      }
+  return best;
+}
+
+// A head of the run other than the ones given (the first in layer-major order).
+std::pair<int, int> anotherHead(const RunResult& r,
+                                std::initializer_list<std::pair<int, int>> not_these) {
+  for (int l = 0; l < r.nLayer; ++l)
+    for (int h = 0; h < r.nHead; ++h)
+      if (std::find(not_these.begin(), not_these.end(), std::pair{l, h}) == not_these.end())
+        return {l, h};
+  return {-1, -1};
 }
 
 }  // namespace
@@ -241,6 +291,78 @@ class TestMainWindow : public QObject {
     QVERIFY(wb.modelReady());
   }
 
+  // The picker shows the whole default entry, "(default)" included, in the window the app
+  // opens on a 1280x720 screen (95 % of it), at 1280x720 and at 1920x1080; the text never runs
+  // past the part of the box the style draws it in.
+  void modelPickerShowsTheWholeName_data() {
+    QTest::addColumn<QSize>("size");
+    QTest::newRow("1216x684") << QSize(1216, 684);
+    QTest::newRow("1280x720") << QSize(1280, 720);
+    QTest::newRow("1920x1080") << QSize(1920, 1080);
+  }
+  void modelPickerShowsTheWholeName() {
+    QFETCH(QSize, size);
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    auto* picker = w.findChild<QComboBox*>(QStringLiteral("modelPicker"));
+    QVERIFY(picker);
+    picker->setCurrentIndex(0);  // the default model's entry, selected as its load does
+    QVERIFY(picker->currentText().endsWith(QStringLiteral(" (default)")));
+    w.resize(size);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const QRect text = comboTextRect(picker);
+    const int need = picker->fontMetrics().horizontalAdvance(picker->currentText());
+    QVERIFY2(need <= text.width(),
+             qPrintable(QStringLiteral("'%1' needs %2 px, the picker draws text in %3 px")
+                            .arg(picker->currentText())
+                            .arg(need)
+                            .arg(text.width())));
+    QCOMPARE(picker->property("shownText").toString(), picker->currentText());
+    QVERIFY(picker->toolTip().contains(picker->currentData().toString()));
+    const QStringList bad = outside(&w);
+    QVERIFY2(bad.isEmpty(), qPrintable(bad.join(QLatin1Char('\n'))));
+  }
+
+  // A model file name longer than the room the bar has: the picker shows its start and its
+  // end around an ellipsis, within the box; the tooltip holds the whole path; Run and the rest
+  // of the bar stay in a 1024x640 window.
+  void longModelNameIsElidedInTheMiddle() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    auto* picker = w.findChild<QComboBox*>(QStringLiteral("modelPicker"));
+    QVERIFY(picker);
+    QTemporaryDir dir;
+    const QString name = QStringLiteral(
+        "a-random-test-model-with-a-file-name-far-longer-than-"
+        "any-toolbar-has-room-for.Q4_1.gguf");
+    const QString path = dir.filePath(name);
+    QVERIFY(QFile::copy(test::randomModelPath(), path));
+    QSignalSpy loaded(&wb, &Workbench::modelLoaded);
+    wb.loadModel(path);
+    QTRY_COMPARE(loaded.count(), 1);
+    QCOMPARE(picker->currentData().toString(), path);
+    w.resize(1024, 640);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    const QString shown = picker->property("shownText").toString();
+    QVERIFY2(shown.contains(QChar(0x2026)), qPrintable(shown));
+    QVERIFY2(shown.startsWith(name.left(3)) && shown.endsWith(QStringLiteral(".gguf")),
+             qPrintable(shown));
+    QVERIFY2(picker->fontMetrics().horizontalAdvance(shown) <= comboTextRect(picker).width(),
+             qPrintable(shown));
+    QVERIFY2(picker->toolTip().contains(path), qPrintable(picker->toolTip()));
+    const QStringList bad = outside(&w);
+    QVERIFY2(bad.isEmpty(), qPrintable(bad.join(QLatin1Char('\n'))));
+    auto* run = w.findChild<QPushButton*>(QStringLiteral("run"));
+    QVERIFY(run && run->isVisible());
+    // Wider, the whole name comes back.
+    w.resize(1920, 1080);
+    QTRY_COMPARE(picker->property("shownText").toString(), name);
+  }
+
   void heatmapClicksChooseTheHead() {
     Workbench wb(BackendKind::kCpu, 2);
     wb.setAutoRun(false);
@@ -254,6 +376,71 @@ class TestMainWindow : public QObject {
     Q_EMIT sparsity->headChosen(7, 1);
     QCOMPARE(wb.controls().layer, 7);
     QCOMPARE(wb.controls().head, 1);
+  }
+
+  // Before any head is picked, the Sinks chart shows the run's strongest sink (not the map's
+  // head, which the command line or a program may have set) and says so; a head picked in a
+  // heatmap or in the map is the chart's from then on, kept across runs with other settings.
+  void sinksChartOpensOnTheStrongestSinkUntilAHeadIsPicked() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    SinksPanel* sinks = w.findChild<SinksPanel*>();
+    AttentionMapPanel* map = w.findChild<AttentionMapPanel*>();
+    QVERIFY(sinks && map);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    QVERIFY(showWithModel(wb, w, test::longPrompt()));
+    auto runAndWait = [&] {
+      const int before = int(ready.count());
+      wb.runNow();
+      return QTest::qWaitFor([&] { return ready.count() > before && !wb.running(); }, 30000);
+    };
+    auto chartTitle = [&] { return sinks->alphaChart()->chart()->title(); };
+    auto shows = [&](std::pair<int, int> lh) {
+      const QString head = QStringLiteral("layer %1 head %2").arg(lh.first).arg(lh.second);
+      return wb.sinks()->layer() == lh.first && wb.sinks()->head() == lh.second &&
+             chartTitle().contains(head) &&
+             sinks->text()->text().contains(
+                 QStringLiteral("Head L%1 H%2").arg(lh.first).arg(lh.second));
+    };
+    QVERIFY(runAndWait());
+    const RunResultPtr first = wb.lastResult();
+    QVERIFY(first && first->nLayer > 1 && first->nHead > 1 && !first->sinkAlpha.empty());
+    const auto strongest = strongestSinkHead(*first);
+    QVERIFY(strongest.first >= 0);
+    QVERIFY2(shows(strongest), qPrintable(chartTitle()));
+    QVERIFY2(chartTitle().contains(QStringLiteral("strongest")), qPrintable(chartTitle()));
+    QVERIFY2(sinks->text()->text().contains(QStringLiteral("strongest")),
+             qPrintable(sinks->text()->text()));
+
+    // The map on another head, set as --layer / --head or a program would: the chart stays.
+    const auto other = anotherHead(*first, {strongest});
+    ControlState s = wb.controls();
+    s.layer = other.first;
+    s.head = other.second;
+    wb.setControls(s);
+    QVERIFY(runAndWait());
+    QCOMPARE(wb.lastResult()->map.layer, other.first);
+    QCOMPARE(wb.lastResult()->map.head, other.second);
+    QVERIFY2(shows(strongest), qPrintable(chartTitle()));
+
+    // A click in the Sinks heatmap picks a head for the map and the chart.
+    const auto picked = anotherHead(*first, {strongest, other});
+    Q_EMIT sinks->headChosen(picked.first, picked.second);
+    QVERIFY(runAndWait());
+    QVERIFY2(shows(picked), qPrintable(chartTitle()));
+    QVERIFY2(!chartTitle().contains(QStringLiteral("strongest")), qPrintable(chartTitle()));
+    // Kept across a run with other settings.
+    s = wb.controls();
+    s.inference.attention.threshold_prefill = 0.3;
+    wb.setControls(s);
+    QVERIFY(runAndWait());
+    QVERIFY2(shows(picked), qPrintable(chartTitle()));
+    // A head picked in the map is the chart's too.
+    Q_EMIT map->headChosen(strongest.first, strongest.second);
+    QVERIFY(runAndWait());
+    QVERIFY2(shows(strongest), qPrintable(chartTitle()));
+    QVERIFY2(!chartTitle().contains(QStringLiteral("strongest")), qPrintable(chartTitle()));
   }
 
   void bannerMarksStaleViews() {

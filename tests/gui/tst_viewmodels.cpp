@@ -92,13 +92,67 @@ class TestViewModels : public QObject {
   void verdictGivesEachFlaggedPositionItsShare() {
     SinksView v;
     QSignalSpy changed(&v, &SinksView::changed);
+    v.pickHead(0, 2);  // the map's head: the chart reads the map's full-resolution alpha
+    QCOMPARE(changed.count(), 0);  // nothing to show yet
     v.setResult(syntheticResult(true, 16));
     QCOMPARE(changed.count(), 1);
+    QVERIFY(!v.detectorAlpha());
     QVERIFY2(v.verdict().contains(QStringLiteral("position 0 in 100 % of heads; 42 in 10 %")),
              qPrintable(v.verdict()));
     QCOMPARE(v.headSinks(), (QVector<int>{0, 55}));
     QVERIFY2(v.headText().contains(QStringLiteral("L0 H2")) && v.headText().contains(QStringLiteral("0, 55")),
              qPrintable(v.headText()));
+  }
+
+  // With no head picked, the chart's head is the run's strongest sink: the largest alpha_k of
+  // the detector over the positions it judges. A tie goes to the lowest layer, then the lowest
+  // head; a position with too few queries after it (not judged) never wins. Its alpha comes from
+  // the detector (the map's full-resolution alpha is another head's).
+  void chartOpensOnTheStrongestSink() {
+    auto r = syntheticResult(false, 0);
+    auto at = [&](int l, int h, int k) -> double& {
+      return r->sinkAlpha[(size_t(l) * 5 + h) * 50 + k];
+    };
+    at(1, 4, 9) = 0.95;
+    at(1, 2, 5) = 0.95;   // the same score in the same layer: the lower head wins
+    at(0, 0, 49) = 0.99;  // the last position: 3 queries, not judged
+    r->sinkQueries.assign(50, 100);
+    r->sinkQueries[49] = 3;
+    SinksView v;
+    QSignalSpy changed(&v, &SinksView::changed);
+    v.setResult(r);
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(v.layer(), 1);
+    QCOMPARE(v.head(), 2);
+    QCOMPARE(v.alpha().size(), size_t(50));
+    QCOMPARE(v.alpha()[5], 0.95);
+    QCOMPARE(v.headSinks(), (QVector<int>{0, 5}));
+    QVERIFY2(v.headText().contains(QStringLiteral("L1 H2")) &&
+                 v.headText().contains(QStringLiteral("strongest")),
+             qPrintable(v.headText()));
+    // The same score in a lower layer wins over the higher layer's lower head.
+    at(0, 3, 20) = 0.95;
+    v.setResult(r);
+    QCOMPARE(v.layer(), 0);
+    QCOMPARE(v.head(), 3);
+    // Without the counts every position is judged: the last one now wins.
+    r->sinkQueries.clear();
+    v.setResult(r);
+    QCOMPARE(v.layer(), 0);
+    QCOMPARE(v.head(), 0);
+    // A pick shows at once, and stays over a later run whose strongest sink is elsewhere.
+    QVERIFY(!v.headPicked());
+    v.pickHead(1, 3);
+    QCOMPARE(changed.count(), 4);  // three runs, then the pick
+    QVERIFY(v.headPicked());
+    QCOMPARE(v.headSource(), SinksView::HeadSource::kPicked);
+    QCOMPARE(v.layer(), 1);
+    QCOMPARE(v.head(), 3);
+    QCOMPARE(v.headSinks(), (QVector<int>{0, 42}));
+    QVERIFY2(!v.headText().contains(QStringLiteral("strongest")), qPrintable(v.headText()));
+    v.setResult(r);
+    QCOMPARE(v.layer(), 1);
+    QCOMPARE(v.head(), 3);
   }
 
   void recommendationSaysFortyTwoIsNotKept() {

@@ -19,6 +19,19 @@ SinkReport sinkReportOf(const RunResult& r) {
                        counts ? r.sinkQueries : std::vector<int64_t>{});
 }
 
+StrongestSink strongestSink(const SinkReport& r) {
+  StrongestSink best;
+  // Layer-major order with a strict comparison: the first of equal scores stays.
+  for (int l = 0; l < r.n_layer; ++l)
+    for (int h = 0; h < r.n_head; ++h)
+      for (int k = 0; k < r.n_pos; ++k) {
+        if (!r.judged(k)) continue;
+        const double a = r.alpha_at(l, h, k);
+        if (!best.valid() || a > best.alpha) best = {l, h, k, a};
+      }
+  return best;
+}
+
 namespace {
 
 QString positions(const QVector<int>& v, int max = 12) {
@@ -67,28 +80,72 @@ QString AttentionMapView::tokenLabel(int position) const {
 
 // --- sinks ---------------------------------------------------------------------------------------
 void SinksView::setResult(const RunResultPtr& r) {
+  m_result = r;
+  rebuild();
+}
+
+void SinksView::pickHead(int layer, int head) {
+  m_pickLayer = layer;
+  m_pickHead = head;
+  if (m_result) rebuild();
+}
+
+void SinksView::rebuild() {
+  const RunResultPtr& r = m_result;
   m_alpha.clear();
+  m_detectorAlpha = false;
   m_headSinks.clear();
   m_firstMass = {};
   m_headText.clear();
   m_verdict.clear();
   m_recommendation.clear();
   if (r) {
-    m_alpha = r->map.alpha;
-    m_layer = r->map.layer;
-    m_head = r->map.head;
+    m_promptKeys = int(r->promptTokens.size());
+    const SinkReport rep = r->sinkNote.empty() ? sinkReportOf(*r) : SinkReport{};
+    const bool picked =
+        m_pickLayer >= 0 && m_pickHead >= 0 && m_pickLayer < r->nLayer && m_pickHead < r->nHead;
+    const StrongestSink top = strongestSink(rep);
+    m_source = picked        ? HeadSource::kPicked
+               : top.valid() ? HeadSource::kStrongest
+                             : HeadSource::kMap;
+    m_layer = picked ? m_pickLayer : top.valid() ? top.layer : r->map.layer;
+    m_head = picked ? m_pickHead : top.valid() ? top.head : r->map.head;
+    const bool mapHead = m_layer == r->map.layer && m_head == r->map.head && !r->map.alpha.empty();
+    const bool detected = rep.n_pos > 0 && m_layer >= 0 && m_head >= 0 && m_layer < rep.n_layer &&
+                          m_head < rep.n_head;
+    if (mapHead || !detected) {
+      // The map's head, with its own alpha over every prompt key; also a picked head that the
+      // detector has no alpha for (a backend without the probe).
+      if (!mapHead) m_source = HeadSource::kMap;
+      m_layer = r->map.layer;
+      m_head = r->map.head;
+      m_alpha = r->map.alpha;
+      for (size_t k = 0; k < m_alpha.size(); ++k)
+        if (m_alpha[k] > kEpsilon) m_headSinks.push_back(int(k));
+    } else {
+      // Another head: the detector's alpha over its first positions.
+      m_detectorAlpha = true;
+      for (int k = 0; k < rep.n_pos; ++k) m_alpha.push_back(rep.alpha_at(m_layer, m_head, k));
+      for (int k : head_sinks(rep, m_layer, m_head)) m_headSinks.push_back(k);
+    }
     if (!r->firstMass.empty()) {
       m_firstMass.layers = r->nLayer;
       m_firstMass.heads = r->nHead;
       m_firstMass.values = r->firstMass;
     }
     m_firstKeys = std::max(1, r->sinkKeep > 0 ? r->sinkKeep : 4);
-    for (size_t k = 0; k < m_alpha.size(); ++k)
-      if (m_alpha[k] > kEpsilon) m_headSinks.push_back(int(k));
+    QString head = tr("Head L%1 H%2").arg(m_layer).arg(m_head);
+    if (m_source == HeadSource::kStrongest)
+      head = (top.alpha > kEpsilon
+                  ? tr("%1, the strongest sink of this run").arg(head)
+                  : tr("%1, the strongest head of this run (none has a sink)").arg(head)) +
+             tr(" (pick a head in a heatmap or the map to see another)");
     m_headText = m_headSinks.isEmpty()
-                     ? tr("Head L%1 H%2: no sink (no key with alpha_k > %3).").arg(m_layer).arg(m_head).arg(kEpsilon)
-                     : tr("Head L%1 H%2: sinks (alpha_k > %3) at %4.")
-                           .arg(m_layer).arg(m_head).arg(kEpsilon).arg(positions(m_headSinks));
+                     ? tr("%1: no sink (no key with alpha_k > %2).").arg(head).arg(kEpsilon)
+                     : tr("%1: sinks (alpha_k > %2) at %3.")
+                           .arg(head)
+                           .arg(kEpsilon)
+                           .arg(positions(m_headSinks));
     // A learned sink (gpt-oss) is named next to the emergent ones: it is a logit of the head's
     // own, not a key, so it has no position.
     if (const size_t lh = size_t(m_layer) * size_t(std::max(1, r->nHead)) + size_t(m_head);
@@ -98,7 +155,7 @@ void SinksView::setResult(const RunResultPtr& r) {
                         .arg(r->learnedSinkMass[lh] * 100, 0, 'f', 1);
     if (!r->sinkNote.empty()) {
       m_verdict = tr("Sink detection unavailable: %1").arg(QString::fromStdString(r->sinkNote));
-    } else if (const SinkReport rep = sinkReportOf(*r); rep.n_pos > 0) {
+    } else if (rep.n_pos > 0) {
       m_verdict = tr("Model (%1 heads, first %2 keys): %3.")
                       .arg(rep.n_layer * rep.n_head).arg(rep.n_pos)
                       .arg(QString::fromStdString(sink_verdict(rep)));

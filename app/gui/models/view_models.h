@@ -18,6 +18,16 @@ namespace sinkscope::gui {
 // positions) when the run has no column mass or the sizes disagree.
 SinkReport sinkReportOf(const RunResult& r);
 
+// The head with the strongest sink of a run: the largest alpha_k over the positions the report
+// judges (SinkReport::judged); a tie goes to the lowest layer, then the lowest head. Invalid
+// (layer -1) for a report without positions.
+struct StrongestSink {
+  int layer = -1, head = -1, position = -1;
+  double alpha = 0;
+  bool valid() const { return layer >= 0 && head >= 0; }
+};
+StrongestSink strongestSink(const SinkReport& r);
+
 // A layers x heads grid of values in [0, 1] for the heatmaps.
 struct HeadGrid {
   int layers = 0, heads = 0;
@@ -56,13 +66,26 @@ class SinksView : public QObject {
   using QObject::QObject;
   void setResult(const RunResultPtr& r);
   bool hasData() const { return !m_alpha.empty(); }
-  const std::vector<double>& alpha() const { return m_alpha; }  // alpha_k of the map's head
+  // Where the shown head comes from: picked by the user (pickHead), else the run's strongest
+  // sink, else (a run without sink detection) the map's head.
+  enum class HeadSource { kMap, kStrongest, kPicked };
+  // The user picked (layer, head) for the chart: it is shown at once and after every later run
+  // (a head the run's model lacks gives way to the strongest sink for that run).
+  void pickHead(int layer, int head);
+  bool headPicked() const { return m_pickLayer >= 0; }
+  HeadSource headSource() const { return m_source; }
+  // alpha_k of the shown head: the map's full-resolution alpha (every prompt key) when it is the
+  // map's head, else the sink detector's over its first positions (detectorAlpha()).
+  const std::vector<double>& alpha() const { return m_alpha; }
+  bool detectorAlpha() const { return m_detectorAlpha; }
+  int promptKeys() const { return m_promptKeys; }
   const QVector<int>& headSinks() const { return m_headSinks; }  // its keys with alpha > epsilon
   const HeadGrid& firstMass() const { return m_firstMass; }      // mass on the first S keys
   int firstMassKeys() const { return m_firstKeys; }
   int layer() const { return m_layer; }
   int head() const { return m_head; }
-  // "Head L18 H8: sinks (alpha_k > 0.3) at 0, 5."
+  // "Head L18 H8: sinks (alpha_k > 0.3) at 0, 5.", with ", the strongest sink of this run" and
+  // how to see another head after the head while that is why it is shown.
   const QString& headText() const { return m_headText; }
   // The model-level verdict: each flagged position with its share of heads.
   const QString& verdict() const { return m_verdict; }
@@ -73,7 +96,13 @@ class SinksView : public QObject {
  Q_SIGNALS:
   void changed();
  private:
+  void rebuild();
+  RunResultPtr m_result;
+  int m_pickLayer = -1, m_pickHead = -1;
+  HeadSource m_source = HeadSource::kMap;
   std::vector<double> m_alpha;
+  bool m_detectorAlpha = false;
+  int m_promptKeys = 0;
   QVector<int> m_headSinks;
   HeadGrid m_firstMass;
   int m_firstKeys = 0, m_layer = 0, m_head = 0;

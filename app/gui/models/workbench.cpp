@@ -102,6 +102,14 @@ void Workbench::setControls(const ControlState& c) {
   schedule();
 }
 
+void Workbench::chooseHead(int layer, int head) {
+  m_sinks.pickHead(layer, head);
+  ControlState s = m_controls;
+  s.layer = layer;
+  s.head = head;
+  setControls(s);
+}
+
 void Workbench::setPrompt(const QString& text) {
   if (text == m_prompt) return;
   m_prompt = text;

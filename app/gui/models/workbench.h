@@ -44,6 +44,10 @@ class Workbench : public QObject {
   // no queue of stale runs.
   static constexpr int kDefaultDebounceMs = 60;
   void setControls(const ControlState& c);
+  // The user picked a head (the map's layer and head, a heatmap cell, a row of the head table):
+  // the map shows it, and the Sinks chart shows it at once and after every later run. Until the
+  // first pick the chart shows each run's strongest sink (SinksView).
+  void chooseHead(int layer, int head);
   void setPrompt(const QString& text);
   void setDebounceMs(int ms) { m_debounce.setInterval(ms); }
   int debounceMs() const { return m_debounce.interval(); }

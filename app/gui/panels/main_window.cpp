@@ -33,6 +33,7 @@
 #include "app/gui/panels/compare_panel.h"
 #include "app/gui/panels/controls_panel.h"
 #include "app/gui/panels/help_dialog.h"
+#include "app/gui/panels/model_picker.h"
 #include "app/gui/panels/sinks_panel.h"
 #include "app/gui/panels/sparsity_panel.h"
 #include "app/gui/panels/sweep_panel.h"
@@ -142,15 +143,19 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
   });
   connect(m_wb, &Workbench::runProgress, this, [this](double f, double eta, const QString& phase) {
     m_progress->setValue(int(f * 1000));
-    // The phase goes first while the text fits the bar; the tooltip always has all of it.
+    // The phase goes first while the text fits the bar, then the time left, then the percentage
+    // alone (a narrow bar gives its room to the model picker); the tooltip always has all of it.
     const QString left = eta >= 0 ? tr("%1 s left").arg(eta, 0, 'f', eta < 10 ? 1 : 0) : QString();
     const QString pct = QString::number(int(f * 100)) + QLatin1Char('%');
     const QString full = left.isEmpty() ? tr("%1: %2").arg(phase, pct)
                                         : tr("%1: %2, %3").arg(phase, pct, left);
+    const QString shorter = left.isEmpty() ? pct : tr("%1, %2").arg(pct, left);
     const QString fmtFull = left.isEmpty() ? tr("%1: %p%").arg(phase) : tr("%1: %p%, %2").arg(phase, left);
     const QString fmtShort = left.isEmpty() ? tr("%p%") : tr("%p%, %1").arg(left);
-    const bool fits = m_progress->fontMetrics().horizontalAdvance(full) + 16 <= m_progress->width();
-    m_progress->setFormat(fits ? fmtFull : fmtShort);
+    auto fits = [this](const QString& t) {
+      return m_progress->fontMetrics().horizontalAdvance(t) + 16 <= m_progress->width();
+    };
+    m_progress->setFormat(fits(full) ? fmtFull : fits(shorter) ? fmtShort : tr("%p%"));
     m_progress->setToolTip(full);
   });
   connect(m_wb, &Workbench::resultReady, this, [this](const RunResultPtr& r) {
@@ -227,7 +232,7 @@ QWidget* MainWindow::buildCentral() {
   w->setObjectName(QStringLiteral("controlsBar"));
   // Row 1: model and run.
   auto* modelRow = new QHBoxLayout;
-  m_model = new QComboBox(w);
+  m_model = new ModelPicker(w);
   m_model->setObjectName(QStringLiteral("modelPicker"));
   m_model->setEditable(false);
   m_model->setMinimumContentsLength(12);
@@ -255,12 +260,16 @@ QWidget* MainWindow::buildCentral() {
   m_progress->setValue(0);
   m_progress->setTextVisible(true);
   m_progress->setFormat(tr("idle"));
-  m_progress->setMinimumWidth(90);
+  // Narrow enough that a 1280x720 screen's window leaves the picker the default model's whole
+  // name; "done", "cancelled" and a percentage still fit.
+  m_progress->setMinimumWidth(72);
   modelRow->addWidget(new QLabel(tr("Model"), w));
-  modelRow->addWidget(m_model, 3);
+  // No stretch: a stretched item is laid out from its minimum, while the picker's size hint is
+  // the width of its whole entry; the progress bar takes what the row has left.
+  modelRow->addWidget(m_model);
   modelRow->addWidget(browse);
   modelRow->addWidget(m_backend);
-  modelRow->addSpacing(12);
+  modelRow->addSpacing(8);
   modelRow->addWidget(m_run);
   modelRow->addWidget(m_cancel);
   modelRow->addWidget(m_genLength);
@@ -440,10 +449,7 @@ void MainWindow::buildDocks() {
 }
 
 void MainWindow::chooseHead(int layer, int head) {
-  ControlState s = m_wb->controls();
-  s.layer = layer;
-  s.head = head;
-  m_wb->setControls(s);
+  m_wb->chooseHead(layer, head);
 }
 
 // Radio groups for the CUDA backends' weight mode and activation precision. A change remakes the

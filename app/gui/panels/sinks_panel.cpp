@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "app/gui/panels/sinks_panel.h"
 
+#include <algorithm>
+
 #include <QChart>
 #include <QChartView>
 #include <QLabel>
@@ -21,7 +23,7 @@ constexpr int kAlphaKeys = 64;  // the keys the alpha chart opens on (the detect
 
 SinksPanel::SinksPanel(SinksView* view, QWidget* parent) : QWidget(parent), m_view(view) {
   auto* chart = new QChart;
-  chart->setTitle(tr("alpha_k of the map's head"));
+  chart->setTitle(tr("alpha_k of one head"));
   chart->legend()->setAlignment(Qt::AlignBottom);
   chart->setMargins(QMargins(4, 4, 4, 4));
   m_alpha = new QLineSeries;
@@ -91,7 +93,11 @@ void SinksPanel::rebuild() {
     if (size_t(k) < a.size()) sinks.append(QPointF(double(k), a[size_t(k)]));
   m_alpha->replace(pts);
   m_sinks->replace(sinks);
-  m_chartView->chart()->setTitle(tr("alpha_k of layer %1 head %2").arg(m_view->layer()).arg(m_view->head()));
+  // The title names the head shown, and why when no one picked it.
+  const QString title = tr("alpha_k of layer %1 head %2").arg(m_view->layer()).arg(m_view->head());
+  m_chartView->chart()->setTitle(m_view->headSource() == SinksView::HeadSource::kStrongest
+                                     ? tr("%1 (strongest in this run)").arg(title)
+                                     : title);
   // Sinks sit among the first keys: the chart opens on the first 64 (or up to this head's last
   // sink), where a long prompt's near-zero tail would squeeze them into the axis.
   const int total = int(a.size());
@@ -101,8 +107,14 @@ void SinksPanel::rebuild() {
   m_eps->replace(QList<QPointF>{{0, SinksView::kEpsilon}, {n, SinksView::kEpsilon}});
   m_x->setRange(0, n);
   m_x->setTickInterval(integerTickStep(shown, 8));
-  m_x->setTitleText(shown < total ? tr("key position k (first %1 of %2)").arg(shown).arg(total)
-                                  : tr("key position k"));
+  // Another head than the map's has the detector's alpha, over the prompt's first keys only.
+  if (m_view->detectorAlpha())
+    m_x->setTitleText(tr("key position k (first %1 of %2, from the sink detector)")
+                          .arg(shown)
+                          .arg(std::max(total, m_view->promptKeys())));
+  else
+    m_x->setTitleText(shown < total ? tr("key position k (first %1 of %2)").arg(shown).arg(total)
+                                    : tr("key position k"));
   const HeadGrid& g = m_view->firstMass();
   m_heatmap->setScaleLabel(tr("mass on first %1 keys").arg(m_view->firstMassKeys()));
   m_heatmap->setGrid(g);

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// View 2: sinks. alpha_k by key position for the map's head (Qt Charts) with the epsilon line and
-// this head's sinks marked, a layers x heads heatmap of the attention mass on the first S keys
-// (hover for values, click a cell to pick that head), and three lines of text: this head's
-// sinks, the model-level verdict and the recommendation (docs/architecture.md, "Sink
-// detection"; docs/gui.md, "Views").
+// View 2: sinks. alpha_k by key position for one head (Qt Charts: the run's strongest sink until
+// the user picks a head, then the picked head; SinksView) with the epsilon line and this head's
+// sinks marked, a layers x heads heatmap of the attention mass on the first S keys (hover for
+// values, click a cell to pick that head), and three lines of text: this head's sinks, the
+// model-level verdict and the recommendation (docs/architecture.md, "Sink detection";
+// docs/gui.md, "Views").
 #pragma once
 
 #include <QWidget>
