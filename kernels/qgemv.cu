@@ -190,9 +190,7 @@ int qgemv_wide_variants() { return qwide::kVariants; }
 int qgemv_wide_variant() { return qwide::variant(); }
 bool set_qgemv_wide_variant(int which) { return qwide::set_variant(which); }
 const char* qgemv_wide_variant_name(int which) { return qwide::variant_name(which); }
-bool qgemv_wide_variant_fuses(int which) {
-  return which == 0 || (which >= 5 && which < qwide::kVariants);
-}
+bool qgemv_wide_variant_fuses(int which) { return which == 0 || which == 7 || which == 8; }
 
 bool qgemv_int8_activation(int type, const void* w, int64_t cols, const void* v) {
   return qwide::eligible(type, w, cols, qweight_row_bytes(type, cols), v);

@@ -98,10 +98,10 @@ bool qgemv_fused_eligible(const QgemvFusedArgs& a);
 OpStatus launch_qgemv_fused(const QgemvFusedArgs& a, void* stream);
 
 // The kernel variants of the int8-activation GEMV (kernels/qgemv_wide.h: 0 the original, 1-4
-// pipelined, with PDL or not, 4 or 2 CTAs per SM, 5-10 forms of 0), for the benchmark to time side
+// pipelined, with PDL or not, 4 or 2 CTAs per SM, 5-8 forms of 0), for the benchmark to time side
 // by side and the tests to check; launch_qgemv and launch_qgemv_int8 use the selected one
-// (process-wide). launch_qgemv_fused has the forms of variants 0 and 5-10; under 1-4 the backend
-// keeps the norm and the SwiGLU as kernels of their own (qgemv_wide_variant_fuses).
+// (process-wide). launch_qgemv_fused has the forms of variants 0, 7 and 8; under the others the
+// backend keeps the norm and the SwiGLU as kernels of their own (qgemv_wide_variant_fuses).
 int qgemv_wide_variants();
 int qgemv_wide_variant();
 bool set_qgemv_wide_variant(int which);  // false for an unknown variant

@@ -370,16 +370,13 @@ __global__ void __launch_bounds__(kThreads, ctas_per_sm(T, R)) qgemv_wide_kernel
   const int warp = static_cast<int>(threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x & 31);
   if constexpr (C == kPdlFetch || C == kFetch) {
-    // The warp's first output: one row, its gate and up rows, or (two rows per pass) its pair.
+    // The warp's first output: one row, or its gate and up rows.
     const int first = blockIdx.x * kWarps + warp;
-    const int outs = kSwiglu ? rows / 2 : two_rows(T, R) ? (rows + 1) / 2 : rows;
+    const int outs = kSwiglu ? rows / 2 : rows;
     if (first < outs) {
 #pragma unroll
-      for (int k = 0; k < (kSwiglu || two_rows(T, R) ? 2 : 1); ++k) {
-        const int r = kSwiglu ? first + k * outs
-                      : two_rows(T, R) ? (2 * first + k < rows ? 2 * first + k : 2 * first)
-                                       : first;
-        const uint8_t* wr = w + static_cast<int64_t>(r) * row_bytes;
+      for (int k = 0; k < (kSwiglu ? 2 : 1); ++k) {
+        const uint8_t* wr = w + static_cast<int64_t>(first + k * outs) * row_bytes;
         for (int64_t off = int64_t(lane) * 128; off < row_bytes; off += 32 * 128)
           asm volatile("prefetch.L2 [%0];" ::"l"(wr + off));  // generic address
       }
@@ -564,23 +561,6 @@ cudaError_t prepare_t(int max_cols) {
         raise_smem<T, P, kInNorm, true, kPlain, 2>(max_cols)}) {
     if (e != cudaSuccess) return e;
   }
-  // The PDL forms of launch_fused (variants 5, 6) and of two rows per pass (9, 10).
-  for (const cudaError_t e :
-       {raise_smem<T, P, kInBf16, true, kPdl>(max_cols), raise_smem<T, P, kInNorm, false, kPdl>(max_cols),
-        raise_smem<T, P, kInNorm, true, kPdl>(max_cols),
-        raise_smem<T, P, kInBf16, true, kPdlFetch>(max_cols),
-        raise_smem<T, P, kInNorm, false, kPdlFetch>(max_cols),
-        raise_smem<T, P, kInNorm, true, kPdlFetch>(max_cols),
-        raise_smem<T, P, kInBf16, false, kPdl, 2>(max_cols),
-        raise_smem<T, P, kInBf16, true, kPdl, 2>(max_cols),
-        raise_smem<T, P, kInNorm, false, kPdl, 2>(max_cols),
-        raise_smem<T, P, kInNorm, true, kPdl, 2>(max_cols),
-        raise_smem<T, P, kInBf16, false, kPdlFetch, 2>(max_cols),
-        raise_smem<T, P, kInBf16, true, kPdlFetch, 2>(max_cols),
-        raise_smem<T, P, kInNorm, false, kPdlFetch, 2>(max_cols),
-        raise_smem<T, P, kInNorm, true, kPdlFetch, 2>(max_cols)}) {
-    if (e != cudaSuccess) return e;
-  }
   return cudaSuccess;
 }
 
@@ -666,8 +646,6 @@ const char* variant_name(int which) {
     case 6: return "v6";
     case 7: return "v7";
     case 8: return "v8";
-    case 9: return "v9";
-    case 10: return "v10";
     default: return "?";
   }
 }
@@ -696,8 +674,6 @@ cudaError_t launch(int type, const void* w, int rows, int cols, int64_t row_byte
     case 6: return launch_planes<kInBf16, false, kPdlFetch>(type, a, st, planes);
     case 7: return launch_planes<kInBf16, false, kFetch>(type, a, st, planes);
     case 8: return launch_planes<kInBf16, false, kPlain, 2>(type, a, st, planes);
-    case 9: return launch_planes<kInBf16, false, kPdl, 2>(type, a, st, planes);
-    case 10: return launch_planes<kInBf16, false, kPdlFetch, 2>(type, a, st, planes);
     default: return launch_planes<kInBf16>(type, a, st, planes);
   }
 }
@@ -719,12 +695,8 @@ cudaError_t launch_fused(int type, const void* w, int rows, int cols, int64_t ro
   a.eps = eps;
   a.act = act;
   switch (variant()) {
-    case 5: return launch_forms<kPdl>(type, a, st, planes);
-    case 6: return launch_forms<kPdlFetch>(type, a, st, planes);
     case 7: return launch_forms<kFetch>(type, a, st, planes);
     case 8: return launch_forms<kPlain, 2>(type, a, st, planes);
-    case 9: return launch_forms<kPdl, 2>(type, a, st, planes);
-    case 10: return launch_forms<kPdlFetch, 2>(type, a, st, planes);
     default: return launch_forms<kPlain>(type, a, st, planes);
   }
 }

@@ -34,7 +34,7 @@ struct GpuTuning {
   bool decode_early_loads = true;      // cache copies before the PDL wait (SINKSCOPE_DECODE_EARLY_LOADS=0)
   bool decode_fused_combine = false;   // split combine inside the decode kernel (SINKSCOPE_FUSED_COMBINE=1)
   // The int8-activation GEMV kernel variant (kernels/qgemv_wide.h, kVariants): -1 the built-in
-  // default, 0 .. 10 that variant (SINKSCOPE_QGEMV_VARIANT).
+  // default, 0 .. 8 that variant (SINKSCOPE_QGEMV_VARIANT).
   int qgemv_variant = -1;
   // A projection's single-token GEMVs of the int8 kernel share one activation quantization,
   // done once ahead into device memory (kernels/qgemv.h launch_qgemv_prequant), instead of every

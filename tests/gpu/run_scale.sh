@@ -28,7 +28,7 @@
 #              default 8192, the first 8B file of SHAPES)
 #     decode   the 8B files' decode with native weights for each
 #              activations:GEMV-variant[:head[:repack[:merge[:fuse]]]] of DECODE_RUNS (default
-#              "int8:0 int8:0:native:1:1:0 int8:0:native:0 int8:0:native:1:0 int8:0:bf16";
+#              "int8:8 int8:0 int8:8:native:1:1:0 int8:8:native:0 int8:8:native:1:0 int8:8:bf16";
 #              kernels/qgemv_wide.h; head: SINKSCOPE_GPU_LM_HEAD, default native; repack:
 #              SINKSCOPE_QWEIGHT_REPACK, merge: SINKSCOPE_QWEIGHT_MERGE, fuse:
 #              SINKSCOPE_QGEMV_FUSE, default 1 each):
@@ -188,7 +188,7 @@ for stage in $STAGES; do
         f=$(file_of "$st")
         [[ -s "$f" ]] || { echo "SKIP: $f missing (stage models)"; continue; }
         [[ -z "$pick_file" ]] && pick_file=$f
-        for run in ${DECODE_RUNS:-int8:0 int8:0:native:1:1:0 int8:0:native:0 int8:0:native:1:0 int8:0:bf16}; do
+        for run in ${DECODE_RUNS:-int8:8 int8:0 int8:8:native:1:1:0 int8:8:native:0 int8:8:native:1:0 int8:8:bf16}; do
           IFS=: read -r act var head rep merge fuse <<<"$run"
           head=${head:-native} rep=${rep:-1} merge=${merge:-1} fuse=${fuse:-1}
           log="$OUT/decode_${st/:/_}_${act}_v${var}_${head}_r${rep}_m${merge}_f$fuse.log"

@@ -294,7 +294,7 @@ void check_prequant(GgmlType t, const uint8_t* dw, int rows, int cols, const uin
   kernels::set_qgemv_wide_variant(keep);
 }
 
-// Variants 5-10 run variant 0's arithmetic (a different launch, a prefetch, or two rows per warp
+// Variants 5-8 run variant 0's arithmetic (a different launch, a prefetch, or two rows per warp
 // pass sharing the activation reads): their results must equal variant 0's bit for bit, store
 // and accumulate, one and two planes.
 void check_same_as_v0(int ti, const uint8_t* dw, int rows, int cols, const uint16_t* dv,
@@ -481,10 +481,9 @@ void check_fused(GgmlType t, int rows, int cols, uint32_t seed) {
       require(kernels::launch_qgemv_int8(kt, w, rows, cols, dxn.p, dgu.p, false, planes, nullptr));
       require(kernels::launch_swiglu(dgu.p, dact.p, 1, rows / 2, nullptr));
       const std::vector<uint16_t> want_act = fetch_h(dact.p, y0.size() / 2);
-      // With variant 3 selected launch_qgemv_fused runs variant 0's kernel; with 5 and 6 its
-      // PDL launches, with 7 its form with the L2 prefetch, with 8 two rows per warp pass, with
-      // 9 and 10 those launched with PDL: the same products every time.
-      for (const int sel : {3, 5, 6, 7, 8, 9, 10}) {
+      // With variant 3 selected launch_qgemv_fused runs variant 0's kernel; with 7 its form
+      // with the L2 prefetch, with 8 two rows per warp pass: the same products every time.
+      for (const int sel : {3, 7, 8}) {
         kernels::set_qgemv_wide_variant(sel);
         for (const bool norm : {true, false}) {
           a.x = norm ? dx.p : nullptr;
@@ -932,10 +931,8 @@ void run_chain_bench() {
               step.size(), double(total) / 1e9, name.c_str());
   std::printf("%-11s %10s %10s %12s %14s\n", "what", "ms/step", "GB/s", "tok/s bound",
               peak > 0 ? "% of HBM peak" : "");
-  // {mode, GEMV variant}: variant 0, 5 and 6 (PDL, without and with the L2 prefetch), 8 (two
-  // rows per warp pass), 9 and 10 (8 with PDL), then the read-only rows.
-  const int runs[][2] = {{0, 0}, {3, 0}, {0, 5}, {0, 6}, {0, 8}, {3, 8},
-                         {0, 9}, {0, 10}, {3, 10}, {1, 0}, {2, 0}};
+  // {mode, GEMV variant}: variant 0, then 8 (two rows per warp pass), then the read-only rows.
+  const int runs[][2] = {{0, 0}, {3, 0}, {0, 8}, {3, 8}, {1, 0}, {2, 0}};
   for (const auto& run : runs) {
     const int mode = run[0];
     if (run[1] >= kernels::qgemv_wide_variants()) continue;
