@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Sinks view: readable charts at the dock sizes of a 1280x720 window, a click on a heatmap
 // cell picks that head, the cell mapping and tooltip text, and the three lines of text.
+#include <QChart>
 #include <QChartView>
+#include <QScatterSeries>
 #include <QLabel>
 #include <QSignalSpy>
 #include <QTest>
@@ -63,6 +65,30 @@ class TestSinksPanel : public QObject {
       test::checkNoScrolling(&panel);
       if (QTest::currentTestFailed()) return;
     }
+  }
+
+  // The usual sink, alpha_k = 1 at position 0, sits in the plot's corner: its whole marker must
+  // be inside the plot area, not cut in half by the axes' edges.
+  void aSinkAtTheCornerIsDrawnWhole() {
+    SinksView view;
+    SinksPanel panel(&view);
+    view.setResult(test::sampleResult());
+    panel.resize(850, 400);
+    panel.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&panel));
+    QCoreApplication::processEvents();
+    QChart* chart = panel.alphaChart()->chart();
+    QScatterSeries* marks = nullptr;
+    for (QAbstractSeries* s : chart->series())
+      if (auto* sc = qobject_cast<QScatterSeries*>(s)) marks = sc;
+    QVERIFY(marks);
+    const QPointF at = chart->mapToPosition(QPointF(0, 1.0), marks);
+    const qreal r = marks->markerSize() / 2;
+    const QRectF plot = chart->plotArea();
+    QVERIFY2(plot.contains(QRectF(at.x() - r, at.y() - r, 2 * r, 2 * r)),
+             qPrintable(QStringLiteral("marker at (%1, %2) r %3, plot (%4, %5) to (%6, %7)")
+                            .arg(at.x()).arg(at.y()).arg(r).arg(plot.left()).arg(plot.top())
+                            .arg(plot.right()).arg(plot.bottom())));
   }
 
   void clickingAHeatmapCellChoosesThatHead() {

@@ -46,8 +46,12 @@ SinksPanel::SinksPanel(SinksView* view, QWidget* parent) : QWidget(parent), m_vi
   m_x->setTickType(QValueAxis::TicksDynamic);
   m_x->setTickAnchor(0);
   m_y = new QValueAxis;
-  m_y->setRange(0, 1);
-  m_y->setTickCount(6);
+  // A little room past 0 and 1 (ticks stay at 0.0 .. 1.0), so a sink marker at alpha_k = 1, the
+  // common case at position 0, is drawn whole instead of cut by the plot's edge.
+  m_y->setRange(-0.03, 1.06);
+  m_y->setTickType(QValueAxis::TicksDynamic);
+  m_y->setTickAnchor(0);
+  m_y->setTickInterval(0.2);
   m_y->setLabelFormat(QStringLiteral("%.1f"));
   m_y->setTitleText(tr("alpha_k"));
   chart->addAxis(m_x, Qt::AlignBottom);
@@ -104,8 +108,11 @@ void SinksPanel::rebuild() {
   const int lastSink = m_view->headSinks().isEmpty() ? 0 : m_view->headSinks().back();
   const int shown = std::min(total, std::max(kAlphaKeys, lastSink + 8));
   const double n = std::max<double>(1, double(shown) - 1);
-  m_eps->replace(QList<QPointF>{{0, SinksView::kEpsilon}, {n, SinksView::kEpsilon}});
-  m_x->setRange(0, n);
+  // Room left of k = 0 (2.5 % of the range, at least half a key, less than one tick step) so
+  // the marker of a sink at k = 0 is drawn whole.
+  const double left = -std::max(0.5, 0.025 * n);
+  m_eps->replace(QList<QPointF>{{left, SinksView::kEpsilon}, {n, SinksView::kEpsilon}});
+  m_x->setRange(left, n);
   m_x->setTickInterval(integerTickStep(shown, 8));
   // Another head than the map's has the detector's alpha, over the prompt's first keys only.
   if (m_view->detectorAlpha())
