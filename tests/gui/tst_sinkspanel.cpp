@@ -91,6 +91,35 @@ class TestSinksPanel : public QObject {
                             .arg(plot.right()).arg(plot.bottom())));
   }
 
+  // The heatmap outlines the head the alpha_k chart shows, and follows a pick.
+  void heatmapOutlinesTheChartsHead() {
+    SinksView view;
+    SinksPanel panel(&view);
+    const auto r = test::sampleResult();
+    view.setResult(r);
+    HeadHeatmap* map = panel.heatmap();
+    QCOMPARE(map->markedCell().layer, view.layer());
+    QCOMPARE(map->markedCell().head, view.head());
+    auto* mark = map->findChild<QCPItemRect*>();
+    if (!mark) {
+      for (int i = 0; i < map->itemCount(); ++i)
+        if (auto* it = qobject_cast<QCPItemRect*>(map->item(i))) mark = it;
+    }
+    QVERIFY(mark);
+    QVERIFY(mark->visible());
+    view.pickHead(1, 2);
+    QCOMPARE(map->markedCell().layer, 1);
+    QCOMPARE(map->markedCell().head, 2);
+    // The outline lies inside cell (1, 2): heads 1.5 .. 2.5, layers 0.5 .. 1.5.
+    const QRectF cell(QPointF(1.5, 0.5), QPointF(2.5, 1.5));
+    const QRectF drawn(QPointF(mark->topLeft->coords().x(), mark->bottomRight->coords().y()),
+                       QPointF(mark->bottomRight->coords().x(), mark->topLeft->coords().y()));
+    QVERIFY(cell.contains(drawn));
+    QVERIFY(drawn.width() > 0.8 && drawn.height() > 0.8);
+    map->setMarkedCell({r->nLayer, 0});  // outside the grid: no outline
+    QVERIFY(!mark->visible());
+  }
+
   void clickingAHeatmapCellChoosesThatHead() {
     SinksView view;
     SinksPanel panel(&view);

@@ -106,6 +106,12 @@ HeadHeatmap::HeadHeatmap(const QString& scaleLabel, QWidget* parent)
   setMinimumSize(320, 200);
   m_map = makeColorMap(this, tr("head"), tr("layer"), scaleLabel);
   m_empty = addEmptyPlotText(this, tr("No run yet"));
+  // Light with a dark edge, so it reads on magma's black and its pale yellow alike.
+  m_mark = new QCPItemRect(this);
+  m_mark->setPen(QPen(QColor(0x3d, 0xd6, 0xf5), 2));
+  m_mark->setBrush(Qt::NoBrush);
+  m_mark->setClipToAxisRect(true);
+  m_mark->setVisible(false);
   setMouseTracking(true);
   setToolTip(tr("Hover a cell for its value; click it to show that head in the attention map "
                 "and the alpha_k chart"));
@@ -131,6 +137,20 @@ void HeadHeatmap::setGrid(const HeadGrid& g) {
     fillHeadGrid(m_map, g);
     xAxis->setTicker(integerTicker(g.heads, 10));
     yAxis->setTicker(integerTicker(g.layers, 8));
+  }
+  setMarkedCell(m_marked);  // shown only while the cell is inside the new grid; replots
+}
+
+void HeadHeatmap::setMarkedCell(HeadCell c) {
+  m_marked = c;
+  const bool shown =
+      c.valid() && !m_grid.empty() && c.layer < m_grid.layers && c.head < m_grid.heads;
+  m_mark->setVisible(shown);
+  if (shown) {
+    // Inset a little, so the pen stays inside an edge cell instead of being cut by the axes.
+    constexpr double kHalf = 0.45;
+    m_mark->topLeft->setCoords(c.head - kHalf, c.layer + kHalf);
+    m_mark->bottomRight->setCoords(c.head + kHalf, c.layer - kHalf);
   }
   replot();
 }

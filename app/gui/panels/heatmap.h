@@ -58,6 +58,10 @@ class HeadHeatmap : public QCustomPlot {
   HeadCell cellAtPixel(const QPointF& pixel) const;
   // The widget pixel at the centre of a cell (tests, keyboard-free picking).
   QPointF pixelOfCell(int layer, int head) const;
+  // Outlines one cell (the head another chart shows); an invalid cell, or one outside the grid,
+  // outlines none.
+  void setMarkedCell(HeadCell c);
+  HeadCell markedCell() const { return m_marked; }
  Q_SIGNALS:
   void headChosen(int layer, int head);  // a left click on a cell
 
@@ -66,6 +70,8 @@ class HeadHeatmap : public QCustomPlot {
   void onMove(QMouseEvent* e);
   QCPColorMap* m_map;
   QCPItemText* m_empty;  // shown while the grid is empty (no run yet)
+  QCPItemRect* m_mark;   // the marked cell's outline
+  HeadCell m_marked;
   HeadGrid m_grid;
   QString m_label;
 };

@@ -125,6 +125,7 @@ void SinksPanel::rebuild() {
   const HeadGrid& g = m_view->firstMass();
   m_heatmap->setScaleLabel(tr("mass on first %1 keys").arg(m_view->firstMassKeys()));
   m_heatmap->setGrid(g);
+  m_heatmap->setMarkedCell({m_view->layer(), m_view->head()});  // the chart's head
   QStringList lines;
   for (const QString& s : {m_view->headText(), m_view->verdict(), m_view->recommendation()})
     if (!s.isEmpty()) lines << s;
