@@ -105,6 +105,30 @@ class TestRunExecutor : public QObject {
     QVERIFY2(total > 1e-6, "the test needs a variant that differs from dense");
     QVERIFY2(worst < 1e-9, qPrintable(QStringLiteral("KL off by %1").arg(worst)));
   }
+  // Progress never goes back, and the comparison after the last forward says what it is doing
+  // with no time left claimed (the forward units give it none).
+  void progressEndsWithTheComparison() {
+    ControlState s;
+    s.maxTokens = 2;
+    RunExecutor ex(BackendKind::kCpu, 2);
+    ex.setModel(test::randomModel());
+    std::vector<RunProgress> seen;
+    (void)ex.run(s.toRequest(test::longPrompt().toStdString()), 1,
+                 [&](const RunProgress& p) { seen.push_back(p); });
+    QVERIFY(seen.size() > 3);
+    for (size_t i = 1; i < seen.size(); ++i)
+      QVERIFY2(seen[i].fraction >= seen[i - 1].fraction,
+               qPrintable(QStringLiteral("%1 after %2").arg(seen[i].fraction).arg(seen[i - 1].fraction)));
+    QCOMPARE(QString::fromStdString(seen.back().phase), QStringLiteral("done"));
+    const RunProgress& last = seen[seen.size() - 2];  // the last step's report
+    QCOMPARE(QString::fromStdString(last.phase), QStringLiteral("comparing with the dense baseline"));
+    QVERIFY(last.etaSeconds < 0);
+    // Before the comparison, the time left was estimated.
+    QVERIFY(std::any_of(seen.begin(), seen.end(), [](const RunProgress& p) {
+      return p.phase.rfind("dense baseline", 0) == 0 && p.etaSeconds >= 0;
+    }));
+  }
+
   // The variant's statistics and KL computed during its decode (as on a GPU) equal the ones
   // computed after it.
   void overlappedStatisticsEqualSequentialOnes() {

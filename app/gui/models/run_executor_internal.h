@@ -19,6 +19,9 @@ namespace sinkscope::gui {
 
 namespace run_detail {
 
+// The progress phase of the comparison with the dense baseline (after every forward).
+inline constexpr const char* kComparing = "comparing with the dense baseline";
+
 // Where a map's Q/K came from when the CPU map backend captured them.
 inline constexpr const char* kCpuMapSource = "float32 Q/K captured from the CPU backend's prefill";
 
@@ -163,12 +166,14 @@ struct RunExecutor::Run {
     res->stagesMs.emplace_back(name, double(now - tStage) / 1e6);
     tStage = now;
   }
-  void report(const char* phase) const {
+  // tail: work after every forward (the comparison): the forward units estimate no time
+  // for it, so the time left is unknown rather than "0.0 s".
+  void report(const char* phase, bool tail = false) const {
     if (!progress) return;
     const double el = run_detail::elapsedSince(tStart);
     RunProgress pr;
     pr.fraction = std::min(1.0, done / total);
-    pr.etaSeconds = done > 0 ? el / done * (total - done) : -1;
+    pr.etaSeconds = !tail && done > 0 ? el / done * (total - done) : -1;
     pr.phase = phase;
     progress(pr);
   }

@@ -513,6 +513,7 @@ void RunExecutor::Run::denseBaseline() {
       return;
     }
     dc->pass = std::move(d);
+    report(kComparing, true);  // the baseline's per-position statistics, then compare()
     dc->next.resize(size_t(n - 1));
     for (int i = 0; i + 1 < n; ++i)
       dc->next[size_t(i)] =
@@ -538,6 +539,7 @@ void RunExecutor::Run::denseBaseline() {
 }
 
 void RunExecutor::Run::compare() {
+  report(kComparing, true);
   const DenseCache& dc = *ex.m_denseCache;
   const Pass& d = dc.pass;
   Comparison& cmp = res->compare;
