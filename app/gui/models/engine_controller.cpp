@@ -66,8 +66,9 @@ uint64_t EngineController::run(const RunRequest& request, const QString& tag) {
 }
 
 void EngineController::cancel() {
-  m_queue.removeTag(QStringLiteral("run"));
+  const uint64_t dropped = m_queue.removeTag(QStringLiteral("run"));
   m_queue.cancelRunning();
+  if (dropped != 0) Q_EMIT cancelled(dropped);
 }
 
 }  // namespace sinkscope::gui

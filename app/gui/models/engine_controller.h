@@ -48,8 +48,11 @@ class EngineController : public QObject {
   // again with the new backend's description, or modelFailed (the previous choice kept).
   uint64_t setGpuChoice(GpuChoice gpu);
   // Runs a request (default tag "run"): started, progress..., then finished, failed or cancelled.
+  // A run dropped before it started (cancel()) ends with cancelled alone; one replaced in the
+  // queue by a newer run of its tag ends with no signal.
   uint64_t run(const RunRequest& request, const QString& tag = QStringLiteral("run"));
-  // Cancels the running job and drops queued runs.
+  // Cancels the running job and drops the queued run (cancelled for it at once, before this
+  // returns: whoever waits for that run's end is not left waiting).
   void cancel();
   bool busy() const { return m_busy.load(); }
   int queuedJobs() const { return int(m_queue.size()); }

@@ -41,12 +41,13 @@ QString RequestQueue::runningTag() const {
   return m_running;
 }
 
-bool RequestQueue::removeTag(const QString& tag) {
+uint64_t RequestQueue::removeTag(const QString& tag) {
   std::lock_guard lock(m_mutex);
   const auto it = std::find_if(m_jobs.begin(), m_jobs.end(), [&](const Job& j) { return j.tag == tag; });
-  if (it == m_jobs.end()) return false;
+  if (it == m_jobs.end()) return 0;
+  const uint64_t id = it->id;
   m_jobs.erase(it);
-  return true;
+  return id;
 }
 
 void RequestQueue::clear() {

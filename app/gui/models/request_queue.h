@@ -34,7 +34,7 @@ class RequestQueue {
   std::optional<Job> take();
   void finish();
   QString runningTag() const;  // "" when no job runs
-  bool removeTag(const QString& tag);  // drops a queued job; true when one was queued
+  uint64_t removeTag(const QString& tag);  // drops a queued job: its id, 0 when none was queued
   void clear();
   size_t size() const;
   bool hasTag(const QString& tag) const;
