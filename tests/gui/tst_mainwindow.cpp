@@ -26,6 +26,7 @@
 
 #include "app/gui/models/workbench.h"
 #include "app/gui/panels/attention_map_panel.h"
+#include "app/gui/panels/heatmap.h"
 #include "app/gui/panels/main_window.h"
 #include "app/gui/panels/sinks_panel.h"
 #include "app/gui/panels/sparsity_panel.h"
@@ -376,6 +377,11 @@ class TestMainWindow : public QObject {
     Q_EMIT sparsity->headChosen(7, 1);
     QCOMPARE(wb.controls().layer, 7);
     QCOMPARE(wb.controls().head, 1);
+    // The Sparsity heatmaps outline the map's head, wherever it was picked.
+    for (HeadHeatmap* m : {sparsity->prefillMap(), sparsity->decodeMap()}) {
+      QCOMPARE(m->markedCell().layer, 7);
+      QCOMPARE(m->markedCell().head, 1);
+    }
   }
 
   // Before any head is picked, the Sinks chart shows the run's strongest sink (not the map's

@@ -75,6 +75,23 @@ class TestSparsityPanel : public QObject {
     }
   }
 
+  // The map's head is outlined in both heatmaps, and stays outlined over a new result.
+  void mapHeadIsOutlined() {
+    SparsityView view;
+    HeadStatsModel stats;
+    SparsityPanel panel(&view, &stats);
+    panel.setMarkedHead(1, 3);
+    view.setResult(test::sampleResult());
+    for (HeadHeatmap* m : {panel.prefillMap(), panel.decodeMap()}) {
+      QCOMPARE(m->markedCell().layer, 1);
+      QCOMPARE(m->markedCell().head, 3);
+      QCPItemRect* mark = nullptr;
+      for (int i = 0; i < m->itemCount(); ++i)
+        if (auto* it = qobject_cast<QCPItemRect*>(m->item(i))) mark = it;
+      QVERIFY(mark && mark->visible());
+    }
+  }
+
   // Before a run the heatmaps say so (no black grid, no colour scale); a result shows them.
   void emptyHeatmapsSayThereIsNoRunYet() {
     SparsityView view;

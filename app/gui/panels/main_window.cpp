@@ -414,6 +414,11 @@ void MainWindow::buildDocks() {
   auto* sparsityPanel = new SparsityPanel(m_wb->sparsity(), m_wb->headStats(), this);
   connect(sinksPanel, &SinksPanel::headChosen, this, &MainWindow::chooseHead);
   connect(sparsityPanel, &SparsityPanel::headChosen, this, &MainWindow::chooseHead);
+  // The Sparsity heatmaps outline the map's head (the one whose skipped tiles the map draws).
+  sparsityPanel->setMarkedHead(m_wb->controls().layer, m_wb->controls().head);
+  connect(m_wb, &Workbench::controlsChanged, sparsityPanel, [this, sparsityPanel] {
+    sparsityPanel->setMarkedHead(m_wb->controls().layer, m_wb->controls().head);
+  });
   m_views = {dock(tr("Attention map"), QStringLiteral("map"), m_mapPanel),
              dock(tr("Sinks"), QStringLiteral("sinks"), sinksPanel),
              dock(tr("Sparsity"), QStringLiteral("sparsity"), sparsityPanel),

@@ -98,6 +98,10 @@ SparsityPanel::SparsityPanel(SparsityView* view, QAbstractItemModel* headStats, 
   connect(m_view, &SparsityView::changed, this, &SparsityPanel::rebuild);
 }
 
+void SparsityPanel::setMarkedHead(int layer, int head) {
+  for (HeadHeatmap* m : {m_prefill, m_decode}) m->setMarkedCell({layer, head});
+}
+
 void SparsityPanel::rebuild() {
   m_prefill->setGrid(m_view->prefill());
   m_decode->setGrid(m_view->decode());

@@ -32,6 +32,8 @@ class SparsityPanel : public QWidget {
   QTabWidget* mapTabs() const { return m_tabs; }
   QCustomPlot* barsPlot() const { return m_barsPlot; }
   QTableView* table() const { return m_table; }
+  // Outlines the head the attention map shows (whose skip mask it draws) in both heatmaps.
+  void setMarkedHead(int layer, int head);
  Q_SIGNALS:
   void headChosen(int layer, int head);  // a click on a heatmap cell, a double-click on a row
  private:
