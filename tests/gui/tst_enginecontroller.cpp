@@ -16,14 +16,23 @@
 using namespace sinkscope;
 using namespace sinkscope::gui;
 
+namespace {
+
+// Gives c the random test model and waits for it to be loaded.
+bool loadTestModel(EngineController& c) {
+  QSignalSpy loaded(&c, &EngineController::modelLoaded);
+  c.setModel(test::randomModel());
+  return loaded.count() == 1 || (loaded.wait(30000) && loaded.count() == 1);
+}
+
+}  // namespace
+
 class TestEngineController : public QObject {
   Q_OBJECT
  private Q_SLOTS:
   void runsAndCoalesces() {
     EngineController c(BackendKind::kCpu, 2);
-    QSignalSpy loaded(&c, &EngineController::modelLoaded);
-    c.setModel(test::randomModel());
-    QTRY_COMPARE(loaded.count(), 1);
+    QVERIFY(loadTestModel(c));
     QSignalSpy finished(&c, &EngineController::finished);
     QSignalSpy idle(&c, &EngineController::idle);
     ControlState s;
@@ -45,59 +54,40 @@ class TestEngineController : public QObject {
     QCOMPARE(r->id, last);
     QCOMPARE(r->request.attention.threshold_prefill, 0.001 * 20);
   }
-  void cancelLeavesEngineUsable() {
+  // Cancel stops the running job and drops the queued run. The dropped run says so at once (the
+  // workbench waits for a run's end, finished, failed or cancelled, to leave the running state)
+  // and never starts; the engine takes the next run as usual.
+  void cancelEndsTheRunningAndTheQueuedRun() {
     EngineController c(BackendKind::kCpu, 2);
-    QSignalSpy loaded(&c, &EngineController::modelLoaded);
-    c.setModel(test::randomModel());
-    QTRY_COMPARE(loaded.count(), 1);
+    QVERIFY(loadTestModel(c));
     QSignalSpy started(&c, &EngineController::started);
     QSignalSpy cancelled(&c, &EngineController::cancelled);
     QSignalSpy finished(&c, &EngineController::finished);
     ControlState s;
     s.maxTokens = 400;  // long enough to be cancelled mid-run
-    c.run(s.toRequest(test::longPrompt().toStdString()));
+    // Cancel stops a running job of any tag and drops the queued job of tag "run".
+    const uint64_t running = c.run(s.toRequest(test::longPrompt().toStdString()),
+                                   QStringLiteral("other"));
     QTRY_COMPARE(started.count(), 1);
+    s.maxTokens = 2;
+    const uint64_t queued = c.run(s.toRequest(test::longPrompt().toStdString()));
+    QCOMPARE(c.queuedJobs(), 1);
     c.cancel();
-    QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 1, 30000);
+    QCOMPARE(c.queuedJobs(), 0);
+    QCOMPARE(cancelled.count(), 1);  // at once, not when the worker gets to it
+    QCOMPARE(cancelled.at(0).at(0).value<quint64>(), quint64(queued));
+    QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 2, 30000);
+    QCOMPARE(cancelled.at(1).at(0).value<quint64>(), quint64(running));
+    QTest::qWait(50);
+    QCOMPARE(started.count(), 1);
     QCOMPARE(finished.count(), 0);
     s.maxTokens = 3;
     c.run(s.toRequest(test::longPrompt().toStdString()));
     QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, 30000);
   }
-  // A run still queued behind another job when Cancel comes is dropped, and says so at once: the
-  // workbench waits for its end (finished, failed or cancelled) to leave the running state.
-  void cancelBeforeTheRunStartsEndsIt() {
-    EngineController c(BackendKind::kCpu, 2);
-    QSignalSpy loaded(&c, &EngineController::modelLoaded);
-    c.setModel(test::randomModel());
-    QTRY_COMPARE(loaded.count(), 1);
-    QSignalSpy started(&c, &EngineController::started);
-    QSignalSpy cancelled(&c, &EngineController::cancelled);
-    QSignalSpy finished(&c, &EngineController::finished);
-    ControlState s;
-    s.maxTokens = 400;
-    const uint64_t busy = c.run(s.toRequest(test::longPrompt().toStdString()),
-                                QStringLiteral("other"));
-    QTRY_COMPARE(started.count(), 1);  // the worker is busy with it
-    s.maxTokens = 2;
-    const uint64_t queued = c.run(s.toRequest(test::longPrompt().toStdString()));
-    QCOMPARE(c.queuedJobs(), 1);
-    c.cancel();
-    QCOMPARE(cancelled.count(), 1);  // at once, not when the worker gets to it
-    QCOMPARE(cancelled.at(0).at(0).value<quint64>(), quint64(queued));
-    QCOMPARE(c.queuedJobs(), 0);
-    // The running job (any tag) was cancelled too; the dropped run never starts.
-    QTRY_COMPARE_WITH_TIMEOUT(cancelled.count(), 2, 30000);
-    QCOMPARE(cancelled.at(1).at(0).value<quint64>(), quint64(busy));
-    QTest::qWait(50);
-    QCOMPARE(started.count(), 1);
-    QCOMPARE(finished.count(), 0);
-  }
   void progressIsThrottledWithEta() {
     EngineController c(BackendKind::kCpu, 2);
-    QSignalSpy loaded(&c, &EngineController::modelLoaded);
-    c.setModel(test::randomModel());
-    QTRY_COMPARE(loaded.count(), 1);
+    QVERIFY(loadTestModel(c));
     QSignalSpy progress(&c, &EngineController::progress);
     QSignalSpy finished(&c, &EngineController::finished);
     ControlState s;
@@ -181,9 +171,7 @@ class TestEngineController : public QObject {
   // cancelled only, none fails, the newest of each tag finishes.
   void stressCoalesceAndCancel() {
     EngineController c(BackendKind::kCpu, 2);
-    QSignalSpy loaded(&c, &EngineController::modelLoaded);
-    c.setModel(test::randomModel());
-    QTRY_COMPARE(loaded.count(), 1);
+    QVERIFY(loadTestModel(c));
     QSet<quint64> startedIds, endedIds;
     int duplicates = 0;
     QStringList failures;
