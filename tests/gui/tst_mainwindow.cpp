@@ -466,9 +466,41 @@ class TestMainWindow : public QObject {
     QVERIFY(banner->text().contains(QStringLiteral("controls changed")));
     QVERIFY(w.viewDocks().at(0)->windowTitle().contains(QStringLiteral("out of date")));
     wb.runNow();
+    // The run that will update the views is on its way: the titles say so, the banner goes.
+    QVERIFY(!banner->isVisible());
+    QVERIFY(w.viewDocks().at(0)->windowTitle().contains(QStringLiteral("updating")));
     QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
     QVERIFY(!banner->isVisible());
     QVERIFY(!w.viewDocks().at(0)->windowTitle().contains(QStringLiteral("out of date")));
+    QVERIFY(!w.viewDocks().at(0)->windowTitle().contains(QStringLiteral("updating")));
+  }
+
+  // Under auto-run every control change is followed by a run: no banner comes and goes (it
+  // would move the views down and up on each change); the titles say the views are updating.
+  void autoRunChangesDoNotMoveTheViews() {
+    Workbench wb(BackendKind::kCpu, 2);
+    MainWindow w(&wb);
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    QVERIFY(showWithModel(wb, w, test::longPrompt()));
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+    QTRY_VERIFY(!wb.running());
+    QCoreApplication::processEvents();
+    QDockWidget* first = w.viewDocks().at(0);
+    const int top = first->mapTo(&w, QPoint(0, 0)).y();
+    auto* banner = w.findChild<QLabel*>(QStringLiteral("staleBanner"));
+    QVERIFY(banner);
+    ControlState s = wb.controls();
+    s.inference.attention.threshold_prefill = 0.05;
+    wb.setControls(s);
+    QCoreApplication::processEvents();
+    QVERIFY(wb.viewsStale());
+    QVERIFY(!banner->isVisible());
+    QVERIFY2(first->windowTitle().contains(QStringLiteral("updating")), qPrintable(first->windowTitle()));
+    QCOMPARE(first->mapTo(&w, QPoint(0, 0)).y(), top);
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 2, 30000);
+    QTRY_VERIFY(!wb.running());
+    QVERIFY(!first->windowTitle().contains(QStringLiteral("updating")));
+    QCOMPARE(first->mapTo(&w, QPoint(0, 0)).y(), top);
   }
 
   // Cancel with the keyboard focus on the Cancel button: once the run stops, the focus is on

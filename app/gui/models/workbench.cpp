@@ -70,6 +70,7 @@ Workbench::Workbench(BackendKind kind, int threads, GpuChoice gpu, QObject* pare
 void Workbench::updateStale(const QString& event) {
   if (!event.isEmpty()) m_lastEvent = event;
   QString reason;
+  bool updating = false;
   if (m_last) {
     QStringList what;
     if (m_shownModel != m_modelPath) what << tr("another model is loaded");
@@ -80,13 +81,14 @@ void Workbench::updateStale(const QString& event) {
     if (m_shownControls.maxTokens != m_controls.maxTokens) what << tr("the generation length changed");
     if (!what.isEmpty()) {
       reason = tr("The views show an earlier run: %1").arg(what.join(QStringLiteral(", ")));
-      if (m_running) reason += tr("; updating\u2026");
+      updating = m_running || (m_lastEvent.isEmpty() && m_autoRun && m_modelReady &&
+                               !m_prompt.trimmed().isEmpty());
+      if (updating) reason += tr("; updating\u2026");
       else if (!m_lastEvent.isEmpty()) reason += QStringLiteral("; ") + m_lastEvent + QLatin1Char('.');
-      else if (m_autoRun && m_modelReady && !m_prompt.trimmed().isEmpty())
-        reason += tr("; updating\u2026");
       else reason += tr("; press Run to update.");
     }
   }
+  m_updating = updating;
   if (reason == m_staleReason) return;
   const bool was = !m_staleReason.isEmpty();
   m_staleReason = reason;

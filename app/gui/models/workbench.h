@@ -36,6 +36,8 @@ class Workbench : public QObject {
   // prompt and controls (after a cancel, a failed run, a change not yet run). staleReason()
   // says why, for a banner; "" when the views are current.
   bool viewsStale() const { return !m_staleReason.isEmpty(); }
+  // Stale, and a run that will update the views is running or about to start (auto-run).
+  bool viewsUpdating() const { return m_updating; }
   const QString& staleReason() const { return m_staleReason; }
 
   // A change schedules a run after debounceMs (restarted by every change: the newest wins).
@@ -135,6 +137,7 @@ class Workbench : public QObject {
   ControlState m_shownControls, m_runControls;
   QString m_shownPrompt, m_runPrompt, m_shownModel;
   QString m_staleReason, m_lastEvent;
+  bool m_updating = false;
   std::shared_ptr<const Model> m_prevModel;  // kept while a load is in flight (restored on failure)
   bool m_prevReady = false;
   TokenListModel m_tokens;

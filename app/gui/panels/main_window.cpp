@@ -198,17 +198,19 @@ void MainWindow::selectModelItem(const QString& path) {
   m_model->setCurrentIndex(m_model->findData(path));
 }
 
-// The banner and the view titles say when the views show an earlier run, and why.
+// The banner and the view titles say when the views show an earlier run, and why. While a run
+// that will update them is on its way (the common case under auto-run: every control change),
+// only the titles say so: a banner coming and going on each change would move the views up and
+// down. The banner is for views that stay out of date (auto-run off, a cancel, a failure).
 void MainWindow::updateBanner() {
   const bool stale = m_wb->viewsStale();
-  const bool running = m_wb->running();
-  m_banner->setVisible(stale);
+  const bool updating = m_wb->viewsUpdating();
+  m_banner->setVisible(stale && !updating);
   m_banner->setText(m_wb->staleReason());
-  m_banner->setStyleSheet(running ? QStringLiteral("QLabel { background: palette(alternate-base); padding: 3px; }")
-                                  : QStringLiteral("QLabel { background: #fff3c4; color: #5c4400; border: 1px solid #e0c060; padding: 3px; }"));
+  m_banner->setToolTip(m_wb->staleReason());
   for (QDockWidget* d : m_views) {
     const QString base = d->property("baseTitle").toString();
-    d->setWindowTitle(stale && !running ? base + tr(" (out of date)") : base);
+    d->setWindowTitle(!stale ? base : updating ? base + tr(" (updating\u2026)") : base + tr(" (out of date)"));
   }
   fitCentralHeight();
 }
@@ -316,6 +318,8 @@ QWidget* MainWindow::buildCentral() {
   m_banner->setObjectName(QStringLiteral("staleBanner"));
   m_banner->setWordWrap(true);
   m_banner->setVisible(false);
+  m_banner->setStyleSheet(QStringLiteral(
+      "QLabel { background: #fff3c4; color: #5c4400; border: 1px solid #e0c060; padding: 3px; }"));
 
   m_status = new StatusLabel(this);
   m_status->setObjectName(QStringLiteral("status"));
