@@ -475,6 +475,30 @@ class TestMainWindow : public QObject {
     QVERIFY(!w.viewDocks().at(0)->windowTitle().contains(QStringLiteral("updating")));
   }
 
+  // During a run the status bar has the whole progress line (phase, percentage, time left), which
+  // a narrow progress bar shortens.
+  void statusBarHasTheWholeProgressLine() {
+    Workbench wb(BackendKind::kCpu, 2);
+    wb.setAutoRun(false);
+    MainWindow w(&wb);
+    QVERIFY(showWithModel(wb, w, test::longPrompt()));
+    auto* status = w.findChild<QLabel*>(QStringLiteral("status"));
+    QVERIFY(status);
+    QStringList lines;
+    connect(&wb, &Workbench::runProgress, &w, [&] { lines << status->toolTip(); });
+    QSignalSpy ready(&wb, &Workbench::resultReady);
+    wb.runNow();
+    QTRY_COMPARE_WITH_TIMEOUT(ready.count(), 1, 30000);
+    QVERIFY(!lines.isEmpty());
+    for (const QString& l : lines) {
+      QVERIFY2(l.startsWith(QStringLiteral("Running: ")) && l.contains(QLatin1Char('%')), qPrintable(l));
+    }
+    QVERIFY2(std::any_of(lines.begin(), lines.end(),
+                         [](const QString& l) { return l.contains(QStringLiteral("prefill")); }),
+             qPrintable(lines.join(QLatin1Char('|'))));
+    QVERIFY(!status->toolTip().startsWith(QStringLiteral("Running")));  // the run's summary now
+  }
+
   // Under auto-run every control change is followed by a run: no banner comes and goes (it
   // would move the views down and up on each change); the titles say the views are updating.
   void autoRunChangesDoNotMoveTheViews() {

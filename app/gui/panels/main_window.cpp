@@ -157,6 +157,7 @@ MainWindow::MainWindow(Workbench* wb, QWidget* parent) : QMainWindow(parent), m_
     };
     m_progress->setFormat(fits(full) ? fmtFull : fits(shorter) ? fmtShort : tr("%p%"));
     m_progress->setToolTip(full);
+    setStatus(tr("Running: %1").arg(full));  // the whole line, where the bar has no room for it
   });
   connect(m_wb, &Workbench::resultReady, this, [this](const RunResultPtr& r) {
     m_progress->setFormat(tr("done"));
