@@ -112,6 +112,13 @@ std::pair<int, int> strongestSinkHead(const RunResult& r) {
   return best;
 }
 
+// The "size" column of a data-driven test, a row per window size named "WxH".
+void windowSizeRows(std::initializer_list<QSize> sizes) {
+  QTest::addColumn<QSize>("size");
+  for (const QSize& s : sizes)
+    QTest::newRow(qPrintable(QStringLiteral("%1x%2").arg(s.width()).arg(s.height()))) << s;
+}
+
 // A head of the run other than the ones given (the first in layer-major order).
 std::pair<int, int> anotherHead(const RunResult& r,
                                 std::initializer_list<std::pair<int, int>> not_these) {
@@ -128,10 +135,7 @@ class TestMainWindow : public QObject {
   Q_OBJECT
  private Q_SLOTS:
   void fitsALaptopScreen_data() {
-    QTest::addColumn<QSize>("size");
-    QTest::newRow("1024x640") << QSize(1024, 640);
-    QTest::newRow("1280x720") << QSize(1280, 720);
-    QTest::newRow("1920x1080") << QSize(1920, 1080);
+    windowSizeRows({QSize(1024, 640), QSize(1280, 720), QSize(1920, 1080)});
   }
   void fitsALaptopScreen() {
     QFETCH(QSize, size);
@@ -296,10 +300,7 @@ class TestMainWindow : public QObject {
   // opens on a 1280x720 screen (95 % of it), at 1280x720 and at 1920x1080; the text never runs
   // past the part of the box the style draws it in.
   void modelPickerShowsTheWholeName_data() {
-    QTest::addColumn<QSize>("size");
-    QTest::newRow("1216x684") << QSize(1216, 684);
-    QTest::newRow("1280x720") << QSize(1280, 720);
-    QTest::newRow("1920x1080") << QSize(1920, 1080);
+    windowSizeRows({QSize(1216, 684), QSize(1280, 720), QSize(1920, 1080)});
   }
   void modelPickerShowsTheWholeName() {
     QFETCH(QSize, size);

@@ -106,7 +106,7 @@ HeadHeatmap::HeadHeatmap(const QString& scaleLabel, QWidget* parent)
   setMinimumSize(320, 200);
   m_map = makeColorMap(this, tr("head"), tr("layer"), scaleLabel);
   m_empty = addEmptyPlotText(this, tr("No run yet"));
-  // Light with a dark edge, so it reads on magma's black and its pale yellow alike.
+  // A light cyan, apart from every colour of magma, so it reads on its black and pale yellow.
   m_mark = new QCPItemRect(this);
   m_mark->setPen(QPen(QColor(0x3d, 0xd6, 0xf5), 2));
   m_mark->setBrush(Qt::NoBrush);

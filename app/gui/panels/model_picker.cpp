@@ -24,25 +24,24 @@ QString ModelPicker::entryText() const {
   return currentIndex() < 0 ? placeholderText() : currentText();
 }
 
-// The common style draws the label one pixel inside the edit field on either side.
-int ModelPicker::textWidth() const {
+// The style's text field of a box of this picker's options laid out in box (its own rect when
+// box is empty).
+QRect ModelPicker::editField(const QRect& box) const {
   QStyleOptionComboBox opt;
   initStyleOption(&opt);
-  const QRect field =
-      style()->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, this);
-  return field.width() - 2;
+  if (!box.isEmpty()) opt.rect = box;
+  return style()->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, this);
 }
+
+// The common style draws the label one pixel inside the edit field on either side.
+int ModelPicker::textWidth() const { return editField().width() - 2; }
 
 QSize ModelPicker::sizeHint() const {
   const QSize base = QComboBox::sizeHint();
   // The frame and arrow around the text, measured on a wide box: the style's edit field is the
   // box less a fixed margin.
-  QStyleOptionComboBox opt;
-  initStyleOption(&opt);
-  opt.rect = QRect(0, 0, 1000, base.height());
-  const QRect field =
-      style()->subControlRect(QStyle::CC_ComboBox, &opt, QStyle::SC_ComboBoxEditField, this);
-  const int chrome = opt.rect.width() - field.width() + 2;
+  const QRect wide(0, 0, 1000, base.height());
+  const int chrome = wide.width() - editField(wide).width() + 2;
   // Rounded up from the exact advance: elidedText keeps the text whole only when its exact
   // width fits.
   const int whole = qCeil(QFontMetricsF(font()).horizontalAdvance(entryText())) + chrome;

@@ -27,6 +27,7 @@ class ModelPicker : public QComboBox {
 
  private:
   QString entryText() const;  // the current item's text, or the placeholder without one
+  QRect editField(const QRect& box = QRect()) const;
   int textWidth() const;      // the width the style leaves for the text
   void updateTip();
 };
