@@ -70,10 +70,13 @@ struct RowStats {
 // head_dim) of the tokens at positions [q_start, q_start + n_q); k, v (n_kv, n_head_kv, head_dim)
 // of cache positions [0, n_kv). The CUDA backend records bf16 bit patterns (q, k, v), the CPU
 // backend float32 (qf, kf, vf; vf of the request's `layer` only); q_at / k_at read either.
+// A one-head capture (QkvCaptureRequest::head) holds that query head's q and its KV head's k
+// only, no v: then `head` names it and n_head = n_head_kv = 1 describe the layout.
 struct QkvCapture {
   int layer = -1;
   int n_q = 0, q_start = 0, n_kv = 0;
   int n_head = 0, n_head_kv = 0, head_dim = 0;
+  int head = -1;  // -1: every head; else the one query head held (its KV head: head / group)
   std::vector<uint16_t> q, k, v;
   std::vector<float> qf, kf, vf;
 
@@ -105,6 +108,11 @@ struct QkvCaptureRequest {
   // With stop_after_layer the prefill then ends after max(layer, more_last). -1: none.
   int more_first = 0, more_last = -1;
   size_t max_bytes = 0;
+  // CUDA backend: >= 0 records only this query head's q and its KV head's k (no v) and copies
+  // only those to the host (what one attention map needs: 1 / n_head of the q bytes; at 32K
+  // tokens of an 8B model 17 MB instead of 403 MB). -1: every head. The CPU backend records
+  // every head whatever this says (QkvCapture::head tells which layout came back).
+  int head = -1;
 };
 // Where the CUDA backend keeps the projection matrices (QKV, O, gate|up, down). kNative: in their
 // file layout when it is Q8_0, Q4_0, Q4_1, Q4_K, Q5_K or Q6_K (decode reads the blocks directly,

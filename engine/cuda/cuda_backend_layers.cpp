@@ -150,11 +150,20 @@ void CudaBackendImpl::enqueue_layers(cudaStream_t s, Blas& blas, const Pass& p) 
       throw BackendError("CUDA backend: attention decode workspace too small (internal error)");
     SS_LAUNCH(kernels::launch_attention(a, s));
     if (l == m_capture.layer && !p.decode && !p.capturing && p.kv_bound == 0) {
-      // Debug capture: this pass's post-RoPE queries (pageable copy: synchronous).
-      const size_t off = size_t(p.pos0 - m_capture.q_start) * Q;
-      if (m_capture.q.size() >= off + size_t(p.n) * Q)
-        SS_CUDA(cudaMemcpyAsync(m_capture.q.data() + off, m_q.get(), size_t(p.n) * Q * 2,
-                                cudaMemcpyDeviceToHost, s));
+      // Debug capture: this pass's post-RoPE queries (pageable copy: synchronous); of one
+      // head, a strided copy of its d columns.
+      const int hd = c.head_dim, qh = m_capture.head;
+      const size_t row = qh >= 0 ? size_t(hd) : size_t(Q);
+      const size_t off = size_t(p.pos0 - m_capture.q_start) * row;
+      if (m_capture.q.size() >= off + size_t(p.n) * row) {
+        if (qh >= 0)
+          SS_CUDA(cudaMemcpy2DAsync(m_capture.q.data() + off, row * 2,
+                                    m_q.as<uint16_t>() + size_t(qh) * hd, size_t(Q) * 2, row * 2,
+                                    size_t(p.n), cudaMemcpyDeviceToHost, s));
+        else
+          SS_CUDA(cudaMemcpyAsync(m_capture.q.data() + off, m_q.get(), size_t(p.n) * Q * 2,
+                                  cudaMemcpyDeviceToHost, s));
+      }
     }
 
     if (fused) {

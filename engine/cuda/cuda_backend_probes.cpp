@@ -57,6 +57,9 @@ void CudaBackendImpl::request_qkv_capture(const QkvCaptureRequest& r) {
     throw BackendError("Q/K/V capture: sink_count and window must be >= 0");
   if (layer >= 0 && r.window > 0 && m_kv_bits)
     throw BackendError("Q/K/V capture: a visibility window needs a bf16 (unquantized) cache");
+  if (layer >= 0 && (r.head < -1 || r.head >= c.n_head))
+    throw BackendError("Q/K/V capture: head " + std::to_string(r.head) + " is outside the model (" +
+                       std::to_string(c.n_head) + " heads)");
   m_capture = QkvCapture{};
   m_capture.layer = layer < 0 ? -1 : layer;
   m_cap = layer < 0 ? QkvCaptureRequest{} : r;
@@ -101,10 +104,12 @@ void CudaBackendImpl::begin_prefill_probes(int n) {
   if (m_capture.layer >= 0) {  // debug capture: queries per pass (enqueue_layers), K/V below
     m_capture.n_q = n;
     m_capture.q_start = m_n_past;
-    m_capture.n_head = c.n_head;
-    m_capture.n_head_kv = c.n_head_kv;
+    const bool one = m_cap.head >= 0;  // one head: q (n, d), k (n_kv, d), no v
+    m_capture.head = one ? m_cap.head : -1;
+    m_capture.n_head = one ? 1 : c.n_head;
+    m_capture.n_head_kv = one ? 1 : c.n_head_kv;
     m_capture.head_dim = c.head_dim;
-    m_capture.q.assign(size_t(n) * c.q_dim(), 0);
+    m_capture.q.assign(size_t(n) * m_capture.n_head * c.head_dim, 0);
     if (m_cap.window > 0) {  // the identity list for this block size (attention_params)
       const int bs = m_attn.block_size;
       std::vector<int32_t> pos0(size_t(m_alloc_pos / bs));
@@ -171,10 +176,23 @@ void CudaBackendImpl::read_captured_kv(int n) {
   const ModelConfig& c = m_model->config();
   const int bs = m_attn.block_size, hk = c.n_head_kv, d = c.head_dim;
   const int64_t n_kv = int64_t(m_n_past) + n, pages = (n_kv + bs - 1) / bs;
+  m_capture.n_kv = int(n_kv);
+  if (m_capture.head >= 0) {
+    // One KV head: its bs x d block of every page, pages in position order (the full cache's
+    // identity table), so the positions come out contiguous.
+    const int g = m_capture.head / (c.n_head / hk);
+    const size_t block = size_t(bs) * d * 2;
+    std::vector<uint16_t> pk(size_t(pages) * bs * d);
+    SS_CUDA(cudaMemcpy2D(pk.data(), block, k_layer(m_capture.layer) + size_t(g) * bs * d,
+                         block * hk, block, size_t(pages), cudaMemcpyDeviceToHost));
+    pk.resize(size_t(n_kv) * d);
+    m_capture.k = std::move(pk);
+    m_capture.v.clear();
+    return;
+  }
   std::vector<uint16_t> pk(size_t(pages) * hk * bs * d), pv(pk.size());
   SS_CUDA(cudaMemcpy(pk.data(), k_layer(m_capture.layer), pk.size() * 2, cudaMemcpyDeviceToHost));
   SS_CUDA(cudaMemcpy(pv.data(), v_layer(m_capture.layer), pv.size() * 2, cudaMemcpyDeviceToHost));
-  m_capture.n_kv = int(n_kv);
   m_capture.k.resize(size_t(n_kv) * hk * d);
   m_capture.v.resize(m_capture.k.size());
   for (int64_t pos = 0; pos < n_kv; ++pos)

@@ -5,7 +5,8 @@
 // float32 capture (the reference backend), causal and with a sliding window of
 // 256 + 4 sinks, 700 tokens of real text. Also the capture's prefill on its own: with the window
 // rule its logits equal the CPU backend's windowed cache (original positions: both are exact
-// masked attention), and stop_after_layer leaves the captured Q/K as a whole forward does.
+// masked attention), and stop_after_layer leaves the captured Q/K as a whole forward does; a
+// one-head capture holds the all-heads capture's slices bit for bit.
 // "PASS|FAIL <check>: <numbers>" per check, "RESULT: ..." last, exit 1 on a failure; "SKIP:
 // <reason>" and exit 0 without a GPU or the model.
 #include <algorithm>
@@ -257,6 +258,48 @@ int main(int argc, char** argv) {
     }
   });
 
+  // 3b. A one-head capture (QkvCaptureRequest::head, what RunExecutor asks for): that head's q
+  //     and its KV head's k, bit for bit the all-heads capture's slices, and no v.
+  run("one_head", [&] {
+    for (int window : {0, 256})
+      for (int head : {3, c.n_head - 1}) {
+        QkvCaptureRequest r;
+        r.layer = 12;
+        r.sink_count = window ? 4 : 0;
+        r.window = window;
+        r.stop_after_layer = true;
+        gpu->reset();
+        gpu->request_qkv_capture(r);
+        std::vector<float> last;
+        gpu->forward(ids, LogitsMode::kLast, last);
+        const QkvCapture all = gpu->qkv_capture();
+        r.head = head;
+        gpu->reset();
+        gpu->request_qkv_capture(r);
+        gpu->forward(ids, LogitsMode::kLast, last);
+        const QkvCapture one = gpu->qkv_capture();
+        gpu->request_qkv_capture({});
+        const int kvh = head / group;
+        size_t qDiff = 0, kDiff = 0;
+        const bool shaped = one.head == head && one.n_head == 1 && one.n_head_kv == 1 &&
+                            one.n_q == all.n_q && one.n_kv == all.n_kv && one.v.empty() &&
+                            one.q.size() == size_t(one.n_q) * d &&
+                            one.k.size() == size_t(one.n_kv) * d && all.head == -1;
+        if (shaped) {
+          for (int i = 0; i < one.n_q; ++i)
+            for (int j = 0; j < d; ++j)
+              qDiff += one.q[size_t(i) * d + j] != all.q[(size_t(i) * c.n_head + head) * d + j];
+          for (int i = 0; i < one.n_kv; ++i)
+            for (int j = 0; j < d; ++j)
+              kDiff += one.k[size_t(i) * d + j] != all.k[(size_t(i) * c.n_head_kv + kvh) * d + j];
+        }
+        check(shaped && qDiff == 0 && kDiff == 0,
+              "one_head_H" + std::to_string(head) + "_W" + std::to_string(window),
+              std::string(shaped ? "layout (n, d), no v" : "WRONG LAYOUT") + "; q values differing " +
+                  std::to_string(qDiff) + ", k " + std::to_string(kDiff) + " (gate: 0, bit for bit)");
+      }
+  });
+
   // 4. Bad requests name what is wrong.
   run("bad_requests", [&] {
     std::string msg;
@@ -269,6 +312,16 @@ int main(int argc, char** argv) {
       msg = e.what();
     }
     check(msg.find("window") != std::string::npos, "bad_request_window", msg);
+    msg.clear();
+    try {
+      QkvCaptureRequest r;
+      r.layer = 3;
+      r.head = c.n_head;
+      gpu->request_qkv_capture(r);
+    } catch (const BackendError& e) {
+      msg = e.what();
+    }
+    check(msg.find("head " + std::to_string(c.n_head)) != std::string::npos, "bad_request_head", msg);
   });
   return gpu_test::finish_checks();
 }

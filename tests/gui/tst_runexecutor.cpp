@@ -349,6 +349,11 @@ class TestRunExecutor : public QObject {
                         [](const auto& st) { return st.first.find("reused") != std::string::npos; }));
     QVERIFY(!a->variantReused);
     QVERIFY(b->variantReused);  // the status line says its times are the earlier run's
+    // The all-heads masks are shared, not copied into each result (hundreds of MB at 32K).
+    QVERIFY(a->allHeads);
+    QCOMPARE(b->allHeads.get(), a->allHeads.get());
+    QVERIFY(b->probes.all_masks.empty() && b->probes.all_tiles.empty());
+    QVERIFY(a->probes.all_masks.empty() && a->probes.all_tiles.empty());
     RunExecutor fresh(BackendKind::kCpu, 2);
     fresh.setModel(test::randomModel());
     const RunResultPtr c = fresh.run(s.toRequest(test::longPrompt().toStdString()), 3);
@@ -404,6 +409,7 @@ class TestRunExecutor : public QObject {
     QCOMPARE(off->compare.klPerToken, ref->compare.klPerToken);
     QCOMPARE(off->sinkAlpha, ref->sinkAlpha);
     QCOMPARE(off->probes.mask.cells, ref->probes.mask.cells);
+    QVERIFY(off->allHeads && off->probes.all_masks.empty());
     QCOMPARE(off->probes.total(false).visited, ref->probes.total(false).visited);
     QCOMPARE(off->probes.total(false).skipped, int64_t(0));
     QVERIFY(off->timeline && off->timeline->event_count() > 0);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <utility>
 
 #include "app/gui/models/run_executor_internal.h"
 #include "engine/eval/logit_stats.h"
@@ -117,11 +118,30 @@ double elapsedSince(int64_t t0) { return double(prof::now_ns() - t0) / 1e9; }
 // A recorded run's probes as this request's: the map's (layer, head) mask from the all-heads
 // masks the run kept.
 void takeProbes(RunResult& r, const AttentionProbes& prefill, const AttentionProbes& all,
-                int layer, int head) {
+                const std::shared_ptr<const AttentionProbes>& heads, int layer, int head) {
   r.probesPrefill = prefill;
   r.probes = all;
-  r.probes.mask = headMask(all, layer, head);
+  r.allHeads = heads;
+  r.probes.mask = heads ? headMask(*heads, layer, head) : headMask(AttentionProbes{}, layer, head);
   r.probesPrefill.mask = r.probes.mask;
+}
+
+std::shared_ptr<const AttentionProbes> splitAllHeads(AttentionProbes& p) {
+  if (p.all_masks.empty() && p.all_tiles.empty()) return nullptr;
+  auto h = std::make_shared<AttentionProbes>();
+  h->n_layer = p.n_layer;
+  h->n_head = p.n_head;
+  h->all_rows = std::exchange(p.all_rows, 0);
+  h->all_cols = std::exchange(p.all_cols, 0);
+  h->all_masks = std::move(p.all_masks);
+  h->all_tiles = std::move(p.all_tiles);
+  p.all_masks.clear();
+  p.all_tiles.clear();
+  return h;
+}
+
+bool hasHeadMask(const std::shared_ptr<const AttentionProbes>& heads, int layer, int head) {
+  return heads && hasHeadMask(*heads, layer, head);
 }
 
 
@@ -383,7 +403,7 @@ RunExecutor::Pass RunExecutor::runPass(Backend& b, const std::vector<TokenId>& p
 
 // The map's inputs from a GPU backend: one prefill of the prompt on the dense backend (full
 // cache) with the map's visibility rule applied in every layer and the chosen layer's post-RoPE
-// Q/K captured (bf16), ending at that layer (QkvCaptureRequest). False where this does not
+// Q/K of the map's head captured (bf16), ending at that layer (QkvCaptureRequest). False where this does not
 // apply (a CPU backend, no capture); then the CPU map backend captures them (cpuCaptureQK).
 bool RunExecutor::gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMapOptions& o,
                                std::vector<float>& q, std::vector<float>& k) {
@@ -406,19 +426,24 @@ bool RunExecutor::gpuCaptureQK(const std::vector<TokenId>& prompt, const HeadMap
     r.sink_count = o.window > 0 ? o.sinkCount : 0;
     r.window = o.window;
     r.stop_after_layer = true;
+    r.head = o.head;  // only the map's head leaves the device
     b.request_qkv_capture(r);
     std::vector<float> last;
     b.forward(prompt, LogitsMode::kLast, last);
-    // Read before stopping: request_qkv_capture({}) clears the capture.
+    // Read before stopping: request_qkv_capture({}) clears the capture. The backend may have
+    // kept every head (cap.head -1) or only the map's (n_head = n_head_kv = 1).
     const QkvCapture& cap = b.qkv_capture();
+    const bool one = cap.head == o.head;
+    const int qh = one ? 0 : o.head, kh = one ? 0 : kvh;
     ok = cap.layer == o.layer && cap.n_q == n && cap.q_start == 0 && cap.n_kv >= n &&
-         cap.head_dim == d && cap.n_head == c.n_head && cap.n_head_kv == c.n_head_kv &&
-         cap.q.size() >= size_t(n) * c.n_head * d && cap.k.size() >= size_t(n) * c.n_head_kv * d;
+         cap.head_dim == d && (one || cap.head == -1) &&
+         cap.n_head == (one ? 1 : c.n_head) && cap.n_head_kv == (one ? 1 : c.n_head_kv) &&
+         cap.q.size() >= size_t(n) * cap.n_head * d && cap.k.size() >= size_t(n) * cap.n_head_kv * d;
     if (ok)
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < d; ++j) {
-          q[size_t(i) * d + j] = bf16_to_fp32(cap.q[(size_t(i) * c.n_head + o.head) * d + j]);
-          k[size_t(i) * d + j] = bf16_to_fp32(cap.k[(size_t(i) * c.n_head_kv + kvh) * d + j]);
+          q[size_t(i) * d + j] = bf16_to_fp32(cap.q[(size_t(i) * cap.n_head + qh) * d + j]);
+          k[size_t(i) * d + j] = bf16_to_fp32(cap.k[(size_t(i) * cap.n_head_kv + kh) * d + j]);
         }
     b.request_qkv_capture({});
     b.reset();  // the capture's prefill left layers past o.layer unfilled

@@ -49,8 +49,15 @@ bool sameMapOptions(const HeadMapOptions& a, const HeadMapOptions& b);
 double elapsedSince(int64_t t0);  // seconds since a prof::now_ns() time
 // A recorded run's probes as this request's: the map's (layer, head) mask from the all-heads
 // masks the run kept.
+// The probes of a run whose all-heads masks live in `heads` (may be null): copies without
+// them, and the skip mask of (layer, head) taken out of `heads`.
 void takeProbes(RunResult& r, const AttentionProbes& prefill, const AttentionProbes& all,
-                int layer, int head);
+                const std::shared_ptr<const AttentionProbes>& heads, int layer, int head);
+// Moves the all-heads masks (all_masks, all_tiles and their shape) out of `p` into a shared
+// holder (RunResult::allHeads); null when `p` holds none.
+std::shared_ptr<const AttentionProbes> splitAllHeads(AttentionProbes& p);
+// hasHeadMask on a holder that may be null.
+bool hasHeadMask(const std::shared_ptr<const AttentionProbes>& heads, int layer, int head);
 
 // What a generation produced, apart from its logits and probes.
 struct Generated {
@@ -100,7 +107,8 @@ struct RunExecutor::DenseCache {
   // baseline's settings (sparse off, full cache) is served from it instead of re-run.
   std::string backendName;
   int colN = 0;
-  AttentionProbes probesPrefill, probes;
+  AttentionProbes probesPrefill, probes;  // without the all-heads masks (allHeads)
+  std::shared_ptr<const AttentionProbes> allHeads;
   std::shared_ptr<const prof::Timeline> timeline;
 };
 

@@ -89,12 +89,12 @@ void RunExecutor::Run::prepare() {
   // new head has none either, and the run is reused all the same.
   reuseVariant = ex.m_lastRun && ex.m_lastRunKey == runKey &&
                  ex.m_lastRun->promptTokens == res->promptTokens &&
-                 (hasHeadMask(ex.m_lastRun->probes, req.layer, req.head) ||
+                 (hasHeadMask(ex.m_lastRun->allHeads, req.layer, req.head) ||
                   !ex.m_lastRun->maskNote.empty());
   // Sparse off (the baseline's own settings): the cached baseline run is the variant's run.
   fromDense = !reuseVariant && req.compare && haveDense && denseEquivalent(req) &&
               ex.m_denseCache->colN == colN && ex.m_denseCache->timeline &&
-              hasHeadMask(ex.m_denseCache->probes, req.layer, req.head);
+              hasHeadMask(ex.m_denseCache->allHeads, req.layer, req.head);
   if (!ex.m_pool) ex.m_pool = std::make_unique<ThreadPool>(ex.m_threads);
 }
 
@@ -141,7 +141,8 @@ void RunExecutor::Run::reuseLastRun() {
   res->id = runId;
   res->request = std::move(request);
   res->stagesMs.clear();
-  takeProbes(*res, last.probesPrefill, last.probes, req.layer, req.head);
+  // The probes hold no all-heads masks (last.allHeads, shared): copying them is cheap.
+  takeProbes(*res, last.probesPrefill, last.probes, last.allHeads, req.layer, req.head);
   res->compare.baselineReused = res->compare.available;  // nothing was re-run
   res->variantReused = true;
   done = n + maxTokens;
@@ -234,7 +235,7 @@ void RunExecutor::Run::runVariant() {
     static_cast<Generated&>(v) = dc.pass;
     res->backendName = dc.backendName;
     res->timeline = dc.timeline;
-    takeProbes(*res, dc.probesPrefill, dc.probes, req.layer, req.head);
+    takeProbes(*res, dc.probesPrefill, dc.probes, dc.allHeads, req.layer, req.head);
     res->variantReused = true;
     stage("variant = cached dense baseline");
     return;
@@ -290,9 +291,9 @@ void RunExecutor::Run::runVariant() {
                              v.prefillMs);
   res->stagesMs.emplace_back("variant decode", v.decodeMs);
   tStage = prof::now_ns();
-  // The all-heads masks (tens of MB at 32K tokens) are copied once: res->probes keeps them (a
-  // later change of the map's head reads them there), the prefill snapshot for a resume takes
-  // the run's own; res->probesPrefill goes without.
+  // The all-heads masks (hundreds of MB at 32K tokens) are copied once: res->allHeads keeps
+  // them (a later change of the map's head reads them there), the prefill snapshot for a resume
+  // takes the run's own; res->probesPrefill goes without.
   {
     std::vector<uint8_t> masks;
     std::vector<std::vector<MaskTile>> tiles;
@@ -306,10 +307,11 @@ void RunExecutor::Run::runVariant() {
   if (!req.cache.windowed()) nextPrefillKey = prefillKey;
   res->timeline = profiler.timeline();
   res->probes = b.probes();
+  res->allHeads = splitAllHeads(res->probes);
   res->decodePath = b.decode_path_stats();
   // A resumed prefill's probes hold the mask of the (layer, head) it was recorded for.
-  if (v.prefillReused && hasHeadMask(res->probes, req.layer, req.head))
-    res->probes.mask = res->probesPrefill.mask = headMask(res->probes, req.layer, req.head);
+  if (v.prefillReused && hasHeadMask(res->allHeads, req.layer, req.head))
+    res->probes.mask = res->probesPrefill.mask = headMask(*res->allHeads, req.layer, req.head);
 }
 
 void RunExecutor::Run::variantStatistics() {
@@ -441,6 +443,7 @@ void RunExecutor::Run::denseBaseline() {
       dc->backendName = res->backendName;
       dc->probesPrefill = res->probesPrefill;
       dc->probes = res->probes;
+      dc->allHeads = res->allHeads;
       dc->timeline = res->timeline;
     } else {
       // Traced and probed like a variant run (the probes cost little next to the forward), so
@@ -482,6 +485,7 @@ void RunExecutor::Run::denseBaseline() {
       dc->timeline = dprof.timeline();
       dc->probesPrefill = d.afterPrefill;
       dc->probes = db.probes();
+      dc->allHeads = splitAllHeads(dc->probes);
       dc->probesPrefill.all_masks.clear();
       dc->probesPrefill.all_tiles.clear();
       dc->probesPrefill.all_stat.clear();
