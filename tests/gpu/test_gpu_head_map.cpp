@@ -231,6 +231,17 @@ int main(int argc, char** argv) {
               " (gates: KL <= 2e-3, same top-1, causal KL > 10x)");
   });
 
+  // The capture of one prefill of the text from a fresh cache under `r`; its last logits in
+  // *last.
+  auto captureOf = [&](const QkvCaptureRequest& r, std::vector<float>* last) {
+    gpu->reset();
+    gpu->request_qkv_capture(r);
+    gpu->forward(ids, LogitsMode::kLast, *last);
+    QkvCapture cap = gpu->qkv_capture();
+    gpu->request_qkv_capture({});
+    return cap;
+  };
+
   // 3. stop_after_layer: the same Q/K as a whole forward, no logits.
   run("stop_after_layer", [&] {
     for (int window : {0, 256}) {
@@ -239,16 +250,9 @@ int main(int argc, char** argv) {
       r.sink_count = window ? 4 : 0;
       r.window = window;
       std::vector<float> whole, early;
-      gpu->reset();
-      gpu->request_qkv_capture(r);
-      gpu->forward(ids, LogitsMode::kLast, whole);
-      const QkvCapture a = gpu->qkv_capture();
+      const QkvCapture a = captureOf(r, &whole);
       r.stop_after_layer = true;
-      gpu->reset();
-      gpu->request_qkv_capture(r);
-      gpu->forward(ids, LogitsMode::kLast, early);
-      const QkvCapture b = gpu->qkv_capture();
-      gpu->request_qkv_capture({});
+      const QkvCapture b = captureOf(r, &early);
       const bool nan = std::all_of(early.begin(), early.end(), [](float x) { return std::isnan(x); });
       check(a.n_q == n && a.q == b.q && a.k == b.k && a.v == b.v && nan &&
                 std::all_of(whole.begin(), whole.end(), [](float x) { return std::isfinite(x); }),
@@ -268,17 +272,10 @@ int main(int argc, char** argv) {
         r.sink_count = window ? 4 : 0;
         r.window = window;
         r.stop_after_layer = true;
-        gpu->reset();
-        gpu->request_qkv_capture(r);
         std::vector<float> last;
-        gpu->forward(ids, LogitsMode::kLast, last);
-        const QkvCapture all = gpu->qkv_capture();
+        const QkvCapture all = captureOf(r, &last);
         r.head = head;
-        gpu->reset();
-        gpu->request_qkv_capture(r);
-        gpu->forward(ids, LogitsMode::kLast, last);
-        const QkvCapture one = gpu->qkv_capture();
-        gpu->request_qkv_capture({});
+        const QkvCapture one = captureOf(r, &last);
         const int kvh = head / group;
         size_t qDiff = 0, kDiff = 0;
         const bool shaped = one.head == head && one.n_head == 1 && one.n_head_kv == 1 &&
