@@ -207,8 +207,8 @@ class Backend {
     if (on) throw BackendError(name() + " backend: the all-heads skip-mask probe is not supported");
   }
   // Debug capture, off by default: the next prefill copies the post-RoPE queries of its tokens
-  // and the cached keys and values of r.layer (every position) into qkv_capture(); layer -1
-  // stops it.
+  // and the cached keys and values of r.layer (every position) into qkv_capture(), or of one
+  // head only, without the values (QkvCaptureRequest::head); layer -1 stops it.
   virtual void request_qkv_capture(const QkvCaptureRequest& r) {
     if (r.layer >= 0) throw BackendError(name() + " backend: the Q/K/V capture is not supported");
   }

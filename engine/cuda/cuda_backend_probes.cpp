@@ -55,8 +55,10 @@ void CudaBackendImpl::request_qkv_capture(const QkvCaptureRequest& r) {
     throw BackendError("Q/K/V capture: one layer at a time on the CUDA backend");
   if (layer >= 0 && (r.sink_count < 0 || r.window < 0))
     throw BackendError("Q/K/V capture: sink_count and window must be >= 0");
-  if (layer >= 0 && r.window > 0 && m_kv_bits)
-    throw BackendError("Q/K/V capture: a visibility window needs a bf16 (unquantized) cache");
+  // A quantized cache keeps bf16 pages for its protected positions only: the layer's keys are
+  // codes, not what read_captured_kv copies.
+  if (layer >= 0 && m_kv_bits)
+    throw BackendError("Q/K/V capture: needs a bf16 (unquantized) KV cache");
   if (layer >= 0 && (r.head < -1 || r.head >= c.n_head))
     throw BackendError("Q/K/V capture: head " + std::to_string(r.head) + " is outside the model (" +
                        std::to_string(c.n_head) + " heads)");

@@ -319,6 +319,19 @@ int main(int argc, char** argv) {
       msg = e.what();
     }
     check(msg.find("head " + std::to_string(c.n_head)) != std::string::npos, "bad_request_head", msg);
+    // A quantized cache holds codes, not the bf16 keys a capture copies: refused, causal too.
+    msg.clear();
+    BackendOptions qo;
+    qo.cache.quantization.enabled = true;
+    std::unique_ptr<Backend> quant = make_backend(model, qo, BackendKind::kCuda);
+    try {
+      QkvCaptureRequest r;
+      r.layer = 3;
+      quant->request_qkv_capture(r);
+    } catch (const BackendError& e) {
+      msg = e.what();
+    }
+    check(msg.find("unquantized") != std::string::npos, "bad_request_quantized_cache", msg);
   });
   return gpu_test::finish_checks();
 }

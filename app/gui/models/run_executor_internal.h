@@ -47,10 +47,9 @@ SkipMask headMask(const AttentionProbes& p, int layer, int head);
 bool denseEquivalent(const RunRequest& r);
 bool sameMapOptions(const HeadMapOptions& a, const HeadMapOptions& b);
 double elapsedSince(int64_t t0);  // seconds since a prof::now_ns() time
-// A recorded run's probes as this request's: the map's (layer, head) mask from the all-heads
-// masks the run kept.
-// The probes of a run whose all-heads masks live in `heads` (may be null): copies without
-// them, and the skip mask of (layer, head) taken out of `heads`.
+// A recorded run's probes as this request's: `prefill` and `all` as they are (they must hold no
+// all-heads masks: splitAllHeads took them into `heads`, which may be null), `heads` shared,
+// and the map's (layer, head) mask taken out of `heads`.
 void takeProbes(RunResult& r, const AttentionProbes& prefill, const AttentionProbes& all,
                 const std::shared_ptr<const AttentionProbes>& heads, int layer, int head);
 // Moves the all-heads masks (all_masks, all_tiles and their shape) out of `p` into a shared

@@ -291,9 +291,9 @@ void RunExecutor::Run::runVariant() {
                              v.prefillMs);
   res->stagesMs.emplace_back("variant decode", v.decodeMs);
   tStage = prof::now_ns();
-  // The all-heads masks (hundreds of MB at 32K tokens) are copied once: res->allHeads keeps
-  // them (a later change of the map's head reads them there), the prefill snapshot for a resume
-  // takes the run's own; res->probesPrefill goes without.
+  // The all-heads masks (hundreds of MB at 32K tokens): res->allHeads keeps them (a later
+  // change of the map's head reads them there), the prefill snapshot for a resume takes the
+  // run's own; res->probesPrefill goes without.
   {
     std::vector<uint8_t> masks;
     std::vector<std::vector<MaskTile>> tiles;
@@ -326,7 +326,7 @@ void RunExecutor::Run::variantStatistics() {
   res->stopReason = v.stopReason;
   res->prefillMs = v.prefillMs;
   res->decodeMs = v.decodeMs;
-  // The all-heads masks are kept once (in probes, for a later change of the map's head); the
+  // The all-heads masks are kept once (in allHeads, for a later change of the map's head); the
   // debug tile statistic is not needed here.
   res->probesPrefill.all_masks.clear();
   res->probesPrefill.all_tiles.clear();

@@ -82,7 +82,7 @@ struct RunResult {
   double promptPerplexity = 0;       // of the variant over the prompt (teacher forced)
   AttentionProbes probesPrefill;     // tile counts after the prefill (decode entries zero)
   AttentionProbes probes;            // after the whole run (prefill + decode counts, skip mask)
-  // Every (layer, head)'s skip mask of the run's prefill (the all_* fields of the backend's
+  // Every (layer, head)'s skip mask of the run's prefill (all_masks / all_tiles of the backend's
   // probes; probes and probesPrefill hold none), shared by the results that reuse the run: a
   // change of the map's head takes its mask from here rather than copying the masks (about
   // 270 MB at 32K tokens of an 8B model). Null where the backend recorded none.
